@@ -131,23 +131,13 @@ def main(_):
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
 
-    def run_train_step(x, y):
+    def schedule_train_step(x, y):
         # feed_dict converted fed values to the placeholders' dtypes; tensors also
         # take tf.function's fast path (NumPy arguments cost more than the step)
         x, y = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.float32)
-        # The chief schedules the step on a worker; fetching the result before the next
-        # step keeps the old loop's semantics (drop the .fetch() to overlap steps).
-        for attempt in range(3):
-            try:
-                results = coordinator.schedule(train_step, args=(x, y)).fetch()
-                break
-            except tf.errors.UnavailableError:
-                # The worker holding this step's result died before it was fetched. The
-                # coordinator recovers the worker; run the step again (closures are
-                # at-least-once, like a TF1 worker retrying after its session failed).
-                if attempt == 2:
-                    raise
-        return results
+        # The chief queues the step for the next free worker; the step's results come
+        # back as a RemoteValue (its fetch() waits for them).
+        return coordinator.schedule(train_step, args=(x, y))
     # Likewise wait only for the ports those sessions use: a worker that
     # starts late must not wait for workers that already finished.
     wait_for_cluster(ps_hosts + [worker_hosts[FLAGS.task_index]])
@@ -160,15 +150,37 @@ def main(_):
         tf.train.CheckpointManager(checkpoint, FLAGS.checkpoint_dir, max_to_keep=5) if FLAGS.checkpoint_dir else None)
     if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
         checkpoint.restore(checkpoint_manager.latest_checkpoint)
-    while not int(global_step.numpy()) >= FLAGS.steps:
+    # ParameterServerStrategy trains on whichever worker is free: the chief queues
+    # each step and runs the rest of the loop body (finish_train_step) on its results up to
+    # max_steps_in_flight steps later, so workers overlap as TF1's asynchronous workers did.
+    max_steps_in_flight = 2 * cluster_resolver.cluster_spec().num_tasks("worker")
+    steps_in_flight = []
+    # the global step lags behind by the steps in flight: count the scheduled ones
+    scheduled_steps = int(global_step.numpy())
+
+    def finish_train_step(step_results, ticket):
+        # The rest of the loop body, run on this step's results once they are fetched.
+        try:
+            loss_value = step_results.fetch()
+        except tf.errors.UnavailableError:
+            # The worker holding the results died after it ran the step (its update is
+            # applied, as when a TF1 worker died after its last run): they are lost.
+            return
+        log_loss(ticket, loss_value)
+
+    while not scheduled_steps >= FLAGS.steps:
         # Dequeuing from the closed, empty queue raises OutOfRangeError,
         # which MonitoredTrainingSession turns into a clean stop.
         ticket = next(tickets_iterator, None)
         if ticket is None:
             break
         xs, ys = batch_for_ticket(ticket, FLAGS.batch_size)
-        loss_value = run_train_step(xs, ys)
-        log_loss(ticket, loss_value)
+        steps_in_flight.append((schedule_train_step(xs, ys), ticket))
+        scheduled_steps += 1
+        while len(steps_in_flight) > max_steps_in_flight:
+            finish_train_step(*steps_in_flight.pop(0))
+    while steps_in_flight:
+        finish_train_step(*steps_in_flight.pop(0))
     if checkpoint_manager is not None:
         checkpoint_manager.save(checkpoint_number=global_step)
     print(f"worker {FLAGS.task_index} done", flush=True)

@@ -149,25 +149,13 @@ def main(_):
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
 
-    def run_train_step(inputs, targets):
+    def schedule_train_step(inputs, targets):
         # feed_dict converted fed values to the placeholders' dtypes; tensors also
         # take tf.function's fast path (NumPy arguments cost more than the step)
         inputs, targets = tf.convert_to_tensor(inputs, tf.float32), tf.convert_to_tensor(targets, tf.float32)
-        # The chief schedules the step on a worker; fetching the result before the next
-        # step keeps the old loop's semantics (drop the .fetch() to overlap steps).
-        for attempt in range(3):
-            try:
-                results = coordinator.schedule(train_step, args=(inputs, targets)).fetch()
-                break
-            except tf.errors.UnavailableError:
-                # The worker holding this step's result died before it was fetched. The
-                # coordinator recovers the worker; run the step again (closures are
-                # at-least-once, like a TF1 worker retrying after its session failed).
-                if attempt == 2:
-                    raise
-        if checkpoint_manager is not None and int(global_step.numpy()) % FLAGS.save_checkpoint_steps == 0:
-            checkpoint_manager.save(checkpoint_number=global_step)
-        return results
+        # The chief queues the step for the next free worker; the step's results come
+        # back as a RemoteValue (its fetch() waits for them).
+        return coordinator.schedule(train_step, args=(inputs, targets))
 
     previous = tf.train.latest_checkpoint(FLAGS.checkpoint_dir) if is_chief else None
     if previous:
@@ -185,13 +173,39 @@ def main(_):
         checkpoint.restore(checkpoint_manager.latest_checkpoint)
     if previous:
         print(f"chief resumed at global step {global_step.numpy()}", flush=True)
-    while not int(global_step.numpy()) >= FLAGS.steps:
+    # ParameterServerStrategy trains on whichever worker is free: the chief queues
+    # each step and runs the rest of the loop body (finish_train_step) on its results up to
+    # max_steps_in_flight steps later, so workers overlap as TF1's asynchronous workers did.
+    max_steps_in_flight = 2 * cluster_resolver.cluster_spec().num_tasks("worker")
+    steps_in_flight = []
+    # the global step lags behind by the steps in flight: count the scheduled ones
+    scheduled_steps = int(global_step.numpy())
+
+    def finish_train_step(step_results, step):
+        # The rest of the loop body, run on this step's results once they are fetched.
+        try:
+            loss_value = step_results.fetch()
+        except tf.errors.UnavailableError:
+            # The worker holding the results died after it ran the step (its update is
+            # applied, as when a TF1 worker died after its last run): they are lost.
+            return
+        record(step, loss_value)
+
+    while not scheduled_steps >= FLAGS.steps:
         # With several workers another update may land between this read
         # and ours: async training has no exact "step of an update".
-        step = global_step.numpy()
+        step = scheduled_steps
         xs, ys = data_for_step(step)
-        loss_value = run_train_step(xs, ys)
-        record(step, loss_value)
+        steps_in_flight.append((schedule_train_step(xs, ys), step))
+        scheduled_steps += 1
+        while len(steps_in_flight) > max_steps_in_flight:
+            finish_train_step(*steps_in_flight.pop(0))
+        if checkpoint_manager is not None and scheduled_steps % FLAGS.save_checkpoint_steps == 0:
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+            checkpoint_manager.save(checkpoint_number=global_step)
+    while steps_in_flight:
+        finish_train_step(*steps_in_flight.pop(0))
     if checkpoint_manager is not None:
         checkpoint_manager.save(checkpoint_number=global_step)
     print(f"{me} done at global step >= {FLAGS.steps}", flush=True)

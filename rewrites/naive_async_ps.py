@@ -123,36 +123,48 @@ def main(_):
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
 
-    def run_train_step_2(x, y_):
+    def schedule_train_step_2(x, y_):
         # feed_dict converted fed values to the placeholders' dtypes; tensors also
         # take tf.function's fast path (NumPy arguments cost more than the step)
         x, y_ = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y_, tf.float32)
-        # The chief schedules the step on a worker; fetching the result before the next
-        # step keeps the old loop's semantics (drop the .fetch() to overlap steps).
-        for attempt in range(3):
-            try:
-                results = coordinator.schedule(train_step_2, args=(x, y_)).fetch()
-                break
-            except tf.errors.UnavailableError:
-                # The worker holding this step's result died before it was fetched. The
-                # coordinator recovers the worker; run the step again (closures are
-                # at-least-once, like a TF1 worker retrying after its session failed).
-                if attempt == 2:
-                    raise
-        return results
+        # The chief queues the step for the next free worker; the step's results come
+        # back as a RemoteValue (its fetch() waits for them).
+        return coordinator.schedule(train_step_2, args=(x, y_))
 
     # NAIVE: no device_filters, no wait for the cluster's ports, no "chief
     # ready" signal, the default 30 s recovery wait and 120 s stop grace.
     print(f"{task_name}: creating the training session", flush=True)
     print(f"{task_name}: session ready", flush=True)
-    while not int(global_step.numpy()) >= FLAGS.steps:
-        step = global_step.numpy()
-        batch_x, batch_y = next_batch(step)
-        loss_value = run_train_step_2(batch_x, batch_y)
+    # ParameterServerStrategy trains on whichever worker is free: the chief queues
+    # each step and runs the rest of the loop body (finish_train_step_2) on its results up to
+    # max_steps_in_flight steps later, so workers overlap as TF1's asynchronous workers did.
+    max_steps_in_flight = 2 * cluster_resolver.cluster_spec().num_tasks("worker")
+    steps_in_flight = []
+    # the global step lags behind by the steps in flight: count the scheduled ones
+    scheduled_steps = int(global_step.numpy())
+
+    def finish_train_step_2(step_results, step):
+        # The rest of the loop body, run on this step's results once they are fetched.
+        try:
+            loss_value = step_results.fetch()
+        except tf.errors.UnavailableError:
+            # The worker holding the results died after it ran the step (its update is
+            # applied, as when a TF1 worker died after its last run): they are lost.
+            return
         line = json.dumps({"step": int(step), "task": task_name, "loss": float(loss_value)})
         if os.environ.get("TFMIGRATE_LOSS_LOG"):
             with open(os.environ["TFMIGRATE_LOSS_LOG"], "a") as f:
                 f.write(line + "\n")
+
+    while not scheduled_steps >= FLAGS.steps:
+        step = scheduled_steps
+        batch_x, batch_y = next_batch(step)
+        steps_in_flight.append((schedule_train_step_2(batch_x, batch_y), step))
+        scheduled_steps += 1
+        while len(steps_in_flight) > max_steps_in_flight:
+            finish_train_step_2(*steps_in_flight.pop(0))
+    while steps_in_flight:
+        finish_train_step_2(*steps_in_flight.pop(0))
     print(f"{task_name}: done", flush=True)
 
 

@@ -97,7 +97,11 @@ class GraphToStrategy(Rule):
     ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``).
 
     Asynchronous ps/worker training maps to ``ParameterServerStrategy`` with a
-    ``ClusterCoordinator`` (the chief schedules each step on a worker);
+    ``ClusterCoordinator``: the chief queues each step for a free worker and
+    runs the rest of the loop body on the step's results up to
+    ``2 x workers`` steps later, so the workers train in parallel as the TF1
+    workers did (a loop that needs each result before going on -- it stops
+    on the loss, or reads model state -- waits for every step instead);
     ``SyncReplicasOptimizer`` maps to ``MultiWorkerMirroredStrategy`` with the
     loss divided by the number of replicas, because SyncReplicas *averaged* the
     workers' gradients while strategies *sum* them.
@@ -121,8 +125,13 @@ class GraphToStrategy(Rule):
     Fix safety
     Unsafe in general (the program's structure changes), which is why
     ``tfmigrate check`` exists: it runs both versions and compares loss
-    trajectories. Each step's results are fetched before the next step is
-    scheduled, preserving the loop's semantics at some cost in parallelism.
+    trajectories. On ParameterServerStrategy the rest of a loop body runs
+    on a step's results a few steps later, only where that cannot change what
+    the loop does: its tail has no break/continue/return, binds no name used
+    outside it and reads no model state; the stop condition and a batch
+    chosen by the global step read a count of the scheduled steps (the global
+    step lags by the steps in flight); checkpoints wait for every step before
+    them. Otherwise each step's results are waited for.
     Anything the rule cannot map (variables created in helper functions,
     fetch dicts, unknown hooks) is reported for manual work.
     """
@@ -137,6 +146,7 @@ class GraphToStrategy(Rule):
             return module
         self.taken = C.all_names(module)
         self.has_resolver = "cluster_resolver" in self.taken
+        self.module_in = module  # the tree the session loops are found in
         self.converted = False
         module = transform(module, self)
         if self.converted:
@@ -216,7 +226,22 @@ class GraphToStrategy(Rule):
         prelude = self._build(device_with, graph, session)
         new_after = session.rewrite(after)
         self.converted = True
-        return before + prelude + new_after
+        return before + self._used_wrappers(prelude, new_after, session) + new_after
+
+    def _used_wrappers(self, prelude, after, session):
+        """Drop the run/schedule wrappers no loop calls (a pipelined loop
+        schedules steps; the others wait for each step's results)."""
+        used = set()
+        for statement in after:
+            used |= C.names_used(statement)
+        unused = set()
+        for run_name, schedule_name in session.schedule_names.items():
+            if run_name not in used:
+                unused.add(run_name)
+                if schedule_name not in used:
+                    unused.add(schedule_name)
+        kept = [st for st in prelude if not (isinstance(st, cst.FunctionDef) and st.name.value in unused)]
+        return kept
 
     def _starts_session(self, statement) -> bool:
         session_like = SESSION_CLASSES | {"train.Supervisor"}
@@ -291,6 +316,7 @@ class GraphToStrategy(Rule):
         strategy = self.strategy
         resolver = "cluster_resolver" if self.has_resolver else "tf.distribute.cluster_resolver.TFConfigClusterResolver()"
         self.strategy_name = self._fresh("strategy")
+        self.resolver_code = resolver
         out += self._create_strategy(device_with, graph, resolver)
         out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
 
@@ -404,6 +430,8 @@ class GraphToStrategy(Rule):
         step_name = self._fresh("train_step")
         run_name = self._fresh("run_" + step_name)
         session.train_names[id(fetch)] = run_name
+        if self.strategy == PSS:
+            session.schedule_names[run_name] = self._fresh("schedule_" + step_name)
         loss_code = C.code_of(graph.loss)
         tape = self._fresh("tape")
         grads = self._fresh("gradients")
@@ -467,9 +495,14 @@ class GraphToStrategy(Rule):
         body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + ret)
         replica = replica.with_changes(body=replica.body.with_changes(body=body))
         args = C.tuple_code(params)
-        outer_code, run = self._step_code(step_name, run_name, params, args, fetch, graph)
-        head, _, rest = run.partition("\n")
-        run = head + "\n" + self._feed_code(graph, params) + rest
+        schedule_name = session.schedule_names.get(run_name)
+        outer_code, run, schedule = self._step_code(step_name, run_name, schedule_name, params, args, fetch, graph)
+        if schedule is not None:
+            head, _, rest = schedule.partition("\n")
+            schedule = head + "\n" + self._feed_code(graph, params) + rest
+        else:
+            head, _, rest = run.partition("\n")
+            run = head + "\n" + self._feed_code(graph, params) + rest
         outer = C.stmt(outer_code)
         outer = outer.with_changes(body=outer.body.with_changes(body=[replica, *outer.body.body]),
                                    decorators=[cst.Decorator(C.expr("tf.function"))],
@@ -480,8 +513,8 @@ class GraphToStrategy(Rule):
                 f"        {session.manager}.save(checkpoint_number={graph.global_step})\n"
             )
         run += "    return results\n"
-        run_node = C.stmt(run).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-        return [outer, run_node]
+        wrappers = [C.stmt(run)] if schedule is None else [C.stmt(schedule), C.stmt(run)]
+        return [outer] + [w.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for w in wrappers]
 
     def _feed_code(self, graph, params) -> str:
         """The run wrapper's first lines: fed values become tensors of their
@@ -506,8 +539,9 @@ class GraphToStrategy(Rule):
             f"    {', '.join(params)} = {', '.join(converted)}\n"
         )
 
-    def _step_code(self, step_name, run_name, params, args, fetch, graph):
-        """(outer tf.function source, run wrapper source without its return)."""
+    def _step_code(self, step_name, run_name, schedule_name, params, args, fetch, graph):
+        """(outer tf.function source, run wrapper source without its return,
+        schedule wrapper source or None)."""
         if self.strategy == PSS:
             # one replica per worker: reduce() just unwraps the per-replica value
             outer_code = (
@@ -516,13 +550,18 @@ class GraphToStrategy(Rule):
                 f"    return tf.nest.map_structure(\n"
                 f"        lambda value: {self.strategy_name}.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)\n"
             )
+            schedule = (
+                f"def {schedule_name}({', '.join(params)}):\n"
+                f"    # The chief queues the step for the next free worker; the step's results come\n"
+                f"    # back as a RemoteValue (its fetch() waits for them).\n"
+                f"    return {self.coordinator_name}.schedule({step_name}, args={args})\n"
+            )
             run = (
                 f"def {run_name}({', '.join(params)}):\n"
-                f"    # The chief schedules the step on a worker; fetching the result before the next\n"
-                f"    # step keeps the old loop's semantics (drop the .fetch() to overlap steps).\n"
+                f"    # The loop needs this step's results before it goes on: wait for them.\n"
                 f"    for attempt in range(3):\n"
                 f"        try:\n"
-                f"            results = {self.coordinator_name}.schedule({step_name}, args={args}).fetch()\n"
+                f"            results = {schedule_name}({', '.join(params)}).fetch()\n"
                 f"            break\n"
                 f"        except tf.errors.UnavailableError:\n"
                 f"            # The worker holding this step's result died before it was fetched. The\n"
@@ -531,7 +570,7 @@ class GraphToStrategy(Rule):
                 f"            if attempt == 2:\n"
                 f"                raise\n"
             )
-            return outer_code, run
+            return outer_code, run, schedule
         outer_code = (
             f"def {step_name}({', '.join(params)}):\n"
             f"    return {self.strategy_name}.run({step_name}_replica, args={args})\n"
@@ -542,7 +581,7 @@ class GraphToStrategy(Rule):
             f"        lambda value: {self.strategy_name}.experimental_local_results(value)[0].numpy(),\n"
             f"        {step_name}({', '.join(params)}))\n"
         )
-        return outer_code, run
+        return outer_code, run, None
 
     def _eval_function(self, graph: Graph, fetch: _Fetch, session):
         statements, params = self._forward(graph, set(fetch.values))
@@ -592,6 +631,7 @@ class _SessionRegion:
         self.save_steps: str | None = None
         self.manager = "checkpoint_manager"
         self.ticket_iters: dict[str, str] = {}
+        self.schedule_names: dict[str, str] = {}  # run wrapper -> schedule wrapper (PSS)
         self.state_names = set(graph.variables) | {graph.global_step or ""}
 
     # ---------------------------------------------------------------- scan
@@ -814,7 +854,7 @@ class _SessionRewriter(cst.CSTTransformer):
 
     def leave_For(self, original, updated):
         self.loop_depth -= 1
-        return updated
+        return _Pipeliner(self.r, original, updated).result()
 
     def leave_IndentedBlock(self, original, updated):
         if not updated.body:
@@ -835,7 +875,7 @@ class _SessionRewriter(cst.CSTTransformer):
         # other polls of graph plumbing: TF2 strategies wait for their peers
         if self._waits_on_dropped(original.test):
             return cst.RemovalSentinel.REMOVE
-        return updated
+        return _Pipeliner(self.r, original, updated).result()
 
     def leave_If(self, original, updated):
         if self._waits_on_dropped(original.test):
@@ -986,6 +1026,237 @@ class _SessionRewriter(cst.CSTTransformer):
         return None
 
 
+# statements that leave or re-enter a loop body, or change scopes: a loop tail
+# holding one of them cannot run later, in a function of its own
+_TAIL_BLOCKERS = (cst.Break, cst.Continue, cst.Return, cst.Yield, cst.Await, cst.Global, cst.Nonlocal,
+                  cst.FunctionDef, cst.ClassDef)
+
+
+def _bound_names(statements) -> set[str]:
+    """Names the statements bind in their own scope (comprehensions excluded)."""
+    out: set[str] = set()
+    for statement in statements:
+        for node in C.walk(statement):
+            if isinstance(node, cst.Assign):
+                for t in node.targets:
+                    out.update(C.target_names(t.target))
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+                out.update(C.target_names(node.target))
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                out.update(C.target_names(node.asname.name))
+            elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+                out.update(C.target_names(node.name.name))
+            elif isinstance(node, cst.Del):
+                out.update(C.target_names(node.target))
+            elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    name = alias.asname.name if alias.asname is not None else alias.name
+                    out.update(C.target_names(name) or [C.code_of(name).split(".")[0]])
+    return out
+
+
+def _name_count(node, name: str) -> int:
+    count = 0
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name) and n.value == name:
+            count += 1
+        stack.extend(n.children)
+    return count
+
+
+class _Pipeliner:
+    """ParameterServerStrategy: a loop that trains one step per iteration
+    queues each step and runs the rest of its body on the step's results up
+    to a few steps later, so the workers train in parallel as TF1's
+    asynchronous workers did. (Fetching each step's results before the next
+    step is scheduled leaves all workers but one idle.)
+
+    Only when deferring the loop's tail cannot change the program: the tail
+    has no break/continue/return, binds no name used outside it, reads no
+    model state (which would have moved on); and nothing before the step
+    reads model state either (a batch chosen by the global step). The
+    loop's stop condition on the global step counts scheduled steps instead.
+    Otherwise the loop keeps waiting for each step (`run_*` wrapper)."""
+
+    def __init__(self, region: _SessionRegion, original, updated):
+        self.r = region
+        self.rule = region.rule
+        self.original = original
+        self.updated = updated
+
+    def result(self):
+        try:
+            out = self._pipelined()
+        except _NotPipelined:
+            return self.updated
+        return out
+
+    def _refuse(self, why: str = ""):
+        raise _NotPipelined(why)
+
+    def _train_statement(self, statement):
+        """(assignment target or None, call) of `x = run_train_step(...)` / `run_train_step(...)`."""
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return None
+        small = statement.body[0]
+        target = None
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target = small.targets[0].target
+            elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else [cst.Element(target)]
+            if not all(isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in elements):
+                return None
+            value = small.value
+        elif isinstance(small, cst.Expr):
+            value = small.value
+        else:
+            return None
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in self.r.schedule_names:
+            return target, value
+        return None
+
+    def _pipelined(self):
+        r, rule, loop = self.r, self.rule, self.updated
+        if rule.strategy != PSS or loop.orelse is not None or (r.save_steps is not None and not r.graph.global_step):
+            self._refuse()
+        if not isinstance(loop.body, cst.IndentedBlock):
+            self._refuse()
+        body = list(loop.body.body)
+        wrappers = set(r.schedule_names)
+        calls = [c for c in C.calls_in(loop) if isinstance(c.func, cst.Name) and c.func.value in wrappers]
+        hits = [k for k, st in enumerate(body) if self._train_statement(st) is not None]
+        if len(calls) != 1 or len(hits) != 1:
+            self._refuse()
+        k = hits[0]
+        target, call = self._train_statement(body[k])
+        pre, tail = body[:k], body[k + 1 :]
+        if any(isinstance(n, _TAIL_BLOCKERS) for st in tail for n in C.walk(st)):
+            self._refuse()
+        # model state and session work: read before the step, they would see
+        # the model ahead of where the TF1 loop saw it; after, behind or ahead
+        state = set(r.state_names) - {""} | set(r.eval_names.values()) | wrappers | set(r.schedule_names.values())
+        state |= {rule.strategy_name, rule.coordinator_name}
+        gs = r.graph.global_step
+        # the global step lags behind by the steps in flight: the stop condition
+        # and batches chosen by step read a count of the steps scheduled instead
+        counter = rule._fresh("scheduled_steps") if gs else None
+        swap = _GlobalStepReads(gs, counter)
+        pre = [st.visit(swap) for st in pre]
+        if isinstance(loop, cst.While):
+            test = loop.test.visit(swap)
+            head_names = C.names_used(test)
+        else:
+            test = None
+            head_names = C.names_used(loop.iter) | C.names_used(loop.target)
+        if counter is not None and not swap.found and r.save_steps is None:
+            rule.taken.discard(counter)
+            counter = None
+        pre_names = set().union(*(C.names_used(st) for st in pre)) if pre else set()
+        tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
+        if (head_names | pre_names | tail_names) & state:
+            self._refuse()
+        # names the deferred tail binds live only there (and in the step's target)
+        target_names = C.target_names(target) if target is not None else []
+        tail_bound = _bound_names(tail) | set(target_names)
+        for name in tail_bound:
+            if name in head_names or name in pre_names or (
+                    _name_count(rule.module_in, name) != _name_count(self.original, name)):
+                self._refuse(f"the loop's tail binds {name}, which is used outside the loop")
+        pre_bound = _bound_names(pre)
+        if isinstance(loop, cst.For):
+            loop_names = C.target_names(loop.target)
+            if not loop_names:
+                self._refuse()  # `for self.i in ...`: a target the tail cannot be handed
+            pre_bound |= set(loop_names)
+        captured = sorted((tail_names - tail_bound) & pre_bound)
+        return self._emit(loop, body[k], target, call, pre, tail, captured, test, counter)
+
+    def _emit(self, loop, train_statement, target, call, pre, tail, captured, test, counter):
+        r, rule = self.r, self.rule
+        schedule = r.schedule_names[call.func.value]
+        step = schedule.removeprefix("schedule_")
+        finish = rule._fresh(f"finish_{step}")
+        in_flight = rule._fresh("steps_in_flight")
+        window = rule._fresh("max_steps_in_flight")
+        results = rule._fresh("step_results")
+        params = ", ".join([results, *captured])
+        tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
+        keep_target = target is not None and bool(set(C.target_names(target)) & tail_names)
+        fetched = f"{C.code_of(target)} = {results}.fetch()" if keep_target else f"{results}.fetch()"
+        finish_def = C.stmt(
+            f"def {finish}({params}):\n"
+            f"    # The rest of the loop body, run on this step's results once they are fetched.\n"
+            f"    try:\n"
+            f"        {fetched}\n"
+            f"    except tf.errors.UnavailableError:\n"
+            f"        # The worker holding the results died after it ran the step (its update is\n"
+            f"        # applied, as when a TF1 worker died after its last run): they are lost.\n"
+            f"        return\n"
+        )
+        if tail:
+            first = tail[0].with_changes(leading_lines=C.strip_blank_lines(tail[0].leading_lines))
+            finish_def = finish_def.with_changes(
+                body=finish_def.body.with_changes(body=[*finish_def.body.body, first, *tail[1:]]))
+        setup = (
+            f"# ParameterServerStrategy trains on whichever worker is free: the chief queues\n"
+            f"# each step and runs the rest of the loop body ({finish}) on its results up to\n"
+            f"# {window} steps later, so workers overlap as TF1's asynchronous workers did.\n"
+            f'{window} = 2 * {rule.resolver_code}.cluster_spec().num_tasks("worker")\n'
+            f"{in_flight} = []\n"
+        )
+        if counter is not None:
+            setup += (f"# the global step lags behind by the steps in flight: count the scheduled ones\n"
+                      f"{counter} = int({r.graph.global_step}.numpy())\n")
+        prelude = C.stmts(setup)
+        prelude[0] = prelude[0].with_changes(leading_lines=[*loop.leading_lines, *prelude[0].leading_lines])
+        finish_def = finish_def.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        scheduled = call.with_changes(func=cst.Name(schedule))
+        entry = ", ".join([C.code_of(scheduled), *captured]) + ("," if not captured else "")
+        queue = C.stmt(f"{in_flight}.append(({entry}))\n").with_changes(
+            leading_lines=train_statement.leading_lines)
+        save = ""
+        if r.save_steps is not None:
+            # a checkpoint holds every step scheduled before it, as in TF1
+            save = (
+                f"if {r.manager} is not None and {counter} % {r.save_steps} == 0:\n"
+                f"    while {in_flight}:\n"
+                f"        {finish}(*{in_flight}.pop(0))\n"
+                f"    {r.manager}.save(checkpoint_number={r.graph.global_step})\n"
+            )
+        after_queue = C.stmts(
+            (f"{counter} += 1\n" if counter is not None else "")
+            + f"while len({in_flight}) > {window}:\n    {finish}(*{in_flight}.pop(0))\n"
+            + save
+        )
+        new_loop = loop.with_changes(body=loop.body.with_changes(body=[*pre, queue, *after_queue]),
+                                     leading_lines=[cst.EmptyLine(indent=False)])
+        if test is not None:
+            new_loop = new_loop.with_changes(test=test)
+        drain = C.stmt(f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
+        return cst.FlattenSentinel([*prelude, finish_def, new_loop, drain])
+
+
+class _NotPipelined(Exception):
+    pass
+
+
+class _GlobalStepReads(cst.CSTTransformer):
+    """`global_step.numpy()` / `int(global_step.numpy())` -> `counter`."""
+
+    def __init__(self, global_step: str | None, counter: str | None):
+        super().__init__()
+        self.reads = {f"{global_step}.numpy()", f"int({global_step}.numpy())"} if global_step and counter else set()
+        self.counter = counter
+        self.found = False
+
+    def leave_Call(self, original, updated):
+        if self.reads and C.code_of(original) in self.reads:
+            self.found = True
+            return cst.Name(self.counter)
+        return updated
+
+
 def _parenthesized(test: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(test, (cst.Name, cst.Attribute, cst.Call)) or test.lpar:
         return test
@@ -1066,15 +1337,100 @@ GraphToStrategy.INVALID = [
                 return tf.nest.map_structure(
                     lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
 
-            def run_train_step(x):
+            def schedule_train_step(x):
                 # feed_dict converted fed values to the placeholders' dtypes; tensors also
                 # take tf.function's fast path (NumPy arguments cost more than the step)
                 x = tf.convert_to_tensor(x, tf.float32)
-                # The chief schedules the step on a worker; fetching the result before the next
-                # step keeps the old loop's semantics (drop the .fetch() to overlap steps).
+                # The chief queues the step for the next free worker; the step's results come
+                # back as a RemoteValue (its fetch() waits for them).
+                return coordinator.schedule(train_step, args=(x,))
+            # ParameterServerStrategy trains on whichever worker is free: the chief queues
+            # each step and runs the rest of the loop body (finish_train_step) on its results up to
+            # max_steps_in_flight steps later, so workers overlap as TF1's asynchronous workers did.
+            max_steps_in_flight = 2 * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
+            steps_in_flight = []
+            # the global step lags behind by the steps in flight: count the scheduled ones
+            scheduled_steps = int(global_step.numpy())
+
+            def finish_train_step(step_results):
+                # The rest of the loop body, run on this step's results once they are fetched.
+                try:
+                    step_results.fetch()
+                except tf.errors.UnavailableError:
+                    # The worker holding the results died after it ran the step (its update is
+                    # applied, as when a TF1 worker died after its last run): they are lost.
+                    return
+
+            while not scheduled_steps >= steps:
+                steps_in_flight.append((schedule_train_step(batch()),))
+                scheduled_steps += 1
+                while len(steps_in_flight) > max_steps_in_flight:
+                    finish_train_step(*steps_in_flight.pop(0))
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+        """,
+        diagnostics=(),
+    ),
+    # the loop's tail decides on the step's value: each step's results are waited for
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(cluster, server, steps):
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                w = tf.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+            hooks = [tf.train.StopAtStepHook(last_step=steps)]
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=True, hooks=hooks) as sess:
+                while not sess.should_stop():
+                    _, value = sess.run([train_op, loss], feed_dict={x: batch()})
+                    if value < 0.01:
+                        break
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(cluster, server, steps):
+            strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            with strategy.scope():
+                w = tf.Variable(tf.zeros_initializer()(shape=[3, 1], dtype=tf.float32), name="w")
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+            trainable_variables = [w]
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf.matmul(x, w))
+                    gradients = tape.gradient(loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return loss
+                results = strategy.run(train_step_replica, args=(x,))
+                return tf.nest.map_structure(
+                    lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
+
+            def schedule_train_step(x):
+                # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                # take tf.function's fast path (NumPy arguments cost more than the step)
+                x = tf.convert_to_tensor(x, tf.float32)
+                # The chief queues the step for the next free worker; the step's results come
+                # back as a RemoteValue (its fetch() waits for them).
+                return coordinator.schedule(train_step, args=(x,))
+
+            def run_train_step(x):
+                # The loop needs this step's results before it goes on: wait for them.
                 for attempt in range(3):
                     try:
-                        results = coordinator.schedule(train_step, args=(x,)).fetch()
+                        results = schedule_train_step(x).fetch()
                         break
                     except tf.errors.UnavailableError:
                         # The worker holding this step's result died before it was fetched. The
@@ -1085,6 +1441,8 @@ GraphToStrategy.INVALID = [
                 return results
             while not int(global_step.numpy()) >= steps:
                 value = run_train_step(batch())
+                if value < 0.01:
+                    break
         """,
         diagnostics=(),
     ),

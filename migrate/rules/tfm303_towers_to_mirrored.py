@@ -262,7 +262,7 @@ class TowersToMirrored(GraphToStrategy):
     def _wants_template(self, graph: Graph) -> bool:
         return True  # towers share their variables: build them once, reuse per replica
 
-    def _step_code(self, step_name, run_name, params, args, fetch, graph):
+    def _step_code(self, step_name, run_name, schedule_name, params, args, fetch, graph):
         # What the TF1 graph computed from the towers' losses (the mean loss)
         # stays in the tf.function too: run eagerly, those ops cost more than
         # a whole training step of the towers reference.
@@ -297,7 +297,7 @@ class TowersToMirrored(GraphToStrategy):
             fetched = None
         run = f"def {run_name}({names}):\n"
         run += f"    results = {fetched}\n" if fetched else f"    {step_name}({names})\n    results = None\n"
-        return outer_code, run
+        return outer_code, run, None
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
         # each replica returns its tower loss; the run wrapper derives the fetches

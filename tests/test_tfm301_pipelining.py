@@ -1,0 +1,201 @@
+"""TFM301 on ParameterServerStrategy: which training loops queue their steps
+(the rest of the body runs on each step's results a few steps later) and
+which keep waiting for every step.
+
+Each case is a legacy loop body put into the same asynchronous ps/worker
+program; a no-op case (the loop must keep ``run_train_step``) and a pipelined
+case (``schedule_train_step`` + ``finish_train_step``) per feature, in the
+style of pyupgrade's tests. Real equivalence of pipelined loops is proved by
+``tfmigrate check`` runs in test_check.py (``rewrites/async_ps.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+from textwrap import dedent, indent
+
+import pytest
+
+from migrate.engine import migrate_source
+
+PROGRAM = '''\
+import tensorflow as tf
+
+FLAGS = tf.app.flags.FLAGS
+tf.app.flags.DEFINE_integer("steps", 100, "")
+
+
+def batch_for(step):
+    return [[float(step)] * 3]
+
+
+def main(_):
+    cluster = tf.train.ClusterSpec({{"ps": ["localhost:2222"], "worker": ["localhost:2223"]}})
+    server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    if FLAGS.job_name == "ps":
+        server.join()
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 3])
+        w = tf.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+    hooks = [tf.train.StopAtStepHook(last_step=FLAGS.steps)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=True, hooks=hooks{session_args}) as sess:
+{loop}
+{after}
+
+if __name__ == "__main__":
+    tf.app.run()
+'''
+
+
+def migrate(loop: str, after: str = "", session_args: str = "") -> str:
+    src = PROGRAM.format(loop=indent(dedent(loop).strip("\n"), " " * 8),
+                         after=indent(dedent(after).strip("\n"), " " * 4) if after else "",
+                         session_args=session_args)
+    ast.parse(src)
+    result = migrate_source(src)
+    assert "ParameterServerStrategy(" in result.output, result.output
+    ast.parse(result.output)
+    # a second run over migrated output changes nothing
+    assert migrate_source(result.output).output == result.output
+    return result.output
+
+
+def pipelined(out: str) -> bool:
+    return "schedule_train_step(" in out and "finish_train_step(" in out and "def run_train_step" not in out
+
+
+def function_source(out: str, name: str) -> str:
+    tree = ast.parse(out)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            return ast.get_source_segment(out, node)
+    raise AssertionError(f"no function {name} in:\n{out}")
+
+
+# --------------------------------------------------------------- waits (no-op)
+
+WAITING_LOOPS = {
+    "tail breaks on the loss": """
+        while not sess.should_stop():
+            _, value = sess.run([train_op, loss], feed_dict={x: batch_for(0)})
+            if value < 0.01:
+                break
+    """,
+    "stop condition reads the loss": """
+        value = 1.0
+        while value > 0.01:
+            _, value = sess.run([train_op, loss], feed_dict={x: batch_for(0)})
+    """,
+    "tail reads the model state": """
+        while not sess.should_stop():
+            _, value = sess.run([train_op, loss], feed_dict={x: batch_for(0)})
+            print(sess.run(global_step), value)
+    """,
+    "tail evaluates the model": """
+        while not sess.should_stop():
+            _, value = sess.run([train_op, loss], feed_dict={x: batch_for(0)})
+            print(sess.run(loss, feed_dict={x: batch_for(1)}))
+    """,
+    "step inside try": """
+        while not sess.should_stop():
+            try:
+                _, value = sess.run([train_op, loss], feed_dict={x: batch_for(0)})
+            except tf.errors.AbortedError:
+                continue
+    """,
+    "two steps per iteration": """
+        while not sess.should_stop():
+            sess.run(train_op, feed_dict={x: batch_for(0)})
+            sess.run(train_op, feed_dict={x: batch_for(1)})
+    """,
+}
+
+
+@pytest.mark.parametrize("loop", list(WAITING_LOOPS.values()), ids=list(WAITING_LOOPS))
+def test_loop_that_needs_each_result_keeps_waiting(loop):
+    out = migrate(loop)
+    assert "def run_train_step" in out and "steps_in_flight" not in out
+    assert ".fetch()" in function_source(out, "run_train_step")
+
+
+def test_tail_binding_a_name_used_after_the_loop_keeps_waiting():
+    out = migrate("""
+        total = 0.0
+        while not sess.should_stop():
+            _, value = sess.run([train_op, loss], feed_dict={x: batch_for(0)})
+            total += value
+    """, after="print(total)")
+    assert not pipelined(out)
+
+
+# ------------------------------------------------------------------ pipelined
+
+def test_logging_tail_is_deferred_with_the_values_it_reads_from_before_the_step():
+    out = migrate("""
+        step = 0
+        while not sess.should_stop():
+            xs = batch_for(step)
+            _, value = sess.run([train_op, loss], feed_dict={x: xs})
+            print("step %d loss %f" % (step, value))
+            step += 1
+    """)
+    assert not pipelined(out)  # `step += 1` after the step binds a name read before it
+    out = migrate("""
+        step = 0
+        while not sess.should_stop():
+            step += 1
+            xs = batch_for(step)
+            _, value = sess.run([train_op, loss], feed_dict={x: xs})
+            print("step %d loss %f" % (step, value))
+    """)
+    assert pipelined(out)
+    finish = function_source(out, "finish_train_step")
+    assert finish.startswith("def finish_train_step(step_results, step):")
+    assert "value = step_results.fetch()" in finish and 'print("step %d loss %f" % (step, value))' in finish
+    # the values the tail reads travel with the step: queued as (results, step)
+    assert "steps_in_flight.append((schedule_train_step(xs), step))" in out
+    # the queue is bounded and drained after the loop
+    assert 'max_steps_in_flight = 2 * cluster_resolver.cluster_spec().num_tasks("worker")' in out
+    loop_end = out.index("while steps_in_flight:")
+    assert out.index("while len(steps_in_flight) > max_steps_in_flight:") < loop_end
+
+
+def test_stop_condition_and_batches_by_global_step_count_scheduled_steps():
+    out = migrate("""
+        while not sess.should_stop():
+            step = sess.run(global_step)
+            _, value = sess.run([train_op, loss], feed_dict={x: batch_for(step)})
+    """)
+    assert pipelined(out)
+    assert "scheduled_steps = int(global_step.numpy())" in out
+    assert "while not scheduled_steps >= FLAGS.steps:" in out
+    assert "step = scheduled_steps" in out and "scheduled_steps += 1" in out
+    # nothing in the loop reads the (lagging) global step any more
+    loop = out[out.index("while not scheduled_steps"):out.index("while steps_in_flight:")]
+    assert "global_step.numpy()" not in loop
+
+
+def test_for_loop_hands_its_index_to_the_tail():
+    out = migrate("""
+        for i in range(FLAGS.steps):
+            _, value = sess.run([train_op, loss], feed_dict={x: batch_for(i)})
+            if i % 10 == 0:
+                print(i, value)
+    """)
+    assert pipelined(out)
+    assert function_source(out, "finish_train_step").startswith("def finish_train_step(step_results, i):")
+    assert "steps_in_flight.append((schedule_train_step(batch_for(i)), i))" in out
+
+
+def test_checkpoints_wait_for_every_step_scheduled_before_them():
+    out = migrate("""
+        while not sess.should_stop():
+            sess.run(train_op, feed_dict={x: batch_for(0)})
+    """, session_args=', checkpoint_dir="/tmp/ckpt", save_checkpoint_steps=5')
+    assert pipelined(out)
+    save = out.index("if checkpoint_manager is not None and scheduled_steps % 5 == 0:")
+    drain = out.index("while steps_in_flight:", save)
+    assert drain < out.index("checkpoint_manager.save(checkpoint_number=global_step)", save)
