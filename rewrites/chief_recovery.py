@@ -182,12 +182,12 @@ def main(_):
     scheduled_steps = int(global_step.numpy())
 
     def finish_train_step(step_results, step):
-        # The rest of the loop body, run on this step's results once they are fetched.
+        # The rest of the loop body, run on this step's results (fetch() waits for them).
         try:
             loss_value = step_results.fetch()
         except tf.errors.UnavailableError:
-            # The worker holding the results died after it ran the step (its update is
-            # applied, as when a TF1 worker died after its last run): they are lost.
+            # The step's worker failed and the coordinator could not recover its results:
+            # skip what the loop did with them (a TF1 worker that died lost its step too).
             return
         record(step, loss_value)
 

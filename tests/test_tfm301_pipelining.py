@@ -199,3 +199,38 @@ def test_checkpoints_wait_for_every_step_scheduled_before_them():
     save = out.index("if checkpoint_manager is not None and scheduled_steps % 5 == 0:")
     drain = out.index("while steps_in_flight:", save)
     assert drain < out.index("checkpoint_manager.save(checkpoint_number=global_step)", save)
+
+
+def test_session_without_stop_hook_loops_until_the_loop_breaks():
+    src = PROGRAM.format(loop=indent(dedent("""
+        while not sess.should_stop():
+            _, value = sess.run([train_op, loss], feed_dict={x: batch_for(0)})
+            if value < 0.1:
+                break
+    """).strip("\n"), " " * 8), after="", session_args="").replace(
+        "hooks = [tf.train.StopAtStepHook(last_step=FLAGS.steps)]", "hooks = []")
+    out = migrate_source(src).output
+    assert "    while True:\n        value = run_train_step(batch_for(0))\n" in out
+    assert "not False" not in out
+
+
+def test_global_step_fetched_with_the_step_travels_with_its_results():
+    # `step` is also a parameter of batch_for(): another scope, no conflict
+    out = migrate("""
+        while not sess.should_stop():
+            _, loss_value, step = sess.run([train_op, loss, global_step], feed_dict={x: batch_for(0)})
+            if step % 100 == 0:
+                print("step", step, loss_value)
+    """)
+    assert pipelined(out)
+    assert "global_step_value = global_step.read_value()" in function_source(out, "train_step")
+    assert "loss_value, step = step_results.fetch()" in function_source(out, "finish_train_step")
+
+
+def test_tail_binding_a_global_keeps_waiting():
+    out = migrate("""
+        global last_loss
+        while not sess.should_stop():
+            _, last_loss = sess.run([train_op, loss], feed_dict={x: batch_for(0)})
+    """)
+    assert not pipelined(out)

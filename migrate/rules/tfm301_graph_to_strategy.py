@@ -977,6 +977,13 @@ class _SessionRewriter(cst.CSTTransformer):
             ])
         return updated
 
+    def leave_UnaryOperation(self, original, updated):
+        # `not sess.should_stop()` with no stop hook: the session never asked to stop
+        if (isinstance(updated.operator, cst.Not) and isinstance(updated.expression, cst.Name)
+                and updated.expression.value == "False" and not isinstance(original.expression, cst.Name)):
+            return cst.Name("True", lpar=updated.lpar, rpar=updated.rpar)
+        return updated
+
     def leave_Call(self, original, updated):
         owner, method = _owner(original), _method(original)
         if owner in self.r.sessions | self.r.supervisors and method == "should_stop":
@@ -1053,6 +1060,23 @@ def _bound_names(statements) -> set[str]:
                     name = alias.asname.name if alias.asname is not None else alias.name
                     out.update(C.target_names(name) or [C.code_of(name).split(".")[0]])
     return out
+
+
+def _enclosing_function(module: cst.Module, loop) -> cst.FunctionDef | None:
+    """The innermost function around the loop (found by its code: the session
+    rewriter works on copies of the module's nodes); None at module level or
+    when several loops have the same code."""
+    code = C.code_of(loop)
+    found: list[cst.FunctionDef | None] = []
+
+    def visit(node, function):
+        if isinstance(node, type(loop)) and C.code_of(node) == code:
+            found.append(function)
+        for child in node.children:
+            visit(child, node if isinstance(node, cst.FunctionDef) else function)
+
+    visit(module, None)
+    return found[0] if len(found) == 1 else None
 
 
 def _name_count(node, name: str) -> int:
@@ -1159,10 +1183,14 @@ class _Pipeliner:
         # names the deferred tail binds live only there (and in the step's target)
         target_names = C.target_names(target) if target is not None else []
         tail_bound = _bound_names(tail) | set(target_names)
+        scope = _enclosing_function(rule.module_in, self.original) or rule.module_in
         for name in tail_bound:
             if name in head_names or name in pre_names or (
-                    _name_count(rule.module_in, name) != _name_count(self.original, name)):
+                    _name_count(scope, name) != _name_count(self.original, name)):
                 self._refuse(f"the loop's tail binds {name}, which is used outside the loop")
+            if scope is not rule.module_in and any(
+                    isinstance(n, (cst.Global, cst.Nonlocal)) and name in C.names_used(n) for n in C.walk(scope)):
+                self._refuse(f"{name} is declared global or nonlocal")
         pre_bound = _bound_names(pre)
         if isinstance(loop, cst.For):
             loop_names = C.target_names(loop.target)
@@ -1186,12 +1214,12 @@ class _Pipeliner:
         fetched = f"{C.code_of(target)} = {results}.fetch()" if keep_target else f"{results}.fetch()"
         finish_def = C.stmt(
             f"def {finish}({params}):\n"
-            f"    # The rest of the loop body, run on this step's results once they are fetched.\n"
+            f"    # The rest of the loop body, run on this step's results (fetch() waits for them).\n"
             f"    try:\n"
             f"        {fetched}\n"
             f"    except tf.errors.UnavailableError:\n"
-            f"        # The worker holding the results died after it ran the step (its update is\n"
-            f"        # applied, as when a TF1 worker died after its last run): they are lost.\n"
+            f"        # The step's worker failed and the coordinator could not recover its results:\n"
+            f"        # skip what the loop did with them (a TF1 worker that died lost its step too).\n"
             f"        return\n"
         )
         if tail:
@@ -1353,12 +1381,12 @@ GraphToStrategy.INVALID = [
             scheduled_steps = int(global_step.numpy())
 
             def finish_train_step(step_results):
-                # The rest of the loop body, run on this step's results once they are fetched.
+                # The rest of the loop body, run on this step's results (fetch() waits for them).
                 try:
                     step_results.fetch()
                 except tf.errors.UnavailableError:
-                    # The worker holding the results died after it ran the step (its update is
-                    # applied, as when a TF1 worker died after its last run): they are lost.
+                    # The step's worker failed and the coordinator could not recover its results:
+                    # skip what the loop did with them (a TF1 worker that died lost its step too).
                     return
 
             while not scheduled_steps >= steps:
