@@ -107,7 +107,10 @@ def train():
     tf.config.set_logical_device_configuration(
         tf.config.list_physical_devices("CPU")[0],
         [tf.config.LogicalDeviceConfiguration()] * FLAGS.num_towers)
-    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(FLAGS.num_towers)])
+    # The gradients are added on one device, as average_gradients did: on CPU
+    # devices the default collective all-reduce takes about twice the step time.
+    strategy = tf.distribute.MirroredStrategy(
+        [f"/cpu:{i}" for i in range(FLAGS.num_towers)], cross_device_ops=tf.distribute.ReductionToOneDevice())
 
     def model_fn(features, labels):
         loss = tower_loss(features, labels)

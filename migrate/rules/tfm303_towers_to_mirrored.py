@@ -252,8 +252,13 @@ class TowersToMirrored(GraphToStrategy):
                 "tf.config.set_logical_device_configuration(\n"
                 "    tf.config.list_physical_devices(\"CPU\")[0],\n"
                 f"    [tf.config.LogicalDeviceConfiguration()] * {C.code_of(t.count)})\n"
+                "# The gradients are added on one device, as average_gradients did: on CPU\n"
+                "# devices the default collective all-reduce takes about twice the step time.\n"
+                f"{self.strategy_name} = tf.distribute.MirroredStrategy(\n"
+                f"    {devices}, cross_device_ops=tf.distribute.ReductionToOneDevice())\n"
             )
-        out += C.stmts(f"{self.strategy_name} = tf.distribute.MirroredStrategy({devices})\n")
+        else:
+            out += C.stmts(f"{self.strategy_name} = tf.distribute.MirroredStrategy({devices})\n")
         self.report(block, "in-graph towers now run as MirroredStrategy replicas; the loss is divided by the number"
                     " of replicas so gradients are averaged as average_gradients did",
                     fixed=True, severity="info", reference=REFERENCE[MIRRORED])
@@ -381,6 +386,108 @@ TowersToMirrored.INVALID = [
 
         def train():
             strategy = tf.distribute.MirroredStrategy(["/gpu:%d" % i for i in range(FLAGS.num_gpus)])
+
+            def model_fn(images, labels):
+                loss = tower_loss(images, labels)
+                return loss
+
+            with strategy.scope():
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                tower_grads = []
+                opt = tf.keras.optimizers.SGD(learning_rate=0.1)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([8, 3], tf.float32), tf.zeros([8, 1], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(images, labels):
+                def train_step_replica(images, labels):
+                    with tf.GradientTape() as tape:
+                        loss = model(images, labels)
+                        # average_gradients averaged the replicas' gradients; strategies sum them.
+                        scaled_loss = loss / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    opt.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return loss
+                def train_step_slice(images, labels):
+                    # tower i trained on tf.split slice i of the batch: replica i takes the same slice
+                    context = tf.distribute.get_replica_context()
+                    images, labels = (
+                        tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),
+                                  context.replica_id_in_sync_group)
+                        for value in (images, labels))
+                    return train_step_replica(images, labels)
+                replica_results = strategy.experimental_local_results(
+                    strategy.run(train_step_slice, args=(images, labels)))
+                loss = replica_results[-1]  # after the TF1 loop: the last tower's
+                return loss
+
+            def run_train_step(images, labels):
+                # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                # take tf.function's fast path (NumPy arguments cost more than the step)
+                images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
+                results = train_step(images, labels).numpy()
+                return results
+            for step in range(FLAGS.max_steps):
+                loss_value = run_train_step(x, y)
+        """,
+        diagnostics=(),
+    ),
+    # CPU towers: logical devices, and the gradients added on one device.
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def tower_loss(images, labels):
+            w = tf.get_variable("w", [3, 1])
+            return tf.reduce_mean(tf.square(tf.matmul(images, w) - labels))
+
+
+        def train():
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                global_step = tf.train.get_or_create_global_step()
+                opt = tf.train.GradientDescentOptimizer(0.1)
+                images = tf.placeholder(tf.float32, [8, 3])
+                labels = tf.placeholder(tf.float32, [8, 1])
+                images_splits = tf.split(images, FLAGS.num_gpus)
+                labels_splits = tf.split(labels, FLAGS.num_gpus)
+                tower_grads = []
+                with tf.variable_scope(tf.get_variable_scope()):
+                    for i in range(FLAGS.num_gpus):
+                        with tf.device("/cpu:%d" % i):
+                            with tf.name_scope("tower_%d" % i) as scope:
+                                loss = tower_loss(images_splits[i], labels_splits[i])
+                                tf.get_variable_scope().reuse_variables()
+                                grads = opt.compute_gradients(loss)
+                                tower_grads.append(grads)
+                grads = average_gradients(tower_grads)
+                train_op = opt.apply_gradients(grads, global_step=global_step)
+                sess = tf.Session(config=tf.ConfigProto(device_count={"CPU": FLAGS.num_gpus}))
+                sess.run(tf.global_variables_initializer())
+                for step in range(FLAGS.max_steps):
+                    _, loss_value = sess.run([train_op, loss], feed_dict={images: x, labels: y})
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def tower_loss(images, labels):
+            w = tf.get_variable("w", [3, 1])
+            return tf.reduce_mean(tf.square(tf.matmul(images, w) - labels))
+
+
+        def train():
+            tf.config.set_logical_device_configuration(
+                tf.config.list_physical_devices("CPU")[0],
+                [tf.config.LogicalDeviceConfiguration()] * FLAGS.num_gpus)
+            # The gradients are added on one device, as average_gradients did: on CPU
+            # devices the default collective all-reduce takes about twice the step time.
+            strategy = tf.distribute.MirroredStrategy(
+                ["/cpu:%d" % i for i in range(FLAGS.num_gpus)], cross_device_ops=tf.distribute.ReductionToOneDevice())
 
             def model_fn(images, labels):
                 loss = tower_loss(images, labels)
