@@ -156,7 +156,10 @@ def per_file_overhead(tree: Path, per_rule: bool, rounds: int = 5) -> dict:
         "tf_files": len(tf_sources),
         "rounds": rounds,
         "round_ratios": [round(r[0], 3) for r in round_times],
-        "ratio_spread": (round(min(r[0] for r in round_times), 2), round(max(r[0] for r in round_times), 2)),
+        "ratio_spread": (
+            round(min(r[0] for r in round_times), 2),
+            round(max(r[0] for r in round_times), 2),
+        ),
         "bare_seconds": bare,
         "engine_seconds": engine,
         "rules": [r.code for r in REGISTRY],
