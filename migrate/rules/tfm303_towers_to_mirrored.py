@@ -46,7 +46,10 @@ class TowersToMirrored(GraphToStrategy):
     averaged while the strategy sums. Values built from the list of tower
     losses (``tf.add_n(tower_losses) / n``) are computed from the replicas'
     local results. CPU "towers" get logical CPU devices, as
-    ``ConfigProto(device_count={"CPU": n})`` gave them.
+    ``ConfigProto(device_count={"CPU": n})`` gave them, and
+    ``ReductionToOneDevice`` (the gradients are added on one device, as
+    ``average_gradients`` did; the default collective all-reduce doubles the
+    step time on CPU devices). GPU towers keep the strategy's default.
 
     Why
     The tower loop, ``average_gradients`` and device strings are exactly the
