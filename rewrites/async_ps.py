@@ -130,14 +130,6 @@ def main(_):
         results = strategy.run(train_step_replica, args=(x, y))
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
-
-    def schedule_train_step(x, y):
-        # feed_dict converted fed values to the placeholders' dtypes; tensors also
-        # take tf.function's fast path (NumPy arguments cost more than the step)
-        x, y = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.float32)
-        # The chief queues the step for the next free worker; the step's results come
-        # back as a RemoteValue (its fetch() waits for them).
-        return coordinator.schedule(train_step, args=(x, y))
     # Likewise wait only for the ports those sessions use: a worker that
     # starts late must not wait for workers that already finished.
     wait_for_cluster(ps_hosts + [worker_hosts[FLAGS.task_index]])
@@ -150,18 +142,45 @@ def main(_):
         tf.train.CheckpointManager(checkpoint, FLAGS.checkpoint_dir, max_to_keep=5) if FLAGS.checkpoint_dir else None)
     if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
         checkpoint.restore(checkpoint_manager.latest_checkpoint)
-    # ParameterServerStrategy trains on whichever worker is free: the chief queues
-    # each step and runs the rest of the loop body (finish_train_step) on its results up to
-    # max_steps_in_flight steps later, so workers overlap as TF1's asynchronous workers did.
-    max_steps_in_flight = 2 * cluster_resolver.cluster_spec().num_tasks("worker")
+    # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+    # the chief a round trip to its worker, which TF1's workers did not pay, so one
+    # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+    # (finish_train_step) runs on each step's results up to max_steps_in_flight steps
+    # later, so workers overlap as TF1's asynchronous workers did.
+    steps_per_closure = 4
+    max_steps_in_flight = 2 * steps_per_closure * cluster_resolver.cluster_spec().num_tasks("worker")
     steps_in_flight = []
+    pending_steps = []
     # the global step lags behind by the steps in flight: count the scheduled ones
     scheduled_steps = int(global_step.numpy())
 
-    def finish_train_step(step_results, ticket):
+    @tf.function
+    def train_steps(*stacked):
+        # The steps of one closure, in order, on the worker that runs it.
+        return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+    def queue_pending_steps():
+        # Steps whose arguments have the same shapes share a closure, stacked.
+        groups = []
+        for arguments, captured in pending_steps:
+            x, y = arguments
+            # feed_dict converted fed values to the placeholders' dtypes; tensors also
+            # take tf.function's fast path (NumPy arguments cost more than the step)
+            x, y = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.float32)
+            shapes = [value.shape for value in (x, y)]
+            if not groups or groups[-1][0] != shapes:
+                groups.append((shapes, []))
+            groups[-1][1].append(((x, y), captured))
+        for _, steps in groups:
+            stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+            closure = coordinator.schedule(train_steps, args=tuple(stacked))
+            steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+        pending_steps.clear()
+
+    def finish_train_step(step_results, step_index, ticket):
         # The rest of the loop body, run on this step's results (fetch() waits for them).
         try:
-            loss_value = step_results.fetch()
+            loss_value = step_results.fetch()[step_index]
         except tf.errors.UnavailableError:
             # The step's worker failed and the coordinator could not recover its results:
             # skip what the loop did with them (a TF1 worker that died lost its step too).
@@ -175,10 +194,13 @@ def main(_):
         if ticket is None:
             break
         xs, ys = batch_for_ticket(ticket, FLAGS.batch_size)
-        steps_in_flight.append((schedule_train_step(xs, ys), ticket))
+        pending_steps.append(((xs, ys), (ticket,)))
         scheduled_steps += 1
+        if len(pending_steps) == steps_per_closure:
+            queue_pending_steps()
         while len(steps_in_flight) > max_steps_in_flight:
             finish_train_step(*steps_in_flight.pop(0))
+    queue_pending_steps()
     while steps_in_flight:
         finish_train_step(*steps_in_flight.pop(0))
     if checkpoint_manager is not None:

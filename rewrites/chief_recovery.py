@@ -149,14 +149,6 @@ def main(_):
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
 
-    def schedule_train_step(inputs, targets):
-        # feed_dict converted fed values to the placeholders' dtypes; tensors also
-        # take tf.function's fast path (NumPy arguments cost more than the step)
-        inputs, targets = tf.convert_to_tensor(inputs, tf.float32), tf.convert_to_tensor(targets, tf.float32)
-        # The chief queues the step for the next free worker; the step's results come
-        # back as a RemoteValue (its fetch() waits for them).
-        return coordinator.schedule(train_step, args=(inputs, targets))
-
     previous = tf.train.latest_checkpoint(FLAGS.checkpoint_dir) if is_chief else None
     if previous:
         # A restarted chief. The ps still hold the pre-crash values; the session
@@ -173,18 +165,45 @@ def main(_):
         checkpoint.restore(checkpoint_manager.latest_checkpoint)
     if previous:
         print(f"chief resumed at global step {global_step.numpy()}", flush=True)
-    # ParameterServerStrategy trains on whichever worker is free: the chief queues
-    # each step and runs the rest of the loop body (finish_train_step) on its results up to
-    # max_steps_in_flight steps later, so workers overlap as TF1's asynchronous workers did.
-    max_steps_in_flight = 2 * cluster_resolver.cluster_spec().num_tasks("worker")
+    # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+    # the chief a round trip to its worker, which TF1's workers did not pay, so one
+    # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+    # (finish_train_step) runs on each step's results up to max_steps_in_flight steps
+    # later, so workers overlap as TF1's asynchronous workers did.
+    steps_per_closure = 4
+    max_steps_in_flight = 2 * steps_per_closure * cluster_resolver.cluster_spec().num_tasks("worker")
     steps_in_flight = []
+    pending_steps = []
     # the global step lags behind by the steps in flight: count the scheduled ones
     scheduled_steps = int(global_step.numpy())
 
-    def finish_train_step(step_results, step):
+    @tf.function
+    def train_steps(*stacked):
+        # The steps of one closure, in order, on the worker that runs it.
+        return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+    def queue_pending_steps():
+        # Steps whose arguments have the same shapes share a closure, stacked.
+        groups = []
+        for arguments, captured in pending_steps:
+            inputs, targets = arguments
+            # feed_dict converted fed values to the placeholders' dtypes; tensors also
+            # take tf.function's fast path (NumPy arguments cost more than the step)
+            inputs, targets = tf.convert_to_tensor(inputs, tf.float32), tf.convert_to_tensor(targets, tf.float32)
+            shapes = [value.shape for value in (inputs, targets)]
+            if not groups or groups[-1][0] != shapes:
+                groups.append((shapes, []))
+            groups[-1][1].append(((inputs, targets), captured))
+        for _, steps in groups:
+            stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+            closure = coordinator.schedule(train_steps, args=tuple(stacked))
+            steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+        pending_steps.clear()
+
+    def finish_train_step(step_results, step_index, step):
         # The rest of the loop body, run on this step's results (fetch() waits for them).
         try:
-            loss_value = step_results.fetch()
+            loss_value = step_results.fetch()[step_index]
         except tf.errors.UnavailableError:
             # The step's worker failed and the coordinator could not recover its results:
             # skip what the loop did with them (a TF1 worker that died lost its step too).
@@ -196,14 +215,18 @@ def main(_):
         # and ours: async training has no exact "step of an update".
         step = scheduled_steps
         xs, ys = data_for_step(step)
-        steps_in_flight.append((schedule_train_step(xs, ys), step))
+        pending_steps.append(((xs, ys), (step,)))
         scheduled_steps += 1
+        if len(pending_steps) == steps_per_closure:
+            queue_pending_steps()
         while len(steps_in_flight) > max_steps_in_flight:
             finish_train_step(*steps_in_flight.pop(0))
         if checkpoint_manager is not None and scheduled_steps % FLAGS.save_checkpoint_steps == 0:
+            queue_pending_steps()
             while steps_in_flight:
                 finish_train_step(*steps_in_flight.pop(0))
             checkpoint_manager.save(checkpoint_number=global_step)
+    queue_pending_steps()
     while steps_in_flight:
         finish_train_step(*steps_in_flight.pop(0))
     if checkpoint_manager is not None:

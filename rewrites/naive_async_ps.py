@@ -123,30 +123,49 @@ def main(_):
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
 
-    def schedule_train_step_2(x, y_):
-        # feed_dict converted fed values to the placeholders' dtypes; tensors also
-        # take tf.function's fast path (NumPy arguments cost more than the step)
-        x, y_ = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y_, tf.float32)
-        # The chief queues the step for the next free worker; the step's results come
-        # back as a RemoteValue (its fetch() waits for them).
-        return coordinator.schedule(train_step_2, args=(x, y_))
-
     # NAIVE: no device_filters, no wait for the cluster's ports, no "chief
     # ready" signal, the default 30 s recovery wait and 120 s stop grace.
     print(f"{task_name}: creating the training session", flush=True)
     print(f"{task_name}: session ready", flush=True)
-    # ParameterServerStrategy trains on whichever worker is free: the chief queues
-    # each step and runs the rest of the loop body (finish_train_step_2) on its results up to
-    # max_steps_in_flight steps later, so workers overlap as TF1's asynchronous workers did.
-    max_steps_in_flight = 2 * cluster_resolver.cluster_spec().num_tasks("worker")
+    # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+    # the chief a round trip to its worker, which TF1's workers did not pay, so one
+    # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+    # (finish_train_step_2) runs on each step's results up to max_steps_in_flight steps
+    # later, so workers overlap as TF1's asynchronous workers did.
+    steps_per_closure = 4
+    max_steps_in_flight = 2 * steps_per_closure * cluster_resolver.cluster_spec().num_tasks("worker")
     steps_in_flight = []
+    pending_steps = []
     # the global step lags behind by the steps in flight: count the scheduled ones
     scheduled_steps = int(global_step.numpy())
 
-    def finish_train_step_2(step_results, step):
+    @tf.function
+    def train_step_2s(*stacked):
+        # The steps of one closure, in order, on the worker that runs it.
+        return [train_step_2(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+    def queue_pending_steps():
+        # Steps whose arguments have the same shapes share a closure, stacked.
+        groups = []
+        for arguments, captured in pending_steps:
+            x, y_ = arguments
+            # feed_dict converted fed values to the placeholders' dtypes; tensors also
+            # take tf.function's fast path (NumPy arguments cost more than the step)
+            x, y_ = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y_, tf.float32)
+            shapes = [value.shape for value in (x, y_)]
+            if not groups or groups[-1][0] != shapes:
+                groups.append((shapes, []))
+            groups[-1][1].append(((x, y_), captured))
+        for _, steps in groups:
+            stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+            closure = coordinator.schedule(train_step_2s, args=tuple(stacked))
+            steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+        pending_steps.clear()
+
+    def finish_train_step_2(step_results, step_index, step):
         # The rest of the loop body, run on this step's results (fetch() waits for them).
         try:
-            loss_value = step_results.fetch()
+            loss_value = step_results.fetch()[step_index]
         except tf.errors.UnavailableError:
             # The step's worker failed and the coordinator could not recover its results:
             # skip what the loop did with them (a TF1 worker that died lost its step too).
@@ -159,10 +178,13 @@ def main(_):
     while not scheduled_steps >= FLAGS.steps:
         step = scheduled_steps
         batch_x, batch_y = next_batch(step)
-        steps_in_flight.append((schedule_train_step_2(batch_x, batch_y), step))
+        pending_steps.append(((batch_x, batch_y), (step,)))
         scheduled_steps += 1
+        if len(pending_steps) == steps_per_closure:
+            queue_pending_steps()
         while len(steps_in_flight) > max_steps_in_flight:
             finish_train_step_2(*steps_in_flight.pop(0))
+    queue_pending_steps()
     while steps_in_flight:
         finish_train_step_2(*steps_in_flight.pop(0))
     print(f"{task_name}: done", flush=True)

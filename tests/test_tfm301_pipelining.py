@@ -4,8 +4,8 @@ which keep waiting for every step.
 
 Each case is a legacy loop body put into the same asynchronous ps/worker
 program; a no-op case (the loop must keep ``run_train_step``) and a pipelined
-case (``schedule_train_step`` + ``finish_train_step``) per feature, in the
-style of pyupgrade's tests. Real equivalence of pipelined loops is proved by
+case (steps queued several per closure by ``queue_pending_steps``, the tail in
+``finish_train_step``) per feature, in the style of pyupgrade's tests. Real equivalence of pipelined loops is proved by
 ``tfmigrate check`` runs in test_check.py (``rewrites/async_ps.py``).
 """
 
@@ -64,7 +64,8 @@ def migrate(loop: str, after: str = "", session_args: str = "") -> str:
 
 
 def pipelined(out: str) -> bool:
-    return "schedule_train_step(" in out and "finish_train_step(" in out and "def run_train_step" not in out
+    queued = "queue_pending_steps()" in out or "schedule_train_step(" in out
+    return queued and "finish_train_step(" in out and "def run_train_step" not in out
 
 
 def function_source(out: str, name: str) -> str:
@@ -153,13 +154,16 @@ def test_logging_tail_is_deferred_with_the_values_it_reads_from_before_the_step(
     """)
     assert pipelined(out)
     finish = function_source(out, "finish_train_step")
-    assert finish.startswith("def finish_train_step(step_results, step):")
-    assert "value = step_results.fetch()" in finish and 'print("step %d loss %f" % (step, value))' in finish
-    # the values the tail reads travel with the step: queued as (results, step)
-    assert "steps_in_flight.append((schedule_train_step(xs), step))" in out
-    # the queue is bounded and drained after the loop
-    assert 'max_steps_in_flight = 2 * cluster_resolver.cluster_spec().num_tasks("worker")' in out
-    loop_end = out.index("while steps_in_flight:")
+    assert finish.startswith("def finish_train_step(step_results, step_index, step):")
+    assert "value = step_results.fetch()[step_index]" in finish
+    assert 'print("step %d loss %f" % (step, value))' in finish
+    # the values the tail reads travel with the step: pending as (arguments, (step,))
+    assert "pending_steps.append(((xs,), (step,)))" in out
+    # steps go out steps_per_closure at a time; the queue is bounded, and flushed
+    # and drained after the loop
+    assert "if len(pending_steps) == steps_per_closure:\n            queue_pending_steps()" in out
+    assert 'max_steps_in_flight = 2 * steps_per_closure * cluster_resolver.cluster_spec().num_tasks("worker")' in out
+    loop_end = out.index("    queue_pending_steps()\n    while steps_in_flight:")
     assert out.index("while len(steps_in_flight) > max_steps_in_flight:") < loop_end
 
 
@@ -186,8 +190,8 @@ def test_for_loop_hands_its_index_to_the_tail():
                 print(i, value)
     """)
     assert pipelined(out)
-    assert function_source(out, "finish_train_step").startswith("def finish_train_step(step_results, i):")
-    assert "steps_in_flight.append((schedule_train_step(batch_for(i)), i))" in out
+    assert function_source(out, "finish_train_step").startswith("def finish_train_step(step_results, step_index, i):")
+    assert "pending_steps.append(((batch_for(i),), (i,)))" in out
 
 
 def test_checkpoints_wait_for_every_step_scheduled_before_them():
@@ -197,8 +201,9 @@ def test_checkpoints_wait_for_every_step_scheduled_before_them():
     """, session_args=', checkpoint_dir="/tmp/ckpt", save_checkpoint_steps=5')
     assert pipelined(out)
     save = out.index("if checkpoint_manager is not None and scheduled_steps % 5 == 0:")
+    flush = out.index("queue_pending_steps()", save)
     drain = out.index("while steps_in_flight:", save)
-    assert drain < out.index("checkpoint_manager.save(checkpoint_number=global_step)", save)
+    assert flush < drain < out.index("checkpoint_manager.save(checkpoint_number=global_step)", save)
 
 
 def test_session_without_stop_hook_loops_until_the_loop_breaks():
@@ -224,7 +229,7 @@ def test_global_step_fetched_with_the_step_travels_with_its_results():
     """)
     assert pipelined(out)
     assert "global_step_value = global_step.read_value()" in function_source(out, "train_step")
-    assert "loss_value, step = step_results.fetch()" in function_source(out, "finish_train_step")
+    assert "loss_value, step = step_results.fetch()[step_index]" in function_source(out, "finish_train_step")
 
 
 def test_tail_binding_a_global_keeps_waiting():
@@ -234,3 +239,54 @@ def test_tail_binding_a_global_keeps_waiting():
             _, last_loss = sess.run([train_op, loss], feed_dict={x: batch_for(0)})
     """)
     assert not pipelined(out)
+
+
+# ------------------------------------------------------ several steps per closure
+
+def test_queued_steps_are_stacked_into_closures_by_shape():
+    """Run the generated queue_pending_steps on real tensors with a recording
+    coordinator: same-shaped consecutive steps share one closure, in order."""
+    tf = pytest.importorskip("tensorflow")
+    out = migrate("""
+        for i in range(FLAGS.steps):
+            _, value = sess.run([train_op, loss], feed_dict={x: batch_for(i)})
+            print(i, value)
+    """)
+    assert "def train_steps(*stacked):" in out
+    scheduled = []
+
+    class Coordinator:
+        def schedule(self, fn, args):
+            scheduled.append((fn, args))
+            return f"closure{len(scheduled)}"
+
+    namespace = {
+        "tf": tf, "coordinator": Coordinator(), "train_steps": "train_steps",
+        "pending_steps": [
+            (([[1.0, 2.0, 3.0]],), (0,)),
+            (([[4.0, 5.0, 6.0]],), (1,)),
+            (([[7.0, 8.0, 9.0], [1.0, 1.0, 1.0]],), (2,)),  # a batch of another size
+            (([[0.5, 0.5, 0.5], [2.0, 2.0, 2.0]],), (3,)),
+        ],
+        "steps_in_flight": [],
+    }
+    exec(dedent(function_source(out, "queue_pending_steps")), namespace)  # noqa: S102 - the code under test is our own generated source
+    namespace["queue_pending_steps"]()
+    assert [fn for fn, _ in scheduled] == ["train_steps", "train_steps"]
+    assert [[a.shape.as_list() for a in args] for _, args in scheduled] == [[[2, 1, 3]], [[2, 2, 3]]]
+    assert all(a.dtype == tf.float32 for _, args in scheduled for a in args)
+    assert scheduled[0][1][0].numpy()[1].tolist() == [[4.0, 5.0, 6.0]]
+    assert namespace["steps_in_flight"] == [("closure1", 0, 0), ("closure1", 1, 1), ("closure2", 0, 2), ("closure2", 1, 3)]
+    assert namespace["pending_steps"] == []
+
+
+def test_step_whose_parameter_shadows_the_queue_locals_goes_out_one_per_closure():
+    src = PROGRAM.format(loop=indent(dedent("""
+        while not sess.should_stop():
+            sess.run(train_op, feed_dict={stacked: batch_for(0)})
+    """).strip("\n"), " " * 8), after="", session_args="")
+    src = src.replace("x = tf.placeholder", "stacked = tf.placeholder").replace("tf.matmul(x, w)", "tf.matmul(stacked, w)")
+    out = migrate_source(src).output
+    ast.parse(out)
+    assert pipelined(out) and "queue_pending_steps" not in out
+    assert "steps_in_flight.append((schedule_train_step(batch_for(0)),))" in out
