@@ -151,20 +151,20 @@ def train():
         tower_losses = list(replica_results)
         mean_loss = tf.add_n(tower_losses) / FLAGS.num_towers
         return mean_loss
+    # A tf.function call costs more than a TF1 session's run of its cached graph:
+    # train_steps runs steps_per_call steps per call (run_pending_steps), and the rest
+    # of the loop body (finish_train_step) runs on each step's results after that call.
+    steps_per_call = 4
+    pending_steps = []
 
-    def run_train_step(features, labels):
-        # feed_dict converted fed values to the placeholders' dtypes; tensors also
-        # take tf.function's fast path (NumPy arguments cost more than the step)
-        features, labels = tf.convert_to_tensor(features, tf.float32), tf.convert_to_tensor(labels, tf.float32)
-        results = train_step(features, labels).numpy()
-        return results
-    for step in range(FLAGS.steps):
-        xs, ys = synthetic_batch(step, FLAGS.batch_size)
-        run_metadata = tf.compat.v1.RunMetadata() if step == 0 else None
-        options = (
-            tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.SOFTWARE_TRACE) if step == 0 else None
-        )
-        loss_value = run_train_step(xs, ys)
+    @tf.function
+    def train_steps(*stacked):
+        # The steps of one call, in order.
+        return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+    def finish_train_step(step_results, run_metadata, step):
+        # The rest of the loop body, run on this step's results.
+        loss_value = step_results.numpy()
         if step == 0:
             placement = tower_devices(run_metadata)
             for name in sorted(placement):
@@ -178,6 +178,35 @@ def train():
                     json.dumps({"step": step, "task": task, "loss": float(loss_value)})
                     + "\n"
                 )
+
+    def run_pending_steps():
+        # Steps whose arguments have the same shapes share a call, stacked.
+        groups = []
+        for arguments, captured in pending_steps:
+            features, labels = arguments
+            # feed_dict converted fed values to the placeholders' dtypes; tensors also
+            # take tf.function's fast path (NumPy arguments cost more than the step)
+            features, labels = tf.convert_to_tensor(features, tf.float32), tf.convert_to_tensor(labels, tf.float32)
+            shapes = [value.shape for value in (features, labels)]
+            if not groups or groups[-1][0] != shapes:
+                groups.append((shapes, []))
+            groups[-1][1].append(((features, labels), captured))
+        for _, steps in groups:
+            stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+            for (_, captured), step_results in zip(steps, train_steps(*stacked)):
+                finish_train_step(step_results, *captured)
+        pending_steps.clear()
+
+    for step in range(FLAGS.steps):
+        xs, ys = synthetic_batch(step, FLAGS.batch_size)
+        run_metadata = tf.compat.v1.RunMetadata() if step == 0 else None
+        options = (
+            tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.SOFTWARE_TRACE) if step == 0 else None
+        )
+        pending_steps.append(((xs, ys), (run_metadata, step)))
+        if len(pending_steps) == steps_per_call:
+            run_pending_steps()
+    run_pending_steps()
     print(f"trained {FLAGS.steps} steps on {FLAGS.num_towers} towers", flush=True)
 
 

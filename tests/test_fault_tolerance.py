@@ -21,7 +21,7 @@ from migrate.engine import migrate_source
 
 ROOT = Path(__file__).resolve().parent.parent
 ASYNC_FIXTURE = ROOT / "tests" / "fixtures" / "realistic" / "async_mts_hooks.py"
-STEPS = 24
+STEPS = 40  # long enough that the trailing window sits past the noisy early descent
 PSS_JOBS = {"chief": 1, "worker": 2, "ps": 1}
 
 
@@ -44,11 +44,12 @@ def test_pss_job_survives_a_worker_killed_and_restarted(migrated_async, tmp_path
     assert len(disturbed.faults) == 1 and disturbed.faults[0].restarted_pid is not None
     assert disturbed.task("worker", 1).restarts == 1
     assert "restart 1 of worker:1" in disturbed.log_text("worker", 1)
-    # the coordinator ran the loop to the last global step; a closure that was
-    # applied on the dying worker and then retried elsewhere may skip one step
+    # the coordinator ran the loop to the last global step; a closure (up to four
+    # steps, TFM301 pipelining) applied on the dying worker and then retried
+    # elsewhere may leave its steps' records out
     steps = [r.step for r in disturbed.losses]
     assert steps == sorted(set(steps)) and steps[0] == 0
-    assert len(steps) >= STEPS - 2 and steps[-1] >= STEPS - 3
+    assert len(steps) >= STEPS - 8 and steps[-1] >= STEPS - 3
     # a closure lost with the worker may be re-run (at-least-once): compare with
     # `tfmigrate check`'s asynchronous statistic and its default tolerance
     comparison = compare_statistical(

@@ -5,7 +5,8 @@ which keep waiting for every step.
 Each case is a legacy loop body put into the same asynchronous ps/worker
 program; a no-op case (the loop must keep ``run_train_step``) and a pipelined
 case (steps queued several per closure by ``queue_pending_steps``, the tail in
-``finish_train_step``) per feature, in the style of pyupgrade's tests. Real equivalence of pipelined loops is proved by
+``finish_train_step``) per feature, in the style of pyupgrade's tests; the
+same for MirroredStrategy towers, whose steps run several per call. Real equivalence of pipelined loops is proved by
 ``tfmigrate check`` runs in test_check.py (``rewrites/async_ps.py``).
 """
 
@@ -290,3 +291,43 @@ def test_step_whose_parameter_shadows_the_queue_locals_goes_out_one_per_closure(
     ast.parse(out)
     assert pipelined(out) and "queue_pending_steps" not in out
     assert "steps_in_flight.append((schedule_train_step(batch_for(0)),))" in out
+
+
+# ------------------------------------------- MirroredStrategy: steps per call
+
+def _towers(tail: str) -> str:
+    from migrate.engine import dedent as engine_dedent
+    from migrate.rules.tfm303_towers_to_mirrored import TowersToMirrored
+
+    src = engine_dedent(TowersToMirrored.INVALID[0].code)
+    loop = "            _, loss_value = sess.run([train_op, loss], feed_dict={images: x, labels: y})\n"
+    assert loop in src
+    src = src.replace(loop, loop + indent(dedent(tail).strip("\n"), " " * 12) + "\n")
+    out = migrate_source(src, select=["TFM303"]).output
+    ast.parse(out)
+    assert migrate_source(out, select=["TFM303"]).output == out
+    return out
+
+
+def test_towers_loop_that_breaks_on_the_loss_keeps_waiting():
+    out = _towers("""
+        if loss_value < 0.01:
+            break
+    """)
+    assert "loss_value = run_train_step(x, y)" in out and "steps_per_call" not in out
+
+
+def test_towers_loop_runs_steps_per_call_and_logs_each_step_after_it():
+    out = _towers("""
+        if step % 10 == 0:
+            print(step, loss_value)
+    """)
+    assert "def run_train_step" not in out
+    finish = function_source(out, "finish_train_step")
+    assert finish.startswith("def finish_train_step(step_results, step):")
+    assert "loss_value = step_results.numpy()" in finish and "print(step, loss_value)" in finish
+    assert "pending_steps.append(((x, y), (step,)))" in out
+    run = function_source(out, "run_pending_steps")
+    assert "for (_, captured), step_results in zip(steps, train_steps(*stacked)):" in run
+    # the last, partial call runs after the loop
+    assert out.rstrip().endswith("run_pending_steps()")

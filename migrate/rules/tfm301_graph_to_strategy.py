@@ -135,6 +135,7 @@ class GraphToStrategy(Rule):
     the workers four per closure (``steps_per_closure``), stacked, when their
     fed arguments have the same shapes; a closure retried after a worker
     failure reruns its steps (at-least-once, as for one step per closure).
+    On MirroredStrategy the same loops run four steps per tf.function call.
     Anything the rule cannot map (variables created in helper functions,
     fetch dicts, unknown hooks) is reported for manual work.
     """
@@ -243,6 +244,7 @@ class GraphToStrategy(Rule):
                 unused.add(run_name)
                 if schedule_name not in used:
                     unused.add(schedule_name)
+        unused |= {run_name for run_name in session.sync_steps if run_name not in used}
         kept = [st for st in prelude if not (isinstance(st, cst.FunctionDef) and st.name.value in unused)]
         return kept
 
@@ -505,6 +507,9 @@ class GraphToStrategy(Rule):
             schedule = head + "\n" + self._feed_code(graph, params) + rest
             session.step_info[schedule_name] = (step_name, list(params), self._feed_code(graph, params))
         else:
+            if self.strategy == MIRRORED:
+                session.sync_steps[run_name] = (
+                    step_name, list(params), self._feed_code(graph, params), _results_code(run, step_name, params))
             head, _, rest = run.partition("\n")
             run = head + "\n" + self._feed_code(graph, params) + rest
         outer = C.stmt(outer_code)
@@ -637,6 +642,8 @@ class _SessionRegion:
         self.ticket_iters: dict[str, str] = {}
         self.schedule_names: dict[str, str] = {}  # run wrapper -> schedule wrapper (PSS)
         self.step_info: dict[str, tuple] = {}  # schedule wrapper -> (step function, params, feed code)
+        # MirroredStrategy run wrapper -> (step function, params, feed code, results from `step_results`)
+        self.sync_steps: dict[str, tuple] = {}
         self.state_names = set(graph.variables) | {graph.global_step or ""}
 
     # ---------------------------------------------------------------- scan
@@ -1145,18 +1152,20 @@ class _Pipeliner:
             value = small.value
         else:
             return None
-        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in self.r.schedule_names:
+        wrappers = self.r.schedule_names.keys() | self.r.sync_steps.keys()
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in wrappers:
             return target, value
         return None
 
     def _pipelined(self):
         r, rule, loop = self.r, self.rule, self.updated
-        if rule.strategy != PSS or loop.orelse is not None or (r.save_steps is not None and not r.graph.global_step):
+        if rule.strategy not in (PSS, MIRRORED) or loop.orelse is not None or (
+                r.save_steps is not None and not r.graph.global_step):
             self._refuse()
         if not isinstance(loop.body, cst.IndentedBlock):
             self._refuse()
         body = list(loop.body.body)
-        wrappers = set(r.schedule_names)
+        wrappers = set(r.schedule_names) | set(r.sync_steps)
         calls = [c for c in C.calls_in(loop) if isinstance(c.func, cst.Name) and c.func.value in wrappers]
         hits = [k for k, st in enumerate(body) if self._train_statement(st) is not None]
         if len(calls) != 1 or len(hits) != 1:
@@ -1169,7 +1178,7 @@ class _Pipeliner:
         # model state and session work: read before the step, they would see
         # the model ahead of where the TF1 loop saw it; after, behind or ahead
         state = set(r.state_names) - {""} | set(r.eval_names.values()) | wrappers | set(r.schedule_names.values())
-        state |= {rule.strategy_name, rule.coordinator_name}
+        state |= {rule.strategy_name, getattr(rule, "coordinator_name", rule.strategy_name)}
         gs = r.graph.global_step
         # the global step lags behind by the steps in flight: the stop condition
         # and batches chosen by step read a count of the steps scheduled instead
@@ -1210,6 +1219,8 @@ class _Pipeliner:
         return self._emit(loop, body[k], target, call, pre, tail, captured, test, counter)
 
     def _emit(self, loop, train_statement, target, call, pre, tail, captured, test, counter):
+        if call.func.value in self.r.sync_steps:
+            return self._emit_sync(loop, train_statement, target, call, pre, tail, captured, test, counter)
         r, rule = self.r, self.rule
         schedule = r.schedule_names[call.func.value]
         step = schedule.removeprefix("schedule_")
@@ -1339,6 +1350,110 @@ class _Pipeliner:
             new_loop = new_loop.with_changes(test=test)
         drain = C.stmts(flush + f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
         return cst.FlattenSentinel([*prelude, *helpers, finish_def, new_loop, *drain])
+
+
+    def _emit_sync(self, loop, train_statement, target, call, pre, tail, captured, test, counter):
+        """MirroredStrategy: the steps run several per tf.function call; the
+        rest of the loop body runs on each step's results after its call."""
+        r, rule = self.r, self.rule
+        step_fn, names, feed_code, results_code = r.sync_steps[call.func.value]
+        if not (names and len(call.args) == len(names)
+                and all(a.keyword is None and not a.star for a in call.args)
+                and not set(names) & _GROUP_LOCALS):
+            self._refuse("the step's arguments cannot be stacked")
+        step = call.func.value.removeprefix("run_")
+        finish = rule._fresh(f"finish_{step}")
+        results = rule._fresh("step_results")
+        per = rule._fresh("steps_per_call")
+        pending = rule._fresh("pending_steps")
+        steps_fn = rule._fresh(f"{step_fn}s")
+        run_fn = rule._fresh("run_pending_steps")
+        tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
+        keep_target = target is not None and bool(set(C.target_names(target)) & tail_names)
+        finish_def = C.stmt(
+            f"def {finish}({', '.join([results, *captured])}):\n"
+            f"    # The rest of the loop body, run on this step's results.\n"
+            + (f"    {C.code_of(target)} = {results_code.replace('step_results', results)}\n" if keep_target else "    pass\n")
+        )
+        body = [st for st in finish_def.body.body if not _is_pass(st)]
+        if tail:
+            first = tail[0].with_changes(leading_lines=C.strip_blank_lines(tail[0].leading_lines))
+            body += [first, *tail[1:]]
+        finish_def = finish_def.with_changes(body=finish_def.body.with_changes(body=body or finish_def.body.body))
+        setup = (
+            f"# A tf.function call costs more than a TF1 session's run of its cached graph:\n"
+            f"# {steps_fn} runs {per} steps per call ({run_fn}), and the rest\n"
+            f"# of the loop body ({finish}) runs on each step's results after that call.\n"
+            f"{per} = 4\n"
+            f"{pending} = []\n"
+        )
+        if counter is not None:
+            setup += (f"# the global step moves on when the pending steps run: count the steps taken\n"
+                      f"{counter} = int({r.graph.global_step}.numpy())\n")
+        unpack = ", ".join(names) + ("," if len(names) == 1 else "")
+        feed = "".join("    " + line + "\n" for line in feed_code.splitlines())
+        tup = C.tuple_code(names)
+        helpers = [
+            C.stmt(
+                f"@tf.function\n"
+                f"def {steps_fn}(*stacked):\n"
+                f"    # The steps of one call, in order.\n"
+                f"    return [{step_fn}(*step) for step in zip(*(tf.unstack(value) for value in stacked))]\n"
+            ),
+            finish_def,
+            C.stmt(
+                f"def {run_fn}():\n"
+                f"    # Steps whose arguments have the same shapes share a call, stacked.\n"
+                f"    groups = []\n"
+                f"    for arguments, captured in {pending}:\n"
+                f"        {unpack} = arguments\n"
+                f"{feed}"
+                f"        shapes = [value.shape for value in {tup}]\n"
+                f"        if not groups or groups[-1][0] != shapes:\n"
+                f"            groups.append((shapes, []))\n"
+                f"        groups[-1][1].append(({tup}, captured))\n"
+                f"    for _, steps in groups:\n"
+                f"        stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]\n"
+                f"        for (_, captured), {results} in zip(steps, {steps_fn}(*stacked)):\n"
+                f"            {finish}({results}, *captured)\n"
+                f"    {pending}.clear()\n"
+            ),
+        ]
+        prelude = C.stmts(setup)
+        prelude[0] = prelude[0].with_changes(leading_lines=[*loop.leading_lines, *prelude[0].leading_lines])
+        helpers = [h.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for h in helpers]
+        arguments = C.tuple_code([C.code_of(a.value) for a in call.args])
+        queue = C.stmt(f"{pending}.append(({arguments}, {C.tuple_code(captured) if captured else '()'}))\n")
+        queue = queue.with_changes(leading_lines=train_statement.leading_lines)
+        save = ""
+        if r.save_steps is not None:
+            # a checkpoint holds every step taken before it, as in TF1
+            save = (
+                f"if {r.manager} is not None and {counter} % {r.save_steps} == 0:\n"
+                f"    {run_fn}()\n"
+                f"    {r.manager}.save(checkpoint_number={r.graph.global_step})\n"
+            )
+        after_queue = C.stmts(
+            (f"{counter} += 1\n" if counter is not None else "")
+            + f"if len({pending}) == {per}:\n    {run_fn}()\n"
+            + save
+        )
+        new_loop = loop.with_changes(body=loop.body.with_changes(body=[*pre, queue, *after_queue]),
+                                     leading_lines=[cst.EmptyLine(indent=False)])
+        if test is not None:
+            new_loop = new_loop.with_changes(test=test)
+        drain = C.stmts(f"{run_fn}()\n")
+        return cst.FlattenSentinel([*prelude, *helpers, new_loop, *drain])
+
+
+def _results_code(run: str, step_name: str, params) -> str:
+    """What a run wrapper makes of its step's results, as an expression of
+    `step_results` (the wrapper's own source: `results = <expr of the call>`)."""
+    if "    results = " not in run:
+        return "step_results"
+    expr = run.split("    results = ", 1)[1]
+    expr = " ".join(line.strip() for line in expr.splitlines() if line.strip())
+    return expr.replace(f"{step_name}({', '.join(params)})", "step_results").replace("( ", "(")
 
 
 # names the generated queue function uses for itself

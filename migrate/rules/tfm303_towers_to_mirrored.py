@@ -49,7 +49,10 @@ class TowersToMirrored(GraphToStrategy):
     ``ConfigProto(device_count={"CPU": n})`` gave them, and
     ``ReductionToOneDevice`` (the gradients are added on one device, as
     ``average_gradients`` did; the default collective all-reduce doubles the
-    step time on CPU devices). GPU towers keep the strategy's default.
+    step time on CPU devices). GPU towers keep the strategy's default. A
+    training loop whose rest of body can run after later steps (see TFM301)
+    runs four steps per ``tf.function`` call (``run_pending_steps``): a call
+    costs more than a TF1 session's run of its cached graph.
 
     Why
     The tower loop, ``average_gradients`` and device strings are exactly the
@@ -81,6 +84,7 @@ class TowersToMirrored(GraphToStrategy):
         self.taken = C.all_names(module)
         self.has_resolver = False
         self.converted = False
+        self.module_in = module  # the tree the session loops are found in
         module = transform(module, self)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
@@ -176,7 +180,8 @@ class TowersToMirrored(GraphToStrategy):
         session.scan(session_part)
         prelude = self._build(block, graph, session)
         self.converted = True
-        return prelude + session.rewrite(session_part)
+        new_part = session.rewrite(session_part)
+        return self._used_wrappers(prelude, new_part, session) + new_part
 
     def _flatten_scopes(self, statements):
         out = []
@@ -427,15 +432,44 @@ TowersToMirrored.INVALID = [
                     strategy.run(train_step_slice, args=(images, labels)))
                 loss = replica_results[-1]  # after the TF1 loop: the last tower's
                 return loss
+            # A tf.function call costs more than a TF1 session's run of its cached graph:
+            # train_steps runs steps_per_call steps per call (run_pending_steps), and the rest
+            # of the loop body (finish_train_step) runs on each step's results after that call.
+            steps_per_call = 4
+            pending_steps = []
 
-            def run_train_step(images, labels):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
-                images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
-                results = train_step(images, labels).numpy()
-                return results
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one call, in order.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def finish_train_step(step_results):
+                # The rest of the loop body, run on this step's results.
+                pass
+
+            def run_pending_steps():
+                # Steps whose arguments have the same shapes share a call, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    images, labels = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
+                    shapes = [value.shape for value in (images, labels)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((images, labels), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    for (_, captured), step_results in zip(steps, train_steps(*stacked)):
+                        finish_train_step(step_results, *captured)
+                pending_steps.clear()
+
             for step in range(FLAGS.max_steps):
-                loss_value = run_train_step(x, y)
+                pending_steps.append(((x, y), ()))
+                if len(pending_steps) == steps_per_call:
+                    run_pending_steps()
+            run_pending_steps()
         """,
         diagnostics=(),
     ),
@@ -529,15 +563,44 @@ TowersToMirrored.INVALID = [
                     strategy.run(train_step_slice, args=(images, labels)))
                 loss = replica_results[-1]  # after the TF1 loop: the last tower's
                 return loss
+            # A tf.function call costs more than a TF1 session's run of its cached graph:
+            # train_steps runs steps_per_call steps per call (run_pending_steps), and the rest
+            # of the loop body (finish_train_step) runs on each step's results after that call.
+            steps_per_call = 4
+            pending_steps = []
 
-            def run_train_step(images, labels):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
-                images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
-                results = train_step(images, labels).numpy()
-                return results
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one call, in order.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def finish_train_step(step_results):
+                # The rest of the loop body, run on this step's results.
+                pass
+
+            def run_pending_steps():
+                # Steps whose arguments have the same shapes share a call, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    images, labels = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
+                    shapes = [value.shape for value in (images, labels)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((images, labels), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    for (_, captured), step_results in zip(steps, train_steps(*stacked)):
+                        finish_train_step(step_results, *captured)
+                pending_steps.clear()
+
             for step in range(FLAGS.max_steps):
-                loss_value = run_train_step(x, y)
+                pending_steps.append(((x, y), ()))
+                if len(pending_steps) == steps_per_call:
+                    run_pending_steps()
+            run_pending_steps()
         """,
         diagnostics=(),
     ),
