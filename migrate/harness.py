@@ -481,12 +481,18 @@ class _Harness:
     def align_initial_value(self, args, kwargs):
         tf = self.tf
         try:
+            if len(args) == 1 and "initial_value" not in kwargs:
+                # tf.Variable(initial, name=...): the one positional argument is the
+                # initial value in every Variable class's signature
+                args, kwargs = (), {**kwargs, "initial_value": args[0]}
             if args or "initial_value" not in kwargs or not kwargs.get("name"):
                 return args, kwargs
             if kwargs.get("trainable") is False:
                 return args, kwargs
             name = strip_variable_name(str(kwargs["name"]))
-            scope = tf.compat.v1.get_default_graph().get_name_scope()
+            # eager code (a migrated model built under variable_scope) keeps its
+            # scope in the eager context, not in the default graph
+            scope = tf.get_current_name_scope().rstrip("/")
             full = f"{scope}/{name}" if scope else name
             matched = match_names([full], list(self.align_values)) or match_names(
                 [name], list(self.align_values)

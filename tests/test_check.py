@@ -407,6 +407,23 @@ def test_realistic_async_mts_script_unmodified(tmp_path, workers):
     assert report["mode"] == ("step" if workers == 1 else "statistical")
 
 
+def test_realistic_helper_built_model_unmodified(tmp_path):
+    """async_helper_variables.py: the model is built by helper functions that
+    create plain tf.Variables (weight_variable()/inference(), the TF1 tutorial
+    shape). The migrated model records its variables on the first call and
+    reuses them: with the legacy initial values carried over by name, one
+    worker trains bit for bit as the legacy job did."""
+    code, report = run(
+        REALISTIC / "async_helper_variables.py", None, tmp_path,
+        "--workers", "1", "--steps", "20", "--align-init",
+    )
+    assert code == 0, report["reason"]
+    assert report["mode"] == "step"
+    assert report["comparison"]["max_abs_diff"] == 0
+    init = report["initial_values"]
+    assert init["compared"] == 4 and not init["mismatched"], init
+
+
 @pytest.mark.slow
 def test_realistic_tf_config_script_steps_by_environment(tmp_path):
     code, report = run(

@@ -43,6 +43,32 @@ def _optimizer_code(call: cst.Call, qualname) -> tuple[str, str | None]:
     return f"tf.compat.v1.{q}({args})", reason or f"no Keras optimizer reproduces {q}; kept the tf.compat.v1 one"
 
 
+
+# tf.compat.v1.make_template reuses get_variable's variables only; a model whose
+# helpers call tf.Variable gets this recorder instead.
+_RECORDER = """class {name}(tf.Module):
+    # TF1 built the model's graph once and every step reused its variables; in TF2
+    # each call of a tf.Variable-creating helper makes new ones. The first call
+    # records the variables the model creates, later calls get them back in order.
+    def __init__(self, model_fn):
+        super().__init__(name="model")
+        self.model_fn = model_fn
+        self.created = []
+
+    def __call__(self, *args):
+        recorded = iter(list(self.created))
+
+        def reuse_or_create(next_creator, **kwargs):
+            variable = next(recorded, None)
+            if variable is None:
+                variable = next_creator(**kwargs)
+                self.created.append(variable)
+            return variable
+
+        with tf.variable_creator_scope(reuse_or_create):
+            return self.model_fn(*args)
+"""
+
 class _Fetch:
     """One `sess.run(...)` call, understood against the graph."""
 
@@ -136,8 +162,13 @@ class GraphToStrategy(Rule):
     fed arguments have the same shapes; a closure retried after a worker
     failure reruns its steps (at-least-once, as for one step per closure).
     On MirroredStrategy the same loops run four steps per tf.function call.
-    Anything the rule cannot map (variables created in helper functions,
-    fetch dicts, unknown hooks) is reported for manual work.
+    Variables that helper functions create (an ``inference()`` calling a
+    ``weight_variable()``) are built once under the strategy and reused by
+    every step, as the TF1 graph built them once: ``make_template`` where
+    they come from ``get_variable``, a recorder of the created variables
+    where they come from ``tf.Variable``. Anything the rule cannot map (a
+    placeholder created inside a helper, fetch dicts, unknown hooks) is
+    reported for manual work.
     """
 
     code = "TFM301"
@@ -295,26 +326,46 @@ class GraphToStrategy(Rule):
 
     def _wants_template(self, graph: Graph) -> bool:
         """Variables created by the forward code itself (a `dense()` helper, a
-        dict comprehension of get_variable calls...) need a template."""
-        helpers = self._variable_helpers()
+        dict comprehension of get_variable calls...) need a template; plain
+        ``tf.Variable`` calls among them need the variable recorder."""
+        helpers, plain_helpers = self._variable_helpers()
+        wanted = False
         for _, st in graph.compute:
-            if C.names_used(st) & helpers:
-                return True
-            if any(self.qualname(c.func) in VARIABLE_CREATORS for c in C.calls_in(st)):
-                return True
-        return False
+            used = C.names_used(st)
+            qualnames = {self.qualname(c.func) for c in C.calls_in(st)}
+            if used & helpers or qualnames & VARIABLE_CREATORS:
+                wanted = True
+                self.creates_plain_variables |= bool(used & plain_helpers) or "Variable" in qualnames
+        return wanted
 
-    def _variable_helpers(self) -> set[str]:
+    def _variable_helpers(self) -> tuple[set[str], set[str]]:
         """Module functions that create variables (``tf.get_variable`` in a
-        ``dense()`` helper, say): their variables must be built once, under the
-        strategy, and reused by every step -- a ``make_template`` does that."""
-        helpers = set()
+        ``dense()`` helper, an ``inference()`` calling a ``weight_variable()``
+        helper, say), and those of them that create plain ``tf.Variable`` objects:
+        their variables must be built once, under the strategy, and reused by every
+        step -- a ``make_template`` does that for ``get_variable``, the variable
+        recorder (``_RECORDER``) for ``tf.Variable``."""
+        qualnames: dict[str, set] = {}
+        callees: dict[str, set] = {}
         for node in C.walk(self.ctx.module):
-            if isinstance(node, cst.FunctionDef) and any(
-                self.qualname(c.func) in VARIABLE_CREATORS for c in C.calls_in(node)
-            ):
-                helpers.add(node.name.value)
-        return helpers
+            if isinstance(node, cst.FunctionDef):
+                name = node.name.value
+                for call in C.calls_in(node):
+                    qualnames.setdefault(name, set()).add(self.qualname(call.func))
+                    if isinstance(call.func, cst.Name):
+                        callees.setdefault(name, set()).add(call.func.value)
+        helpers = {name for name, found in qualnames.items() if found & VARIABLE_CREATORS}
+        plain = {name for name, found in qualnames.items() if "Variable" in found}
+        # a helper calling a helper (inference() -> weight_variable()) creates them too
+        for closed in (helpers, plain):
+            changed = True
+            while changed:
+                changed = False
+                for name, called in callees.items():
+                    if name not in closed and called & closed:
+                        closed.add(name)
+                        changed = True
+        return helpers, plain
 
     def _build(self, device_with: cst.With, graph: Graph, session: _SessionRegion):
         out: list[cst.BaseStatement] = []
@@ -326,9 +377,14 @@ class GraphToStrategy(Rule):
         out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
 
         self.template = None
+        self.creates_plain_variables = False  # set by _wants_template
         if self._wants_template(graph):
             self.template = self._fresh("model")
             out += self._model_function(graph, session)
+            if self.creates_plain_variables:
+                self.recorder = self._fresh("ModelBuiltOnce")
+                recorder = C.stmt(_RECORDER.format(name=self.recorder))
+                out.append(recorder.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
 
         # state under the strategy scope; a hand-made global step counts once per
         # step (not once per replica) like get_or_create_global_step's
@@ -365,8 +421,12 @@ class GraphToStrategy(Rule):
                         "1" if isinstance(el.value, cst.Name) and el.value.value == "None" else C.code_of(el.value)
                         for el in shape.elements) + "]"
                 dummies.append(f"tf.zeros({dims}, {C.code_of(dtype) if dtype is not None else 'tf.float32'})")
+            if self.creates_plain_variables:
+                builder = f"{self.recorder}({self.model_fn})"
+            else:
+                builder = f'tf.compat.v1.make_template("model", {self.model_fn})'
             scope_body += C.stmts(
-                f'{self.template} = tf.compat.v1.make_template("model", {self.model_fn})\n'
+                f"{self.template} = {builder}\n"
                 f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
                 f"{self.template}({', '.join(dummies)})\n"
             )
@@ -1020,6 +1080,7 @@ class _SessionRewriter(cst.CSTTransformer):
                     fn = f"tf.nest.map_structure(lambda value: value.numpy(), {fn}"
             if fn is None:
                 return updated
+            self._report_foreign_feeds(fetch, original)
             args = self._args(fetch, getattr(canonical, "params", []))
             if args is None:
                 self.r.rule.report(original, "feed_dict does not feed every placeholder the step needs",
@@ -1029,6 +1090,23 @@ class _SessionRewriter(cst.CSTTransformer):
             code = f"{fn}({args})" + (")" if fn.startswith("tf.nest") else "")
             return C.expr(code)
         return updated
+
+    def _report_foreign_feeds(self, fetch: _Fetch, run_call: cst.CSTNode) -> None:
+        """A fed key that is no placeholder of the graph block (one a helper
+        function created, a ``keep_prob`` inside ``inference()``, say) has no
+        argument in the step function: say so where it is fed."""
+        if not isinstance(fetch.feed, cst.Dict):
+            return
+        placeholders = {name for name, _, _ in self.r.graph.placeholders}
+        for element in fetch.feed.elements:
+            if (isinstance(element, cst.DictElement) and isinstance(element.key, cst.Name)
+                    and element.key.value not in placeholders):
+                self.r.rule.report(
+                    run_call, f"`{element.key.value}` is fed but is not a placeholder of the graph block:"
+                    " the step function has no argument for it and its value is not passed",
+                    hint="create it in the graph block, or make it a parameter of the function that creates it"
+                    " (a tf.placeholder cannot run in TF2)",
+                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
 
     def _args(self, fetch: _Fetch, params: list[str]) -> str | None:
         feed = fetch.feed
@@ -1787,6 +1865,268 @@ GraphToStrategy.INVALID = [
             w = tf.get_variable("w", [3, 1])
         """,
         None,
+        diagnostics=('TFM301',),
+    ),
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def weight_variable(shape):
+            return tf.Variable(tf.truncated_normal(shape, stddev=0.1))
+
+
+        def inference(x):
+            w = weight_variable([3, 1])
+            return tf.matmul(x, w)
+
+
+        def train(cluster, server, is_chief):
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                y = inference(x)
+                loss = tf.reduce_mean(tf.square(y))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief) as sess:
+                while not sess.should_stop():
+                    _, step = sess.run([train_op, global_step], feed_dict={x: batch()})
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def weight_variable(shape):
+            return tf.Variable(tf.truncated_normal(shape, stddev=0.1))
+
+
+        def inference(x):
+            w = weight_variable([3, 1])
+            return tf.matmul(x, w)
+
+
+        def train(cluster, server, is_chief):
+            strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+
+            def model_fn(x):
+                y = inference(x)
+                loss = tf.reduce_mean(tf.square(y))
+                return loss
+
+            class ModelBuiltOnce(tf.Module):
+                # TF1 built the model's graph once and every step reused its variables; in TF2
+                # each call of a tf.Variable-creating helper makes new ones. The first call
+                # records the variables the model creates, later calls get them back in order.
+                def __init__(self, model_fn):
+                    super().__init__(name="model")
+                    self.model_fn = model_fn
+                    self.created = []
+
+                def __call__(self, *args):
+                    recorded = iter(list(self.created))
+
+                    def reuse_or_create(next_creator, **kwargs):
+                        variable = next(recorded, None)
+                        if variable is None:
+                            variable = next_creator(**kwargs)
+                            self.created.append(variable)
+                        return variable
+
+                    with tf.variable_creator_scope(reuse_or_create):
+                        return self.model_fn(*args)
+
+            with strategy.scope():
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+                model = ModelBuiltOnce(model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([1, 3], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    global_step_value = global_step.read_value()
+                    with tf.GradientTape() as tape:
+                        loss = model(x)
+                    gradients = tape.gradient(loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return global_step_value
+                results = strategy.run(train_step_replica, args=(x,))
+                return tf.nest.map_structure(
+                    lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
+            # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+            # the chief a round trip to its worker, which TF1's workers did not pay, so one
+            # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+            # (finish_train_step) runs on each step's results up to max_steps_in_flight steps
+            # later, so workers overlap as TF1's asynchronous workers did.
+            steps_per_closure = 4
+            max_steps_in_flight = 2 * steps_per_closure * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
+            steps_in_flight = []
+            pending_steps = []
+
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one closure, in order, on the worker that runs it.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def queue_pending_steps():
+                # Steps whose arguments have the same shapes share a closure, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    x, = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    x = tf.convert_to_tensor(x, tf.float32)
+                    shapes = [value.shape for value in (x,)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((x,), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    closure = coordinator.schedule(train_steps, args=tuple(stacked))
+                    steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+                pending_steps.clear()
+
+            def finish_train_step(step_results, step_index):
+                # The rest of the loop body, run on this step's results (fetch() waits for them).
+                try:
+                    step_results.fetch()[step_index]
+                except tf.errors.UnavailableError:
+                    # The step's worker failed and the coordinator could not recover its results:
+                    # skip what the loop did with them (a TF1 worker that died lost its step too).
+                    return
+
+            while True:
+                pending_steps.append(((batch(),), ()))
+                if len(pending_steps) == steps_per_closure:
+                    queue_pending_steps()
+                while len(steps_in_flight) > max_steps_in_flight:
+                    finish_train_step(*steps_in_flight.pop(0))
+            queue_pending_steps()
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+        """,
+        diagnostics=(),
+    ),
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def inference(x):
+            w = tf.get_variable("w", [3, 1])
+            keep_prob = tf.placeholder(tf.float32)
+            return keep_prob, tf.nn.dropout(tf.matmul(x, w), keep_prob)
+
+
+        def train(cluster, server, is_chief):
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                keep_prob, y = inference(x)
+                loss = tf.reduce_mean(tf.square(y))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief) as sess:
+                while not sess.should_stop():
+                    _, step = sess.run([train_op, global_step], feed_dict={x: batch(), keep_prob: 0.5})
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def inference(x):
+            w = tf.get_variable("w", [3, 1])
+            keep_prob = tf.placeholder(tf.float32)
+            return keep_prob, tf.nn.dropout(tf.matmul(x, w), keep_prob)
+
+
+        def train(cluster, server, is_chief):
+            strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+
+            def model_fn(x):
+                keep_prob, y = inference(x)
+                loss = tf.reduce_mean(tf.square(y))
+                return loss
+
+            with strategy.scope():
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([1, 3], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    global_step_value = global_step.read_value()
+                    with tf.GradientTape() as tape:
+                        loss = model(x)
+                    gradients = tape.gradient(loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return global_step_value
+                results = strategy.run(train_step_replica, args=(x,))
+                return tf.nest.map_structure(
+                    lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
+            # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+            # the chief a round trip to its worker, which TF1's workers did not pay, so one
+            # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+            # (finish_train_step) runs on each step's results up to max_steps_in_flight steps
+            # later, so workers overlap as TF1's asynchronous workers did.
+            steps_per_closure = 4
+            max_steps_in_flight = 2 * steps_per_closure * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
+            steps_in_flight = []
+            pending_steps = []
+
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one closure, in order, on the worker that runs it.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def queue_pending_steps():
+                # Steps whose arguments have the same shapes share a closure, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    x, = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    x = tf.convert_to_tensor(x, tf.float32)
+                    shapes = [value.shape for value in (x,)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((x,), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    closure = coordinator.schedule(train_steps, args=tuple(stacked))
+                    steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+                pending_steps.clear()
+
+            def finish_train_step(step_results, step_index):
+                # The rest of the loop body, run on this step's results (fetch() waits for them).
+                try:
+                    step_results.fetch()[step_index]
+                except tf.errors.UnavailableError:
+                    # The step's worker failed and the coordinator could not recover its results:
+                    # skip what the loop did with them (a TF1 worker that died lost its step too).
+                    return
+
+            while True:
+                pending_steps.append(((batch(),), ()))
+                if len(pending_steps) == steps_per_closure:
+                    queue_pending_steps()
+                while len(steps_in_flight) > max_steps_in_flight:
+                    finish_train_step(*steps_in_flight.pop(0))
+            queue_pending_steps()
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+        """,
         diagnostics=('TFM301',),
     ),
 ]
