@@ -105,8 +105,11 @@ def _is_optimizer(q: str | None) -> bool:
     return bool(q) and q.startswith("train.") and q.endswith("Optimizer") and q != "train.SyncReplicasOptimizer"
 
 
-def analyze(statements, qualname) -> Graph:
+def analyze(statements, qualname, dropped=()) -> Graph:
+    """`dropped`: names of graph plumbing built before the block (a "done"
+    queue on the ps) whose ops the block derives."""
     g = Graph()
+    g.dropped.update(dropped)
     for statement in statements:
         _classify(g, statement, qualname)
     return g

@@ -52,8 +52,12 @@ class ServerRoles(Rule):
             train()
 
     Fix safety
-    Safe for the shapes above. A server with no recognisable role branching
-    is reported for manual work.
+    Safe for the shapes above. A ps branch that waits in a session on a
+    queue of finished workers (the "done queue" shutdown) becomes
+    ``server.join()``: in TF2 the chief ends training and the ps tasks are
+    stopped from outside. ``print(server.target)`` moves into the serving
+    branch. A server with no recognisable role branching is reported for
+    manual work.
     """
 
     code = "TFM202"
@@ -95,10 +99,17 @@ class ServerRoles(Rule):
             for j in range(i + 1, len(body)):
                 branch = body[j]
                 if isinstance(branch, cst.If) and self._is_ps_test(branch.test, job_code):
+                    # `print(server.target)` between the server and the branching
+                    # goes with the server (into the serving branch, or away)
+                    between = body[i + 1 : j]
+                    announce = [st for st in between
+                                if C.single_expr(st) is not None and server_name in C.names_used(st)]
+                    self.announce = announce
                     replacement = self._rewrite_if(branch, job_code, index, server_name, statement)
                     if replacement is None:
                         break
-                    return body[:i] + body[i + 1 : j] + replacement + body[j + 1 :]
+                    kept = [st for st in between if not any(st is a for a in announce)]
+                    return body[:i] + kept + replacement + body[j + 1 :]
             self.report(
                 statement,
                 "tf.train.Server without the usual `if job_name == \"ps\": server.join()` branching",
@@ -124,7 +135,15 @@ class ServerRoles(Rule):
             server_line = C.stmt(self._server_code(job_code, index, server_name)).with_changes(
                 leading_lines=C.strip_blank_lines(server_statement.leading_lines)
             )
-            body = [server_line, *C.body_of(branch.body)]
+            ps_body = list(C.body_of(branch.body))
+            if any(self.qualname(c.func) in ("Session", "train.Session") for c in C.calls_in(branch.body)):
+                # the ps waited in a session on a "done" queue the workers filled, then
+                # exited; TF2 ps tasks serve until the job is stopped from outside
+                ps_body = [C.stmt(f"{server_name}.join()\n")]
+                self.report(branch, "the ps task's wait on a queue of finished workers becomes server.join():"
+                            " the chief ends training; stop ps and worker tasks from outside",
+                            fixed=True, severity="info", reference="legacy_reference/async_ps.py")
+            body = [server_line, *self.announce, *ps_body]
             test = C.expr(f'{job_code} in ("ps", "worker")')
             orelse = branch.orelse
             if isinstance(orelse, cst.If) and _compares(orelse.test, job_code, "worker"):
@@ -210,5 +229,49 @@ ServerRoles.INVALID = [
         """,
         None,
         diagnostics=("TFM202",),
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def create_done_queue(num_workers):
+            with tf.device("/job:ps/task:0"):
+                return tf.FIFOQueue(num_workers, tf.int32, shared_name="done_queue")
+
+
+        def main(_):
+            cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+            done_queue = create_done_queue(len(worker_hosts))
+            server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+            print(server.target)
+            if FLAGS.job_name == "ps":
+                with tf.Session(server.target) as sess:
+                    for _ in range(len(worker_hosts)):
+                        sess.run(done_queue.dequeue())
+                return
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
+        """
+        import tensorflow as tf
+
+
+        def create_done_queue(num_workers):
+            with tf.device("/job:ps/task:0"):
+                return tf.FIFOQueue(num_workers, tf.int32, shared_name="done_queue")
+
+
+        def main(_):
+            cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+            done_queue = create_done_queue(len(worker_hosts))
+            if FLAGS.job_name in ("ps", "worker"):
+                server = tf.distribute.Server(
+                    cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index, protocol="grpc", start=True)
+                print(server.target)
+                server.join()
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
     ),
 ]

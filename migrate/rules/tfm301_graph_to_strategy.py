@@ -166,7 +166,11 @@ class GraphToStrategy(Rule):
     ``weight_variable()``) are built once under the strategy and reused by
     every step, as the TF1 graph built them once: ``make_template`` where
     they come from ``get_variable``, a recorder of the created variables
-    where they come from ``tf.Variable``. Anything the rule cannot map (a
+    where they come from ``tf.Variable``. A queue of finished workers for the
+    ps's shutdown (``create_done_queue()``) is dropped; TF1 summaries (a
+    fetched summary op and the ``add_summary`` of its result) are removed and
+    reported, as is a training branch under a flag that defaults to off
+    (``if FLAGS.sync_replicas:``). Anything the rule cannot map (a
     placeholder created inside a helper, fetch dicts, unknown hooks) is
     reported for manual work.
     """
@@ -229,7 +233,8 @@ class GraphToStrategy(Rule):
         inner, session_inside = inner[:split], inner[split:]
         if session_inside:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
-        graph = analyze(inner, self.qualname)
+        queues = self._queues_before(body[:i])
+        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]})
         if graph.train_op is None or graph.loss is None:
             self.report(device_with, "device-setter block without an optimizer train op: cannot build a training step",
                         hint="build a tf.function step by hand", reference=REFERENCE[self.strategy], fixed=False)
@@ -240,9 +245,8 @@ class GraphToStrategy(Rule):
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
             return body
-        before = body[:i]
-        if setter_index is not None:
-            before = before[:setter_index] + before[setter_index + 1 :]
+        self._report_flattened_ifs(graph)
+        before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         after = session_inside + body[i + 1 :]
         # graph statements after the device block (queues on the ps, config
         # protos, extra ops) belong to the same graph, up to the first session
@@ -278,6 +282,27 @@ class GraphToStrategy(Rule):
         unused |= {run_name for run_name in session.sync_steps if run_name not in used}
         kept = [st for st in prelude if not (isinstance(st, cst.FunctionDef) and st.name.value in unused)]
         return kept
+
+    def _queues_before(self, statements) -> set[int]:
+        """Indexes of `done_queue = tf.FIFOQueue(...)` (or a call of a module
+        function returning one, `create_done_queue(n)`) before the graph block:
+        the ps shutdown queues TF2 has no use for."""
+        makers = set()
+        for node in C.walk(self.ctx.module):
+            if isinstance(node, cst.FunctionDef) and any(
+                isinstance(r, cst.Return) and isinstance(r.value, cst.Call)
+                and self.qualname(r.value.func) in QUEUE_CLASSES for r in C.walk(node)
+            ):
+                makers.add(node.name.value)
+        found = set()
+        for k, statement in enumerate(statements):
+            names, value, _ = C.assignment(statement)
+            if len(names) == 1 and isinstance(value, cst.Call) and (
+                self.qualname(value.func) in QUEUE_CLASSES
+                or (isinstance(value.func, cst.Name) and value.func.value in makers)
+            ):
+                found.add(k)
+        return found
 
     def _starts_session(self, statement) -> bool:
         session_like = SESSION_CLASSES | {"train.Supervisor"}
@@ -323,6 +348,60 @@ class GraphToStrategy(Rule):
                     " the number of replicas so gradients are averaged as SyncReplicasOptimizer did",
                     fixed=True, severity="info", reference=REFERENCE[MWMS])
         return C.stmts(f"{self.strategy_name} = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver={resolver})\n")
+
+    def _report_flattened_ifs(self, graph: Graph) -> None:
+        """`if FLAGS.sync_replicas: opt = SyncReplicasOptimizer(opt)` was taken as
+        built: say so where the test reads a command-line flag, and ask for a
+        person where that flag defaults to off (the legacy job's default run then
+        trains without what the branch builds)."""
+        seen = set()
+        for statement, note in graph.notes:
+            test = C.code_of(statement.test) if note == "flattened-if" else None
+            if test is None or test in seen:
+                continue
+            seen.add(test)
+            flag = self._flag_default(statement.test)
+            if flag is None:
+                continue
+            name, default = flag
+            if default in ("False", "None", "0"):
+                self.report(statement, f"`if {test}:` builds training ops migrated here, but --{name} defaults to"
+                            " off: by default the legacy job trains without them, the migration with them",
+                            hint=f"compare with the legacy job run with --{name}, or migrate its default mode by hand",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            else:
+                self.report(statement, f"the training ops built under `if {test}:` are migrated as if --{name} is on",
+                            fixed=True, severity="info", reference=REFERENCE[self.strategy])
+
+    def _flag_default(self, test: cst.BaseExpression) -> tuple[str, str] | None:
+        """(name, source of its default) of the boolean command-line flag
+        `test` reads: ``FLAGS.name`` defined by ``DEFINE_bool(ean)``, or
+        ``args.name`` from ``add_argument("--name", action="store_true")``."""
+        if not isinstance(test, cst.Attribute):
+            return None
+        name = test.attr.value
+        for call in C.calls_in(self.ctx.module):
+            func = call.func
+            method = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if method in ("DEFINE_boolean", "DEFINE_bool"):
+                flag = C.arg(call, 0, "name") or C.arg(call, 0, "flag_name")
+                if isinstance(flag, cst.SimpleString) and flag.evaluated_value == name:
+                    default = C.arg(call, 1, "default") or C.arg(call, 1, "default_value")
+                    return name, C.code_of(default) if default is not None else "None"
+            elif method == "add_argument" and call.args and isinstance(call.args[0].value, cst.SimpleString):
+                option = call.args[0].value.evaluated_value
+                dest = C.arg(call, None, "dest")
+                dest = dest.evaluated_value if isinstance(dest, cst.SimpleString) else option.lstrip("-").replace("-", "_")
+                if dest != name:
+                    continue
+                default = C.arg(call, None, "default")
+                action = C.arg(call, None, "action")
+                if default is not None:
+                    return name, C.code_of(default)
+                if isinstance(action, cst.SimpleString):
+                    return name, {"store_true": "False", "store_false": "True"}.get(action.evaluated_value, "None")
+                return name, "None"
+        return None
 
     def _wants_template(self, graph: Graph) -> bool:
         """Variables created by the forward code itself (a `dense()` helper, a
@@ -705,6 +784,9 @@ class _SessionRegion:
         # MirroredStrategy run wrapper -> (step function, params, feed code, results from `step_results`)
         self.sync_steps: dict[str, tuple] = {}
         self.state_names = set(graph.variables) | {graph.global_step or ""}
+        # names bound to a fetched summary op's result (`_, summaries = sess.run([train_op, summary_op])`)
+        self.summary_results: set[str] = set()
+        self.summaries_reported = False
 
     # ---------------------------------------------------------------- scan
     def scan(self, statements) -> None:
@@ -756,6 +838,11 @@ class _SessionRegion:
                     fetch = _Fetch(node, self.graph, self.state_names, self._is_dropped_expr)
                     if id(node) in targets:
                         fetch.bind(targets[id(node)], self.graph)
+                        target = targets[id(node)]
+                        if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(fetch.names):
+                            self.summary_results.update(
+                                el.value.value for el, name in zip(target.elements, fetch.names)
+                                if name in self.graph.dropped and isinstance(el.value, cst.Name))
                     self.fetch_by_call[id(node)] = fetch
                     key = fetch.key()
                     if fetch.ok and fetch.train:
@@ -1002,6 +1089,19 @@ class _SessionRewriter(cst.CSTTransformer):
             fetch = self.r.fetch_by_call.get(id(lone))
             if fetch is not None and (fetch.dropped_only or (fetch.state_only and True)):
                 return cst.RemovalSentinel.REMOVE
+            if method in SUMMARY_WRITES and C.names_used(lone) & (
+                self.r.summary_results | self.r.graph.dropped | self.r.supervisors
+            ):
+                # the TF1 summary op and its writer are gone with the graph
+                if not self.r.summaries_reported:
+                    self.r.summaries_reported = True
+                    self.r.rule.report(
+                        original, "TF1 summaries are not carried over: the summary op, its writer and this"
+                        f" `{method}` call were removed",
+                        hint="write tf.summary.scalar(...) under tf.summary.create_file_writer(logdir).as_default()"
+                        " with the step's returned values",
+                        reference=REFERENCE[self.r.rule.strategy], fixed=False)
+                return cst.RemovalSentinel.REMOVE
         if names and isinstance(value, cst.Call):
             fetch = self.r.fetch_by_call.get(id(value))
             ticket = self.r.work_queue_take(fetch)
@@ -1121,6 +1221,10 @@ class _SessionRewriter(cst.CSTTransformer):
         if isinstance(feed, cst.Name) and feed.value in self.r.feed_dicts:
             return f"**{feed.value}"
         return None
+
+
+# FileWriter/Supervisor methods that write a TF1 summary op's serialized result
+SUMMARY_WRITES = {"add_summary", "summary_computed", "add_run_metadata", "add_graph"}
 
 
 # statements that leave or re-enter a loop body, or change scopes: a loop tail
@@ -2128,5 +2232,191 @@ GraphToStrategy.INVALID = [
                 finish_train_step(*steps_in_flight.pop(0))
         """,
         diagnostics=('TFM301',),
+    ),
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+        tf.app.flags.DEFINE_boolean("sync_replicas", False, "Use SyncReplicasOptimizer")
+        FLAGS = tf.app.flags.FLAGS
+
+
+        def train(server, is_chief, num_workers):
+            with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                tf.summary.scalar("loss", loss)
+                summary_op = tf.summary.merge_all()
+                global_step = tf.Variable(0, name="global_step", trainable=False)
+                opt = tf.train.GradientDescentOptimizer(0.1)
+                if FLAGS.sync_replicas:
+                    opt = tf.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=num_workers)
+                train_op = opt.minimize(loss, global_step=global_step)
+            sv = tf.train.Supervisor(is_chief=is_chief, logdir="/tmp/train", global_step=global_step)
+            sess = sv.prepare_or_wait_for_session(server.target)
+            step = 0
+            while step < 100:
+                _, summary, step = sess.run([train_op, summary_op, global_step], feed_dict={x: batch()})
+                sv.summary_computed(sess, summary)
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+        import os
+
+        tf.app.flags.DEFINE_boolean("sync_replicas", False, "Use SyncReplicasOptimizer")
+        FLAGS = tf.app.flags.FLAGS
+
+
+        def train(server, is_chief, num_workers):
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            with strategy.scope():
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                opt = tf.keras.optimizers.SGD(learning_rate=0.1)
+            trainable_variables = [w]
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    global_step_value = global_step.read_value()
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf.matmul(x, w))
+                        # SyncReplicasOptimizer averaged the replicas' gradients; strategies sum them.
+                        scaled_loss = loss / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    opt.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return global_step_value
+                return strategy.run(train_step_replica, args=(x,))
+
+            def run_train_step(x):
+                # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                # take tf.function's fast path (NumPy arguments cost more than the step)
+                x = tf.convert_to_tensor(x, tf.float32)
+                results = tf.nest.map_structure(
+                    lambda value: strategy.experimental_local_results(value)[0].numpy(),
+                    train_step(x))
+                return results
+            checkpoint_dir = "/tmp/train"
+            # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes.
+            checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
+            checkpoint_manager = (
+                tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
+            if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
+                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            step = 0
+            while step < 100:
+                step = run_train_step(batch())
+        """,
+        diagnostics=('TFM301', 'TFM301'),
+    ),
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def create_done_queue(num_workers):
+            with tf.device("/job:ps/task:0"):
+                return tf.FIFOQueue(num_workers, tf.int32, shared_name="done_queue")
+
+
+        def train(cluster, server, is_chief, num_workers):
+            done_queue = create_done_queue(num_workers)
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+                done_op = done_queue.enqueue(1)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief) as sess:
+                for _ in range(100):
+                    sess.run(train_op, feed_dict={x: batch()})
+                sess.run(done_op)
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def create_done_queue(num_workers):
+            with tf.device("/job:ps/task:0"):
+                return tf.FIFOQueue(num_workers, tf.int32, shared_name="done_queue")
+
+
+        def train(cluster, server, is_chief, num_workers):
+            strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            with strategy.scope():
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+            trainable_variables = [w]
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf.matmul(x, w))
+                    gradients = tape.gradient(loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                results = strategy.run(train_step_replica, args=(x,))
+                return tf.nest.map_structure(
+                    lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
+            # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+            # the chief a round trip to its worker, which TF1's workers did not pay, so one
+            # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+            # (finish_train_step) runs on each step's results up to max_steps_in_flight steps
+            # later, so workers overlap as TF1's asynchronous workers did.
+            steps_per_closure = 4
+            max_steps_in_flight = 2 * steps_per_closure * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
+            steps_in_flight = []
+            pending_steps = []
+
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one closure, in order, on the worker that runs it.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def queue_pending_steps():
+                # Steps whose arguments have the same shapes share a closure, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    x, = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    x = tf.convert_to_tensor(x, tf.float32)
+                    shapes = [value.shape for value in (x,)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((x,), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    closure = coordinator.schedule(train_steps, args=tuple(stacked))
+                    steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+                pending_steps.clear()
+
+            def finish_train_step(step_results, step_index):
+                # The rest of the loop body, run on this step's results (fetch() waits for them).
+                try:
+                    step_results.fetch()[step_index]
+                except tf.errors.UnavailableError:
+                    # The step's worker failed and the coordinator could not recover its results:
+                    # skip what the loop did with them (a TF1 worker that died lost its step too).
+                    return
+
+            for _ in range(100):
+                pending_steps.append(((batch(),), ()))
+                if len(pending_steps) == steps_per_closure:
+                    queue_pending_steps()
+                while len(steps_in_flight) > max_steps_in_flight:
+                    finish_train_step(*steps_in_flight.pop(0))
+            queue_pending_steps()
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+        """,
     ),
 ]
