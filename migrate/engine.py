@@ -12,7 +12,6 @@ Rules live one per file in :mod:`migrate.rules`; each is a libcst transformer
 from __future__ import annotations
 
 import ast
-import builtins
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,6 +20,8 @@ from typing import ClassVar
 import libcst as cst
 from libcst._nodes.internal import CodegenState  # only to stop code generation early
 from libcst.metadata import MetadataWrapper, PositionProvider
+from pyflakes import checker as pyflakes_checker
+from pyflakes import messages as pyflakes_messages
 
 from migrate.fastcst import transform, walk
 from migrate.tfnames import TFNames
@@ -427,19 +428,35 @@ def migrate_source(
     rules = [r for r in selected_rules(select, ignore) if r.applies_to(source)]
     module, diagnostics, applied = _run_rules(original, rules, source, path, tree)
     output = _checked_code(module, applied, source, path)
-    if output is not source:
-        # A rewrite must not read names it no longer defines (a statement a
-        # rule dropped that the code around it still uses, when another rule
-        # could not take over that code): find the rule whose change did
-        # that, keep its input, and say what is left to do by hand.
-        introduced = _introduced_names(tree, output[1])
-        if introduced:
+    gated: list[Diagnostic] = []
+    training_rules_ran = any(r.code in _TRAINING_RULES for r in rules)
+    while output is not source:
+        # The cluster rules only serve the training rewrite: where TF1
+        # training that needs the TF1 cluster is still in the output, a
+        # resolver, a chief or a serving branch would break it (a session on
+        # a `server` that now exists on another branch, a device setter over
+        # a cluster without its ps). Leave the cluster as TF1 then
+        # (only when a training rule ran: selected alone, a cluster rule does
+        # what it was asked to.)
+        leftover = _tf1_training_left(output[1], tree)
+        dropped = [r for r in rules if r.code in _CLUSTER_RULES and r.code in applied]
+        if leftover is not None and dropped and training_rules_ran:
+            gated.extend(_cluster_kept(r, leftover, tree) for r in dropped)
+        else:
+            # A rewrite must not read names it no longer defines (a statement
+            # a rule dropped that the code around it still uses, when another
+            # rule could not take over that code; a name read before the
+            # statement that now binds it): find the rule whose change did
+            # that, keep its input, and say what is left to do by hand.
+            introduced = _introduced_names(tree, output[1])
+            if not introduced:
+                break
             dropped = _culprits(original, rules, applied, source, path, tree)
-            kept = [r for r in rules if r not in dropped]
-            module, diagnostics, applied = _run_rules(original, kept, source, path, tree)
-            for rule_cls in dropped:
-                diagnostics.append(_unsafe_rewrite(rule_cls, introduced, tree))
-            output = _checked_code(module, applied, source, path)
+            gated.extend(_unsafe_rewrite(r, introduced, tree, diagnostics) for r in dropped)
+        rules = [r for r in rules if r not in dropped]
+        module, diagnostics, applied = _run_rules(original, rules, source, path, tree)
+        output = _checked_code(module, applied, source, path)
+    diagnostics.extend(gated)
     output = output if output is source else output[0]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
     return MigrationResult(source, output, _dedupe(diagnostics), applied)
@@ -486,11 +503,11 @@ def _checked_code(module: cst.Module, applied: list[str], source: str, path: str
         ) from None
 
 
-def _introduced_names(before: ast.AST, after: ast.AST) -> list[str]:
-    free_before, free_after = free_names(before), free_names(after)
-    if free_before is None or free_after is None:
+def _introduced_names(before: ast.Module, after: ast.Module) -> list[str]:
+    undefined_after = undefined_names(after)
+    if not undefined_after:
         return []
-    return sorted(free_after - free_before)
+    return sorted(undefined_after - undefined_names(before))
 
 
 def _culprits(original, rules, applied, source, path, tree) -> list[type[Rule]]:
@@ -513,11 +530,15 @@ def _culprits(original, rules, applied, source, path, tree) -> list[type[Rule]]:
     return dropped
 
 
-def _unsafe_rewrite(rule_cls: type[Rule], names: list[str], tree: ast.Module) -> Diagnostic:
+def _unsafe_rewrite(
+    rule_cls: type[Rule], names: list[str], tree: ast.Module, earlier: list[Diagnostic]
+) -> Diagnostic:
+    """Located at the input's first read of a name, else where the rule
+    reported its rewrite (``earlier``: its diagnostics when it was applied)."""
     where = next(
         ((n.lineno, n.col_offset + 1) for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in names),
-        (1, 1),
-    )
+        None,
+    ) or next(((d.line, d.column) for d in earlier if d.code == rule_cls.code), (1, 1))
     shown = ", ".join(f"`{n}`" for n in names[:5]) + (", ..." if len(names) > 5 else "")
     return Diagnostic(
         code=rule_cls.code,
@@ -531,10 +552,6 @@ def _unsafe_rewrite(rule_cls: type[Rule], names: list[str], tree: ast.Module) ->
         fixed=False,
         severity="warning",
     )
-
-
-_BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__builtins__",
-                                         "__package__", "__loader__", "__path__", "__annotations__", "__class__"}
 
 
 def _ast_nodes(tree: ast.AST) -> list[ast.AST]:
@@ -554,32 +571,92 @@ def _ast_nodes(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
-def free_names(tree: ast.AST) -> frozenset[str] | None:
-    """Names a module reads that nothing in it binds (not builtins): a
-    scope-blind over-approximation that only serves to compare a module
-    before and after a rewrite. None when ``import *`` makes it unknowable.
-    Read from the ``ast`` the engine parses anyway (input and output)."""
-    bound: set[str] = set()
-    loads: set[str] = set()
-    for n in _ast_nodes(tree):
-        kind = type(n)
-        if kind is ast.Name:
-            (loads if type(n.ctx) is ast.Load else bound).add(n.id)
-        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-            bound.add(n.name)
-        elif kind is ast.arg:
-            bound.add(n.arg)
-        elif kind is ast.alias:
-            if n.name == "*":
-                return None
-            bound.add(n.asname or n.name.partition(".")[0])
-        elif kind in (ast.Global, ast.Nonlocal):
-            bound.update(n.names)
-        elif kind in (ast.ExceptHandler, ast.MatchAs, ast.MatchStar) and n.name:
-            bound.add(n.name)
-        elif kind is ast.MatchMapping and n.rest:
-            bound.add(n.rest)
-    return frozenset(loads - bound - _BUILTINS)
+_UNDEFINED = (pyflakes_messages.UndefinedName, pyflakes_messages.UndefinedLocal)
+
+
+def undefined_names(tree: ast.Module) -> frozenset[str]:
+    """Names the module reads where nothing binds them: by scope (a name
+    bound in one function is undefined in another) and, at module level, in
+    statement order (read before the line that binds it). pyflakes's
+    analysis, run on the ``ast`` the engine parses anyway; only compared
+    before and after a rewrite, so names a script gets from elsewhere
+    (``import *``, ``globals()``) are undefined on both sides alike."""
+    checker = pyflakes_checker.Checker(tree, filename="<tfmigrate>")
+    return frozenset(m.message_args[0] for m in checker.messages if isinstance(m, _UNDEFINED))
+
+
+# TF1 training constructs that run on the TF1 cluster (ClusterSpec + Server).
+_TF1_CLUSTER_TRAINING = frozenset(
+    {"replica_device_setter", "SyncReplicasOptimizer", "MonitoredTrainingSession", "Supervisor"}
+)
+_CLUSTER_RULES = ("TFM201", "TFM202")
+_TRAINING_RULES = ("TFM301", "TFM303")
+
+
+def _first_named(tree: ast.AST, names: frozenset[str] | set[str]) -> ast.AST | None:
+    """The first ``name`` or ``x.name`` in ``tree`` with one of ``names``."""
+    found = [
+        n
+        for n in _ast_nodes(tree)
+        if (isinstance(n, ast.Attribute) and n.attr in names)
+        or (isinstance(n, ast.Name) and n.id in names)
+    ]
+    return min(found, key=lambda n: (n.lineno, n.col_offset), default=None)
+
+
+def _tf1_training_left(output: ast.Module, source: ast.Module) -> str | None:
+    """The first construct of TF1 distributed training still in ``output``:
+    a device setter, SyncReplicas, a TF1 training session, or the target of
+    a server the input created (``master=server.target``); else None."""
+    servers = {
+        target.id
+        for n in _ast_nodes(source)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and getattr(n.value.func, "attr", getattr(n.value.func, "id", None)) == "Server"
+        for target in n.targets
+        if isinstance(target, ast.Name)
+    }
+    found = [
+        n
+        for n in _ast_nodes(output)
+        if n.__class__ is ast.Attribute
+        and n.attr == "target"
+        and isinstance(n.value, ast.Name)
+        and n.value.id in servers
+    ]
+    first = _first_named(output, _TF1_CLUSTER_TRAINING)
+    if first is not None:
+        found.append(first)
+    if not found:
+        return None
+    first = min(found, key=lambda n: (n.lineno, n.col_offset))
+    if isinstance(first, ast.Name):
+        return first.id
+    return f"{first.value.id}.target" if first.attr == "target" else first.attr
+
+
+# what each cluster rule rewrites, to locate its finding in the input
+_CLUSTER_RULE_SUBJECT = {"TFM201": "ClusterSpec", "TFM202": "Server"}
+
+
+def _cluster_kept(rule_cls: type[Rule], leftover: str, tree: ast.Module) -> Diagnostic:
+    subject = _first_named(tree, {_CLUSTER_RULE_SUBJECT.get(rule_cls.code, "")})
+    subject = subject or _first_named(tree, {leftover.rpartition(".")[2]})
+    return Diagnostic(
+        code=rule_cls.code,
+        message=(
+            f"{rule_cls.name}: cluster left as TF1 because TF1 training that runs on it is not"
+            f" migrated (`{leftover}`); a resolver, a chief task or serving-only workers would"
+            " break that code"
+        ),
+        line=subject.lineno if subject else 1,
+        column=subject.col_offset + 1 if subject else 1,
+        hint="see the TFM301/TFM303 diagnostics for why the training was not migrated; once it"
+        " is, run tfmigrate again and the cluster is migrated with it",
+        fixed=False,
+        severity="warning",
+    )
 
 
 def _uses_unbound_tf(module: cst.Module) -> bool:

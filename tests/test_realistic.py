@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.engine import migrate_source
+from migrate.engine import migrate_source, undefined_names
 from migrate.py2 import convert as python2_to_3
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,39 +119,83 @@ def main(_):
 '''
 
 
-def test_a_rule_that_would_leave_a_name_undefined_is_not_applied():
-    """Server roles drop `server = tf.train.Server(...)`; here no other rule
-    takes over the Supervisor session that still reads `server.target`
-    (from a real mnist_replica variant). The output must not read names it
-    no longer defines: that rule is left out, with a located manual-work
-    diagnostic naming the name, and the other rules' changes are kept."""
-    from migrate.engine import free_names
-
+def test_cluster_stays_tf1_when_the_training_on_it_is_not_migrated():
+    """Server roles would drop `server = tf.train.Server(...)` and the
+    resolver would reshape the cluster, but no rule takes over the
+    Supervisor session that still reads `server.target` (a real
+    mnist_replica variant): a half-migrated program would run TF1 training
+    on a cluster that no longer has its ps, or on a `server` bound only on
+    another branch. The cluster rules stand back, each with a located
+    manual-work diagnostic, and the output reads no name it does not bind."""
     result = migrate_source(SERVER_STILL_USED, path="replica.py")
-    before = free_names(ast.parse(SERVER_STILL_USED))
-    after = free_names(ast.parse(result.output))
-    assert after <= before, after - before
-    assert "server = tf.train.Server(" in result.output or "server.join()" in result.output
-    [unsafe] = [d for d in result.diagnostics if "not rewritten here" in d.message]
-    assert unsafe.code == "TFM202" and "`server`" in unsafe.message and not unsafe.fixed
-    assert (unsafe.line, unsafe.column) == (7, 9)  # the input's first `server`
-    assert "TFM201" in result.rules_applied and "TFM202" not in result.rules_applied
-    # the gate itself is idempotent: a second run finds nothing new to do with that rule
-    again = migrate_source(result.output, path="replica.py")
-    assert again.output == result.output
+    assert undefined_names(ast.parse(result.output)) <= undefined_names(ast.parse(SERVER_STILL_USED))
+    assert "TFM201" not in result.rules_applied and "TFM202" not in result.rules_applied
+    assert "server.target" in result.output and "cluster_resolver" not in result.output
+    assert "if FLAGS.job_name == \"ps\":\n            server.join()" in result.output
+    kept = {d.code: d for d in result.manual_work if "cluster left as TF1" in d.message}
+    assert set(kept) == {"TFM201", "TFM202"}
+    lines = SERVER_STILL_USED.splitlines()
+    assert lines[kept["TFM201"].line - 1][kept["TFM201"].column - 1 :].startswith("tf.train.ClusterSpec(")
+    assert lines[kept["TFM202"].line - 1][kept["TFM202"].column - 1 :].startswith("tf.train.Server(")
+    assert "`replica_device_setter`" in kept["TFM201"].message  # the first TF1 construct left
+    # idempotent: a second run finds nothing new to do
+    assert migrate_source(result.output, path="replica.py").output == result.output
 
 
-def test_free_names_follow_bindings_not_attributes_or_keywords():
-    from migrate.engine import free_names
+CLUSTER_FROM_A_HELPER = """\
+import tensorflow as tf
 
-    code = (
-        "import os.path\nfrom a import b as c\n"
-        "def f(p, *q, k=1):\n    global g\n    for i, (j, *m) in enumerate(q):\n        pass\n"
-        "    with open(p) as fh:\n        y = [z for z in fh if (w := z)]\n"
-        "    return os.path.join(c.attr, x=u), sorted(m), w, g, h\n"
-    )
-    assert free_names(ast.parse(code)) == {"u", "h"}
-    assert free_names(ast.parse("from m import *\nprint(anything)\n")) is None
+
+def join_cluster(job, index):
+    cluster = tf.train.ClusterSpec({"ps": ["ps0:2222"], "worker": ["w0:2222", "w1:2222"]})
+    server = tf.train.Server(cluster, job_name=job, task_index=index)
+    return cluster, server
+
+
+def train(index, batches):
+    cluster, server = join_cluster("worker", index)
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 3])
+        w = tf.Variable(tf.ones([3, 1]))
+        loss = tf.reduce_sum(tf.matmul(x, w))
+        train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss)
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=index == 0) as sess:
+        for batch in batches:
+            sess.run(train_op, feed_dict={x: batch})
+"""
+
+
+def test_a_rewrite_reading_a_name_bound_in_another_function_is_not_applied():
+    """The resolver is built where the cluster is, inside the helper; the
+    strategy rewrite of the caller would read `cluster_resolver`, a local of
+    another function (a scope-blind check sees it bound). That rewrite is
+    left out with a located diagnostic naming the name; the cluster then
+    stays TF1 too, since the TF1 training on it stays."""
+    result = migrate_source(CLUSTER_FROM_A_HELPER, path="helper.py")
+    assert not undefined_names(ast.parse(result.output))
+    assert not {"TFM201", "TFM202", "TFM301"} & set(result.rules_applied)
+    [unsafe] = [d for d in result.manual_work if "not rewritten here" in d.message]
+    assert unsafe.code == "TFM301" and "`cluster_resolver`" in unsafe.message
+    assert unsafe.line == 12  # where TFM301 reported its rewrite: the device-setter block
+    assert "replica_device_setter" in result.output
+
+
+@pytest.mark.parametrize(
+    "code, undefined",
+    [
+        ("import os.path\nfrom a import b as c\n"
+         "def f(p, *q, k=1):\n    global g\n    for i, (j, *m) in enumerate(q):\n        pass\n"
+         "    with open(p) as fh:\n        y = [z for z in fh if (w := z)]\n"
+         "    return os.path.join(c.attr, x=u), sorted(m), w, g, h\n", {"u", "h"}),
+        # module level reads in statement order; function bodies run later
+        ("print(FLAGS.x)\nFLAGS = 1\ndef f():\n    return LATER\nLATER = 2\n", {"FLAGS"}),
+        # a name bound in one function is not bound in another
+        ("def f():\n    r = 1\ndef g():\n    return r\n", {"r"}),
+    ],
+    ids=["bindings", "module-order", "scopes"],
+)
+def test_undefined_names_by_scope_and_statement_order(code, undefined):
+    assert undefined_names(ast.parse(code)) == undefined
 
 
 def test_get_variable_with_a_value_as_initializer_becomes_that_initial_value():

@@ -91,22 +91,38 @@ class ClusterResolver(Rule):
         if self.server_args is None or self.from_tf_config:
             return
         specs, server_block, spec_block = [], None, None
+        spec_at = server_at = 0
         for block in C.walk(module):
             if not isinstance(block, (cst.Module, cst.IndentedBlock)):
                 continue
-            for statement in block.body:
+            for at, statement in enumerate(block.body):
                 names, value, _ = C.assignment(statement)
                 if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "train.ClusterSpec":
                     specs.append(names[0])
-                    spec_block = block
+                    spec_block, spec_at = block, at
                 if server_block is None and isinstance(statement, cst.SimpleStatementLine) and any(
                     any(arg.value is self.server_args[0] for arg in call.args) for call in C.calls_in(statement)
                 ):
-                    server_block, self.server_statement = block, id(statement)
-        if len(specs) != 1 or server_block is None or server_block is spec_block:
+                    server_block, self.server_statement, server_at = block, id(statement), at
+        if len(specs) != 1 or server_block is None or (
+            server_block is spec_block and not self._bound_between(spec_block.body[spec_at + 1 : server_at])
+        ):
             self.server_statement = None
             return
         self.spec_name = specs[0]
+
+    def _bound_between(self, statements) -> bool:
+        """Whether these statements (between the spec and the Server in one
+        block) bind a name the Server's job and index read: a module-level
+        literal cluster above the flag definitions, as many tutorials have."""
+        read = set().union(*(C.names_used(e) for e in self.server_args))
+        for statement in statements:
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value in read:
+                return True
+            names, _, _ = C.assignment(statement)
+            if read & set(names):
+                return True
+        return False
 
     # every statement block: insert the resolver after the ClusterSpec statement
     # (or before the Server statement, see _place_near_server)
@@ -322,6 +338,27 @@ ClusterResolver.INVALID = [
                 cluster, task_type=job_name, task_id=task_index, rpc_layer="grpc")
             server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
             server.join()
+        """,
+    ),
+    Invalid(
+        # a literal cluster at the top of the module, the flags the Server
+        # reads defined after it (the widely copied 2016 tutorial shape): the
+        # resolver goes after them, next to the Server
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": ["b:1", "c:1"]})
+        tf.app.flags.DEFINE_string("job_name", "", "ps or worker")
+        FLAGS = tf.app.flags.FLAGS
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=0)
+        """,
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": ["b:1", "c:1"]})
+        tf.app.flags.DEFINE_string("job_name", "", "ps or worker")
+        FLAGS = tf.app.flags.FLAGS
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type=FLAGS.job_name, task_id=0, rpc_layer="grpc")
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=0)
         """,
     ),
     Invalid(
