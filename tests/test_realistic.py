@@ -183,10 +183,15 @@ def test_a_rewrite_reading_a_name_bound_in_another_function_is_not_applied():
 @pytest.mark.parametrize(
     "code, undefined",
     [
-        ("import os.path\nfrom a import b as c\n"
-         "def f(p, *q, k=1):\n    global g\n    for i, (j, *m) in enumerate(q):\n        pass\n"
-         "    with open(p) as fh:\n        y = [z for z in fh if (w := z)]\n"
-         "    return os.path.join(c.attr, x=u), sorted(m), w, g, h\n", {"u", "h"}),
+        (
+            (
+                "import os.path\nfrom a import b as c\n"
+                "def f(p, *q, k=1):\n    global g\n    for i, (j, *m) in enumerate(q):\n        pass\n"
+                "    with open(p) as fh:\n        y = [z for z in fh if (w := z)]\n"
+                "    return os.path.join(c.attr, x=u), sorted(m), w, g, h\n"
+            ),
+            {"u", "h"},
+        ),
         # module level reads in statement order; function bodies run later
         ("print(FLAGS.x)\nFLAGS = 1\ndef f():\n    return LATER\nLATER = 2\n", {"FLAGS"}),
         # a name bound in one function is not bound in another
