@@ -363,6 +363,7 @@ def _run_side(
             spec.jobs,
             args=[*spec.args, *script_args],
             role_style=spec.role_style,
+            flag_names=spec.flag_names or None,
             server_only=spec.server_only,
             timeout=opts.timeout,
             log_dir=log_dir,

@@ -556,7 +556,18 @@ class _Harness:
             if stop_grace_period_secs > STOP_GRACE_CAP_SECS:
                 stop_grace_period_secs = STOP_GRACE_CAP_SECS
                 harness.fired("stop grace period capped")
-            return join(self, threads, stop_grace_period_secs, ignore_live_threads)
+            try:
+                return join(self, threads, stop_grace_period_secs, ignore_live_threads)
+            except RuntimeError as e:
+                # A sync chief's token queue runner stays blocked once the
+                # other workers are done: TF1 raised this after the grace
+                # period (Supervisor.stop), after training. Its threads are
+                # daemons; what is left only ends the program.
+                stragglers = str(e).partition("still running:")[2].split()
+                if not stragglers or not all(n.startswith("QueueRunnerThread") for n in stragglers):
+                    raise
+                harness.fired("blocked queue-runner threads left at stop")
+                return None
 
         coordinator.Coordinator.join = join_capped
 

@@ -21,6 +21,7 @@ mirrored          one process, no roles         one process, no roles
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 
@@ -39,18 +40,83 @@ __all__ = [
     "migrated_launch",
 ]
 
-STEP_KNOBS = ("steps", "train_steps", "max_steps", "num_steps", "training_steps", "num_train_steps")
+STEP_KNOBS = (
+    "steps",
+    "train_steps",
+    "max_steps",
+    "num_steps",
+    "training_steps",
+    "num_train_steps",
+    "max_train_steps",
+    "total_steps",
+    "number_of_steps",
+    "training_iters",
+    "training_iterations",
+    "num_iterations",
+    "iterations",
+    "max_iter",
+    "max_iters",
+    "train_iters",
+    "n_steps",
+)
 TOWER_KNOBS = ("num_towers", "num_gpus", "num_replicas", "num_devices")
 SEED_KNOBS = ("seed", "random_seed")
+# spellings of the role flags (normalized: "-" -> "_"), most common first
+ROLE_FLAGS = {
+    "job": ("job_name", "job_type", "job"),
+    "index": ("task_index", "task_id", "task_idx", "index"),
+}
 
-_FLAG_DEF = re.compile(
-    r"""DEFINE_(?:integer|string|float|boolean|bool|list)\(\s*(?:name\s*=\s*)?["']([A-Za-z_][\w]*)["']"""
-)
-_ARGPARSE_DEF = re.compile(r"""add_argument\(\s*["']--([A-Za-z_][\w-]*)["']""")
-_ENV_READ = re.compile(
-    r"""(?:os\.environ\.get|os\.getenv|environ\.get|getenv)\(\s*["']([A-Za-z_]\w*)["']"""
-    r"""|os\.environ\[\s*["']([A-Za-z_]\w*)["']\s*\]"""
-)
+_DEFINE = re.compile(r"DEFINE_(?:integer|string|float|boolean|bool|list|enum|multi_\w+)$")
+_ENV_GETTERS = {"get", "getenv"}
+
+
+def _string(node: ast.AST | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _call_name(call: ast.Call) -> str:
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _options_and_env(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
+    """(normalized option name -> the spelling the script defines,
+    environment variables read by literal name). Options: absl/tf.app
+    ``DEFINE_*("name", ...)`` and argparse ``add_argument("-s", "--max-steps")``."""
+    options: dict[str, str] = {}
+    env: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            # os.environ["X"]
+            value = node.value
+            if getattr(value, "attr", getattr(value, "id", None)) == "environ":
+                name = _string(node.slice)
+                if name:
+                    env.add(name)
+            continue
+        if not isinstance(node, ast.Call):
+            continue
+        name = _call_name(node)
+        if _DEFINE.match(name):
+            flag = _string(node.args[0]) if node.args else None
+            flag = flag or next((_string(k.value) for k in node.keywords if k.arg == "name"), None)
+            if flag:
+                options.setdefault(flag.replace("-", "_"), flag)
+        elif name == "add_argument":
+            for arg in node.args:
+                text = _string(arg)
+                if text and text.startswith("--") and len(text) > 2:
+                    options.setdefault(text[2:].replace("-", "_"), text[2:])
+        elif name in _ENV_GETTERS and node.args:
+            func = node.func
+            owner = func.value if isinstance(func, ast.Attribute) else None
+            owner_name = getattr(owner, "attr", getattr(owner, "id", None))
+            if (name == "getenv" and owner_name in (None, "os")) or owner_name == "environ":
+                text = _string(node.args[0])
+                if text:
+                    env.add(text)
+    return options, env
 
 
 class TopologyError(Exception):
@@ -63,14 +129,18 @@ class ProgramInfo:
 
     strategy: str | None  # PSS / MWMS / MIRRORED / None
     role_style: str  # "flags" | "tf_config" | "none"
-    options: frozenset[str]  # command-line options it defines (flags, argparse)
+    options: frozenset[str]  # command-line options it defines (flags, argparse), "-" as "_"
     env_reads: frozenset[str]  # environment variables it reads by literal name
+    spellings: tuple[tuple[str, str], ...] = ()  # option -> as the script spells it
+
+    def spelling(self, option: str) -> str:
+        return dict(self.spellings).get(option, option)
 
     def knob(self, candidates: tuple[str, ...]) -> tuple[str, str] | None:
-        """("option"|"env", name) of the first knob the script defines."""
+        """("option"|"env", name as spelled) of the first knob the script defines."""
         for name in candidates:
             if name in self.options:
-                return ("option", name)
+                return ("option", self.spelling(name))
         for name in candidates:
             if name.upper() in self.env_reads:
                 return ("env", name.upper())
@@ -88,6 +158,7 @@ class LaunchSpec:
     args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    flag_names: dict[str, str | None] = field(default_factory=dict)  # run_cluster's flag_names
 
     def as_dict(self) -> dict:
         return {
@@ -98,6 +169,7 @@ class LaunchSpec:
             "args": list(self.args),
             "env": dict(self.env),
             "notes": list(self.notes),
+            "flag_names": dict(self.flag_names),
         }
 
 
@@ -121,19 +193,39 @@ def analyze(source: str) -> ProgramInfo:
     except cst.ParserSyntaxError as e:
         raise TopologyError(f"cannot parse the script: {e}") from None
     strategy = detect_strategy(module, TFNames.from_module(module)) or _strategy_named(module)
-    options = set(_FLAG_DEF.findall(source)) | {
-        o.replace("-", "_") for o in _ARGPARSE_DEF.findall(source)
-    }
-    env_reads = {a or b for a, b in _ENV_READ.findall(source)}
+    try:
+        spelled, env_reads = _options_and_env(ast.parse(source))
+    except SyntaxError as e:  # libcst accepts some Python 2 that ast does not
+        raise TopologyError(f"cannot parse the script: {e}") from None
+    options = set(spelled)
     if reads_tf_config(module) and not {"ps_hosts", "worker_hosts"} & options:
         role_style = "tf_config"
-    elif {"ps_hosts", "worker_hosts", "job_name"} & options:
+    elif {"ps_hosts", "worker_hosts", *ROLE_FLAGS["job"][:2]} & options:
         role_style = "flags"
     elif reads_tf_config(module):
         role_style = "tf_config"
     else:
         role_style = "none"
-    return ProgramInfo(strategy, role_style, frozenset(options), frozenset(env_reads))
+    return ProgramInfo(
+        strategy,
+        role_style,
+        frozenset(options),
+        frozenset(env_reads),
+        tuple(sorted(spelled.items())),
+    )
+
+
+def flag_names(info: ProgramInfo) -> dict[str, str | None]:
+    """The launcher's role flags as this script spells them (``--job-name``,
+    ``--task_id``, ``--ps-hosts``...); defaults where it defines none."""
+    names: dict[str, str | None] = {}
+    for role, candidates in ROLE_FLAGS.items():
+        found = next((c for c in candidates if c in info.options), None)
+        if found is not None:
+            names[role] = "--" + info.spelling(found)
+    hosts = info.spelling("worker_hosts") if "worker_hosts" in info.options else "worker_hosts"
+    names["hosts"] = "--{job}" + hosts[len("worker") :]
+    return names
 
 
 def _knob_args(
@@ -169,6 +261,8 @@ def legacy_launch(
         spec = LaunchSpec(strategy, {"ps": 1, "worker": workers}, info.role_style, ("ps",))
     _knob_args(info, spec, STEP_KNOBS, steps, "step-count")
     _knob_args(info, spec, SEED_KNOBS, seed, "seed")
+    if spec.role_style == "flags":
+        spec.flag_names = flag_names(info)
     return spec
 
 
@@ -198,4 +292,6 @@ def migrated_launch(
         spec.notes.append("no tf.distribute strategy recognised; launched like the legacy job")
     _knob_args(info, spec, STEP_KNOBS, steps, "step-count")
     _knob_args(info, spec, SEED_KNOBS, seed, "seed")
+    if spec.role_style == "flags":
+        spec.flag_names = flag_names(info if info.role_style == "flags" else legacy)
     return spec

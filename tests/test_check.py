@@ -216,6 +216,31 @@ def test_topology_inferred_from_source(path, strategy, role_style, steps_knob):
     )
 
 
+def test_options_keep_the_scripts_own_spelling():
+    """argparse rejects `--max_steps` for `--max-steps`: knobs and role flags
+    are passed as the script defines them (short aliases, dashes, other role
+    flag names), and environment knobs are found by every reading idiom."""
+    source = (
+        "import argparse, os\n"
+        "import tensorflow as tf\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--job-name')\n"
+        "parser.add_argument('--task-id', type=int)\n"
+        "parser.add_argument('--ps-hosts')\n"
+        "parser.add_argument('--worker-hosts')\n"
+        "parser.add_argument('-n', '--max-steps', type=int)\n"
+        "seed = int(os.getenv('SEED', '0'))\n"
+        "device_fn = tf.train.replica_device_setter(cluster=None)\n"
+    )
+    info = analyze(source)
+    assert info.role_style == "flags" and info.strategy == "parameter_server"
+    spec = legacy_launch(info, 2, 7, seed=3)
+    assert spec.args == ["--max-steps=7"] and spec.env == {"SEED": "3"}
+    assert spec.flag_names == {"job": "--job-name", "index": "--task-id", "hosts": "--{job}-hosts"}
+    absl = analyze("from absl import flags\nflags.DEFINE_integer(name='training_iters', default=5, help='')\n")
+    assert absl.knob(STEP_KNOBS) == ("option", "training_iters")
+
+
 def test_launch_shapes_per_strategy():
     pss = analyze(migrated_for("async_ps").read_text())
     legacy = analyze((LEGACY / "async_ps.py").read_text())
