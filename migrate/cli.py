@@ -137,15 +137,20 @@ def _process_python(task: Task, raw: bytes) -> FileResult:
     files.check_size(len(raw), task.max_file_size)
     decoded = files.decode_source(raw)
     text = decoded.text
+    converted, note = text, None
+    if task.python2 and py2.python2_uses(text):
+        # valid Python 3 syntax that only runs on Python 2 (a bare xrange, d.iteritems())
+        converted, note = py2.convert(text, task.path)
     try:
-        result = migrate_source(text, path=task.path, select=task.select, ignore=task.ignore)
+        result = migrate_source(converted, path=task.path, select=task.select, ignore=task.ignore)
         output, diagnostics = result.output, result.diagnostics
     except MigrationError as e:
-        if not (task.python2 and e.message.startswith("syntax error")) or py2.is_python3(text):
+        if note is not None or not (task.python2 and e.message.startswith("syntax error")) or py2.is_python3(text):
             raise
         converted, note = py2.convert(text, task.path)
         result = migrate_source(converted, path=task.path, select=task.select, ignore=task.ignore)
         output = result.output
+    if note is not None:
         diagnostics = [note, *py2.map_lines_back(text, converted, result.diagnostics)]
     fr = FileResult(task.path, "python", "unchanged", diagnostics)
     if output != text:

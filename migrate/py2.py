@@ -2,11 +2,17 @@
 (print statements, ``except E, e:``, ``iteritems``, mixed tabs and spaces)
 can still be migrated.
 
-Only sources that are *not* valid Python 3 go through it (``ast.parse``
-decides; libcst would accept ``except E, e:`` as a tuple clause). The
-conversion uses fissix, the maintained fork of lib2to3, with the fixers
-that keep behaviour (e.g. ``d.keys()`` -> ``list(d.keys())``) and without
-the purely stylistic ones.
+Sources that are *not* valid Python 3 go through it (``ast.parse`` decides;
+libcst would accept ``except E, e:`` as a tuple clause). :func:`convert` also
+converts valid Python 3 sources that use names only Python 2 has
+(:func:`python2_uses`: a bare ``xrange``/``unicode``/``raw_input``/
+``basestring``/``long`` nothing in the module binds, ``d.iteritems()``,
+``d.has_key(k)``): those parse, then fail on Python 3 with a NameError or
+AttributeError (TFM901 reports them when they reach the rules). The
+conversion uses fissix, the maintained fork of lib2to3, with the fixers that
+keep behaviour (e.g. ``d.keys()`` -> ``list(d.keys())``) and without the
+purely stylistic ones; fissix changes only the constructs its fixers match,
+so every other line stays byte-identical.
 """
 
 from __future__ import annotations
@@ -70,6 +76,72 @@ FIXERS = (
 )
 
 
+# Builtins only Python 2 has (a NameError on Python 3 unless the module binds
+# the name, e.g. `from six.moves import xrange`) and dict methods only Python 2
+# dicts have, each with its Python 3 spelling (for diagnostics).
+PY2_ONLY_BUILTINS = {
+    "xrange": "range",
+    "unicode": "str",
+    "raw_input": "input",
+    "basestring": "str",
+    "long": "int",
+    "unichr": "chr",
+}
+PY2_ONLY_METHODS = {
+    "iteritems": ".items()",
+    "itervalues": ".values()",
+    "iterkeys": ".keys()",
+    "has_key": "`key in d`",
+}
+
+
+def python2_uses(source: str | ast.AST) -> list[tuple[int, int, str]]:
+    """Where a valid Python 3 module uses what only Python 2 has: (line,
+    1-based column, ``"xrange"`` or ``".iteritems"``), in source order. A
+    builtin counts only when nothing in the module binds its name (scope-blind:
+    any assignment, import, parameter or definition of it anywhere); none
+    counts when an ``import *`` could bind it. Empty for anything that does not
+    parse."""
+    if isinstance(source, str):
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            return []
+    else:
+        tree = source
+    bound: set[str] = set()
+    star = False
+    names: list[tuple[int, int, str]] = []
+    methods: list[tuple[int, int, str]] = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            if not isinstance(n.ctx, ast.Load):
+                bound.add(n.id)
+            elif n.id in PY2_ONLY_BUILTINS:
+                names.append((n.lineno, n.col_offset + 1, n.id))
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, ast.alias):
+            star = star or n.name == "*"
+            bound.add(n.asname or n.name.partition(".")[0])
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            bound.update(n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+        elif (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr in PY2_ONLY_METHODS
+        ):
+            methods.append((n.func.end_lineno or n.lineno, n.func.end_col_offset - len(n.func.attr) + 1,
+                            "." + n.func.attr))
+    if star:
+        names = []
+    return sorted([u for u in names if u[2] not in bound] + methods)
+
+
 def is_python3(source: str) -> bool:
     try:
         ast.parse(source)
@@ -78,17 +150,55 @@ def is_python3(source: str) -> bool:
     return True
 
 
-@lru_cache(maxsize=1)
-def _tool():
+@lru_cache(maxsize=2)
+def _tool(python3_syntax: bool = False):
+    """The fissix tool and the set its fixers record their names in when they
+    change something. ``python3_syntax``: the source is valid Python 3, so
+    ``print(a, b)`` is a call (no print statement in the grammar)."""
     # fissix logs every fixer it loads at INFO on the root logger
     logging.getLogger("RefactoringTool").setLevel(logging.WARNING)
     from fissix.refactor import RefactoringTool
 
-    tool = RefactoringTool([f"fissix.fixes.fix_{name}" for name in FIXERS])
+    tool = RefactoringTool(
+        [f"fissix.fixes.fix_{name}" for name in FIXERS], options={"print_function": python3_syntax}
+    )
     applied: set[str] = set()
     for fixer in tool.pre_order + tool.post_order:
+        if type(fixer).__module__.endswith(".fix_print"):
+            _print_one_parenthesized_expression(fixer)
         _record_changes(fixer, applied)
     return tool, applied
+
+
+def _print_one_parenthesized_expression(fixer) -> None:
+    """``print ("%d" % x)`` is already a Python 3 call: keep its parentheses
+    (fissix wraps it again, ``print(("%d" % x))``). A parenthesised tuple
+    ``print ("a", x)`` still becomes ``print(("a", x))``: Python 2 printed the
+    tuple."""
+    from fissix.pygram import python_symbols as syms
+
+    transform = fixer.transform
+
+    def transform_print(node, results):
+        args = node.children[1:] if node.type == syms.print_stmt else []
+        if len(args) == 1 and _parenthesized_expression(args[0], syms):
+            args[0].prefix = ""
+            return None
+        return transform(node, results)
+
+    fixer.transform = transform_print
+
+
+def _parenthesized_expression(node, syms) -> bool:
+    """``( expr )`` with one expression inside: no tuple, generator or yield."""
+    children = getattr(node, "children", [])
+    return (
+        node.type == syms.atom
+        and len(children) == 3
+        and children[0].value == "("
+        and children[2].value == ")"
+        and children[1].type not in (syms.testlist_gexp, syms.yield_expr)
+    )
 
 
 def _record_changes(fixer, applied: set[str]) -> None:
@@ -96,9 +206,10 @@ def _record_changes(fixer, applied: set[str]) -> None:
     transform = fixer.transform
 
     def recording(node, results):
-        before = str(node)
+        before, parent = str(node), node.parent
         new = transform(node, results)
-        if new is not None or str(node) != before:
+        # a fixer may also replace the node in its parent itself (fix_next)
+        if new is not None or str(node) != before or node.parent is not parent:
             applied.add(name)
         return new
 
@@ -131,7 +242,9 @@ def _expand_indent_tabs(source: str) -> str:
 
 
 def convert(source: str, path: str = "<string>") -> tuple[str, Diagnostic]:
-    """Convert Python 2 ``source`` to Python 3.
+    """Convert Python 2 ``source`` to Python 3: a source that is not Python 3,
+    or Python 3 syntax that uses what only Python 2 has (:func:`python2_uses`;
+    ValueError when it uses nothing of that).
 
     Returns the converted source and the TFM001 diagnostic that tells the
     user it happened. Raises :class:`MigrationError`, located at the
@@ -139,10 +252,11 @@ def convert(source: str, path: str = "<string>") -> tuple[str, Diagnostic]:
     convertible Python 2.
     """
     try:
-        ast.parse(source, filename=path)
-        raise ValueError("convert() called on valid Python 3")
+        tree = ast.parse(source, filename=path)
     except SyntaxError as e:
         original_error = e
+    else:
+        return _convert_python3_syntax(source, tree, path)
     steps: list[str] = []
     text = source if source.endswith("\n") else source + "\n"
     try:
@@ -169,6 +283,40 @@ def convert(source: str, path: str = "<string>") -> tuple[str, Diagnostic]:
         message=f"converted from Python 2 ({'; '.join(steps)})",
         line=1,
         column=1,
+        hint="review the converted code; the TensorFlow rules ran on the Python 3 version",
+        fixed=True,
+        severity="info",
+    )
+    return converted, diagnostic
+
+
+def _convert_python3_syntax(source: str, tree: ast.Module, path: str) -> tuple[str, Diagnostic]:
+    """Python 2 code that parses as Python 3 (see :func:`python2_uses`)."""
+    uses = python2_uses(tree)
+    if not uses:
+        raise ValueError("convert() called on Python 3 code that uses nothing only Python 2 has")
+    text = source if source.endswith("\n") else source + "\n"
+    tool, applied = _tool(True)
+    applied.clear()
+    line, column, _ = uses[0]
+    try:
+        converted = str(tool.refactor_string(text, path))
+        ast.parse(converted, filename=path)
+    except Exception as e:  # noqa: BLE001 - fissix on odd input: report, never crash the run
+        raise MigrationError(
+            f"Python 2 names in valid Python 3 syntax could not be converted ({type(e).__name__}: {e})",
+            line,
+            column,
+        ) from None
+    if not source.endswith("\n") and converted.endswith("\n"):
+        converted = converted[:-1]
+    shown = ", ".join(dict.fromkeys(f"`{name}`" for _, _, name in uses))
+    diagnostic = Diagnostic(
+        code=PY2_CODE,
+        message=f"converted from Python 2 (valid Python 3 syntax using {shown}, which only Python 2"
+        f" has; fixers: {', '.join(sorted(applied))})",
+        line=line,
+        column=column,
         hint="review the converted code; the TensorFlow rules ran on the Python 3 version",
         fixed=True,
         severity="info",

@@ -14,6 +14,14 @@ The codemod never imports TensorFlow; it reads the JSON this script writes:
   ``distribute.cluster_resolver.TFConfigClusterResolver``).
 - ``keras2_only``: compat.v1 modules served by Keras 2 only (``layers``,
   ``nn.rnn_cell``): unavailable with Keras 3, the TF 2.21 default.
+- ``pre1``: names TensorFlow removed or renamed before 1.0 (``scalar_summary``,
+  ``train.SummaryWriter``, ``mul``) -> their TF 1.x successor (a ``tf.compat.v1``
+  name), with the old positional parameters and keyword renames when the call
+  changed (:data:`PRE_1_0`); ``new`` is the successor's parameter list, read
+  from the installed TensorFlow. ``removed`` says the old name is in neither
+  API any more.
+- ``reorders``: TF 1.x names whose positional argument order changed in 1.0
+  (``concat(concat_dim, values)`` -> ``concat(values, axis)``), same format.
 
 Names are relative to the TF root (``"train.Server"``). Run::
 
@@ -91,6 +99,81 @@ def _same(a, b) -> bool:
     return type(a) in (int, float, str, bool) and type(a) is type(b) and a == b
 
 
+# Pre-1.0 name -> (TF 1.x successor, old positional parameters or None when the
+# call is unchanged, old keyword -> new keyword; None: no counterpart). The
+# successor's own parameters are read from the installed TensorFlow, and every
+# entry is checked against them. The summary ops' old ``name`` was the op
+# name; the successors' ``name`` is the tag, so it has no counterpart.
+PRE_1_0: dict[str, tuple[str, list[str] | None, dict[str, str | None]]] = {
+    "scalar_summary": ("summary.scalar", ["tags", "values", "collections", "name"],
+                       {"tags": "name", "values": "tensor", "name": None}),
+    "histogram_summary": ("summary.histogram", ["tag", "values", "collections", "name"],
+                          {"tag": "name", "name": None}),
+    "image_summary": ("summary.image", ["tag", "tensor", "max_images", "collections", "name"],
+                      {"tag": "name", "max_images": "max_outputs", "name": None}),
+    "audio_summary": ("summary.audio", ["tag", "tensor", "sample_rate", "max_outputs", "collections", "name"],
+                      {"tag": "name", "name": None}),
+    "merge_summary": ("summary.merge", None, {}),
+    "merge_all_summaries": ("summary.merge_all", None, {}),
+    "train.SummaryWriter": ("summary.FileWriter", None, {}),
+    "initialize_all_variables": ("global_variables_initializer", None, {}),
+    "initialize_local_variables": ("local_variables_initializer", None, {}),
+    "initialize_variables": ("variables_initializer", None, {}),
+    "initialize_all_tables": ("tables_initializer", None, {}),
+    "all_variables": ("global_variables", None, {}),
+    "mul": ("multiply", None, {}),
+    "sub": ("subtract", None, {}),
+    "neg": ("negative", None, {}),
+    "inv": ("reciprocal", None, {}),
+    "pack": ("stack", None, {}),
+    "unpack": ("unstack", None, {}),
+    "select": ("where", ["condition", "t", "e", "name"], {"t": "x", "e": "y"}),
+    "complex_abs": ("abs", None, {}),
+    "batch_matmul": ("matmul", ["x", "y", "adj_x", "adj_y", "name"],
+                     {"x": "a", "y": "b", "adj_x": "adjoint_a", "adj_y": "adjoint_b"}),
+    "listdiff": ("setdiff1d", ["x", "y", "out_idx", "name"], {"out_idx": "index_dtype"}),
+    "image.per_image_whitening": ("image.per_image_standardization", None, {}),
+    "nn.rnn": ("nn.static_rnn", None, {}),
+    "nn.bidirectional_rnn": ("nn.static_bidirectional_rnn", None, {}),
+}
+
+# TF 1.x name -> (old positional parameters, old keyword -> new keyword): the
+# name stayed, the positional order changed in 1.0.
+REORDERS: dict[str, tuple[list[str], dict[str, str | None]]] = {
+    "concat": (["concat_dim", "values", "name"], {"concat_dim": "axis"}),
+    "split": (["split_dim", "num_split", "value", "name"],
+              {"split_dim": "axis", "num_split": "num_or_size_splits"}),
+    "nn.softmax_cross_entropy_with_logits": (["logits", "labels", "dim", "name"], {}),
+    "nn.sparse_softmax_cross_entropy_with_logits": (["logits", "labels", "name"], {}),
+    "nn.sigmoid_cross_entropy_with_logits": (["logits", "targets", "name"], {"targets": "labels"}),
+}
+
+
+def _parameters(obj) -> list[str]:
+    """Positional-or-keyword parameter names of a function or class, in order."""
+    target = obj.__init__ if isinstance(obj, type) else obj
+    params = list(inspect.signature(target).parameters.values())
+    if isinstance(obj, type):
+        params = params[1:]  # self
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _call_table(v1, v2, old_name, target, old, kw) -> dict:
+    """One ``pre1``/``reorders`` entry, checked against the installed TensorFlow."""
+    if target not in v1 or v1[target] is None:
+        raise SystemExit(f"{old_name}: successor tf.compat.v1.{target} does not exist")
+    entry: dict = {"to": target}
+    if old is not None:
+        new = _parameters(v1[target])
+        for p in old:
+            mapped = kw.get(p, p)
+            if mapped is not None and mapped not in new:
+                raise SystemExit(f"{old_name}: `{p}` -> `{mapped}` is no parameter of {target}{new}")
+        entry.update(old=old, new=new, kw=kw)
+    entry["removed"] = old_name not in v1 and old_name not in v2
+    return entry
+
+
 def main() -> int:
     import tensorflow as tf
     from tensorflow.tools.compatibility import all_renames_v2
@@ -124,6 +207,9 @@ def main() -> int:
         if (bare is not None and bare in v1) or (bare is None and target in v2):
             contrib_renames[old[3:]] = target
 
+    pre1 = {name: _call_table(v1, v2, name, *spec) for name, spec in sorted(PRE_1_0.items())}
+    reorders = {name: _call_table(v1, v2, name, name, *spec) for name, spec in sorted(REORDERS.items())}
+
     data = {
         "tf_version": tf.__version__,
         "v2": sorted(v2),
@@ -132,12 +218,15 @@ def main() -> int:
         "renames": dict(sorted(renames.items())),
         "keras2_only": keras2_only,
         "contrib_renames": dict(sorted(contrib_renames.items())),
+        "pre1": pre1,
+        "reorders": reorders,
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(data, separators=(",", ":"), sort_keys=False) + "\n")
     print(
         f"{OUT}: v2={len(v2)} v1={len(v1)} same={len(same)} renames={len(renames)}"
-        f" keras2_only={len(keras2_only)} contrib_renames={len(contrib_renames)} bytes={OUT.stat().st_size}",
+        f" keras2_only={len(keras2_only)} contrib_renames={len(contrib_renames)} pre1={len(pre1)}"
+        f" reorders={len(reorders)} bytes={OUT.stat().st_size}",
         file=sys.stderr,
     )
     return 0

@@ -271,3 +271,27 @@ def test_legacy_python2_file_with_mixed_tabs_and_spaces(tmp_path):
     # the converted file is Python 3 now: a second run has nothing to do
     again = run_tfmigrate("--write", "legacy.py", cwd=tmp_path)
     assert again.returncode == 0 and "TFM001" not in again.stdout
+
+
+def test_python2_only_names_in_a_file_that_parses_as_python3(tmp_path):
+    """`xrange(...)` and `d.iteritems()` parse as Python 3 but fail when run:
+    such a file goes through the same fissix pre-pass (TFM001, located at
+    the first Python 2 use); lines without Python 2 constructs keep their
+    bytes."""
+    source = (
+        "import tensorflow as tf\n"
+        "\n"
+        "HPARAMS = {'lr': 0.1}\n"
+        "for key, value in HPARAMS.iteritems():\n"
+        "    print('%s=%s' % (key, value))\n"
+        "steps = [i * 2 for i in xrange(10)]\n"
+    )
+    (tmp_path / "old.py").write_text(source)
+    proc = run_tfmigrate("--write", "old.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout
+    assert re.search(r"^old\.py:4:\d+: TFM001 \[fixed\] converted from Python 2", proc.stdout, re.MULTILINE)
+    migrated = (tmp_path / "old.py").read_text()
+    assert "HPARAMS.items()" in migrated and "range(10)" in migrated and "xrange" not in migrated
+    assert "print('%s=%s' % (key, value))\n" in migrated and "HPARAMS = {'lr': 0.1}\n" in migrated
+    again = run_tfmigrate("--write", "old.py", cwd=tmp_path)
+    assert again.returncode == 0 and "TFM001" not in again.stdout

@@ -6,6 +6,7 @@ import libcst as cst
 
 from migrate.engine import Invalid, Rule, Valid
 from migrate.fastcst import transform
+from migrate.rules.tfm901_legacy_leftovers import Locatable
 from migrate.tfnames import canonical, dotted
 
 REFERENCE = "legacy_reference/async_ps.py"
@@ -159,7 +160,8 @@ class Estimator(Rule):
         ``train_and_evaluate``, ``EstimatorSpec``, exporters), ``tf.contrib.learn``
         (``Experiment``, ``learn_runner.run``, ``RunConfig``) or the standalone
         ``tensorflow_estimator`` package (imports included: they fail on TF 2.21),
-        once per statement, naming the
+        once per statement and once per construct per function (a model_fn
+        testing ``ModeKeys`` ten times gets one diagnostic), naming the
         replacement: a custom training loop under
         ``tf.distribute.ParameterServerStrategy`` or
         ``tf.distribute.MultiWorkerMirroredStrategy`` with the cluster read by
@@ -215,7 +217,25 @@ class Estimator(Rule):
             tf.estimator.train_and_evaluate(est, train_spec, eval_spec)
             """,
             None,
-            diagnostics=("TFM401",) * 8,
+            diagnostics=("TFM401",) * 7,
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+            def head(logits, mode):
+                training = mode == tf.estimator.ModeKeys.TRAIN
+                if mode != tf.estimator.ModeKeys.PREDICT:
+                    logits = tf.identity(logits)
+                return logits, mode == tf.estimator.ModeKeys.EVAL
+
+            def serving_fn(features, mode):
+                if mode == tf.estimator.ModeKeys.PREDICT:
+                    return tf.estimator.EstimatorSpec(mode, predictions=features)
+                return tf.estimator.EstimatorSpec(mode, predictions={})
+            """,
+            None,
+            diagnostics=("TFM401",) * 3,
         ),
         Invalid(
             """
@@ -279,7 +299,21 @@ class Estimator(Rule):
                                 self.extra[local] = f"{mod}.{dotted(a.name)}"
         self._statement: cst.CSTNode | None = None
         self._reported: set[int] = set()
-        return transform(module, self)
+        self._functions: list[cst.FunctionDef] = []
+        self._constructs: set[tuple[int, str]] = set()  # (id(function), what) reported
+        self._call_of: dict[int, cst.Call] = {}
+        self._where = Locatable(module)
+        self._pending: list[tuple[cst.CSTNode, int, tuple, str, str]] = []
+        out = transform(module, self)
+        for node, index, wider, what, hint in self._pending:
+            self.report(
+                self._where.pick(node, index, *wider),
+                f"{what}; no TF 2.21 equivalent to rewrite to",
+                hint=hint,
+                reference=REFERENCE,
+                fixed=False,
+            )
+        return out
 
     def _name(self, node: cst.CSTNode) -> str | None:
         q = self.qualname(node)
@@ -311,6 +345,16 @@ class Estimator(Rule):
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._statement = node  # the bases are one site
 
+    # one diagnostic per construct per function (module level: one per module)
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node)
+
+    def leave_FunctionDef(self, original_node, updated_node):
+        self._functions.pop()
+        return updated_node
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._call_of[id(node.func)] = node
 
     def visit_If(self, node: cst.If) -> None:
         self._statement = node.test
@@ -355,10 +399,13 @@ class Estimator(Rule):
         found = _construct(name)
         if found is None:
             return False
+        index = self._where.visit(node)
         site = self._statement or node
-        if id(site) in self._reported:
+        what, hint = found
+        function = self._functions[-1] if self._functions else None
+        if id(site) in self._reported or (id(function), what) in self._constructs:
             return True
         self._reported.add(id(site))
-        what, hint = found
-        self.report(node, f"{what}; no TF 2.21 equivalent to rewrite to", hint=hint, reference=REFERENCE, fixed=False)
+        self._constructs.add((id(function), what))
+        self._pending.append((node, index, (self._call_of.get(id(node)), self._statement, function), what, hint))
         return True

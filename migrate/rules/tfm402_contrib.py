@@ -16,7 +16,6 @@ _EXTRA_RENAMES = {
     "contrib.framework.get_global_step": "compat.v1.train.get_global_step",
     "contrib.framework.create_global_step": "compat.v1.train.create_global_step",
     "contrib.framework.assert_global_step": "compat.v1.train.assert_global_step",
-    "contrib.framework.get_variables": "compat.v1.get_collection",
 }
 
 # canonical prefix -> hint (most specific first); the TF2 home of well-known contrib APIs
@@ -42,6 +41,10 @@ _HINTS: list[tuple[str, str]] = [
     ("contrib.layers", "tf.keras.layers / tf.keras.initializers / tf.keras.regularizers"),
     ("contrib.slim", "tf.keras layers and models (the tf-slim package `tf_slim` exists for TF2)"),
     ("contrib.framework.arg_scope", "pass the shared arguments explicitly (or functools.partial)"),
+    ("contrib.framework.get_variables", ("tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,"
+     " scope) (its first parameter is the collection, not the scope; `suffix` has no counterpart)")),
+    ("contrib.deprecated", ("tf.compat.v1.summary.scalar/histogram/image/audio/merge/merge_all (the old"
+     " `tag` is the new `name`; the old op `name` has no counterpart)")),
     ("contrib.rnn", "tf.keras.layers.LSTMCell / GRUCell / SimpleRNNCell wrapped in tf.keras.layers.RNN"),
     ("contrib.cudnn_rnn", "tf.keras.layers.LSTM / GRU (use cuDNN kernels automatically)"),
     ("contrib.distribute.MirroredStrategy", "tf.distribute.MirroredStrategy(devices=[...])"),
@@ -106,7 +109,8 @@ class Contrib(Rule):
 
     Fix safety:
         Rewrites only symbols that are the same object (the contrib name was
-        an alias). Anything whose defaults or numerics differ is reported with
+        an alias) and take the same arguments: ``contrib.framework.get_variables(scope)``
+        is reported, since ``get_collection``'s first parameter is the collection. Anything whose defaults or numerics differ is reported with
         the hint, never rewritten. Names imported ``from tensorflow.contrib...``
         are reported (the import itself must go).
     """
@@ -153,6 +157,16 @@ class Contrib(Rule):
             """,
             None,
             diagnostics=("TFM402", "TFM402", "TFM402"),
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+            head_vars = tf.contrib.framework.get_variables("head")
+            tf.contrib.deprecated.scalar_summary("loss", loss)
+            """,
+            None,
+            diagnostics=("TFM402", "TFM402"),
         ),
         Invalid(
             """
