@@ -263,9 +263,31 @@ class ClusterResolver(Rule):
         return None
 
 
+_JOB_NAME_FLAGS = ("job_name", "--job_name", "--job-name")
+
+
+def _with_chief_choice(call: cst.Call, method: str) -> cst.Call:
+    """``choices=["ps", "worker"]`` (argparse) or ``DEFINE_enum("job_name",
+    None, ["ps", "worker"], ...)``: the new chief task must pass them."""
+    choices = C.arg(call, 2, "enum_values") if method == "DEFINE_enum" else C.arg(call, None, "choices")
+    if not isinstance(choices, (cst.List, cst.Tuple)) or not choices.elements:
+        return call
+    values = [el.value for el in choices.elements]
+    if not all(isinstance(v, cst.SimpleString) for v in values):
+        return call
+    if "chief" in [v.evaluated_value for v in values] or "worker" not in [v.evaluated_value for v in values]:
+        return call
+    quote = values[0].value[0]
+    last = choices.elements[-1]
+    elements = [*choices.elements[:-1], last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))]
+    elements.append(cst.Element(cst.SimpleString(f"{quote}chief{quote}"), comma=last.comma))
+    return call.deep_replace(choices, choices.with_changes(elements=elements))
+
+
 class _AddChiefFlag(cst.CSTTransformer):
     """Define --chief_hosts right after the definition of --worker_hosts
-    (absl/tf.app flags or argparse)."""
+    (absl/tf.app flags or argparse), and let a job-name flag restricted to
+    ps/worker accept ``chief``."""
 
     def __init__(self, chief_flag):
         super().__init__()
@@ -275,8 +297,6 @@ class _AddChiefFlag(cst.CSTTransformer):
         out = []
         for statement in body:
             out.append(statement)
-            if self.done:
-                continue
             call = C.single_expr(statement)
             if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
                 continue
@@ -286,6 +306,13 @@ class _AddChiefFlag(cst.CSTTransformer):
             method = call.func.attr.value
             owner = C.code_of(call.func.value)
             text = first.evaluated_value
+            if text in _JOB_NAME_FLAGS and (method == "add_argument" or method == "DEFINE_enum"):
+                fixed = _with_chief_choice(call, method)
+                if fixed is not call:
+                    out[-1] = statement.deep_replace(call, fixed)
+                continue
+            if self.done:
+                continue
             if method.startswith("DEFINE_") and text == "worker_hosts":
                 out.append(C.stmt(f'{owner}.{method}("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")\n'))
                 self.done = True
@@ -390,6 +417,61 @@ ClusterResolver.INVALID = [
             server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
             with tf.device(tf.train.replica_device_setter(cluster=cluster)):
                 pass
+        """,
+    ),
+    Invalid(
+        """
+        from absl import flags
+        import tensorflow as tf
+        flags.DEFINE_enum("job_name", None, ('ps', 'worker'), "role")
+        flags.DEFINE_string("worker_hosts", "", "workers")
+        FLAGS = flags.FLAGS
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": FLAGS.worker_hosts.split(",")})
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        """
+        from absl import flags
+        import tensorflow as tf
+        flags.DEFINE_enum("job_name", None, ('ps', 'worker', 'chief'), "role")
+        flags.DEFINE_string("worker_hosts", "", "workers")
+        flags.DEFINE_string("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")
+        FLAGS = flags.FLAGS
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": FLAGS.worker_hosts.split(","), "chief": FLAGS.chief_hosts.split(",")})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type=FLAGS.job_name, task_id=0, rpc_layer="grpc")
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+    ),
+    Invalid(
+        # a job-name flag restricted to ps/worker must accept the new chief task
+        """
+        import argparse
+        import tensorflow as tf
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--job_name", required=True, choices=["ps", "worker"])
+        parser.add_argument("--task_index", type=int, default=0)
+        parser.add_argument("--worker_hosts", type=str, default="")
+        args = parser.parse_args()
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": args.worker_hosts.split(",")})
+        server = tf.train.Server(cluster, job_name=args.job_name, task_index=args.task_index)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        """
+        import argparse
+        import tensorflow as tf
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--job_name", required=True, choices=["ps", "worker", "chief"])
+        parser.add_argument("--task_index", type=int, default=0)
+        parser.add_argument("--worker_hosts", type=str, default="")
+        parser.add_argument("--chief_hosts", type=str, default="", help="Comma-separated hostname:port of the chief (coordinator) task")
+        args = parser.parse_args()
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": args.worker_hosts.split(","), "chief": args.chief_hosts.split(",")})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type=args.job_name, task_id=args.task_index, rpc_layer="grpc")
+        server = tf.train.Server(cluster, job_name=args.job_name, task_index=args.task_index)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
         """,
     ),
     Invalid(
