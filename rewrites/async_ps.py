@@ -137,11 +137,13 @@ def main(_):
     # each id is scheduled once, on whichever worker is free.
     tickets_iterator = iter(range(FLAGS.steps))
     # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes.
+    # Saved every 600 s (MonitoredTrainingSession's default save_checkpoint_secs), as in TF1, and at the end.
     checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, hid_w=hid_w, hid_b=hid_b, out_w=out_w, out_b=out_b)
     checkpoint_manager = (
         tf.train.CheckpointManager(checkpoint, FLAGS.checkpoint_dir, max_to_keep=5) if FLAGS.checkpoint_dir else None)
     if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
         checkpoint.restore(checkpoint_manager.latest_checkpoint)
+    next_checkpoint_time = time.monotonic() + 600
     # ParameterServerStrategy trains on whichever worker is free. Each closure costs
     # the chief a round trip to its worker, which TF1's workers did not pay, so one
     # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
@@ -200,6 +202,12 @@ def main(_):
             queue_pending_steps()
         while len(steps_in_flight) > max_steps_in_flight:
             finish_train_step(*steps_in_flight.pop(0))
+        if checkpoint_manager is not None and time.monotonic() >= next_checkpoint_time:
+            queue_pending_steps()
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+            checkpoint_manager.save(checkpoint_number=global_step)
+            next_checkpoint_time = time.monotonic() + 600
     queue_pending_steps()
     while steps_in_flight:
         finish_train_step(*steps_in_flight.pop(0))

@@ -158,6 +158,7 @@ def main(_):
     # not wait for workers that may have finished and gone meanwhile.
     await_ports(cluster.job_tasks("ps") + [cluster.task_address("worker", FLAGS.task_index)])
     # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes.
+    # Saved every FLAGS.save_checkpoint_steps global steps (save_checkpoint_steps), as in TF1, and at the end.
     checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, model=model)
     checkpoint_manager = (
         tf.train.CheckpointManager(checkpoint, FLAGS.checkpoint_dir, max_to_keep=5) if FLAGS.checkpoint_dir else None)

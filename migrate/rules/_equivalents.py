@@ -1,10 +1,12 @@
-"""TF1 -> TF2 equivalents of optimizers, initializers and ``get_variable``.
+"""TF1 -> TF2 equivalents of optimizers, learning-rate schedules,
+initializers and ``get_variable``.
 
 Pure libcst (the codemod never imports TensorFlow). Used by the skeleton
-rules. Every function returns ``(replacement, note)``:
+rules. Every mapping function returns ``(replacement, note)``:
 
 - ``(node, "")``: same numerics (checked by ``tests/test_equivalents.py``
-  against real TensorFlow: TF1 graph mode vs the generated TF2 code);
+  and, for schedules, ``tests/test_tfm301_wild.py`` against real
+  TensorFlow: TF1 graph mode vs the generated TF2 code);
 - ``(node, note)``: the closest TF2 construct; ``note`` says what differs;
 - ``(None, reason)``: no safe replacement; ``reason`` says why.
 
@@ -211,6 +213,113 @@ def optimizer_call(call: cst.Call, qualname: str) -> tuple[cst.Call | None, str]
     return _call(f"tf.keras.optimizers.{spec.target}", args), spec.note
 
 
+# --------------------------------------------------------------------------- learning-rate schedules
+
+
+@dataclass(frozen=True)
+class _ScheduleSpec:
+    params: tuple[str, ...]  # TF1 signature, in order
+    step: str  # the TF1 parameter holding the global step
+    target: str  # Keras 3 class under tf.keras.optimizers.schedules
+    rename: dict[str, str]  # TF1 name -> Keras name (the step is dropped: the optimizer's iterations drive it)
+
+
+_SCHEDULES: dict[str, _ScheduleSpec] = {
+    "exponential_decay": _ScheduleSpec(
+        ("learning_rate", "global_step", "decay_steps", "decay_rate", "staircase", "name"), "global_step",
+        "ExponentialDecay",
+        {"learning_rate": "initial_learning_rate", "decay_steps": "decay_steps", "decay_rate": "decay_rate",
+         "staircase": "staircase", "name": "name"},
+    ),
+    "piecewise_constant": _ScheduleSpec(
+        ("x", "boundaries", "values", "name"), "x", "PiecewiseConstantDecay",
+        {"boundaries": "boundaries", "values": "values", "name": "name"},
+    ),
+    "polynomial_decay": _ScheduleSpec(
+        ("learning_rate", "global_step", "decay_steps", "end_learning_rate", "power", "cycle", "name"),
+        "global_step", "PolynomialDecay",
+        {"learning_rate": "initial_learning_rate", "decay_steps": "decay_steps",
+         "end_learning_rate": "end_learning_rate", "power": "power", "cycle": "cycle", "name": "name"},
+    ),
+    "inverse_time_decay": _ScheduleSpec(
+        ("learning_rate", "global_step", "decay_steps", "decay_rate", "staircase", "name"), "global_step",
+        "InverseTimeDecay",
+        {"learning_rate": "initial_learning_rate", "decay_steps": "decay_steps", "decay_rate": "decay_rate",
+         "staircase": "staircase", "name": "name"},
+    ),
+    "cosine_decay": _ScheduleSpec(
+        ("learning_rate", "global_step", "decay_steps", "alpha", "name"), "global_step", "CosineDecay",
+        {"learning_rate": "initial_learning_rate", "decay_steps": "decay_steps", "alpha": "alpha", "name": "name"},
+    ),
+}
+# TF1 schedules no Keras 3 schedule computes (``natural_exp_decay`` is
+# ``lr * exp(-rate * p)``; ExponentialDecay's ``lr * exp(-rate) ** p`` rounds differently);
+# each takes the global step as its second argument
+NO_KERAS_SCHEDULE = frozenset(
+    {"natural_exp_decay", "linear_cosine_decay", "noisy_linear_cosine_decay", "cosine_decay_restarts"})
+
+
+def is_schedule(qualname: str | None) -> bool:
+    """Is ``qualname`` (``"train.exponential_decay"``) a TF1 learning-rate schedule?"""
+    return bool(qualname) and qualname.startswith("train.") and (
+        _short(qualname) in _SCHEDULES or _short(qualname) in NO_KERAS_SCHEDULE)
+
+
+def schedule_step(call: cst.Call, qualname: str) -> cst.BaseExpression | None:
+    """The global-step argument of a TF1 schedule call (``x`` of ``piecewise_constant``)."""
+    spec = _SCHEDULES.get(_short(qualname))
+    if spec is None:
+        return _call_arg(call, 1, "global_step") if _short(qualname) in NO_KERAS_SCHEDULE else None
+    bound, _ = bind_args(call, spec.params)
+    return None if bound is None else bound.get(spec.step)
+
+
+def _call_arg(call: cst.Call, pos: int, keyword: str) -> cst.BaseExpression | None:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == keyword:
+            return a.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[pos].value if pos < len(positional) else None
+
+
+def schedule_call(call: cst.Call, qualname: str, global_step: str | None) -> tuple[cst.Call | None, str]:
+    """TF1 learning-rate schedule of the global step -> the Keras 3 schedule
+    computing the same values (``tf.train.exponential_decay(0.1, global_step,
+    1000, 0.96)`` -> ``tf.keras.optimizers.schedules.ExponentialDecay(
+    initial_learning_rate=0.1, decay_steps=1000, decay_rate=0.96)``).
+
+    A Keras optimizer calls its schedule with its own ``iterations``, which
+    advance once per applied step, as the global step did when the train op
+    advanced it (``minimize(..., global_step=global_step)``): ``global_step``
+    is that variable's name, and the TF1 schedule must read it."""
+    short = _short(qualname)
+    spec = _SCHEDULES.get(short)
+    if spec is None:
+        if short in NO_KERAS_SCHEDULE:
+            return None, f"no Keras 3 schedule computes tf.train.{short}'s values"
+        return None, f"no known Keras 3 equivalent of `{qualname}`"
+    bound, why = bind_args(call, spec.params)
+    if bound is None:
+        return None, why
+    missing = [p for p in spec.params if p not in bound and p in spec.rename and p not in _SCHEDULE_OPTIONAL]
+    if missing or spec.step not in bound:
+        return None, f"required argument `{(missing or [spec.step])[0]}` missing"
+    step = bound[spec.step]
+    if global_step is None or not (isinstance(step, cst.Name) and step.value == global_step):
+        return None, (
+            f"the schedule reads `{_code(step)}`, not a global step the train op advances once per step"
+            " (the Keras optimizer's iterations would drive it)")
+    args = [_kw(spec.rename[p], bound[p]) for p in spec.params if p in bound and p != spec.step]
+    return _call(f"tf.keras.optimizers.schedules.{spec.target}", args), ""
+
+
+_SCHEDULE_OPTIONAL = {"staircase", "name", "end_learning_rate", "power", "cycle", "alpha"}
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
 # --------------------------------------------------------------------------- initializers
 
 
@@ -410,4 +519,13 @@ def _looks_like_initializer(node: cst.BaseExpression) -> bool:
     return last.endswith("_initializer") or last in _INITIALIZERS or "initializers." in d
 
 
-__all__ = ["bind_args", "initializer_call", "optimizer_call", "variable_from_get_variable"]
+__all__ = [
+    "NO_KERAS_SCHEDULE",
+    "bind_args",
+    "initializer_call",
+    "is_schedule",
+    "optimizer_call",
+    "schedule_call",
+    "schedule_step",
+    "variable_from_get_variable",
+]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.rules import _cst as C
+from migrate.rules._equivalents import is_schedule
 
 PLACEHOLDERS = {"placeholder", "placeholder_with_default"}
 VARIABLE_CREATORS = {"get_variable", "Variable", "get_local_variable"}
@@ -75,6 +76,14 @@ class Graph:
     dequeues: dict[str, str] = field(default_factory=dict)  # dequeue op name -> queue
     unsupported: list[tuple[cst.CSTNode, str]] = field(default_factory=list)
     notes: list[tuple[cst.CSTNode, str]] = field(default_factory=list)
+    # named learning-rate schedules (`lr = tf.train.exponential_decay(...)`): name -> call
+    schedules: dict[str, cst.Call] = field(default_factory=dict)
+    # the global step the train op advances (`minimize(loss, global_step=gs)`), if any
+    advanced_step: str | None = None
+    # `with tf.device("/cpu:0"):` blocks inside the setter block, unwrapped
+    unwrapped_devices: list[cst.With] = field(default_factory=list)
+    variable_helpers: frozenset[str] = frozenset()  # module functions creating variables
+    keep_schedules: bool = False  # see analyze()
 
     @property
     def placeholder_names(self) -> list[str]:
@@ -105,11 +114,17 @@ def _is_optimizer(q: str | None) -> bool:
     return bool(q) and q.startswith("train.") and q.endswith("Optimizer") and q != "train.SyncReplicasOptimizer"
 
 
-def analyze(statements, qualname, dropped=()) -> Graph:
+def analyze(statements, qualname, dropped=(), variable_helpers=frozenset(), schedules=False) -> Graph:
     """`dropped`: names of graph plumbing built before the block (a "done"
-    queue on the ps) whose ops the block derives."""
+    queue on the ps) whose ops the block derives; `variable_helpers`: module
+    functions that create variables (for nested device blocks); `schedules`:
+    take named learning-rate schedules (``Graph.schedules``) and Keras
+    optimizers built in the block as state, for a rule that rebuilds them,
+    instead of as forward computation."""
     g = Graph()
     g.dropped.update(dropped)
+    g.variable_helpers = frozenset(variable_helpers)
+    g.keep_schedules = schedules
     for statement in statements:
         _classify(g, statement, qualname)
     return g
@@ -133,7 +148,15 @@ def _classify(g: Graph, statement, qualname) -> None:
 
     if value is None and lone is None:
         # compound statement (with name_scope, loops...) or multiple targets
-        if isinstance(statement, cst.With) and all(_is_scope_item(i, qualname) for i in statement.items):
+        if isinstance(statement, cst.With) and all(
+            _is_scope_item(i, qualname) or is_device_item(i, qualname) for i in statement.items
+        ):
+            if any(is_device_item(i, qualname) for i in statement.items):
+                why = _pinned_variables(g, statement, qualname)
+                if why:
+                    g.unsupported.append((statement, why))
+                    return
+                g.unwrapped_devices.append(statement)
             for inner in C.body_of(statement.body):
                 _classify(g, inner, qualname)
             return
@@ -189,8 +212,14 @@ def _classify(g: Graph, statement, qualname) -> None:
                 g.dropped.add(name)
                 g.notes.append((statement, f"alias:{name}:{inner.value}"))
             return
-        if _is_optimizer(q):
+        if _is_optimizer(q) or (g.keep_schedules and (q or "").startswith(("keras.optimizers.", "optimizers."))
+                                and not (q or "").startswith("keras.optimizers.schedules.")):
             g.optimizer, g.optimizer_call = name, call
+            return
+        if g.keep_schedules and is_schedule(q):
+            # built once, with the optimizer (a Keras schedule driven by its iterations)
+            g.schedules[name] = call
+            g.state.append(statement)
             return
         if q in QUEUE_CLASSES:
             g.dropped.add(name)
@@ -221,6 +250,7 @@ def _classify(g: Graph, statement, qualname) -> None:
             gs = C.arg(call, 1, "global_step")
             if isinstance(gs, cst.Name):
                 g.global_step = g.global_step or gs.value
+                g.advanced_step = gs.value
             return
     if value is not None and any(
         isinstance(n, cst.Attribute) and n.attr.value in SYNC_ATTRS for n in C.walk(value)
@@ -268,6 +298,67 @@ def _builds_training(node, qualname) -> bool:
     return False
 
 
+def is_device_item(item: cst.WithItem, qualname) -> bool:
+    """`tf.device("/cpu:0")`, `tf.device("/job:worker/task:%d" % i)`: a device
+    string (not a device function) inside the device-setter block."""
+    call = item.item
+    if not isinstance(call, cst.Call) or qualname(call.func) != "device" or item.asname is not None:
+        return False
+    target = C.arg(call, 0, "device_name")
+    return not (isinstance(target, cst.Call) and qualname(target.func) == "train.replica_device_setter")
+
+
+def _device_literal(call: cst.Call) -> str | None:
+    """The literal text of a device string: `"/cpu:0"`, the format of
+    `"/job:worker/task:%d" % i` or `"/job:worker/task:{}".format(i)`, the
+    constant parts of an f-string; None when it is not written out."""
+    target = C.arg(call, 0, "device_name")
+    if isinstance(target, cst.BinaryOperation) and isinstance(target.operator, cst.Modulo):
+        target = target.left
+    if isinstance(target, cst.Call) and isinstance(target.func, cst.Attribute) and target.func.attr.value == "format":
+        target = target.func.value
+    if isinstance(target, cst.SimpleString):
+        return target.evaluated_value if isinstance(target.evaluated_value, str) else None
+    if isinstance(target, cst.FormattedString):
+        return "".join(p.value for p in target.parts if isinstance(p, cst.FormattedStringText))
+    return None
+
+
+def _pinned_variables(g: Graph, statement: cst.With, qualname) -> str | None:
+    return pinned_variables(statement, qualname, g.variable_helpers)
+
+
+def pinned_variables(statement: cst.With, qualname, variable_helpers=frozenset()) -> str | None:
+    """Why a nested `with tf.device(...)` block cannot be unwrapped, or None.
+
+    The device setter sent every variable without a job to the ps, so variables
+    under `/cpu:0` or `/job:ps/...` were shared like the others: unwrapping the
+    block keeps that (a strategy places them). Variables pinned to another job
+    (`/job:worker/task:%d`) were local to each worker, which no strategy
+    reproduces; so are those under a device the code does not write out."""
+    creates = any(
+        isinstance(n, cst.Call) and (qualname(n.func) in VARIABLE_CREATORS
+                                     or (isinstance(n.func, cst.Name) and n.func.value in variable_helpers))
+        for n in C.walk(statement.body)
+    )
+    if not creates:
+        return None
+    for item in statement.items:
+        if not is_device_item(item, qualname):
+            continue
+        device = _device_literal(item.item)
+        device_code = C.code_of(item.item)
+        if device is None:
+            return (f"variables created under `with {device_code}:`, a device this rule cannot read: the device"
+                    " setter shared them only if it names no job but ps")
+        job = next((part.split(":", 1)[1] for part in device.split("/") if part.startswith("job:")), None)
+        if job not in (None, "ps"):
+            return (f"variables created under `with {device_code}:` were local to each {job} task (a variable"
+                    " pinned to a job other than ps is not shared through the ps); no strategy keeps per-task"
+                    " variables")
+    return None
+
+
 def _is_scope_item(item: cst.WithItem, qualname) -> bool:
     call = item.item
     return isinstance(call, cst.Call) and qualname(call.func) in ("name_scope", "variable_scope")
@@ -289,6 +380,7 @@ def _train_op(g: Graph, name: str, call: cst.Call, qualname) -> None:
     gs = C.arg(call, 1, "global_step")
     if isinstance(gs, cst.Name):
         g.global_step = g.global_step or gs.value
+        g.advanced_step = gs.value
     g.var_list = C.arg(call, 2, "var_list")
     owner = call.func.value
     if isinstance(owner, cst.Call):

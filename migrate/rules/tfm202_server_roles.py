@@ -10,6 +10,22 @@ from migrate.rules import _cst as C
 from migrate.rules._program import MIRRORED, MWMS, PSS, detect_strategy
 
 
+def _bound_names(statement) -> set[str]:
+    """Names a statement binds (assignment targets, with/for targets, defs)."""
+    out: set[str] = set()
+    for node in C.walk(statement):
+        if isinstance(node, cst.Assign):
+            for t in node.targets:
+                out.update(C.target_names(t.target))
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+            out.update(C.target_names(node.target))
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            out.update(C.target_names(node.asname.name))
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            out.add(node.name.value)
+    return out
+
+
 def _compares(test: cst.BaseExpression, job_code: str, value: str) -> bool:
     """`<job> == "value"` (either side)."""
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
@@ -51,13 +67,23 @@ class ServerRoles(Rule):
         elif FLAGS.job_name == "chief":
             train()
 
+    A program that builds its graph before sending the ps to ``join()``
+    (``server = ...``, the device-setter block, then ``if job_name == "ps":``)
+    gets its serving branch moved above the graph: ParameterServerStrategy and
+    its coordinator, which that graph becomes, may only be created on the
+    chief, and ps and worker tasks must be serving before the chief connects.
+    What the TF1 branching ran for the other roles (``elif job_name ==
+    "worker":``, now the chief, or ``else:``) follows the graph.
+
     Fix safety
     Safe for the shapes above. A ps branch that waits in a session on a
     queue of finished workers (the "done queue" shutdown) becomes
     ``server.join()``: in TF2 the chief ends training and the ps tasks are
     stopped from outside. ``print(server.target)`` moves into the serving
-    branch. A server with no recognisable role branching is reported for
-    manual work.
+    branch. Statements between the server and the branching that the
+    serving branch reads stay before it; when the graph itself is among
+    them, nothing moves and it is reported. A server with no recognisable
+    role branching is reported for manual work.
     """
 
     code = "TFM202"
@@ -109,6 +135,10 @@ class ServerRoles(Rule):
                     if replacement is None:
                         break
                     kept = [st for st in between if not any(st is a for a in announce)]
+                    if self.strategy == PSS and any(self._builds_strategy(st) for st in kept):
+                        moved = self._serve_first(kept, replacement[0], branch)
+                        if moved is not None:
+                            return body[:i] + moved + body[j + 1 :]
                     return body[:i] + kept + replacement + body[j + 1 :]
             self.report(
                 statement,
@@ -118,6 +148,46 @@ class ServerRoles(Rule):
                 fixed=False,
             )
         return body
+
+    def _builds_strategy(self, statement) -> bool:
+        """Does the statement build the graph TFM301 turns into the strategy
+        (a device-setter block, or the setter itself)?"""
+        return any(self.qualname(c.func) == "train.replica_device_setter" for c in C.calls_in(statement))
+
+    def _serve_first(self, between, serving: cst.If, branch: cst.If):
+        """The TF1 program built its graph, then sent the ps to ``server.join()``.
+        Under ParameterServerStrategy that graph becomes the strategy and its
+        coordinator, which only the chief may create: ps and worker tasks must
+        reach their serve-and-join first. The statements between the server and
+        the branching go after the serving branch, except those the branch
+        itself reads (kept before it, in order); what the TF1 branching ran for
+        the other roles (``elif job_name == "worker":`` -- now the chief --, or
+        ``else:``) follows them. None when the serving branch needs the graph."""
+        needed = C.names_used(serving.test) | set().union(*(C.names_used(st) for st in C.body_of(serving.body)))
+        first, later = [], []
+        for statement in reversed(between):
+            bound = _bound_names(statement)
+            if bound & needed:
+                if self._builds_strategy(statement):
+                    self.report(branch, "the graph is built before the `ps` branch and the serving branch needs"
+                                f" {', '.join(sorted(bound & needed))} from it: ParameterServerStrategy would be"
+                                " created on every task", hint="move the ps/worker branching above the graph"
+                                " block by hand", reference="legacy_reference/async_ps.py", fixed=False)
+                    return None
+                first.insert(0, statement)
+                needed |= C.names_used(statement)
+            else:
+                later.insert(0, statement)
+        rest: list[cst.BaseStatement] = []
+        orelse = serving.orelse
+        if isinstance(orelse, cst.If):
+            rest = [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse)]
+        elif isinstance(orelse, cst.Else):
+            rest = list(C.body_of(orelse.body))
+        self.report(branch, "ps and worker tasks now serve before the graph is built: the strategy and its"
+                    " coordinator are created on the chief only", fixed=True, severity="info",
+                    reference="legacy_reference/async_ps.py")
+        return first + [serving.with_changes(orelse=None)] + later + rest
 
     def _is_ps_test(self, test, job_code) -> bool:
         return _compares(test, job_code, "ps")
@@ -229,6 +299,29 @@ ServerRoles.INVALID = [
         """,
         None,
         diagnostics=("TFM202",),
+    ),
+    # the graph is built before the ps joins: ps and workers serve first, the chief builds it
+    Invalid(
+        """
+        import tensorflow as tf
+        server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            w = tf.Variable(tf.zeros([2]))
+        if job_name == "ps":
+            server.join()
+        else:
+            train(w)
+        """,
+        """
+        import tensorflow as tf
+        if job_name in ("ps", "worker"):
+            server = tf.distribute.Server(
+                cluster, job_name=job_name, task_index=task_index, protocol="grpc", start=True)
+            server.join()
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            w = tf.Variable(tf.zeros([2]))
+        train(w)
+        """,
     ),
     Invalid(
         """

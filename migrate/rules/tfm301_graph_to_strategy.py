@@ -7,15 +7,24 @@ import libcst as cst
 from migrate.engine import Invalid, Rule, Valid
 from migrate.fastcst import transform
 from migrate.rules import _cst as C
-from migrate.rules._equivalents import optimizer_call
+from migrate.rules._equivalents import (
+    NO_KERAS_SCHEDULE,
+    is_schedule,
+    optimizer_call,
+    schedule_call,
+    schedule_step,
+)
 from migrate.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
+    SYNC_METHODS,
     VARIABLE_CREATORS,
     Graph,
     analyze,
     extend,
     global_step_statement,
+    is_device_item,
+    pinned_variables,
 )
 from migrate.rules._program import MIRRORED, MWMS, PSS, REFERENCE, detect_strategy
 
@@ -41,6 +50,14 @@ def _optimizer_code(call: cst.Call, qualname) -> tuple[str, str | None]:
         return C.code_of(new), reason or None
     args = ", ".join(C.code_of(a).rstrip(", ") for a in call.args)
     return f"tf.compat.v1.{q}({args})", reason or f"no Keras optimizer reproduces {q}; kept the tf.compat.v1 one"
+
+
+_MOMENTUM_NOTE = (
+    "the learning rate changes during training (`{lr}`): TF1's MomentumOptimizer multiplies the whole"
+    " accumulated momentum by the current rate (var -= lr_t * accum), Keras SGD folds each step's rate into"
+    " its velocity (v = momentum * v - lr_t * g): the updates are equal while the rate is constant and differ"
+    " once it decays"
+)
 
 
 
@@ -151,7 +168,12 @@ class GraphToStrategy(Rule):
     Fix safety
     Unsafe in general (the program's structure changes), which is why
     ``tfmigrate check`` exists: it runs both versions and compares loss
-    trajectories. On ParameterServerStrategy the rest of a loop body runs
+    trajectories. Learning-rate schedules are converted only where the
+    train op advanced the global step the schedule reads (once per applied
+    step, as the optimizer's iterations advance); with TF1's
+    MomentumOptimizer a changing rate is reported, since Keras SGD folds the
+    rate into its velocity where TF1 scaled the accumulated momentum.
+    On ParameterServerStrategy the rest of a loop body runs
     on a step's results a few steps later, only where that cannot change what
     the loop does: its tail has no break/continue/return, binds no name used
     outside it and reads no model state; the stop condition and a batch
@@ -170,9 +192,23 @@ class GraphToStrategy(Rule):
     ps's shutdown (``create_done_queue()``) is dropped; TF1 summaries (a
     fetched summary op and the ``add_summary`` of its result) are removed and
     reported, as is a training branch under a flag that defaults to off
-    (``if FLAGS.sync_replicas:``). Anything the rule cannot map (a
-    placeholder created inside a helper, fetch dicts, unknown hooks) is
-    reported for manual work.
+    (``if FLAGS.sync_replicas:``). A named learning-rate schedule of the
+    global step (``lr = tf.train.exponential_decay(...)``; also
+    ``piecewise_constant``, ``polynomial_decay``, ``inverse_time_decay``,
+    ``cosine_decay``) becomes the Keras schedule computing the same rates,
+    which the optimizer calls with its ``iterations``; a fetched ``lr``
+    reads that value. TF1 schedules with no such Keras class stay
+    ``tf.compat.v1`` functions of the global step. A ``with
+    tf.device("/cpu:0"):`` inside the device-setter block is unwrapped (one
+    pinning variables to a worker, which made them per-task, is not). An
+    optimizer returned by a module function (``set_optimizer("Adam", lr)``)
+    is migrated in that function. Checkpoints are saved as TF1 saved them:
+    every ``save_checkpoint_steps``/``save_checkpoint_secs`` (600 s by
+    default, as ``MonitoredTrainingSession`` and ``Supervisor`` did) and at
+    the end. Anything the rule cannot map (a placeholder created inside a
+    helper, a train op or model built by a helper, fetch dicts, unknown
+    hooks, a SyncReplicasOptimizer outside a device-setter block) is
+    reported for manual work, located on the construct.
     """
 
     code = "TFM301"
@@ -187,10 +223,37 @@ class GraphToStrategy(Rule):
         self.has_resolver = "cluster_resolver" in self.taken
         self.module_in = module  # the tree the session loops are found in
         self.converted = False
+        self.strategy_names: set[str] = set()
+        self.helper_rewrites: dict[str, cst.FunctionDef] = {}  # helper's code -> migrated helper
+        self.declined_blocks: list[str] = []  # whitespace-free code of the device blocks left as TF1
         module = transform(module, self)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
+        self._report_sync_left(module)
         return module
+
+    def _report_sync_left(self, module: cst.Module) -> None:
+        """Every SyncReplicasOptimizer still in the output gets a TFM301
+        diagnostic: one of its own unless a report on its block covers it."""
+        reported = None
+        for call in C.calls_in(module):
+            if self.qualname(call.func) != "train.SyncReplicasOptimizer":
+                continue
+            if reported is None:
+                # compared without whitespace: a nested node's continuation lines are indented
+                # as the code around it was, not as the node printed on its own
+                reported = self.declined_blocks + ["".join(C.code_of(r[0]).split()) for r in self.ctx.reports
+                                                   if r[1] == self.code and not r[5]]
+            text = "".join(C.code_of(call).split())
+            if any(text in code for code in reported):
+                continue
+            self.report(call, "SyncReplicasOptimizer left in place: TFM301 migrates synchronous training built in"
+                        " a `with tf.device(tf.train.replica_device_setter(...)):` block of its own, and this one"
+                        " is not in such a block (its variables are placed another way, or the `with` has other"
+                        " items); it still needs TF1's parameter servers and sessions",
+                        hint="rebuild the training on tf.distribute.MultiWorkerMirroredStrategy by hand, dividing"
+                        " the loss by the number of replicas as SyncReplicasOptimizer averaged",
+                        reference=REFERENCE[MWMS], fixed=False)
 
     def leave_IndentedBlock(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
@@ -224,6 +287,13 @@ class GraphToStrategy(Rule):
         found = self._device_block(body)
         if found is None:
             return body
+        out = self._rewrite_device_block(body, found)
+        if out is body:
+            # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
+            self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
+        return out
+
+    def _rewrite_device_block(self, body, found):
         i, setter_index = found
         device_with = body[i]
         inner = list(C.body_of(device_with.body))
@@ -234,10 +304,10 @@ class GraphToStrategy(Rule):
         if session_inside:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         queues = self._queues_before(body[:i])
-        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]})
+        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
+                        variable_helpers=self._variable_helpers()[0], schedules=True)
         if graph.train_op is None or graph.loss is None:
-            self.report(device_with, "device-setter block without an optimizer train op: cannot build a training step",
-                        hint="build a tf.function step by hand", reference=REFERENCE[self.strategy], fixed=False)
+            self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :])
             return body
         for node, why in graph.unsupported:
             self.report(node, f"cannot migrate automatically: {why}",
@@ -245,8 +315,15 @@ class GraphToStrategy(Rule):
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
             return body
+        if not self._plan_schedules(graph):
+            return body
+        self.creates_plain_variables = False
+        if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
+                self._report_unseen_variables(graph)):
+            return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
+        self._report_pinned_before(before)
         after = session_inside + body[i + 1 :]
         # graph statements after the device block (queues on the ps, config
         # protos, extra ops) belong to the same graph, up to the first session
@@ -265,7 +342,131 @@ class GraphToStrategy(Rule):
         prelude = self._build(device_with, graph, session)
         new_after = session.rewrite(after)
         self.converted = True
+        for nested in graph.unwrapped_devices:
+            device = ", ".join(C.code_of(a.value) for a in nested.items[0].item.args)
+            self.report(nested, f"`with tf.device({device}):` inside the device-setter block was"
+                        " unwrapped: under a strategy, variables go where the strategy puts them (shared, as the"
+                        " device setter shared these) and ops run on the replica's device", fixed=True,
+                        severity="info", reference=REFERENCE[self.strategy])
         return before + self._used_wrappers(prelude, new_after, session) + new_after
+
+    def _report_missing_train_op(self, device_with, graph: Graph, inner, after) -> None:
+        """No `minimize`/`apply_gradients` in the block: say where the train op
+        the session runs comes from, when a helper call or object built it
+        (`global_step, loss, train_op = build_model()`, `model = Model(...)`
+        then `sess.run(model.train_op)`)."""
+        if graph.train_op is not None:
+            self.report(device_with, f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
+                        " find: no `compute_gradients(loss)` of the optimizer in this device-setter block (gradients"
+                        " built per tower or another way); this training was left as TF1",
+                        hint="compute the gradients with the optimizer in the block, or migrate this training by hand",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return
+        fetched: dict[str, str] = {}  # root name -> the fetched expression
+        for statement in after:
+            for call in C.calls_in(statement):
+                if _method(call) == "run" and call.args:
+                    root = call.args[0].value
+                    items = [el.value for el in root.elements] if isinstance(root, (cst.List, cst.Tuple)) else [root]
+                    for item in items:
+                        base = item
+                        while isinstance(base, (cst.Attribute, cst.Subscript)):
+                            base = base.value
+                        if isinstance(base, cst.Name):
+                            fetched.setdefault(base.value, C.code_of(item))
+        for statement in inner:
+            names, value, _ = C.assignment(statement)
+            hit = [n for n in fetched if n in names]
+            if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
+                    _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
+                continue
+            shown = next((n for n in hit if "train" in fetched[n]), hit[0])
+            callee = C.code_of(value.func)
+            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`:"
+                        " TFM301 migrates train ops built in the device-setter block (an optimizer's minimize or"
+                        " apply_gradients there); this training was left as TF1",
+                        hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
+                        " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
+        self.report(device_with, "no train op in this device-setter block: no `minimize(...)` or"
+                    " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
+                    hint="build the optimizer's train op in the block, or a tf.function step by hand",
+                    reference=REFERENCE[self.strategy], fixed=False)
+
+    def _report_pinned_before(self, statements) -> None:
+        """`with tf.device("/job:worker/task:%d" % i): v = tf.get_variable(...)`
+        before the device-setter block: per-worker variables, which stay TF1
+        code run once on the chief (before the strategy exists)."""
+        helpers = self._variable_helpers()[0]
+        for statement in statements:
+            if isinstance(statement, cst.With) and all(is_device_item(i, self.qualname) for i in statement.items):
+                why = pinned_variables(statement, self.qualname, helpers)
+                if why:
+                    self.report(statement, f"{why}: this block stays TF1 code, run once on the chief before the"
+                                " strategy exists", hint="keep such state in plain Python per task, or create"
+                                " it under strategy.scope() if it may be shared", reference=REFERENCE[self.strategy],
+                                fixed=False)
+
+    def _report_unseen_variables(self, graph: Graph) -> bool:
+        """The block trains, but creates no variable this rule can build under
+        the strategy: Keras layers called inline, tf.layers, model code from
+        another module. A step function would train nothing (and build new
+        layers at every step): decline, naming the first such call. (A block
+        with no such call -- a template's ``loss = ...`` -- is migrated as a
+        skeleton, with the "no trainable variables" report.)"""
+        for _, statement in graph.compute:
+            for call in C.calls_in(statement):
+                q = self.qualname(call.func)
+                if q is None or q.startswith(("keras.", "layers.")):
+                    callee = C.code_of(call.func.func if isinstance(call.func, cst.Call) else call.func)
+                    self.report(statement, f"no variable of the model is created in the device-setter block where"
+                                f" this rule can see it: the model comes from `{callee}(...)` (Keras layers,"
+                                " tf.layers, or a function this rule does not follow, create their variables"
+                                " themselves); this training was left as TF1", hint="build the model once under strategy.scope() (a"
+                                " Keras model or tf.Module) and call it in a tf.function step, by hand",
+                                reference=REFERENCE[self.strategy], fixed=False)
+                    return True
+        return False
+
+    def _plan_schedules(self, graph: Graph) -> bool:
+        """Named learning-rate schedules become Keras schedules driven by the
+        optimizer's iterations (``self.schedule_code``: name -> new value,
+        ``self.schedule_reads``: name -> the expression of its current value).
+        False, with a report, where that would not keep TF1's rates."""
+        self.schedule_code: dict[str, str] = {}
+        self.schedule_reads: dict[str, str] = {}
+        for name, call in graph.schedules.items():
+            q = self.qualname(call.func)
+            users = [st for _, st in graph.compute if name in C.names_used(st)]
+            if users:
+                self.report(users[0], f"the learning-rate schedule `{name}` is used by the forward computation:"
+                            " it becomes a Keras schedule object of the optimizer's iterations",
+                            hint=f"read its value as `{name}(optimizer.iterations)` there by hand",
+                            reference=REFERENCE[self.strategy], fixed=False)
+                return False
+            new, why = schedule_call(call, q, graph.advanced_step)
+            if new is not None and self._keras_optimizer(graph):
+                self.schedule_code[name] = C.code_of(new)
+                self.schedule_reads[name] = f"{name}({{optimizer}}.iterations)"
+                continue
+            if new is not None:
+                why = "the optimizer stays a tf.compat.v1 one, which calls its rate without the step"
+            step = schedule_step(call, q)
+            if (q.rsplit(".", 1)[-1] in NO_KERAS_SCHEDULE or new is not None) and isinstance(step, cst.Name) and (
+                    step.value == graph.advanced_step):
+                # TF2's compat.v1 schedule is a function of the global step, which
+                # the step function advances as the train op did; Keras optimizers
+                # call such a function for the current rate
+                self.report(call, f"{why}: kept tf.compat.v1.{q}, which in TF2 returns a function of the global"
+                            " step that the optimizer calls at each step", fixed=True, severity="info",
+                            reference=REFERENCE[self.strategy])
+                self.schedule_reads[name] = f"{name}()"
+                continue
+            self.report(call, f"learning-rate schedule `{name}` not migrated: {why}",
+                        hint="pass the global step the train op advances (minimize(..., global_step=...)), or"
+                        " migrate the schedule by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        return True
 
     def _used_wrappers(self, prelude, after, session):
         """Drop the run/schedule wrappers no loop calls (a pipelined loop
@@ -451,6 +652,7 @@ class GraphToStrategy(Rule):
         strategy = self.strategy
         resolver = "cluster_resolver" if self.has_resolver else "tf.distribute.cluster_resolver.TFConfigClusterResolver()"
         self.strategy_name = self._fresh("strategy")
+        self.strategy_names = getattr(self, "strategy_names", set()) | {self.strategy_name}
         self.resolver_code = resolver
         out += self._create_strategy(device_with, graph, resolver)
         out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
@@ -467,23 +669,32 @@ class GraphToStrategy(Rule):
 
         # state under the strategy scope; a hand-made global step counts once per
         # step (not once per replica) like get_or_create_global_step's
+        self.schedule_code = getattr(self, "schedule_code", {})
+        self.schedule_reads = getattr(self, "schedule_reads", {})
         scope_body = []
         for st in graph.state:
             names, value, _ = C.assignment(st)
             if names == [graph.global_step] and isinstance(value, cst.Call) and self.qualname(value.func) == "Variable":
                 st = global_step_statement(graph.global_step, st)
+            elif len(names) == 1 and names[0] in self.schedule_code and value is graph.schedules.get(names[0]):
+                # TF1's schedule of the global step; the Keras optimizer calls it with
+                # its iterations, which advance once per applied step as that step did
+                new = C.stmts(
+                    "# The optimizer calls this schedule with its iterations, which advance once per\n"
+                    f"# applied step as {graph.advanced_step} did.\n"
+                    f"{names[0]} = {self.schedule_code[names[0]]}\n")[0]
+                st = new.with_changes(leading_lines=[*st.leading_lines, *new.leading_lines])
             scope_body.append(st)
         if graph.global_step is None:
             graph.global_step = self._fresh("global_step")
             scope_body.append(global_step_statement(graph.global_step))
         if graph.optimizer is None:
             graph.optimizer = self._fresh("optimizer")
+        self.schedule_reads = {n: read.format(optimizer=graph.optimizer) for n, read in self.schedule_reads.items()}
         if graph.optimizer_call is not None:
-            opt_code, note = _optimizer_code(graph.optimizer_call, self.qualname)
-            scope_body.append(C.stmt(f"{graph.optimizer} = {opt_code}\n"))
-            if note:
-                self.report(graph.optimizer_call, note, fixed=False, hint="check the optimizer's numerics",
-                            reference=REFERENCE[strategy])
+            scope_body.append(C.stmt(f"{graph.optimizer} = {self._optimizer_code(graph)}\n"))
+        else:
+            self._optimizer_from_helper(graph)
         if self.template is not None:
             dummies = []
             for name, _, call in graph.placeholders:
@@ -534,6 +745,101 @@ class GraphToStrategy(Rule):
         for fetch in session.eval_fetches.values():
             out += self._eval_function(graph, fetch, session)
         return out
+
+    def _keras_optimizer(self, graph: Graph) -> bool:
+        """Does the block's optimizer become a Keras one? (A TF1 optimizer kept
+        in compat.v1 calls its learning rate with no argument: a Keras
+        schedule, which takes the step, would break it.)"""
+        call = graph.optimizer_call
+        return call is None or optimizer_call(call, self.qualname(call.func))[0] is not None
+
+    def _optimizer_code(self, graph: Graph) -> str:
+        """The optimizer under the strategy; a TF1 schedule written into its
+        call (`MomentumOptimizer(tf.train.exponential_decay(...), 0.9)`)
+        becomes the Keras schedule, as a named one does."""
+        call = original = graph.optimizer_call
+        learning_rate = C.arg(call, 0, "learning_rate")
+        changing = None
+        if isinstance(learning_rate, cst.Name) and learning_rate.value in graph.schedules:
+            changing = learning_rate.value
+        elif isinstance(learning_rate, cst.Call) and is_schedule(self.qualname(learning_rate.func)):
+            changing = C.code_of(learning_rate.func) + "(...)"
+            new, why = schedule_call(learning_rate, self.qualname(learning_rate.func), graph.advanced_step)
+            if new is not None and self._keras_optimizer(graph):
+                call = call.deep_replace(learning_rate, new)
+            elif new is None:
+                self.report(learning_rate, f"the learning-rate schedule was kept as tf.compat.v1 code: {why}",
+                            hint="pass the global step the train op advances, or migrate the schedule by hand",
+                            reference=REFERENCE[self.strategy], fixed=False)
+        code, note = _optimizer_code(call, self.qualname)
+        if note:
+            self.report(original, note, fixed=False, hint="check the optimizer's numerics",
+                        reference=REFERENCE[self.strategy])
+        if changing and self.qualname(call.func).rsplit(".", 1)[-1] == "MomentumOptimizer":
+            self.report(original, _MOMENTUM_NOTE.format(lr=changing), fixed=False,
+                        hint="keep the TF1 update by hand (accumulate gradients, scale by the rate) if the"
+                        " trajectory must match exactly", reference=REFERENCE[self.strategy])
+        return code
+
+    def _optimizer_from_helper(self, graph: Graph) -> None:
+        """`opt = set_optimizer("Adam", lr)`: a module function returning TF1
+        optimizers gets the Keras ones (the same equivalents as in the block;
+        ``self.helper_rewrites``); a helper defined elsewhere, or an optimizer
+        this rule cannot see being built, is reported where it is bound."""
+        name = graph.optimizer
+        binding = None
+        for st in graph.state:
+            names, value, _ = C.assignment(st)
+            if names == [name]:
+                binding = (st, value)
+        if binding is None:
+            return  # built before the block: the program's own business, as before
+        statement, value = binding
+        q = self.qualname(value.func) if isinstance(value, cst.Call) else None
+        if q is not None and q.startswith(("keras.", "optimizers.")):
+            return  # already a Keras optimizer
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and q is None:
+            helper = self._module_function(value.func.value)
+            if helper is not None:
+                self._migrate_optimizer_helper(helper, statement)
+                return
+        what = C.code_of(value.func) + "(...)" if isinstance(value, cst.Call) else C.code_of(value)
+        self.report(statement, f"the optimizer `{name}` comes from `{what}`, which this file does not define: it"
+                    " stays whatever that returns, and a TF1 optimizer does not work in the tf.function step",
+                    hint="make it return a tf.keras.optimizers optimizer with the TF1 numerics (see"
+                    " migrate/rules/_equivalents.py), or build the optimizer in the device-setter block",
+                    reference=REFERENCE[self.strategy], fixed=False)
+
+    def _module_function(self, name: str) -> cst.FunctionDef | None:
+        """The function of that name defined in this file (at any depth), if only one is."""
+        found = [n for n in C.walk(self.ctx.module) if isinstance(n, cst.FunctionDef) and n.name.value == name]
+        return found[0] if len(found) == 1 else None
+
+    def _migrate_optimizer_helper(self, helper: cst.FunctionDef, statement) -> None:
+        """Each `return tf.train.XOptimizer(...)` of the helper becomes the Keras
+        optimizer with the same numerics (or stays, reported, where none has)."""
+        replaced: dict[int, cst.BaseExpression] = {}
+        returns = [n for n in C.walk(helper.body) if isinstance(n, cst.Return) and n.value is not None]
+        for ret in returns:
+            call = ret.value
+            q = self.qualname(call.func) if isinstance(call, cst.Call) else None
+            if q is not None and q.startswith("train.") and q.endswith("Optimizer") and q != "train.SyncReplicasOptimizer":
+                code, note = _optimizer_code(call, self.qualname)
+                replaced[id(call)] = C.expr(code)
+                if note:
+                    self.report(call, f"`{helper.name.value}` returns tf.{q}(...) here: {note}", fixed=False,
+                                hint="check the optimizer's numerics", reference=REFERENCE[self.strategy])
+            elif q is None or not q.startswith(("keras.", "optimizers.")):
+                self.report(ret, f"`{helper.name.value}` returns `{C.code_of(call)}` here, no TF1 optimizer this rule"
+                            " can map: this return was left as it is",
+                            hint="return a tf.keras.optimizers optimizer", reference=REFERENCE[self.strategy],
+                            fixed=False)
+        if replaced:
+            self.helper_rewrites = {**getattr(self, "helper_rewrites", {}),
+                                    C.code_of(helper): transform(helper, _ReplaceNodes(replaced))}
+            self.report(statement, f"the optimizer comes from `{helper.name.value}()`: its TF1 optimizers were"
+                        " replaced by Keras ones with the same numerics", fixed=True, severity="info",
+                        reference=REFERENCE[self.strategy])
 
     def _model_function(self, graph: Graph, session):
         """All forward statements as one function of the placeholders."""
@@ -589,8 +895,9 @@ class GraphToStrategy(Rule):
         if self.template is not None and graph.grads_name:
             backward = [(n, st) for n, st in graph.slice_for(C.names_used(graph.apply_arg))
                         if graph.grads_name in C.names_used(st)]
-        state_fetches = [n for n in fetch.values if n == graph.global_step or n in graph.variables]
-        reads = "".join(f"{n}_value = {n}.read_value()\n" for n in state_fetches)
+        state_fetches = [n for n in fetch.values
+                         if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
+        reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
         returns = self._replica_returns(fetch, graph, state_fetches)
         fetch.returned = len(returns)
         ret = ""
@@ -598,6 +905,11 @@ class GraphToStrategy(Rule):
             ret = "return " + (returns[0] if len(returns) == 1 else ", ".join(returns)) + "\n"
         return self._assemble(graph, fetch, session, params, statements, forward, backward, reads, ret,
                               step_name, run_name, tape, grads, loss_code)
+
+    def _state_read(self, name: str) -> str:
+        """The value a TF1 fetch of a variable or schedule gave before the
+        step's update: a schedule's rate is that of the step's own update."""
+        return self.schedule_reads.get(name) or f"{name}.read_value()"
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
         returns = []
@@ -655,7 +967,7 @@ class GraphToStrategy(Rule):
         outer = outer.with_changes(body=outer.body.with_changes(body=[replica, *outer.body.body]),
                                    decorators=[cst.Decorator(C.expr("tf.function"))],
                                    leading_lines=[cst.EmptyLine(indent=False)])
-        if session.save_steps is not None:
+        if session.save_steps is not None and session.saves:
             run += (
                 f"    if {session.manager} is not None and int({graph.global_step}.numpy()) % {session.save_steps} == 0:\n"
                 f"        {session.manager}.save(checkpoint_number={graph.global_step})\n"
@@ -737,9 +1049,11 @@ class GraphToStrategy(Rule):
         base = fetch.values[0] if fetch.values else "values"
         fn_name = self._fresh(f"compute_{base}")
         session.eval_names[id(fetch)] = fn_name
-        ret = fetch.values[0] if len(fetch.values) == 1 else ", ".join(fetch.values)
+        values = [f"{n}_value" if n in self.schedule_reads else n for n in fetch.values]
+        ret = values[0] if len(values) == 1 else ", ".join(values)
         fn = C.stmt(f"def {fn_name}({', '.join(params)}):\n    return {ret}\n")
-        body = [st for _, st in statements]
+        reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in fetch.values if n in self.schedule_reads)
+        body = (C.stmts(reads) if reads else []) + [st for _, st in statements]
         if body:
             body[0] = body[0].with_changes(leading_lines=C.strip_blank_lines(body[0].leading_lines))
         fn = fn.with_changes(
@@ -776,29 +1090,50 @@ class _SessionRegion:
         self.last_step: cst.BaseExpression | None = None
         self.num_steps: cst.BaseExpression | None = None
         self.checkpoint_dir: cst.BaseExpression | None = None
+        # TF1's save cadence: every `save_steps` global steps or `save_secs` seconds
+        # (MonitoredTrainingSession and Supervisor default to 600 s); `saves` False
+        # when the TF1 code turned saving off (it still restored)
         self.save_steps: str | None = None
+        self.save_secs: str | None = None
+        self.saves = True
+        self.cadence = ""  # how TF1 chose it, for the generated comment
+        self.save_due = None  # name of the next time-based save's time
+        self.train_sessions: set[str] = set()  # sessions the train op runs in
         self.manager = "checkpoint_manager"
         self.ticket_iters: dict[str, str] = {}
         self.schedule_names: dict[str, str] = {}  # run wrapper -> schedule wrapper (PSS)
         self.step_info: dict[str, tuple] = {}  # schedule wrapper -> (step function, params, feed code)
         # MirroredStrategy run wrapper -> (step function, params, feed code, results from `step_results`)
         self.sync_steps: dict[str, tuple] = {}
-        self.state_names = set(graph.variables) | {graph.global_step or ""}
+        self.state_names = set(graph.variables) | {graph.global_step or ""} | set(getattr(rule, "schedule_reads", ()))
         # names bound to a fetched summary op's result (`_, summaries = sess.run([train_op, summary_op])`)
         self.summary_results: set[str] = set()
         self.summaries_reported = False
+        self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
 
     # ---------------------------------------------------------------- scan
     def scan(self, statements) -> None:
         q = self.rule.qualname
+        # lists passed as a session's hooks (`hooks = [...]`, then maybe `hooks.append(...)`)
+        hook_lists = set()
+        for statement in statements:
+            for call in C.calls_in(statement):
+                if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
+                    hooks = C.arg(call, None, "hooks")
+                    if isinstance(hooks, cst.Name):
+                        hook_lists.add(hooks.value)
         for statement in statements:
             for node in C.walk(statement):
+                self._hook_list_growth(node, hook_lists)
                 names, value, _ = C.assignment(node)
+                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
+                    self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
+                    self.removed_names.add(names[0])
                 if isinstance(value, cst.Call):
                     vq = q(value.func)
                     if vq == "train.Supervisor":
                         self.supervisors.update(names)
-                        self._checkpointing(value, "logdir", None)
+                        self._supervisor_checkpointing(value)
                         self.removed_names.update(names)
                     elif vq in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS:
                         self.sessions.update(names)
@@ -806,11 +1141,12 @@ class _SessionRegion:
                         self.removed_names.update(names)
                     elif vq in CONFIG_CALLS:
                         self.removed_names.update(names)
-                    elif vq in DROPPED_CALLS or vq in QUEUE_CLASSES:
-                        # graph plumbing built late (`uninitialized = tf.report_uninitialized_variables()`)
+                    elif vq in DROPPED_CALLS or vq in QUEUE_CLASSES or _method(value) in SYNC_METHODS:
+                        # graph plumbing built late (`uninitialized = tf.report_uninitialized_variables()`,
+                        # `sync_hook = opt.make_session_run_hook(is_chief)`)
                         self.graph.dropped.update(names)
                         self.removed_names.update(names)
-                if isinstance(value, (cst.List, cst.Tuple)) and any(
+                if isinstance(value, (cst.List, cst.Tuple)) and names and names[0] not in hook_lists and any(
                     isinstance(el.value, cst.Call) and (q(el.value.func) or "").endswith("Hook") for el in value.elements
                 ):
                     self.hooks[names[0]] = [el.value for el in value.elements]
@@ -847,17 +1183,45 @@ class _SessionRegion:
                     key = fetch.key()
                     if fetch.ok and fetch.train:
                         self.train_fetches.setdefault(key, fetch)
+                        self.train_sessions.add(_owner(node))
                     elif fetch.ok and not fetch.dropped_only and not fetch.state_only and fetch.values:
                         self.eval_fetches.setdefault(key, fetch)
         if self.checkpoint_dir is not None:
             self.manager = self.rule._fresh("checkpoint_manager")
+            if self.saves and self.save_secs is not None:
+                self.save_due = self.rule._fresh("next_checkpoint_time")
+                self.rule.ctx.require_import("time")
+
+    def _hook_list_growth(self, node, hook_lists) -> None:
+        """`hooks.append(sync_hook)`, `hooks.extend([...])`, `hooks += [...]` on
+        a session's hook list: their hooks join the list's, and the statement
+        goes with it (`self.hook_growth`)."""
+        added = None
+        if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
+            small = node.body[0]
+            lone = small.value if isinstance(small, cst.Expr) else None
+            if isinstance(lone, cst.Call) and _owner(lone) in hook_lists and _method(lone) in ("append", "extend"):
+                value = C.arg(lone, 0, None)
+                if _method(lone) == "append":
+                    added = [value]
+                elif isinstance(value, (cst.List, cst.Tuple)):
+                    added = [el.value for el in value.elements]
+            elif (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)
+                  and isinstance(small.target, cst.Name) and small.target.value in hook_lists
+                  and isinstance(small.value, (cst.List, cst.Tuple))):
+                added = [el.value for el in small.value.elements]
+        if added is not None:
+            owner = _owner(node.body[0].value) if isinstance(node.body[0], cst.Expr) else node.body[0].target.value
+            self.hooks.setdefault(owner, []).extend(added)
+            self.hook_growth.add(id(node))
 
     def _is_dropped_expr(self, node) -> bool:
         """`tf.global_variables_initializer()` and the like, fetched inline."""
         return isinstance(node, cst.Call) and self.rule.qualname(node.func) in DROPPED_CALLS
 
     def _session_call(self, call: cst.Call) -> None:
-        self._checkpointing(call, "checkpoint_dir", "save_checkpoint_steps")
+        if self.rule.qualname(call.func) == "train.MonitoredTrainingSession":
+            self._session_checkpointing(call)
         hooks = C.arg(call, None, "hooks")
         if isinstance(hooks, cst.Name):
             self.removed_names.add(hooks.value)
@@ -871,39 +1235,119 @@ class _SessionRegion:
     def _hook_calls(self, calls) -> None:
         q = self.rule.qualname
         for hook in calls:
+            if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
+                self.rule.report(hook, f"the session hook `{hook.value}` is dropped with the session: it has no"
+                                 " automatic TF2 mapping here", hint="do what it did inside the training loop by hand",
+                                 reference=REFERENCE[self.rule.strategy], fixed=False)
             if not isinstance(hook, cst.Call):
                 continue
             hq = q(hook.func)
+            if hq is None and _method(hook) != "make_session_run_hook":
+                # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
+                self.rule.report(hook, f"the session hook `{C.code_of(hook.func)}(...)` is dropped with the session:"
+                                 " it has no automatic TF2 mapping here",
+                                 hint="do what it did inside the training loop by hand",
+                                 reference=REFERENCE[self.rule.strategy], fixed=False)
             if hq == "train.StopAtStepHook":
                 self.last_step = C.arg(hook, 1, "last_step") or self.last_step
                 self.num_steps = C.arg(hook, 0, "num_steps") or self.num_steps
             elif hq == "train.CheckpointSaverHook":
-                self._checkpointing(hook, "checkpoint_dir", "save_steps")
+                self._hook_checkpointing(hook)
             elif hq is not None and hq != "train.StopAtStepHook":
                 self.rule.report(hook, f"{hq} has no automatic TF2 mapping here",
                                  hint="log, summarize or stop inside the training loop by hand",
                                  reference=REFERENCE[self.rule.strategy], fixed=False)
 
-    def _checkpointing(self, call: cst.Call, dir_kw: str, steps_kw: str | None) -> None:
-        directory = C.arg(call, None, dir_kw)
-        if directory is not None and not (isinstance(directory, cst.Name) and directory.value == "None"):
-            self.checkpoint_dir = directory
-        if steps_kw:
-            steps = C.arg(call, None, steps_kw)
-            if steps is not None:
-                self.save_steps = C.code_of(steps)
+    def _directory(self, directory) -> bool:
+        if directory is None or _is_none(directory):
+            return False
+        self.checkpoint_dir = directory
+        return True
+
+    def _cadence(self, steps, secs, default_secs: str | None, names: tuple[str, str, str]) -> None:
+        """`steps`/`secs`: the TF1 arguments (None when not given; a literal None
+        turns that kind off); seconds win when both are given, as TF1 documents.
+        `names`: the TF1 construct and its steps and seconds arguments."""
+        owner, steps_name, secs_name = names
+        self.saves = True
+        if secs is not None and not _is_none(secs):
+            self.save_steps, self.save_secs = None, C.code_of(secs)
+            self.cadence = f"every {self.save_secs} s ({secs_name})"
+        elif steps is not None and not _is_none(steps):
+            self.save_steps, self.save_secs = C.code_of(steps), None
+            self.cadence = f"every {self.save_steps} global steps ({steps_name})"
+        elif steps is None and secs is None and default_secs is not None:
+            self.save_steps, self.save_secs = None, default_secs
+            self.cadence = f"every {default_secs} s ({owner}'s default {secs_name})"
+        else:
+            self.saves = False
+
+    def _session_checkpointing(self, call: cst.Call) -> None:
+        """MonitoredTrainingSession(checkpoint_dir=...): restored on start, saved
+        every save_checkpoint_secs (600 when neither it nor save_checkpoint_steps
+        is given) or save_checkpoint_steps, and at the end; both None: never saved."""
+        if self._directory(C.arg(call, None, "checkpoint_dir")):
+            self._cadence(C.arg(call, None, "save_checkpoint_steps"), C.arg(call, None, "save_checkpoint_secs"),
+                          "600", ("MonitoredTrainingSession", "save_checkpoint_steps", "save_checkpoint_secs"))
+
+    def _hook_checkpointing(self, hook: cst.Call) -> None:
+        if self._directory(C.arg(hook, 0, "checkpoint_dir")):
+            self._cadence(C.arg(hook, 2, "save_steps"), C.arg(hook, 1, "save_secs"), None,
+                          ("CheckpointSaverHook", "save_steps", "save_secs"))
+
+    def _supervisor_checkpointing(self, call: cst.Call) -> None:
+        """Supervisor(logdir=...): restored on start, saved every save_model_secs
+        (600 by default) by the chief; `saver=None` or no save_model_secs: never."""
+        if not self._directory(C.arg(call, None, "logdir")):
+            return
+        saver = C.arg(call, None, "saver")
+        secs = C.arg(call, None, "save_model_secs")
+        if (saver is not None and _is_none(saver)) or (secs is not None and _is_none(secs)) or (
+                isinstance(secs, cst.Integer) and secs.evaluated_value == 0):
+            self.saves = False
+            return
+        self._cadence(None, secs, "600", ("Supervisor", "", "save_model_secs"))
 
     # ------------------------------------------------------------- rewrite
     def rewrite(self, statements):
         rewriter = _SessionRewriter(self)
+        trains = [k for k, st in enumerate(statements) if self._trains(st)]
         out = []
-        for statement in statements:
+        for k, statement in enumerate(statements):
+            if not rewriter.prelude_done and self._opens_training_session_inside(statement):
+                # `if remote: sess = sv.prepare_or_wait_for_session(url) else: sess = ...`:
+                # the checkpoint setup goes before the branching, for every branch
+                out.extend(self.session_prelude())
+                rewriter.prelude_done = rewriter.prelude_outside_with = True
             new = transform(statement, rewriter)
             if isinstance(new, cst.FlattenSentinel):
                 out.extend(new.nodes)
             elif new is not cst.RemovalSentinel.REMOVE:
                 out.append(new)
+            if trains and k == trains[-1] and rewriter.prelude_outside_with:
+                # the session was no `with` block: the final save follows the training
+                out.extend(self.session_epilogue())
         return out
+
+    def _trains(self, statement) -> bool:
+        return any(self.fetch_by_call.get(id(c)) is not None and self.fetch_by_call[id(c)].train
+                   for c in C.calls_in(statement))
+
+    def opens_training_session(self, statement) -> bool:
+        """`sess = <session>` for the session the train op runs in (or a Supervisor's)."""
+        names, value, _ = C.assignment(statement)
+        if not isinstance(value, cst.Call):
+            return False
+        q = self.rule.qualname(value.func)
+        if _method(value) == "prepare_or_wait_for_session":
+            return True
+        return (q in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS) and bool(
+            set(names) & self.train_sessions)
+
+    def _opens_training_session_inside(self, statement) -> bool:
+        if isinstance(statement, cst.SimpleStatementLine) or not isinstance(statement, (cst.If, cst.Try)):
+            return False
+        return any(isinstance(n, cst.SimpleStatementLine) and self.opens_training_session(n) for n in C.walk(statement))
 
     def work_queue_take(self, fetch) -> str | None:
         """Name of the Python iterator replacing a ticket queue's dequeue, if
@@ -961,18 +1405,37 @@ class _SessionRegion:
                 self.rule.ctx.require_import("os")
             else:
                 directory_code = directory
+            source = "logdir" if self.supervisors else "checkpoint_dir"
+            if not self.saves:
+                saved = "# The TF1 code saved none (its saver was turned off); neither does this one.\n"
+            else:
+                saved = f"# Saved {self.cadence}, as in TF1, and at the end.\n"
             out += C.stmts(
-                f"# Checkpoints: what {('checkpoint_dir' )} did in TF1, restored on start so a restarted job resumes.\n"
+                f"# Checkpoints: what {source} did in TF1, restored on start so a restarted job resumes.\n"
+                + saved +
                 f"{ckpt} = tf.train.Checkpoint({tracked})\n"
                 f"{self.manager} = (\n"
                 f"    tf.train.CheckpointManager({ckpt}, {directory_code}, max_to_keep=5) if {directory} else None)\n"
                 f"if {self.manager} is not None and {self.manager}.latest_checkpoint:\n"
                 f"    {ckpt}.restore({self.manager}.latest_checkpoint)\n"
             )
+            if self.save_due is not None:
+                out += C.stmts(f"{self.save_due} = time.monotonic() + {self.save_secs}\n")
         return out
 
+    def timed_save(self, drain: str = "") -> str:
+        """Source of the time-based periodic save (TF1's CheckpointSaverHook
+        timer, or the Supervisor's checkpoint thread); `drain`: what must run
+        before it (the steps still in flight)."""
+        return (
+            f"if {self.manager} is not None and time.monotonic() >= {self.save_due}:\n"
+            + "".join("    " + line + "\n" for line in drain.splitlines())
+            + f"    {self.manager}.save(checkpoint_number={self.graph.global_step})\n"
+            f"    {self.save_due} = time.monotonic() + {self.save_secs}\n"
+        )
+
     def session_epilogue(self) -> list[cst.BaseStatement]:
-        if self.checkpoint_dir is None:
+        if self.checkpoint_dir is None or not self.saves:
             return []
         gs = self.graph.global_step
         return C.stmts(
@@ -995,6 +1458,7 @@ class _SessionRewriter(cst.CSTTransformer):
         super().__init__()
         self.r = region
         self.prelude_done = False
+        self.prelude_outside_with = False  # checkpoint setup emitted for a session made by an assignment
         self.loop_depth = 0
 
     def _is_session_with(self, node: cst.With) -> bool:
@@ -1013,7 +1477,22 @@ class _SessionRewriter(cst.CSTTransformer):
 
     def leave_For(self, original, updated):
         self.loop_depth -= 1
-        return _Pipeliner(self.r, original, updated).result()
+        return self._timed_saves(updated, _Pipeliner(self.r, original, updated).result())
+
+    def _timed_saves(self, updated, result):
+        """A loop that waits for each step saves on TF1's timer right after the
+        statement running the step (a pipelined loop has its own)."""
+        if result is not updated or self.r.save_due is None or not isinstance(updated.body, cst.IndentedBlock):
+            return result
+        runs = set(self.r.train_names.values())
+        body = list(updated.body.body)
+        hits = [k for k, st in enumerate(body)
+                if any(isinstance(c.func, cst.Name) and c.func.value in runs for c in C.calls_in(st))]
+        if not hits or any(self.r.save_due in C.names_used(st) for st in body):
+            return result  # no step here, or an inner loop saves already
+        k = hits[-1]
+        body[k + 1 : k + 1] = C.stmts(self.r.timed_save())
+        return updated.with_changes(body=updated.body.with_changes(body=body))
 
     def leave_IndentedBlock(self, original, updated):
         if not updated.body:
@@ -1034,11 +1513,15 @@ class _SessionRewriter(cst.CSTTransformer):
         # other polls of graph plumbing: TF2 strategies wait for their peers
         if self._waits_on_dropped(original.test):
             return cst.RemovalSentinel.REMOVE
-        return _Pipeliner(self.r, original, updated).result()
+        return self._timed_saves(updated, _Pipeliner(self.r, original, updated).result())
 
     def leave_If(self, original, updated):
         if self._waits_on_dropped(original.test):
             return cst.RemovalSentinel.REMOVE
+        if isinstance(updated.orelse, cst.Else) and all(_is_pass(st) for st in C.body_of(updated.orelse.body)) and (
+                not all(_is_pass(st) for st in C.body_of(original.orelse.body))):
+            # `else: sess = sv.prepare_or_wait_for_session(...)` had nothing else
+            updated = updated.with_changes(orelse=None)
         # `if is_chief: sess.run(init_tokens_op)` and the like lose their whole body
         body_empty = all(_is_pass(st) for st in C.body_of(updated.body))
         had_code = not all(_is_pass(st) for st in C.body_of(original.body))
@@ -1071,14 +1554,16 @@ class _SessionRewriter(cst.CSTTransformer):
         return cst.FlattenSentinel(new)
 
     def leave_SimpleStatementLine(self, original, updated):
+        if id(original) in self.r.hook_growth:
+            return cst.RemovalSentinel.REMOVE
         names, value, _ = C.assignment(original)
         if names and set(names) <= self.r.removed_names:
-            if isinstance(value, cst.Call) and _method(value) == "prepare_or_wait_for_session" and not self.prelude_done:
-                self.prelude_done = True
+            if not self.prelude_done and self.r.opens_training_session(original):
+                self.prelude_done = self.prelude_outside_with = True
                 prelude = self.r.session_prelude()
                 if not prelude:
                     return cst.RemovalSentinel.REMOVE
-                prelude[0] = prelude[0].with_changes(leading_lines=original.leading_lines)
+                prelude[0] = prelude[0].with_changes(leading_lines=[*original.leading_lines, *prelude[0].leading_lines])
                 return cst.FlattenSentinel(prelude)
             return cst.RemovalSentinel.REMOVE
         lone = C.single_expr(original)
@@ -1168,7 +1653,8 @@ class _SessionRewriter(cst.CSTTransformer):
                                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
                 return updated
             if fetch.state_only:
-                parts = [f"{n}.numpy()" for n in fetch.names]
+                reads = self.r.rule.schedule_reads
+                parts = [f"{reads[n]}.numpy()" if n in reads else f"{n}.numpy()" for n in fetch.names]
                 return C.expr(parts[0] if fetch.shape == "single" else "[" + ", ".join(parts) + "]")
             if fetch.train:
                 canonical = self.r.train_fetches.get(fetch.key(), fetch)
@@ -1520,6 +2006,8 @@ class _Pipeliner:
                 f"        {finish}(*{in_flight}.pop(0))\n"
                 f"    {r.manager}.save(checkpoint_number={r.graph.global_step})\n"
             )
+        elif r.save_due is not None:
+            save = r.timed_save(flush + f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
         after_queue = C.stmts(
             (f"{counter} += 1\n" if counter is not None else "")
             + (f"if len({pending}) == {per}:\n    {flush}" if grouped else "")
@@ -1615,6 +2103,8 @@ class _Pipeliner:
                 f"    {run_fn}()\n"
                 f"    {r.manager}.save(checkpoint_number={r.graph.global_step})\n"
             )
+        elif r.save_due is not None:
+            save = r.timed_save(f"{run_fn}()\n")
         after_queue = C.stmts(
             (f"{counter} += 1\n" if counter is not None else "")
             + f"if len({pending}) == {per}:\n    {run_fn}()\n"
@@ -1670,8 +2160,23 @@ def _parenthesized(test: cst.BaseExpression) -> cst.BaseExpression:
     return test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
 
+def _is_none(node) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
 def _is_pass(statement) -> bool:
     return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, cst.Pass) for s in statement.body)
+
+
+class _ReplaceNodes(cst.CSTTransformer):
+    """Replaces the expressions whose ids are keys of `replaced`."""
+
+    def __init__(self, replaced: dict[int, cst.BaseExpression]):
+        super().__init__()
+        self.replaced = replaced
+
+    def leave_Call(self, original, updated):
+        return self.replaced.get(id(original), updated)
 
 
 class _DropGraphModeSwitches(cst.CSTTransformer):
@@ -1689,6 +2194,24 @@ class _DropGraphModeSwitches(cst.CSTTransformer):
                 return cst.RemovalSentinel.REMOVE
         return updated
 
+    def leave_FunctionDef(self, original, updated):
+        rewrites = getattr(self.rule, "helper_rewrites", None)
+        migrated = rewrites.get(C.code_of(original)) if rewrites else None
+        return updated if migrated is None else migrated
+
+    def leave_With(self, original, updated):
+        """`with tf.Graph().as_default():` around a migrated block: its
+        variables and steps must be eager (a TF1 graph would hold them)."""
+        if not all(
+            isinstance(i.item, cst.Call) and _method(i.item) == "as_default" and i.asname is None
+            and isinstance(i.item.func.value, cst.Call) and self.rule.qualname(i.item.func.value.func) == "Graph"
+            for i in updated.items
+        ) or not C.names_used(updated.body) & self.rule.strategy_names:
+            return updated
+        body = list(C.body_of(updated.body))
+        body[0] = body[0].with_changes(leading_lines=[*updated.leading_lines, *body[0].leading_lines])
+        return cst.FlattenSentinel(body)
+
 
 GraphToStrategy.VALID = [
     Valid(
@@ -1696,6 +2219,16 @@ GraphToStrategy.VALID = [
         import tensorflow as tf
         with tf.device("/cpu:0"):
             x = tf.constant(1.0)
+        """
+    ),
+    # already TF2: a Keras schedule under a strategy
+    Valid(
+        """
+        import tensorflow as tf
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            lr = tf.keras.optimizers.schedules.ExponentialDecay(0.1, 100, 0.5)
+            opt = tf.keras.optimizers.SGD(learning_rate=lr)
         """
     ),
 ]
@@ -1903,6 +2436,7 @@ GraphToStrategy.INVALID = [
         """
         import tensorflow.compat.v1 as tf
         import os
+        import time
 
 
         def train(cluster, server, is_chief, num_workers):
@@ -1937,15 +2471,22 @@ GraphToStrategy.INVALID = [
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes.
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
             if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
                 checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            next_checkpoint_time = time.monotonic() + 600
             step = 0
             while step < 100:
                 step = run_train_step(batch())
+                if checkpoint_manager is not None and time.monotonic() >= next_checkpoint_time:
+                    checkpoint_manager.save(checkpoint_number=global_step)
+                    next_checkpoint_time = time.monotonic() + 600
+            if checkpoint_manager is not None:
+                checkpoint_manager.save(checkpoint_number=global_step)
         """,
         diagnostics=(),
     ),
@@ -2263,6 +2804,7 @@ GraphToStrategy.INVALID = [
         """
         import tensorflow.compat.v1 as tf
         import os
+        import time
 
         tf.app.flags.DEFINE_boolean("sync_replicas", False, "Use SyncReplicasOptimizer")
         FLAGS = tf.app.flags.FLAGS
@@ -2300,15 +2842,22 @@ GraphToStrategy.INVALID = [
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes.
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
             if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
                 checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            next_checkpoint_time = time.monotonic() + 600
             step = 0
             while step < 100:
                 step = run_train_step(batch())
+                if checkpoint_manager is not None and time.monotonic() >= next_checkpoint_time:
+                    checkpoint_manager.save(checkpoint_number=global_step)
+                    next_checkpoint_time = time.monotonic() + 600
+            if checkpoint_manager is not None:
+                checkpoint_manager.save(checkpoint_number=global_step)
         """,
         diagnostics=('TFM301', 'TFM301'),
     ),
