@@ -95,6 +95,7 @@ from pathlib import Path
 from migrate import __version__, losslog
 from migrate.cluster import ClusterResult, Fault, run_cluster
 from migrate.topology import (
+    TRAINER_JOBS,
     LaunchSpec,
     TopologyError,
     analyze,
@@ -332,7 +333,7 @@ def _run_side(
         **spec.env,
         **extra_env,
     }
-    trainers = spec.jobs.get("worker", 0)
+    trainers = sum(spec.jobs.get(job, 0) for job in TRAINER_JOBS)
     if opts.robust and side == "legacy" and "ps" in spec.jobs and trainers > 1:
         env["TFMIGRATE_HARNESS_BARRIER"] = str(trainers)
     if opts.seed is not None:
@@ -355,7 +356,7 @@ def _run_side(
         print(f"  running {side} run {i + 1}/{runs} ...", file=sys.stderr, flush=True)
         faults = []
         if opts.kill_chief_at is not None:
-            chief = "chief" if "chief" in spec.jobs else "worker"
+            chief = next(job for job in TRAINER_JOBS if job in spec.jobs)
             faults.append(Fault(job=chief, index=0, at_step=opts.kill_chief_at, restart=True))
         script_args = [a.replace("{run_dir}", str(log_dir.resolve())) for a in opts.script_args]
         result = run_cluster(
@@ -400,7 +401,7 @@ def _run_side(
                 f"{side} run {i + 1} finished but recorded no training losses "
                 f"(loss source: {source}); logs in {log_dir}"
             )
-        preferred = ("chief-0", "worker-0")
+        preferred = ("chief-0", "master-0", "worker-0")
         outcomes.append(
             RunOutcome(
                 i, result, records, source, _init_file(log_dir, preferred), _harness_fired(log_dir)
@@ -738,9 +739,10 @@ def write_plot(
 # --------------------------------------------------------------------------- driver
 
 
-def _resolve_migrated(opts: CheckOptions, out: Path) -> tuple[Path, str]:
+def _resolve_migrated(opts: CheckOptions, out: Path) -> tuple[Path, str, list[str]]:
+    """(migrated program, where it comes from, the codemod's manual-work findings)"""
     if opts.migrated is not None:
-        return opts.migrated, "given"
+        return opts.migrated, "given", []
     from migrate.engine import MigrationError, migrate_source
 
     source = opts.legacy.read_text(encoding="utf-8")
@@ -754,7 +756,8 @@ def _resolve_migrated(opts: CheckOptions, out: Path) -> tuple[Path, str]:
         )
     path = out / f"migrated_{opts.legacy.name}"
     path.write_text(result.output, encoding="utf-8")
-    return path, "tfmigrate output"
+    manual = [f"{opts.legacy}:{d.line}:{d.column}: {d.code} {d.message}" for d in result.manual_work]
+    return path, "tfmigrate output", manual
 
 
 def run_check(opts: CheckOptions) -> tuple[int, dict]:
@@ -807,7 +810,7 @@ def run_check(opts: CheckOptions) -> tuple[int, dict]:
 def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     if not opts.legacy.is_file():
         raise CheckError(f"no such file: {opts.legacy}")
-    migrated_path, origin = _resolve_migrated(opts, out)
+    migrated_path, origin, manual_work = _resolve_migrated(opts, out)
     report["migrated"]["program"] = str(migrated_path)
     report["migrated"]["origin"] = origin
     infos = []
@@ -817,6 +820,18 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         except TopologyError as e:
             raise CheckError(f"{what} script {path}: {e}") from None
     legacy_info, migrated_info = infos
+    if manual_work:
+        report["migrated"]["manual_work"] = manual_work
+    if legacy_info.strategy is not None and migrated_info.distribute_strategy is None:
+        # Running the TF1 program twice would "prove" a migration that did
+        # not happen.
+        details = "\n".join(manual_work[:STACK_LINES_SHOWN])
+        raise CheckError(
+            f"the migrated program {migrated_path} uses no tf.distribute strategy: its training"
+            " was not migrated, so there is nothing to compare"
+            + (" (tfmigrate reported manual work, listed in details)" if details else ""),
+            details,
+        )
     try:
         lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None)
         mspec = migrated_launch(migrated_info, legacy_info, opts.workers, opts.steps, None)

@@ -441,6 +441,9 @@ def migrate_source(
         leftover = _tf1_training_left(output[1], tree)
         dropped = [r for r in rules if r.code in _CLUSTER_RULES and r.code in applied]
         if leftover is not None and dropped and training_rules_ran:
+            # and a strategy the training rule built would run next to the
+            # TF1 server on the same task (its port is taken): all or nothing
+            dropped += [r for r in rules if r.code == "TFM301" and r.code in applied]
             gated.extend(_cluster_kept(r, leftover, tree) for r in dropped)
         else:
             # A rewrite must not read names it no longer defines (a statement
@@ -642,18 +645,31 @@ _CLUSTER_RULE_SUBJECT = {"TFM201": "ClusterSpec", "TFM202": "Server"}
 
 def _cluster_kept(rule_cls: type[Rule], leftover: str, tree: ast.Module) -> Diagnostic:
     subject = _first_named(tree, {_CLUSTER_RULE_SUBJECT.get(rule_cls.code, "")})
-    subject = subject or _first_named(tree, {leftover.rpartition(".")[2]})
+    at_leftover = _first_named(tree, {leftover.rpartition(".")[2]})
+    if rule_cls.code in _CLUSTER_RULES:
+        message = (
+            f"{rule_cls.name}: cluster left as TF1 because TF1 code that runs on it is not migrated"
+            f" (`{leftover}`); a resolver, a chief task or serving-only workers would break that code"
+        )
+        hint = (
+            "see the TFM301/TFM303 diagnostics for why the training was not migrated; once it is,"
+            " run tfmigrate again and the cluster is migrated with it"
+        )
+    else:
+        subject = at_leftover
+        message = (
+            f"{rule_cls.name}: training not migrated: the program still uses the TF1 cluster"
+            f" (`{leftover}`) in code this rule does not migrate, and a tf.distribute strategy"
+            " cannot run next to a TF1 server on the same task"
+        )
+        hint = "migrate the server/role handling around the training by hand (see legacy_reference/)"
+    subject = subject or at_leftover
     return Diagnostic(
         code=rule_cls.code,
-        message=(
-            f"{rule_cls.name}: cluster left as TF1 because TF1 training that runs on it is not"
-            f" migrated (`{leftover}`); a resolver, a chief task or serving-only workers would"
-            " break that code"
-        ),
+        message=message,
         line=subject.lineno if subject else 1,
         column=subject.col_offset + 1 if subject else 1,
-        hint="see the TFM301/TFM303 diagnostics for why the training was not migrated; once it"
-        " is, run tfmigrate again and the cluster is migrated with it",
+        hint=hint,
         fixed=False,
         severity="warning",
     )

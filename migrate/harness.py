@@ -615,8 +615,8 @@ class _Harness:
 
         # Without device_filters a worker's session waits for every task of
         # the cluster, so a worker starting after the chief exited hangs.
-        if job == "worker" and index.isdigit():
-            filters = ["/job:ps", f"/job:worker/task:{index}"]
+        if job in ("worker", "master", "chief") and index.isdigit():
+            filters = ["/job:ps", f"/job:{job}/task:{index}"]
             session_init = session_lib.Session.__init__
 
             def session_init_filtered(self, target="", graph=None, config=None):

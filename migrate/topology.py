@@ -32,6 +32,7 @@ from migrate.rules._program import MIRRORED, MWMS, PSS, detect_strategy, reads_t
 from migrate.tfnames import TFNames
 
 __all__ = [
+    "TRAINER_JOBS",
     "LaunchSpec",
     "ProgramInfo",
     "TopologyError",
@@ -59,6 +60,7 @@ STEP_KNOBS = (
     "train_iters",
     "n_steps",
 )
+TRAINER_JOBS = ("chief", "master", "worker")  # jobs whose tasks run training steps
 TOWER_KNOBS = ("num_towers", "num_gpus", "num_replicas", "num_devices")
 SEED_KNOBS = ("seed", "random_seed")
 # spellings of the role flags (normalized: "-" -> "_"), most common first
@@ -78,6 +80,21 @@ def _string(node: ast.AST | None) -> str | None:
 def _call_name(call: ast.Call) -> str:
     func = call.func
     return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _chief_job(tree: ast.Module) -> str | None:
+    """``"master"`` or ``"chief"`` when the script compares a task type with
+    it (``task.type == "master"``, ``job_name in ["master", "worker"]``): a
+    TF1 cluster whose chief is its own job (Cloud ML Engine, Estimator era)."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        for side in (node.left, *node.comparators):
+            items = side.elts if isinstance(side, (ast.List, ast.Tuple, ast.Set)) else [side]
+            for item in items:
+                if _string(item) in ("master", "chief"):
+                    return item.value
+    return None
 
 
 def _options_and_env(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
@@ -132,6 +149,8 @@ class ProgramInfo:
     options: frozenset[str]  # command-line options it defines (flags, argparse), "-" as "_"
     env_reads: frozenset[str]  # environment variables it reads by literal name
     spellings: tuple[tuple[str, str], ...] = ()  # option -> as the script spells it
+    distribute_strategy: str | None = None  # the tf.distribute strategy its code names
+    chief_job: str | None = None  # "master"/"chief": a TF1 chief job besides the workers
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -192,11 +211,13 @@ def analyze(source: str) -> ProgramInfo:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError as e:
         raise TopologyError(f"cannot parse the script: {e}") from None
-    strategy = detect_strategy(module, TFNames.from_module(module)) or _strategy_named(module)
+    named = _strategy_named(module)
+    strategy = detect_strategy(module, TFNames.from_module(module)) or named
     try:
-        spelled, env_reads = _options_and_env(ast.parse(source))
+        tree = ast.parse(source)
     except SyntaxError as e:  # libcst accepts some Python 2 that ast does not
         raise TopologyError(f"cannot parse the script: {e}") from None
+    spelled, env_reads = _options_and_env(tree)
     options = set(spelled)
     if reads_tf_config(module) and not {"ps_hosts", "worker_hosts"} & options:
         role_style = "tf_config"
@@ -212,6 +233,8 @@ def analyze(source: str) -> ProgramInfo:
         frozenset(options),
         frozenset(env_reads),
         tuple(sorted(spelled.items())),
+        named,
+        _chief_job(tree),
     )
 
 
@@ -258,7 +281,17 @@ def legacy_launch(
             "--ps_hosts/--worker_hosts style flags"
         )
     else:
-        spec = LaunchSpec(strategy, {"ps": 1, "worker": workers}, info.role_style, ("ps",))
+        jobs = {"ps": 1, "worker": workers}
+        chief = info.chief_job
+        if chief and (info.role_style == "tf_config" or f"{chief}_hosts" in info.options):
+            # the chief is a job of its own and trains too: chief + N-1 workers
+            jobs = {"ps": 1, chief: 1, "worker": workers - 1} if workers > 1 else {"ps": 1, chief: 1}
+            spec_note = f"the script's chief is a '{chief}' job: {chief}:0 is one of the {workers} trainers"
+        else:
+            spec_note = ""
+        spec = LaunchSpec(strategy, jobs, info.role_style, ("ps",))
+        if spec_note:
+            spec.notes.append(spec_note)
     _knob_args(info, spec, STEP_KNOBS, steps, "step-count")
     _knob_args(info, spec, SEED_KNOBS, seed, "seed")
     if spec.role_style == "flags":

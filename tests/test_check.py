@@ -309,6 +309,69 @@ def test_usage_errors_exit_2(tmp_path):
     assert check.main(["--workers", "0", str(LEGACY / "async_ps.py")]) == 2
 
 
+NOT_MIGRATED_TOWERS = """
+import tensorflow.compat.v1 as tf
+tf.disable_eager_execution()
+flags = tf.app.flags
+flags.DEFINE_integer("num_gpus", 2, "towers")
+FLAGS = flags.FLAGS
+
+
+def average_gradients(tower_grads):
+    return [(tf.add_n([g for g, _ in pairs]) / len(pairs), pairs[0][1]) for pairs in zip(*tower_grads)]
+
+
+def main(_):
+    with tf.device("/cpu:0"):
+        opt = tf.train.GradientDescentOptimizer(0.1)
+        grads = []
+        for i in range(FLAGS.num_gpus):
+            with tf.device("/cpu:0"), tf.name_scope("tower_%d" % i):
+                x = tf.random_normal([4, 3], seed=i)  # each tower makes its own input
+                w = tf.get_variable("w", [3, 1], initializer=tf.ones_initializer())
+                tf.get_variable_scope().reuse_variables()
+                grads.append(opt.compute_gradients(tf.reduce_sum(tf.matmul(x, w))))
+        train_op = opt.apply_gradients(average_gradients(grads))
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for _ in range(5):
+            sess.run(train_op)
+
+
+if __name__ == "__main__":
+    tf.app.run()
+"""
+
+
+def test_a_migration_without_a_strategy_is_not_compared(tmp_path):
+    """When the codemod could not migrate the training (here towers that
+    build their own input), check must not run the TF1 program twice and
+    call it equivalent: exit 2, saying so, with the codemod's findings."""
+    legacy = tmp_path / "towers.py"
+    legacy.write_text(NOT_MIGRATED_TOWERS)
+    code, report = run(legacy, None, tmp_path)
+    assert code == 2 and report["verdict"] == "error"
+    assert "uses no tf.distribute strategy" in report["reason"]
+    assert "TFM303" in report["details"] and report["migrated"]["manual_work"]
+    assert not list((tmp_path / "out").glob("*-run0"))  # no cluster was started
+
+
+def test_a_chief_job_of_its_own_is_launched():
+    """Cloud ML Engine / Estimator-era scripts read TF_CONFIG whose chief is a
+    `master` job: without it every worker waits for initialization."""
+    source = (
+        "import json, os\nimport tensorflow.compat.v1 as tf\n"
+        "task = json.loads(os.environ['TF_CONFIG'])['task']\n"
+        "if task['type'] in ['master', 'worker']:\n"
+        "    device_fn = tf.train.replica_device_setter(cluster=None)\n"
+    )
+    info = analyze(source)
+    assert info.chief_job == "master"
+    assert legacy_launch(info, 2, 5).jobs == {"ps": 1, "master": 1, "worker": 1}
+    assert legacy_launch(info, 1, 5).jobs == {"ps": 1, "master": 1}
+    assert analyze("import tensorflow as tf\n").chief_job is None
+
+
 def test_unchanged_by_codemod_exits_2(tmp_path):
     plain = tmp_path / "plain.py"
     plain.write_text("print('no tensorflow here')\n")
