@@ -97,6 +97,33 @@ def _chief_job(tree: ast.Module) -> str | None:
     return None
 
 
+# Keras 3 optimizers whose update is TF1's in exact arithmetic but rounds
+# differently: Adam's bias corrections are powers of beta (TF1 multiplied
+# accumulators), SGD's momentum folds the rate into its velocity (TF1 scaled
+# the accumulator). SGD without momentum, Adagrad and Adadelta are bit-exact.
+_ROUNDING_OPTIMIZERS = ("Adam", "AdamW", "Adamax", "Nadam", "SGD")
+
+
+def _rounding_optimizers(tree: ast.Module) -> tuple[str, ...]:
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        name, owner = node.func.attr, node.func.value
+        if name not in _ROUNDING_OPTIMIZERS or getattr(owner, "attr", getattr(owner, "id", "")) != "optimizers":
+            continue
+        if name == "SGD":
+            momentum = next((k.value for k in node.keywords if k.arg == "momentum"), None)
+            if momentum is None and len(node.args) > 1:
+                momentum = node.args[1]
+            if momentum is None or (isinstance(momentum, ast.Constant) and not momentum.value):
+                continue
+            name = "SGD with momentum"
+        if name not in found:
+            found.append(name)
+    return tuple(found)
+
+
 def _options_and_env(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
     """(normalized option name -> the spelling the script defines,
     environment variables read by literal name). Options: absl/tf.app
@@ -151,6 +178,7 @@ class ProgramInfo:
     spellings: tuple[tuple[str, str], ...] = ()  # option -> as the script spells it
     distribute_strategy: str | None = None  # the tf.distribute strategy its code names
     chief_job: str | None = None  # "master"/"chief": a TF1 chief job besides the workers
+    rounding_optimizers: tuple[str, ...] = ()  # Keras optimizers that round unlike TF1's kernels
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -235,6 +263,7 @@ def analyze(source: str) -> ProgramInfo:
         tuple(sorted(spelled.items())),
         named,
         _chief_job(tree),
+        _rounding_optimizers(tree),
     )
 
 

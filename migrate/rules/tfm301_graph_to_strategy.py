@@ -900,7 +900,10 @@ class GraphToStrategy(Rule):
         reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
         returns = self._replica_returns(fetch, graph, state_fetches)
         fetch.returned = len(returns)
-        ret = ""
+        # A step whose fetches are only the train op returns no tensors; an
+        # empty tuple (not None) lets the coordinator fetch it and the
+        # wrappers map over it.
+        ret = "return ()\n"
         if returns:
             ret = "return " + (returns[0] if len(returns) == 1 else ", ".join(returns)) + "\n"
         return self._assemble(graph, fetch, session, params, statements, forward, backward, reads, ret,
@@ -2912,6 +2915,7 @@ GraphToStrategy.INVALID = [
                     gradients = tape.gradient(loss, trainable_variables)
                     optimizer.apply_gradients(zip(gradients, trainable_variables))
                     global_step.assign_add(1)
+                    return ()
                 results = strategy.run(train_step_replica, args=(x,))
                 return tf.nest.map_structure(
                     lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
