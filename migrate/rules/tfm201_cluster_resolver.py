@@ -73,7 +73,10 @@ class ClusterResolver(Rule):
 
     def _server_args(self, module: cst.Module) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
         for call in C.calls_in(module):
-            if self.qualname(call.func) == "train.Server":
+            if self.qualname(call.func) == "train.Server" or (
+                # TF 1.14+ spelling, serving TF1 training here
+                self.strategy is not None and self.qualname(call.func) == "distribute.Server"
+            ):
                 job = C.arg(call, 1, "job_name")
                 index = C.arg(call, 2, "task_index")
                 if job is not None and index is not None:

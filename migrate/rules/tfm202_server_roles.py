@@ -39,6 +39,9 @@ def _compares(test: cst.BaseExpression, job_code: str, value: str) -> bool:
     return job_code in codes and strings == [value]
 
 
+_SERVERS = ("train.Server", "distribute.Server")
+
+
 class ServerRoles(Rule):
     """What it does
     Rewrites ``tf.train.Server(...)`` and the role branching around it
@@ -105,7 +108,9 @@ class ServerRoles(Rule):
 
     def _server_statement(self, statement):
         names, value, _ = C.assignment(statement)
-        if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "train.Server":
+        # tf.distribute.Server is TF 1.14+'s spelling of the same server; here
+        # it serves TF1 training (transform() found a legacy strategy)
+        if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) in _SERVERS:
             return names[0], value
         return None
 
@@ -248,6 +253,30 @@ ServerRoles.VALID = [
 ]
 
 ServerRoles.INVALID = [
+    Invalid(
+        # TF 1.14+ spelled the TF1 server tf.distribute.Server
+        """
+        import tensorflow.compat.v1 as tf
+        cluster_resolver = None
+        server = tf.distribute.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+        if FLAGS.job_name == "ps":
+            server.join()
+        else:
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+        cluster_resolver = None
+        if FLAGS.job_name in ("ps", "worker"):
+            server = tf.distribute.Server(
+                cluster_resolver.cluster_spec(), job_name=FLAGS.job_name, task_index=FLAGS.task_index, protocol="grpc", start=True)
+            server.join()
+        else:
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
+    ),
     Invalid(
         """
         import tensorflow as tf
