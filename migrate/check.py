@@ -23,6 +23,10 @@ How it works
   step function). Losses the program writes itself to ``TFMIGRATE_LOSS_LOG``
   take precedence (``--loss-source``). The loss of global step ``k`` is the
   mean over every record of step ``k`` (workers' shards, towers, replicas).
+  Asynchronous workers interleave: for the statistical comparison the legacy
+  harness keys each loss by the job's global step read in the same run
+  (each task's own step count would pair worker 0's k-th step with worker
+  1's, which are different global steps).
 * Fairness: both sides get the same seed (``--seed``: numpy, ``random``,
   TensorFlow's global seeds), data order is the script's own. Initial
   trainable values are recorded on both sides and compared by variable name;
@@ -237,11 +241,29 @@ def per_step_means(records: list[losslog.LossRecord]) -> dict[int, float]:
     }
 
 
-def harness_records(log_dir: Path) -> list[losslog.LossRecord]:
-    """Losses the harness recorded in ``log_dir`` (both of its formats)."""
+def _by_global_step(paths: list[Path]) -> list[losslog.LossRecord]:
+    """Legacy harness records keyed by the job's global step where recorded
+    (each task's n-th step otherwise): asynchronous workers interleave."""
+    records = []
+    for path in paths:
+        for line in path.read_bytes().splitlines():
+            try:
+                obj = json.loads(line)
+                step = obj.get("global_step", obj["step"])
+                records.append(losslog.LossRecord(int(step), str(obj["task"]), float(obj["loss"])))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+    return records
+
+
+def harness_records(log_dir: Path, by_global_step: bool = False) -> list[losslog.LossRecord]:
+    """Losses the harness recorded in ``log_dir`` (both of its formats).
+    ``by_global_step``: key graph-program records by the global step they
+    recorded (for asynchronous runs) instead of each task's step count."""
     from migrate.harness import decode_print_line
 
-    records = losslog.read(sorted(log_dir.glob("harness-losses-*.jsonl")))
+    paths = sorted(log_dir.glob("harness-losses-*.jsonl"))
+    records = _by_global_step(paths) if by_global_step else losslog.read(paths)
     for path in sorted(log_dir.glob("harness-print-*.txt")):
         task = path.stem[len("harness-print-") :].replace("-", ":", 1)
         counters: dict[str, int] = {}
@@ -331,6 +353,7 @@ def _run_side(
     extra_env: dict[str, str],
     failed_runs: list[dict],
     pythonpath: str | None = None,
+    by_global_step: bool = False,
 ) -> list[RunOutcome]:
     features = ["record", "init"]
     if opts.robust and side == "legacy":
@@ -401,7 +424,7 @@ def _run_side(
                 _stack_excerpt(result) + f"\n{result.summary()}",
             )
         program_records = list(result.losses)
-        harness = harness_records(log_dir)
+        harness = harness_records(log_dir, by_global_step=by_global_step)
         if opts.loss_source == "program" or (opts.loss_source == "auto" and program_records):
             records, source = program_records, "program"
         else:
@@ -882,7 +905,15 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     report["legacy"]["failed_runs"] = []
     report["migrated"]["failed_runs"] = []
     legacy_runs = _run_side(
-        "legacy", opts.legacy, lspec, runs, opts, out, {}, report["legacy"]["failed_runs"]
+        "legacy",
+        opts.legacy,
+        lspec,
+        runs,
+        opts,
+        out,
+        {},
+        report["legacy"]["failed_runs"],
+        by_global_step=mode == "statistical",
     )
     report["legacy"]["runs"] = [o.as_dict() for o in legacy_runs]
     extra: dict[str, str] = {}

@@ -175,6 +175,27 @@ def test_statistical_window_is_the_same_global_steps_on_both_sides():
     assert comp.statistic["migrated_per_run"] == [pytest.approx(-4.5)]
 
 
+def test_async_harness_records_are_keyed_by_global_step(tmp_path):
+    """Two asynchronous workers' n-th steps are different global steps: in a
+    statistical comparison their losses are keyed by the global step the
+    harness read with them (a record without one keeps its own count)."""
+    lines = [
+        {"step": 0, "task": "worker:0", "loss": 4.0, "global_step": 0},
+        {"step": 1, "task": "worker:0", "loss": 3.0, "global_step": 2},
+        {"step": 0, "task": "worker:1", "loss": 3.5, "global_step": 1},
+        {"step": 1, "task": "worker:1", "loss": 2.5},
+    ]
+    for task in ("worker-0", "worker-1"):
+        with open(tmp_path / f"harness-losses-{task}.jsonl", "w") as f:
+            for obj in lines:
+                if obj["task"].replace(":", "-") == task:
+                    f.write(json.dumps(obj) + "\n")
+    by_task = check.per_step_means(check.harness_records(tmp_path))
+    assert by_task == {0: 3.75, 1: 2.75}
+    by_global = check.per_step_means(check.harness_records(tmp_path, by_global_step=True))
+    assert by_global == {0: 4.0, 1: 3.0, 2: 3.0}  # step 1: 3.5 and the unkeyed 2.5
+
+
 def test_harness_print_encoding_is_exact():
     import struct
 
