@@ -10,6 +10,7 @@ from migrate.rules import _cst as C
 from migrate.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
+    kept_in_compat_v1,
     optimizer_call,
     schedule_call,
     schedule_step,
@@ -337,8 +338,22 @@ class GraphToStrategy(Rule):
             else:
                 kept.append(statement)
         after = kept
-        session = _SessionRegion(self, graph)
+        session = _SessionRegion(self, graph, body)
+        reported = len(self.ctx.reports)
         session.scan(after)
+        endless = session.endless_loops(after)
+        if endless:
+            # what the scan said about the session's hooks no longer applies: the block stays TF1
+            del self.ctx.reports[reported:]
+            for loop in endless:
+                self.report(loop, f"`while {C.code_of(loop.test)}:` would never end in TF2: the session has no"
+                            " StopAtStepHook (last_step/num_steps) the loop could count to, and the loop has no"
+                            " break, return or other bound and reads no input pipeline that could run out (a"
+                            " request_stop() or a hook of the program's own ended it in TF1); this training was"
+                            " left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"
+                            " bound the loop (for step in range(...)), then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            return body
         prelude = self._build(device_with, graph, session)
         new_after = session.rewrite(after)
         self.converted = True
@@ -772,7 +787,10 @@ class GraphToStrategy(Rule):
                             hint="pass the global step the train op advances, or migrate the schedule by hand",
                             reference=REFERENCE[self.strategy], fixed=False)
         code, note = _optimizer_code(call, self.qualname)
-        if note:
+        if note and kept_in_compat_v1(self.qualname(call.func)):
+            # TF1's own optimizer, kept for its numerics: nothing to do by hand
+            self.report(original, note, fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        elif note:
             self.report(original, note, fixed=False, hint="check the optimizer's numerics",
                         reference=REFERENCE[self.strategy])
         if changing and self.qualname(call.func).rsplit(".", 1)[-1] == "MomentumOptimizer":
@@ -826,7 +844,10 @@ class GraphToStrategy(Rule):
             if q is not None and q.startswith("train.") and q.endswith("Optimizer") and q != "train.SyncReplicasOptimizer":
                 code, note = _optimizer_code(call, self.qualname)
                 replaced[id(call)] = C.expr(code)
-                if note:
+                if note and kept_in_compat_v1(q):
+                    self.report(call, f"`{helper.name.value}` returns tf.{q}(...) here: {note}", fixed=True,
+                                severity="info", reference=REFERENCE[self.strategy])
+                elif note:
                     self.report(call, f"`{helper.name.value}` returns tf.{q}(...) here: {note}", fixed=False,
                                 hint="check the optimizer's numerics", reference=REFERENCE[self.strategy])
             elif q is None or not q.startswith(("keras.", "optimizers.")):
@@ -1077,9 +1098,13 @@ def _depends_on(pairs) -> set[str]:
 class _SessionRegion:
     """The statements after the graph block: sessions, hooks, the loop."""
 
-    def __init__(self, rule: GraphToStrategy, graph: Graph):
+    def __init__(self, rule: GraphToStrategy, graph: Graph, scope=()):
         self.rule = rule
         self.graph = graph
+        # the statements of the function (or module) holding the device block: where
+        # a hook passed by name (`hooks=[stop_hook]`) is bound
+        self.scope = list(scope)
+        self.bindings: dict[str, cst.Call | None] = {}
         self.sessions: set[str] = set()
         self.supervisors: set[str] = set()
         self.hooks: dict[str, list[cst.Call]] = {}
@@ -1117,6 +1142,12 @@ class _SessionRegion:
     # ---------------------------------------------------------------- scan
     def scan(self, statements) -> None:
         q = self.rule.qualname
+        for statement in self.scope:
+            for node in C.walk(statement):
+                names, value, _ = C.assignment(node)
+                if len(names) == 1 and isinstance(value, cst.Call):
+                    # bound twice: which call a use means depends on the path taken
+                    self.bindings[names[0]] = None if names[0] in self.bindings else value
         # lists passed as a session's hooks (`hooks = [...]`, then maybe `hooks.append(...)`)
         hook_lists = set()
         for statement in statements:
@@ -1239,9 +1270,17 @@ class _SessionRegion:
         q = self.rule.qualname
         for hook in calls:
             if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
-                self.rule.report(hook, f"the session hook `{hook.value}` is dropped with the session: it has no"
-                                 " automatic TF2 mapping here", hint="do what it did inside the training loop by hand",
-                                 reference=REFERENCE[self.rule.strategy], fixed=False)
+                bound = self.bindings.get(hook.value)
+                if bound is None:
+                    self.rule.report(hook, f"the session hook `{hook.value}` is dropped with the session: it has no"
+                                     " automatic TF2 mapping here", hint="do what it did inside the training loop by hand",
+                                     reference=REFERENCE[self.rule.strategy], fixed=False)
+                    continue
+                # `stop_hook = tf.train.StopAtStepHook(...)` ... `hooks=[stop_hook]`: the call it names;
+                # its binding goes with the session where nothing else reads the hook
+                if sum(_name_count(st, hook.value) for st in self.scope) == 2:
+                    self.removed_names.add(hook.value)
+                hook = bound
             if not isinstance(hook, cst.Call):
                 continue
             hq = q(hook.func)
@@ -1366,6 +1405,48 @@ class _SessionRegion:
             self.ticket_iters[queue] = self.rule._fresh(f"{queue}_iterator")
         return self.ticket_iters[queue]
 
+    def endless_loops(self, statements) -> list[cst.While]:
+        """`while not sess.should_stop():` loops that nothing would end once
+        the session is gone: no StopAtStepHook to count to, no break, return,
+        raise or exit in the body (one under `if sess.should_stop():` dies
+        with the session), no other bound in the test, no input pipeline
+        whose end raises OutOfRangeError."""
+        if self.last_step is not None or self.num_steps is not None:
+            return []
+        return [node for statement in statements for node in C.walk(statement)
+                if isinstance(node, cst.While) and self._waits_for_stop(node.test)
+                and any(self._asks_to_stop(n) for n in C.walk(node))
+                and not _has_exit(node.body, self._asks_to_stop) and not self._reads_input(node)]
+
+    def _asks_to_stop(self, node) -> bool:
+        return (isinstance(node, cst.Call) and _method(node) == "should_stop"
+                and _owner(node) in self.sessions | self.supervisors)
+
+    def _waits_for_stop(self, test) -> bool:
+        """Is the loop test true until the session is asked to stop (`not
+        sess.should_stop()`, `True`, `and` of those)?"""
+        if isinstance(test, cst.Name):
+            return test.value == "True"
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._asks_to_stop(test.expression)
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            return self._waits_for_stop(test.left) and self._waits_for_stop(test.right)
+        return False
+
+    def _reads_input(self, node) -> bool:
+        """Does a session run in `node` take a batch from an input pipeline?"""
+        inputs = self.graph.input_names
+        if not inputs:
+            return False
+        for call in C.calls_in(node):
+            fetch = self.fetch_by_call.get(id(call))
+            if fetch is None or not fetch.ok:
+                continue
+            wanted = set(fetch.values) | (C.names_used(self.graph.loss) if fetch.train else set())
+            if set(self.graph.params_for(self.graph.slice_for(wanted))) & inputs:
+                return True
+        return False
+
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
         if self.last_step is not None:
@@ -1444,6 +1525,29 @@ class _SessionRegion:
         return C.stmts(
             f"if {self.manager} is not None:\n    {self.manager}.save(checkpoint_number={gs})\n"
         )
+
+
+_EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
+
+
+def _has_exit(node, asks_to_stop, in_loop: bool = False) -> bool:
+    """A way out of the loop whose body is `node`: break (not in an inner
+    loop), return, raise or sys.exit(), except under `if sess.should_stop():`,
+    which the migration makes dead code."""
+    for child in node.children:
+        if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(child, (cst.Return, cst.Raise)) or (isinstance(child, cst.Break) and not in_loop):
+            return True
+        if isinstance(child, cst.Call) and C.code_of(child.func) in _EXIT_CALLS:
+            return True
+        if isinstance(child, cst.If) and asks_to_stop(child.test):
+            if child.orelse is not None and _has_exit(child.orelse, asks_to_stop, in_loop):
+                return True
+            continue
+        if _has_exit(child, asks_to_stop, in_loop or isinstance(child, (cst.For, cst.While))):
+            return True
+    return False
 
 
 def _method(call: cst.Call) -> str | None:
@@ -1750,15 +1854,15 @@ def _enclosing_function(module: cst.Module, loop) -> cst.FunctionDef | None:
     rewriter works on copies of the module's nodes); None at module level or
     when several loops have the same code."""
     code = C.code_of(loop)
+    kind = type(loop)
     found: list[cst.FunctionDef | None] = []
-
-    def visit(node, function):
-        if isinstance(node, type(loop)) and C.code_of(node) == code:
+    stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
+    while stack:  # a plain scan: libcst's .children rebuilds every node it passes
+        node, function = stack.pop()
+        if type(node) is kind and C.code_of(node) == code:
             found.append(function)
-        for child in node.children:
-            visit(child, node if isinstance(node, cst.FunctionDef) else function)
-
-    visit(module, None)
+        inner = node if isinstance(node, cst.FunctionDef) else function
+        stack.extend((child, inner) for child in C.children(node))
     return found[0] if len(found) == 1 else None
 
 
@@ -2536,7 +2640,8 @@ GraphToStrategy.INVALID = [
                 loss = tf.reduce_mean(tf.square(y))
                 global_step = tf.train.get_or_create_global_step()
                 train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
-            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief) as sess:
+            stop = tf.train.StopAtStepHook(last_step=500)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=[stop]) as sess:
                 while not sess.should_stop():
                     _, step = sess.run([train_op, global_step], feed_dict={x: batch()})
         """,
@@ -2615,6 +2720,8 @@ GraphToStrategy.INVALID = [
             max_steps_in_flight = 2 * steps_per_closure * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
             steps_in_flight = []
             pending_steps = []
+            # the global step lags behind by the steps in flight: count the scheduled ones
+            scheduled_steps = int(global_step.numpy())
 
             @tf.function
             def train_steps(*stacked):
@@ -2648,8 +2755,9 @@ GraphToStrategy.INVALID = [
                     # skip what the loop did with them (a TF1 worker that died lost its step too).
                     return
 
-            while True:
+            while not scheduled_steps >= 500:
                 pending_steps.append(((batch(),), ()))
+                scheduled_steps += 1
                 if len(pending_steps) == steps_per_closure:
                     queue_pending_steps()
                 while len(steps_in_flight) > max_steps_in_flight:
@@ -2678,7 +2786,8 @@ GraphToStrategy.INVALID = [
                 loss = tf.reduce_mean(tf.square(y))
                 global_step = tf.train.get_or_create_global_step()
                 train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
-            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief) as sess:
+            stop = tf.train.StopAtStepHook(last_step=500)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=[stop]) as sess:
                 while not sess.should_stop():
                     _, step = sess.run([train_op, global_step], feed_dict={x: batch(), keep_prob: 0.5})
         """,
@@ -2732,6 +2841,8 @@ GraphToStrategy.INVALID = [
             max_steps_in_flight = 2 * steps_per_closure * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
             steps_in_flight = []
             pending_steps = []
+            # the global step lags behind by the steps in flight: count the scheduled ones
+            scheduled_steps = int(global_step.numpy())
 
             @tf.function
             def train_steps(*stacked):
@@ -2765,8 +2876,9 @@ GraphToStrategy.INVALID = [
                     # skip what the loop did with them (a TF1 worker that died lost its step too).
                     return
 
-            while True:
+            while not scheduled_steps >= 500:
                 pending_steps.append(((batch(),), ()))
+                scheduled_steps += 1
                 if len(pending_steps) == steps_per_closure:
                     queue_pending_steps()
                 while len(steps_in_flight) > max_steps_in_flight:
