@@ -463,6 +463,23 @@ def test_async_one_worker_step_by_step_from_harness_only(tmp_path):
     assert report["migrated"]["launch"]["jobs"] == {"chief": 1, "worker": 1, "ps": 1}
 
 
+def test_naive_program_that_hangs_on_its_own_is_checked(tmp_path):
+    """legacy_reference/naive_async_ps.py hangs when run as written (its late
+    non-chief waits forever for the finished chief: no device_filters). The
+    harness defuses that from outside (device filters, a start barrier), so
+    the pair is compared: one statistical run each side, to stay short."""
+    code, report = run(
+        LEGACY / "naive_async_ps.py",
+        migrated_for("naive_async_ps"),
+        tmp_path,
+        "--workers", "2", "--runs", "1", "--steps", "20",
+    )
+    assert code == 0, report["reason"]
+    assert report["mode"] == "statistical"
+    fired = " ".join(report["legacy"]["runs"][0]["harness_fired"])
+    assert "worker:1: device_filters added" in fired and "start barrier" in fired
+
+
 @pytest.mark.slow
 def test_async_two_workers_statistically(tmp_path):
     """Asynchronous ps/worker with 2 workers vs ParameterServerStrategy with 2
