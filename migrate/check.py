@@ -85,6 +85,7 @@ JSON report lists for each side (``comparison.statistic``).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -267,7 +268,10 @@ def harness_records(log_dir: Path, by_global_step: bool = False) -> list[losslog
     for path in sorted(log_dir.glob("harness-print-*.txt")):
         task = path.stem[len("harness-print-") :].replace("-", ":", 1)
         counters: dict[str, int] = {}
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        # a line without its newline is still being written (or was torn by a
+        # kill): its number may be cut short, so it is not a record
+        for line in text.splitlines()[: text.count("\n")]:
             decoded = decode_print_line(line)
             if decoded is None:
                 continue
@@ -277,6 +281,29 @@ def harness_records(log_dir: Path, by_global_step: bool = False) -> list[losslog
             records.append(losslog.LossRecord(step, f"{task}/replica:{replica}", loss))
     records.sort()
     return records
+
+
+def _trained_steps_reached(log_dir: Path, steps: int, loss_source: str, by_global_step: bool) -> bool:
+    """Whether a running job has recorded its first ``steps`` steps, each by
+    every task (or replica) that records it: ``run_cluster``'s stop_when for
+    scripts without a step-count option."""
+    try:
+        records = []
+        if loss_source != "harness":
+            records = losslog.read(sorted(log_dir.glob("losses-*.jsonl")))
+        if not records and loss_source != "program":
+            records = harness_records(log_dir, by_global_step=by_global_step)
+        if not records:
+            return False
+        if by_global_step:  # asynchronous workers: the job's first steps, whoever ran them
+            return len({r.step for r in records if r.step < steps}) >= steps
+        counts: dict[str, int] = {}
+        for r in records:
+            if r.step < steps:
+                counts[r.task] = counts.get(r.task, 0) + 1
+        return bool(counts) and min(counts.values()) >= steps
+    except OSError:
+        return False
 
 
 def _harness_fired(log_dir: Path) -> list[str]:
@@ -355,7 +382,7 @@ def _run_side(
     pythonpath: str | None = None,
     by_global_step: bool = False,
 ) -> list[RunOutcome]:
-    features = ["record", "init"]
+    features = ["record", "init", "isolate"]
     if opts.robust and side == "legacy":
         features.append("robust")
     if opts.loss_source == "harness":
@@ -392,6 +419,11 @@ def _run_side(
             chief = next(job for job in TRAINER_JOBS if job in spec.jobs)
             faults.append(Fault(job=chief, index=0, at_step=opts.kill_chief_at, restart=True))
         script_args = [a.replace("{run_dir}", str(log_dir.resolve())) for a in opts.script_args]
+        stop_when = None
+        if spec.step_cap is not None:
+            stop_when = functools.partial(
+                _trained_steps_reached, log_dir, spec.step_cap, opts.loss_source, by_global_step
+            )
         result = run_cluster(
             program,
             spec.jobs,
@@ -403,6 +435,7 @@ def _run_side(
             log_dir=log_dir,
             env=env,
             faults=faults,
+            stop_when=stop_when,
         )
         if faults and not result.faults:
             raise CheckError(f"{side} run {i + 1}: the chief never reached step {opts.kill_chief_at}")
@@ -429,6 +462,9 @@ def _run_side(
             records, source = program_records, "program"
         else:
             records, source = harness, "harness"
+        if spec.step_cap is not None:
+            # the steps a stopped job trained past the cap are cut short by the stop
+            records = [r for r in records if r.step < spec.step_cap]
         if not records:
             raise CheckError(
                 f"{side} run {i + 1} finished but recorded no training losses "

@@ -68,6 +68,7 @@ FAILURE_DUMP_WAIT_SECONDS = 1.0  # SIGUSR1 -> teardown after a task failed
 TIMEOUT_DUMP_WAIT_SECONDS = 1.5  # SIGUSR1 -> teardown after the overall timeout
 POLL_SECONDS = 0.05
 RSS_POLL_SECONDS = 0.2
+STOP_POLL_SECONDS = 0.25  # how often the caller's stop_when is asked
 LAST_LOG_LINES = 5
 ISOLATED_MARGIN_SECONDS = 30.0  # beyond ``timeout``, for the inner launcher's own teardown
 
@@ -156,6 +157,7 @@ class ClusterResult:
     wall_time: float
     faults: list[FaultEvent]
     network_isolated: bool = False  # ran inside a private network namespace
+    stopped_early: bool = False  # ended by the caller's stop_when, not by its tasks
 
     def task(self, job: str, index: int = 0) -> TaskResult:
         for t in self.tasks:
@@ -172,6 +174,8 @@ class ClusterResult:
 
     def summary(self) -> str:
         status = "ok" if self.ok else ("TIMED OUT" if self.timed_out else "FAILED")
+        if self.ok and self.stopped_early:
+            status = "ok (stopped early)"
         lines = [
             f"cluster {status} in {self.wall_time:.1f}s"
             + (" (isolated network)" if self.network_isolated else "")
@@ -469,6 +473,7 @@ class _ClusterRun:
         flag_names: Mapping[str, str | None] | None,
         cwd: str | os.PathLike | None,
         task_args: Callable[[str, int], Sequence[str]] | None,
+        stop_when: Callable[[], bool] | None = None,
     ) -> None:
         if role_style not in ROLE_STYLES:
             raise ValueError(f"role_style must be one of {ROLE_STYLES}, not {role_style!r}")
@@ -517,6 +522,9 @@ class _ClusterRun:
         self._env = env
         self.guard = _SignalGuard()
         self._last_rss_poll = 0.0
+        self._stop_when = stop_when
+        self._last_stop_poll = 0.0
+        self.stopped_early = False
 
     # ----------------------------------------------------------------- setup
 
@@ -817,6 +825,15 @@ class _ClusterRun:
                 self.finished = True
                 self._terminate([t for t in self.tasks if t.server_only])
                 return
+            if self._stop_requested():
+                # the caller has what it needs (e.g. check's first N steps of a
+                # script with no step-count option): end every task now
+                self.ok = True
+                self.finished = True
+                self.stopped_early = True
+                self.reason = "stopped early by the caller"
+                self._terminate(self.tasks)
+                return
             if time.monotonic() > self.deadline:
                 self._timeout()
                 return
@@ -825,6 +842,13 @@ class _ClusterRun:
             self._escalate_fault_kills()
             self._poll_rss_if_due()
             self._sleep(POLL_SECONDS)
+
+    def _stop_requested(self) -> bool:
+        now = time.monotonic()
+        if self._stop_when is None or now - self._last_stop_poll < STOP_POLL_SECONDS:
+            return False
+        self._last_stop_poll = now
+        return bool(self._stop_when())
 
     def _poll_rss_if_due(self) -> None:
         now = time.monotonic()
@@ -898,6 +922,7 @@ class _ClusterRun:
             log_dir=self.log_dir,
             wall_time=wall_time,
             faults=list(self.events),
+            stopped_early=self.stopped_early,
         )
 
 
@@ -918,6 +943,7 @@ def run_cluster(
     cwd: str | os.PathLike | None = None,
     task_args: Callable[[str, int], Sequence[str]] | None = None,
     isolate_network: bool = False,
+    stop_when: Callable[[], bool] | None = None,
 ) -> ClusterResult:
     """Run ``program`` as every task of a loopback cluster and wait for it.
 
@@ -939,7 +965,13 @@ def run_cluster(
     servers listen on the wildcard address, and parallel runs cannot clash
     over ports. Elsewhere it falls back to a normal run; the result's
     ``network_isolated`` says which happened.
+
+    ``stop_when``, asked every STOP_POLL_SECONDS while the tasks run, ends
+    the run successfully once it returns true (every task is torn down;
+    ``stopped_early`` says so). Not with ``isolate_network``.
     """
+    if stop_when is not None and isolate_network:
+        raise ValueError("stop_when cannot cross into an isolated network namespace")
     run = _ClusterRun(
         program,
         jobs,
@@ -953,6 +985,7 @@ def run_cluster(
         flag_names,
         cwd,
         task_args,
+        stop_when,
     )
     if isolate_network and network_isolation_available():
         spec = {

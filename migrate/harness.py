@@ -8,6 +8,10 @@ program itself is never edited:
     ``record``  record per-step training losses (below);
     ``init``    dump the initial values of trainable variables (npz);
     ``robust``  defuse the known hang points of legacy ps/worker code;
+    ``isolate`` keep checkpoints inside the harness directory: a path the
+                script hard-codes (``checkpoint_dir="/tmp/train_logs"``)
+                maps to ``<dir>/checkpoints/tmp/train_logs``, so one run
+                never restores what another run (or the other side) saved;
     ``hide``    hide ``TFMIGRATE_LOSS_LOG`` from the program, so only the
                 harness records losses (to verify the harness itself).
 ``TFMIGRATE_HARNESS_DIR``   where the harness writes (default: beside the loss log,
@@ -157,6 +161,7 @@ class _Harness:
         self.depth = threading.local()
         self.steps_recorded = 0
         self.started = False  # this task ran its first training step
+        self.init_saved = False  # tf.function programs: initial values saved at the first trace
         self.created_init: dict[str, object] = {}
         self.align_values: dict[str, object] = {}
         self.aligned: list[str] = []
@@ -205,6 +210,8 @@ class _Harness:
             self.patch_variable_creation()
         if "robust" in self.features:
             self.patch_hang_points()
+        if "isolate" in self.features:
+            self.patch_checkpoint_paths()
         atexit.register(self.at_exit)
 
     def seed(self, seed: int) -> None:
@@ -437,6 +444,11 @@ class _Harness:
                 return
             if not target.dtype.is_floating:
                 return
+            if self.created_init and not self.init_saved:
+                # the model exists once its first step is traced: its initial values
+                # are saved now, not only at exit (check may stop the job early)
+                self.init_saved = True
+                self.save_init(self.created_init)
             if tf.executing_eagerly() and not tf.inside_function():
                 self.record_losses([float(target.numpy())])
                 return
@@ -534,6 +546,75 @@ class _Harness:
             self.created_init[strip_variable_name(var.name)] = var.numpy()
         except Exception as e:  # noqa: BLE001 - observing must never break the program
             self.failed(e)
+
+    # ------------------------------------------------------------ checkpoints
+
+    def isolated_path(self, path):
+        """``path`` (a checkpoint directory or file prefix) inside this run's
+        harness directory; paths already there are kept (``{run_dir}``
+        arguments, a restarted chief reading what it saved)."""
+        if not path or not isinstance(path, (str, os.PathLike)):
+            return path
+        try:
+            base = self.dir.resolve()
+            full = Path(os.path.abspath(os.fspath(path)))
+            if full == base or base in full.parents:
+                return path
+            mapped = base / "checkpoints" / str(full).lstrip(os.sep)
+            mapped.parent.mkdir(parents=True, exist_ok=True)
+            self.fired(f"checkpoints redirected: {os.fspath(path)} -> {mapped}")
+            return str(mapped)
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+            return path
+
+    def patch_checkpoint_paths(self) -> None:
+        import inspect
+        import sys
+
+        from tensorflow.python.checkpoint import checkpoint_management
+        from tensorflow.python.training import monitored_session, supervisor
+        from tensorflow.python.training import saver as saver_lib
+
+        harness = self
+        self.tf.compat.v1.train.MonitoredTrainingSession  # noqa: B018 - load the lazy API module
+
+        def mapped(function, *names):
+            """``function`` with its ``names`` arguments isolated; the same
+            object replaces the original in every module that exports it."""
+            signature = inspect.signature(function)
+
+            def wrapper(*args, **kwargs):
+                try:
+                    bound = signature.bind(*args, **kwargs)
+                    for name in names:
+                        if name in bound.arguments:
+                            bound.arguments[name] = harness.isolated_path(bound.arguments[name])
+                    args, kwargs = bound.args, bound.kwargs
+                except TypeError:
+                    pass  # let the original report the bad call
+                return function(*args, **kwargs)
+
+            return wrapper
+
+        functions = [
+            (monitored_session.MonitoredTrainingSession, ("checkpoint_dir", "summary_dir")),
+            (checkpoint_management.latest_checkpoint, ("checkpoint_dir",)),
+            (checkpoint_management.get_checkpoint_state, ("checkpoint_dir",)),
+        ]
+        for original, names in functions:
+            replacement = mapped(original, *names)
+            for module in list(sys.modules.values()):
+                for attr, value in list(getattr(module, "__dict__", {}).items()):
+                    if value is original:
+                        setattr(module, attr, replacement)
+        for cls, method, names in (
+            (supervisor.Supervisor, "__init__", ("logdir",)),
+            (saver_lib.Saver, "save", ("save_path",)),
+            (saver_lib.Saver, "restore", ("save_path",)),
+            (checkpoint_management.CheckpointManager, "__init__", ("directory",)),
+        ):
+            setattr(cls, method, mapped(getattr(cls, method), *names))
 
     # ------------------------------------------------------------ hang points
 

@@ -206,6 +206,8 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     flag_names: dict[str, str | None] = field(default_factory=dict)  # run_cluster's flag_names
+    # steps the caller must stop the job at: the script defines no step-count option
+    step_cap: int | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -217,6 +219,7 @@ class LaunchSpec:
             "env": dict(self.env),
             "notes": list(self.notes),
             "flag_names": dict(self.flag_names),
+            "step_cap": self.step_cap,
         }
 
 
@@ -287,7 +290,13 @@ def _knob_args(
         return
     found = info.knob(knobs)
     if found is None:
-        spec.notes.append(f"the script defines no {what} option; its default is used")
+        if knobs is STEP_KNOBS:
+            spec.step_cap = value
+            spec.notes.append(
+                f"the script defines no {what} option: check stops the job once it trained {value} steps"
+            )
+        else:
+            spec.notes.append(f"the script defines no {what} option; its default is used")
         return
     kind, name = found
     if kind == "option":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -564,6 +565,30 @@ def test_realistic_adam_script_whose_loop_fetches_nothing(tmp_path):
     comp = report["comparison"]
     assert comp["steps_compared"] == 20
     assert 0 < comp["max_rel_diff"] < check.ROUNDING_OPTIMIZER_RTOL
+
+
+def test_realistic_howto_script_with_hard_coded_length_and_checkpoint_dir(tmp_path):
+    """The how-to shape: StopAtStepHook(last_step=1000000) and no step-count
+    option, so check stops each job once it trained --steps steps; and a
+    hard-coded checkpoint_dir, which the harness keeps inside each run's own
+    directory (otherwise the migrated run, or the next check, would restore
+    what the legacy run saved there)."""
+    hard_coded = Path("/tmp/tfmigrate-howto-train-logs")
+    shutil.rmtree(hard_coded, ignore_errors=True)
+    code, report = run(
+        REALISTIC / "howto_trainer_fixed_last_step.py", None, tmp_path, "--workers", "1", "--steps", "12"
+    )
+    assert code == 0, report["reason"]
+    assert report["comparison"]["steps_compared"] == 12
+    for side in ("legacy", "migrated"):
+        assert report[side]["launch"]["step_cap"] == 12
+        run0 = report[side]["runs"][0]
+        assert run0["steps"] == 12
+        assert any("checkpoints redirected: /tmp/tfmigrate-howto-train-logs" in f for f in run0["harness_fired"])
+    # TF1's checkpoint saver wrote its first checkpoint, in the run's own directory
+    legacy_dir = Path(report["legacy"]["runs"][0]["log_dir"], "checkpoints", "tmp", "tfmigrate-howto-train-logs")
+    assert list(legacy_dir.glob("model.ckpt-*.index"))
+    assert not hard_coded.exists()
 
 
 def test_step_tolerance_follows_the_migrated_optimizer():

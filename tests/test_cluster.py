@@ -608,6 +608,35 @@ def test_fault_after_seconds_without_restart_is_not_a_failure(tmp_path):
     assert len(result.losses_for("worker:0")) == 60
 
 
+def test_stop_when_ends_a_job_that_would_run_on(tmp_path):
+    """A job far longer than the caller needs (a script without a step-count
+    option) is ended once stop_when holds: a success, marked stopped early,
+    every task gone (the ps too), long before the job itself would end."""
+    loss_logs = [tmp_path / "losses-worker-0.jsonl", tmp_path / "losses-worker-1.jsonl"]
+
+    def five_steps_each() -> bool:
+        return all(p.exists() and p.read_text().count("\n") >= 5 for p in loss_logs)
+
+    result = run_cluster(
+        program("worker_steps.py"),
+        {"ps": 1, "worker": 2},
+        args=["--steps=100000", "--step_delay=0.02"],
+        timeout=TIMEOUT,
+        log_dir=tmp_path,
+        stop_when=five_steps_each,
+    )
+    assert result.ok and result.stopped_early, result.summary()
+    assert "stopped early" in result.summary()
+    for worker in ("worker:0", "worker:1"):
+        assert 5 <= len(result.losses_for(worker)) < 1000
+    assert all(t.ended_by_launcher for t in result.tasks)
+    assert result.wall_time < TIMEOUT / 2
+    assert not wait_all_dead(every_pid(result))
+    with pytest.raises(ValueError):
+        run_cluster(program("worker_steps.py"), {"worker": 1}, stop_when=five_steps_each,
+                    isolate_network=True, log_dir=tmp_path)
+
+
 def test_fault_validation():
     with pytest.raises(ValueError):
         Fault(job="worker", index=0)
