@@ -12,7 +12,12 @@ import libcst as cst
 import numpy as np
 import pytest
 
-from migrate.rules._equivalents import initializer_call, optimizer_call, variable_from_get_variable
+from migrate.rules._equivalents import (
+    initializer_call,
+    kept_in_compat_v1,
+    optimizer_call,
+    variable_from_get_variable,
+)
 
 
 def code(node: cst.CSTNode | None) -> str | None:
@@ -52,10 +57,15 @@ def test_adam_writes_tf1_epsilon_and_renames_betas():
     assert out == "tf.keras.optimizers.Adam(learning_rate=lr, epsilon=1e-4)"
 
 
-def test_rmsprop_maps_decay_to_rho_and_flags_its_accumulator_difference():
+def test_rmsprop_is_kept_in_compat_v1_with_a_note_on_how_to_switch():
+    # Keras 3 RMSprop starts its accumulator at 0, TF1's at 1.0: no Keras call reproduces it
     out, note = opt("tf.train.RMSPropOptimizer(0.01, 0.95, centered=True)")
-    assert out == "tf.keras.optimizers.RMSprop(learning_rate=0.01, rho=0.95, epsilon=1e-10, centered=True)"
-    assert "accumulator" in note
+    assert out is None
+    assert "accumulator at 0.0 where TF1 started it at 1.0" in note
+    assert "tf.keras.optimizers.RMSprop(learning_rate=..., rho=<decay>" in note  # how to switch
+    assert kept_in_compat_v1("train.RMSPropOptimizer") and kept_in_compat_v1("compat.v1.train.RMSPropOptimizer")
+    assert not kept_in_compat_v1("train.AdamOptimizer") and not kept_in_compat_v1("train.FtrlOptimizer")
+    assert not kept_in_compat_v1(None)
 
 
 def test_keras_optimizers_pass_through_unchanged():
@@ -198,15 +208,59 @@ def test_mapped_optimizer_follows_the_tf1_trajectory(src, make):
     assert np.max(np.abs(want[-1] - init_value)) > 1e-3
 
 
-def test_rmsprop_note_is_true_first_steps_differ_from_tf1():
-    src = "tf.compat.v1.train.RMSPropOptimizer(0.01)"
-    generated, note = opt(src)
-    assert generated is not None and note
+def _compat_v1_step_trajectory(generated: str, init_value: np.ndarray, grads: list[np.ndarray]) -> list[np.ndarray]:
+    """The kept TF1 optimizer as a migrated step runs it: built eagerly,
+    applied inside a tf.function (its slots are made on the first trace)."""
+    optimizer = eval(generated, {"tf": tf})
+    var = tf.Variable(init_value, dtype=tf.float32)
+
+    @tf.function
+    def step(grad):
+        optimizer.apply_gradients([(grad, var)])
+
+    out = []
+    for grad in grads:
+        step(tf.constant(grad))
+        out.append(var.numpy())
+    return out
+
+
+KEPT_RMSPROP = [
+    ("tf.train.RMSPropOptimizer(0.01)", lambda: tf.compat.v1.train.RMSPropOptimizer(0.01)),
+    ("tf.train.RMSPropOptimizer(0.02, decay=0.8, momentum=0.5)",
+     lambda: tf.compat.v1.train.RMSPropOptimizer(0.02, decay=0.8, momentum=0.5)),
+    ("tf.train.RMSPropOptimizer(0.01, 0.9, 0.0, 1e-6, centered=True)",
+     lambda: tf.compat.v1.train.RMSPropOptimizer(0.01, 0.9, 0.0, 1e-6, centered=True)),
+]
+
+
+@pytest.mark.parametrize("src, make", KEPT_RMSPROP, ids=[s for s, _ in KEPT_RMSPROP])
+def test_kept_compat_v1_rmsprop_in_a_tf_function_follows_tf1_bit_for_bit(src, make):
+    from migrate.rules.tfm301_graph_to_strategy import _optimizer_code
+
+    # the optimizer TFM301 writes into the strategy scope, and its note
+    generated, note = _optimizer_code(cst.parse_expression(src), lambda func: "train.RMSPropOptimizer")
+    assert generated == src.replace("tf.train.", "tf.compat.v1.train.") and "accumulator" in note
+    init_value = np.linspace(-1.0, 1.0, 6, dtype=np.float32).reshape(2, 3)
+    grads = _grads(STEPS, init_value.shape, seed=2)
+    want = _tf1_trajectory(make, init_value, grads)
+    got = _compat_v1_step_trajectory(generated, init_value, grads)
+    for step, (w, g) in enumerate(zip(want, got)):
+        np.testing.assert_array_equal(g, w, err_msg=f"{generated} step {step}")
+    assert np.max(np.abs(want[-1] - init_value)) > 1e-3
+
+
+def test_rmsprop_note_is_true_keras_rmsprop_leaves_the_tf1_trajectory_at_once():
+    # what the note tells the user to switch to, with every TF1 default written out
+    keras = "tf.keras.optimizers.RMSprop(learning_rate=0.01, rho=0.9, epsilon=1e-10)"
     init_value = np.ones((2, 2), np.float32)
-    grads = _grads(3, init_value.shape)
+    grads = [g * 0.1 for g in _grads(3, init_value.shape)]
     want = _tf1_trajectory(lambda: tf.compat.v1.train.RMSPropOptimizer(0.01), init_value, grads)
-    got = _keras_trajectory(generated, init_value, grads)
-    assert not np.allclose(got[0], want[0], rtol=1e-3)
+    got = _keras_trajectory(keras, init_value, grads)
+    first_tf1, first_keras = np.abs(want[0] - init_value), np.abs(got[0] - init_value)
+    # Keras: about lr / sqrt(1 - rho) whatever the gradient; TF1: about lr * |gradient|
+    np.testing.assert_allclose(first_keras, 0.01 / np.sqrt(0.1), rtol=1e-3)
+    assert np.all(first_keras > 3 * first_tf1)
 
 
 def _tf1_graph_value(make_init, shape):

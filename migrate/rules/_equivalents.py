@@ -140,23 +140,20 @@ _OPTIMIZERS: dict[str, _OptSpec] = {
         {"learning_rate": "learning_rate", "rho": "rho", "epsilon": "epsilon", **_DROP},
         {"learning_rate": "0.001", "rho": "0.95", "epsilon": "1e-08"},
     ),
-    "RMSPropOptimizer": _OptSpec(
-        ("learning_rate", "decay", "momentum", "epsilon", "use_locking", "centered", "name"),
-        ("learning_rate",),
-        "RMSprop",
-        {
-            "learning_rate": "learning_rate",
-            "decay": "rho",
-            "momentum": "momentum",
-            "epsilon": "epsilon",
-            "centered": "centered",
-            **_DROP,
-        },
-        {"rho": "0.9", "epsilon": "1e-10"},
-        note=(
-            "TF1 RMSProp starts its mean-square accumulator at 1.0, Keras 3 RMSprop at 0.0:"
-            " the first steps are larger in Keras (same fixed point, different trajectory)"
-        ),
+}
+
+# TF1 optimizers kept as ``tf.compat.v1.train.*``: they run in TF2 (eagerly, in a
+# tf.function, under every strategy: apply_gradients merges the replicas'
+# gradients itself) with TF1's exact numerics, where the Keras 3 optimizer of
+# the same name follows another trajectory. Name -> why, and how to switch.
+KEPT_IN_COMPAT_V1 = {
+    "RMSPropOptimizer": (
+        "kept tf.compat.v1.train.RMSPropOptimizer, which runs in TF2 with TF1's numerics: Keras 3 RMSprop starts"
+        " its mean-square accumulator at 0.0 where TF1 started it at 1.0, so its first updates are about"
+        " learning_rate / sqrt(1 - decay) whatever the gradient, where TF1's scale with the gradient (about"
+        " learning_rate * gradient while gradients are small), and the whole trajectory differs. To move to Keras, use"
+        " tf.keras.optimizers.RMSprop(learning_rate=..., rho=<decay>, momentum=..., epsilon=<TF1 epsilon, 1e-10"
+        " by default>, centered=...) and accept, or retune for, the different early steps"
     ),
 }
 
@@ -181,6 +178,8 @@ def optimizer_call(call: cst.Call, qualname: str) -> tuple[cst.Call | None, str]
     short = _short(qualname)
     if short in _NO_OPTIMIZER:
         return None, _NO_OPTIMIZER[short]
+    if short in KEPT_IN_COMPAT_V1:
+        return None, KEPT_IN_COMPAT_V1[short]
     spec = _OPTIMIZERS.get(short)
     if spec is None:
         return None, f"no known Keras 3 equivalent of `{qualname}`"
@@ -519,11 +518,19 @@ def _looks_like_initializer(node: cst.BaseExpression) -> bool:
     return last.endswith("_initializer") or last in _INITIALIZERS or "initializers." in d
 
 
+def kept_in_compat_v1(qualname: str | None) -> bool:
+    """Is ``qualname`` (``"train.RMSPropOptimizer"``) a TF1 optimizer kept as
+    ``tf.compat.v1`` on purpose, for its exact numerics (``KEPT_IN_COMPAT_V1``)?"""
+    return bool(qualname) and _short(qualname) in KEPT_IN_COMPAT_V1
+
+
 __all__ = [
+    "KEPT_IN_COMPAT_V1",
     "NO_KERAS_SCHEDULE",
     "bind_args",
     "initializer_call",
     "is_schedule",
+    "kept_in_compat_v1",
     "optimizer_call",
     "schedule_call",
     "schedule_step",

@@ -54,6 +54,33 @@ SYNC_METHODS = {"get_chief_queue_runner", "get_init_tokens_op", "make_session_ru
 SYNC_ATTRS = {"local_step_init_op", "chief_init_op", "ready_for_local_init_op", "sync_init_op"}
 
 
+ITERATOR_MAKERS = {"data.make_one_shot_iterator"}
+# iterators a session must initialize or feed: no one-pass Python iterator stands for them
+OTHER_ITERATORS = {
+    "data.make_initializable_iterator": "an initializable iterator (its initializer op is run by the session)",
+    "data.Iterator.from_structure": "a reinitializable iterator (Iterator.from_structure)",
+    "data.Iterator.from_string_handle": "a feedable iterator (Iterator.from_string_handle)",
+}
+OTHER_ITERATOR_METHODS = {
+    "make_initializable_iterator": "an initializable iterator (its initializer op is run by the session)",
+}
+
+
+@dataclass
+class InputPipeline:
+    """`x, y = tf.data.make_one_shot_iterator(dataset).get_next()` (or
+    `iterator = ...` then `iterator.get_next()`, or a module function returning
+    that): each session run of an op that reads x or y took the next batch."""
+
+    names: list[str]  # the get_next() targets, in order: the step's parameters
+    single: bool  # one target, bound to the whole element (`batch = ...get_next()`)
+    dataset: cst.BaseExpression  # what the iterator iterates
+    statement: cst.BaseStatement  # the get_next() statement
+    iterator: str | None = None  # the program's own name for the iterator, if it has one
+    helper: str | None = None  # `x, y = input_fn()`: the module function that returned get_next()
+    endless: bool = False  # the dataset repeats forever (`.repeat()`): its end never comes
+
+
 @dataclass
 class Graph:
     placeholders: list[tuple[str, cst.BaseStatement, cst.Call]] = field(default_factory=list)
@@ -84,10 +111,29 @@ class Graph:
     unwrapped_devices: list[cst.With] = field(default_factory=list)
     variable_helpers: frozenset[str] = frozenset()  # module functions creating variables
     keep_schedules: bool = False  # see analyze()
+    # tf.data input pipelines read by one-shot iterators (analyze(inputs=...))
+    follow_inputs: bool = False
+    input_helpers: frozenset[str] = frozenset()  # module functions returning a one-shot iterator's get_next()
+    inputs: list[InputPipeline] = field(default_factory=list)
+    iterators: dict[str, tuple[cst.BaseExpression, cst.BaseStatement]] = field(default_factory=dict)
+    # the statements building the pipelines' datasets, moved out of the forward computation
+    pipeline: list[cst.BaseStatement] = field(default_factory=list)
+    # `w = tf.get_variable(..., regularizer=r)`: (variable, regularizer) in creation order,
+    # the terms TF1 put in the REGULARIZATION_LOSSES collection
+    regularized: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
 
     @property
     def placeholder_names(self) -> list[str]:
         return [p[0] for p in self.placeholders]
+
+    @property
+    def input_names(self) -> set[str]:
+        return {n for pipeline in self.inputs for n in pipeline.names}
+
+    @property
+    def ending_input_names(self) -> set[str]:
+        """Targets of the pipelines that may run out (OutOfRangeError)."""
+        return {n for pipeline in self.inputs if not pipeline.endless for n in pipeline.names}
 
     @property
     def compute_names(self) -> set[str]:
@@ -104,30 +150,130 @@ class Graph:
         return list(reversed(chosen))
 
     def params_for(self, statements) -> list[str]:
+        """The placeholders the statements read, then every target of each
+        input pipeline they read (one get_next() gave them all)."""
         used: set[str] = set()
         for _, s in statements:
             used |= C.names_used(s)
-        return [n for n in self.placeholder_names if n in used]
+        params = [n for n in self.placeholder_names if n in used]
+        for pipeline in self.inputs:
+            if used & set(pipeline.names):
+                params += pipeline.names
+        return params
 
 
 def _is_optimizer(q: str | None) -> bool:
     return bool(q) and q.startswith("train.") and q.endswith("Optimizer") and q != "train.SyncReplicasOptimizer"
 
 
-def analyze(statements, qualname, dropped=(), variable_helpers=frozenset(), schedules=False) -> Graph:
+def analyze(statements, qualname, dropped=(), variable_helpers=frozenset(), schedules=False,
+            inputs=None) -> Graph:
     """`dropped`: names of graph plumbing built before the block (a "done"
     queue on the ps) whose ops the block derives; `variable_helpers`: module
-    functions that create variables (for nested device blocks); `schedules`:
-    take named learning-rate schedules (``Graph.schedules``) and Keras
-    optimizers built in the block as state, for a rule that rebuilds them,
-    instead of as forward computation."""
+    functions that create variables (their calls build the model, whatever
+    they are passed); `schedules`: take named learning-rate schedules
+    (``Graph.schedules``) and Keras optimizers built in the block as state,
+    for a rule that rebuilds them, instead of as forward computation;
+    `inputs`: follow tf.data one-shot iterators (``Graph.inputs``), given the
+    module functions that return one's ``get_next()`` (None: do not)."""
     g = Graph()
     g.dropped.update(dropped)
     g.variable_helpers = frozenset(variable_helpers)
     g.keep_schedules = schedules
+    g.follow_inputs = inputs is not None
+    g.input_helpers = frozenset(inputs or ())
     for statement in statements:
         _classify(g, statement, qualname)
+    if g.inputs:
+        _separate_pipelines(g)
     return g
+
+
+def _separate_pipelines(g: Graph) -> None:
+    """The statements building the datasets (`ds = ds.batch(32)`) run once,
+    before the iterators are made, not in every step."""
+    needed: set[str] = set()
+    for pipeline in g.inputs:
+        needed |= C.names_used(pipeline.dataset)
+    moved = g.slice_for(needed)
+    if not moved:
+        return
+    moved_ids = {id(st) for _, st in moved}
+    rest = [(names, st) for names, st in g.compute if id(st) not in moved_ids]
+    built = {n for names, _ in moved for n in names}
+    for names, statement in rest:
+        shared = sorted(C.names_used(statement) & built)
+        if shared:
+            why = (f"`{shared[0]}` belongs to the input pipeline and is also read by the model: the pipeline is"
+                   " built once, outside the training step")
+            g.unsupported.append((statement, why))
+            return
+    g.compute = rest
+    g.pipeline = [st for _, st in moved]
+
+
+def _get_next_source(g: Graph, call: cst.Call, qualname):
+    """(dataset, the program's iterator name) read by `<iterator>.get_next()`,
+    or a string saying why this iterator cannot be followed."""
+    owner = call.func.value
+    if isinstance(owner, cst.Name):
+        if owner.value in g.iterators:
+            return g.iterators[owner.value][0], owner.value
+        return (f"`{owner.value}.get_next()` reads an iterator not made in this block by"
+                " tf.data.make_one_shot_iterator(...)")
+    if isinstance(owner, cst.Call):
+        q = qualname(owner.func)
+        method = owner.func.attr.value if isinstance(owner.func, cst.Attribute) else None
+        if q in ITERATOR_MAKERS:
+            dataset = C.arg(owner, 0, "dataset")
+            if dataset is not None:
+                return dataset, None
+        if method == "make_one_shot_iterator" and q is None and not owner.args:
+            return owner.func.value, None
+        if q in OTHER_ITERATORS or method in OTHER_ITERATOR_METHODS:
+            return OTHER_ITERATORS.get(q) or OTHER_ITERATOR_METHODS[method]
+    return f"`{C.code_of(call)}` reads an iterator this rule cannot follow"
+
+
+def _input(g: Graph, statement, names, assign, call, qualname) -> bool:
+    """Record an input pipeline (or why it cannot be migrated); False when
+    the statement is none."""
+    method = call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+    q = qualname(call.func)
+    if len(names) == 1 and assign is not None and (q in ITERATOR_MAKERS or (method == "make_one_shot_iterator" and q is None)):
+        dataset = C.arg(call, 0, "dataset") if q in ITERATOR_MAKERS else call.func.value
+        g.iterators[names[0]] = (dataset, statement)
+        return True
+    if q in OTHER_ITERATORS or (method in OTHER_ITERATOR_METHODS and q is None):
+        why = OTHER_ITERATORS.get(q) or OTHER_ITERATOR_METHODS[method]
+        why = f"{why}: its batches come from session runs of its init or feed ops, which no Python iterator reproduces"
+        g.unsupported.append((statement, why))
+        return True
+    from_helper = isinstance(call.func, cst.Name) and call.func.value in g.input_helpers
+    if not (method == "get_next" and not call.args) and not from_helper:
+        return False
+    if from_helper:
+        source = (call, None)
+    else:
+        source = _get_next_source(g, call, qualname)
+    if isinstance(source, str):
+        g.unsupported.append((statement, source))
+        return True
+    target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
+    if target is None or not (isinstance(target, cst.Name) or (
+            isinstance(target, (cst.Tuple, cst.List))
+            and all(isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements))):
+        g.unsupported.append((statement, "the batch of an input pipeline bound to anything but names"))
+        return True
+    dataset, iterator = source
+    if iterator is not None and any(p.iterator == iterator for p in g.inputs):
+        why = f"`{iterator}.get_next()` is called more than once: each call was a batch of its own per session run"
+        g.unsupported.append((statement, why))
+        return True
+    g.inputs.append(InputPipeline(names=list(names), single=isinstance(target, cst.Name), dataset=dataset,
+                                  statement=statement, iterator=iterator,
+                                  helper=call.func.value if from_helper else None))
+    return True
 
 
 def extend(g: Graph, statement, qualname) -> None:
@@ -187,6 +333,10 @@ def _classify(g: Graph, statement, qualname) -> None:
     q = qualname(call.func) if isinstance(call, cst.Call) else None
     method = call.func.attr.value if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) else None
 
+    if g.follow_inputs and value is not None and isinstance(call, cst.Call) and _input(
+            g, statement, names, C.assignment(statement)[2], call, qualname):
+        return
+
     if value is not None and len(names) == 1 and isinstance(call, cst.Call):
         name = names[0]
         if q in PLACEHOLDERS:
@@ -197,6 +347,9 @@ def _classify(g: Graph, statement, qualname) -> None:
             g.state.append(global_step_statement(name, statement))
             return
         if q in VARIABLE_CREATORS:
+            regularizer = C.arg(call, 4, "regularizer") if q == "get_variable" else None
+            if regularizer is not None and not (isinstance(regularizer, cst.Name) and regularizer.value == "None"):
+                g.regularized.append((name, regularizer))
             g.state.append(_variable_statement(statement, name, call, qualname))
             trainable = C.arg(call, None, "trainable")
             is_false = isinstance(trainable, cst.Name) and trainable.value == "False"
@@ -366,12 +519,14 @@ def _is_scope_item(item: cst.WithItem, qualname) -> bool:
 
 def _mentions_graph(statement, qualname, g: Graph) -> bool:
     used = C.names_used(statement)
-    graph_names = set(g.placeholder_names) | g.compute_names | set(g.variables)
+    graph_names = set(g.placeholder_names) | g.compute_names | set(g.variables) | g.input_names
     if g.global_step:
         graph_names.add(g.global_step)
     if used & graph_names:
         return True
-    return any(qualname(c.func) is not None for c in C.calls_in(statement))
+    return any(qualname(c.func) is not None
+               or (g.follow_inputs and isinstance(c.func, cst.Name) and c.func.value in g.variable_helpers)
+               for c in C.calls_in(statement))
 
 
 def _train_op(g: Graph, name: str, call: cst.Call, qualname) -> None:

@@ -17,17 +17,19 @@ from migrate.rules._equivalents import (
 )
 from migrate.rules._graph import (
     DROPPED_CALLS,
+    ITERATOR_MAKERS,
     QUEUE_CLASSES,
     SYNC_METHODS,
     VARIABLE_CREATORS,
     Graph,
+    InputPipeline,
     analyze,
     extend,
     global_step_statement,
     is_device_item,
     pinned_variables,
 )
-from migrate.rules._program import MIRRORED, MWMS, PSS, REFERENCE, detect_strategy
+from migrate.rules._program import MIRRORED, MWMS, PSS, REFERENCE, STRATEGY_CLASS, detect_strategy
 
 SESSION_CLASSES = {
     "train.MonitoredTrainingSession",
@@ -37,6 +39,8 @@ SESSION_CLASSES = {
     "InteractiveSession",
 }
 SUPERVISOR_SESSION_METHODS = {"managed_session", "prepare_or_wait_for_session"}
+# sessions whose `with` block ends quietly on OutOfRangeError (an input pipeline's end)
+QUIET_SESSIONS = {"train.MonitoredTrainingSession", "train.MonitoredSession", "train.SingularMonitoredSession"}
 REMOVED_SESSION_METHODS = {"close", "stop", "start_queue_runners", "request_stop", "wait_for_stop"}
 CONFIG_CALLS = {"ConfigProto", "GPUOptions", "RunOptions"}
 GRAPH_MODE_SWITCHES = {"disable_eager_execution", "disable_v2_behavior", "reset_default_graph"}
@@ -206,10 +210,31 @@ class GraphToStrategy(Rule):
     is migrated in that function. Checkpoints are saved as TF1 saved them:
     every ``save_checkpoint_steps``/``save_checkpoint_secs`` (600 s by
     default, as ``MonitoredTrainingSession`` and ``Supervisor`` did) and at
-    the end. Anything the rule cannot map (a placeholder created inside a
-    helper, a train op or model built by a helper, fetch dicts, unknown
-    hooks, a SyncReplicasOptimizer outside a device-setter block) is
-    reported for manual work, located on the construct.
+    the end. Hooks passed by name (``stop_hook = tf.train.StopAtStepHook(...)``,
+    ``hooks=[sync_hook, stop_hook]``) are the calls bound to those names;
+    ``while not sess.should_stop():`` becomes ``while True:`` only where
+    something else ends the loop (a break, return or raise, another bound
+    in its test, an input pipeline that runs out), else the block is
+    declined. A ``tf.data`` one-shot iterator (``make_one_shot_iterator(ds)
+    .get_next()``, the method spelling, or a helper returning that batch,
+    which then returns its dataset) becomes ``iterator = iter(ds)``, made
+    once under the strategy (each MultiWorkerMirrored worker its own; the
+    ParameterServer chief one for all workers, handing each batch to one);
+    each step is given ``iterator.get_next()``, which raises
+    OutOfRangeError at the end as the session run did, and a
+    ``MonitoredTrainingSession`` block still ends quietly there. Models are
+    built on zeros shaped like a batch, taking none. A loss reading the
+    REGULARIZATION_LOSSES collection gets the explicit sum of the block's
+    ``get_variable(..., regularizer=r)`` terms; a term added another way
+    declines the block (TF2 fills no collection per step). TF1's
+    RMSPropOptimizer stays (``tf.compat.v1``, TF1's numerics under every
+    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. Anything
+    the rule cannot map (a placeholder created inside a helper, a train op
+    or model built by a helper, fetch dicts, unknown hooks, initializable
+    iterators, an asynchronous pipeline sharded per task, a
+    SyncReplicasOptimizer outside a device-setter block) is reported for
+    manual work, located on the construct, and so is every device-setter
+    block and TF1 training session left in the output, with the reason.
     """
 
     code = "TFM301"
@@ -231,7 +256,115 @@ class GraphToStrategy(Rule):
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         self._report_sync_left(module)
+        self._report_left_as_tf1(module)
         return module
+
+    def _covered(self) -> list[str]:
+        """Whitespace-free code of the declined blocks and of the nodes of this
+        rule's manual reports (a nested node's continuation lines are indented
+        as the code around it was, not as the node printed on its own)."""
+        return self.declined_blocks + ["".join(C.code_of(r[0]).split()) for r in self.ctx.reports
+                                       if r[1] == self.code and not r[5]]
+
+    def _report_left_as_tf1(self, module: cst.Module) -> None:
+        """Every device-setter block and TF1 training session still in the
+        output gets a TFM301 diagnostic saying why, unless a report on its
+        block (or its function's declined block) covers it."""
+        setter_names, setter_functions = self._device_functions()
+        covered = None
+        for node, function in _with_functions(module):
+            if isinstance(node, cst.With):
+                why = self._device_setter_left(node, setter_names, setter_functions)
+            elif isinstance(node, cst.Call):
+                why = self._session_left(node, function)
+            else:
+                continue
+            if why is None:
+                continue
+            if covered is None:
+                covered = self._covered()
+            text = "".join(C.code_of(node).split())
+            scope = "".join(C.code_of(function).split()) if function is not None else None
+            if any(text in code for code in covered) or (
+                    scope is not None and any(block in scope for block in self.declined_blocks)):
+                continue
+            self.report(node, why, hint="build the graph in a `with tf.device(tf.train.replica_device_setter(...)):`"
+                        " block of the function that runs its session loop (or migrate to"
+                        f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            covered.append(text)
+
+    def _device_functions(self) -> tuple[set[str], dict[str, str]]:
+        """Names bound to a replica_device_setter(...) anywhere in the file, and
+        the module functions (methods, properties) returning one."""
+        names: set[str] = set()
+        for node in C.walk(self.ctx.module):
+            bound, value, _ = C.assignment(node)
+            if len(bound) == 1 and isinstance(value, cst.Call) and (
+                    self.qualname(value.func) == "train.replica_device_setter"):
+                names.add(bound[0])
+        functions: dict[str, str] = {}
+        for node in C.walk(self.ctx.module):
+            if isinstance(node, cst.FunctionDef):
+                for ret in C.walk(node.body):
+                    value = ret.value if isinstance(ret, cst.Return) else None
+                    if (isinstance(value, cst.Call) and self.qualname(value.func) == "train.replica_device_setter") or (
+                            isinstance(value, cst.Name) and value.value in names):
+                        is_property = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "property"
+                                          for d in node.decorators)
+                        functions[node.name.value] = "a property" if is_property else "a function"
+        return names, functions
+
+    def _device_setter_left(self, node: cst.With, setter_names, setter_functions) -> str | None:
+        """Why this `with tf.device(<device function>):` was not migrated, or
+        None when it is no device-setter block."""
+        for item in node.items:
+            call = item.item
+            if not (isinstance(call, cst.Call) and self.qualname(call.func) == "device"):
+                continue
+            target = C.arg(call, 0, "device_name")
+            if isinstance(target, cst.Call) and self.qualname(target.func) == "train.replica_device_setter":
+                how = None
+            elif isinstance(target, cst.Name) and target.value in setter_names:
+                how = (f"the device function `{target.value}` is not bound to replica_device_setter(...) before the"
+                       " block in the same function")
+            elif isinstance(target, cst.Attribute) and target.attr.value in setter_functions:
+                how = (f"its device function comes from `{C.code_of(target)}`, {setter_functions[target.attr.value]}"
+                       " returning replica_device_setter(...), which this rule does not follow")
+            elif isinstance(target, cst.Call) and (
+                    (isinstance(target.func, cst.Name) and target.func.value in setter_functions)
+                    or (isinstance(target.func, cst.Attribute) and target.func.attr.value in setter_functions)):
+                how = (f"its device function comes from `{C.code_of(target)}`, a function returning"
+                       " replica_device_setter(...), which this rule does not follow")
+            else:
+                continue
+            if len(node.items) != 1:
+                how = "the `with` holds other items besides tf.device(...)"
+            elif how is None:
+                how = "this rule did not migrate it"
+            return (f"device-setter block left as TF1: {how}; TFM301 migrates a `with"
+                    " tf.device(tf.train.replica_device_setter(...)):` block (or one over a name bound to such a call"
+                    " just before it) whose graph the same function's session loop runs")
+        return None
+
+    def _session_left(self, call: cst.Call, function) -> str | None:
+        """Why this TF1 training session was left, or None when it is none."""
+        q = self.qualname(call.func)
+        if q in ("Session", "InteractiveSession"):
+            if not call.args:
+                return None  # a local session (evaluation, export): no training on the cluster
+        elif q not in SESSION_CLASSES | {"train.Supervisor"}:
+            return None
+        kind = C.code_of(call.func)
+        runs = []
+        if function is not None:
+            for inner in C.calls_in(function):
+                if _method(inner) == "run" and inner.args:
+                    runs.append(C.code_of(inner.args[0].value))
+        what = f" (it runs `{runs[0]}`)" if runs else ""
+        return (f"TF1 training session `{kind}(...)` left as TF1{what}: TFM301 migrates a session loop that runs the"
+                " train op of a device-setter block migrated in the same function, and no such block builds what"
+                " this one runs")
 
     def _report_sync_left(self, module: cst.Module) -> None:
         """Every SyncReplicasOptimizer still in the output gets a TFM301
@@ -306,7 +439,9 @@ class GraphToStrategy(Rule):
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         queues = self._queues_before(body[:i])
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
-                        variable_helpers=self._variable_helpers()[0], schedules=True)
+                        variable_helpers=self._variable_helpers()[0], schedules=True,
+                        inputs=self._input_helpers())
+        reported = len(self.ctx.reports)
         if graph.train_op is None or graph.loss is None:
             self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :])
             return body
@@ -315,6 +450,10 @@ class GraphToStrategy(Rule):
                         hint="create variables at the top of the graph block (or in a tf.Module) so they can be built"
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
+            return body
+        if not self._plan_inputs(graph):
+            return body
+        if not self._plan_regularization(graph, inner):
             return body
         if not self._plan_schedules(graph):
             return body
@@ -339,11 +478,10 @@ class GraphToStrategy(Rule):
                 kept.append(statement)
         after = kept
         session = _SessionRegion(self, graph, body)
-        reported = len(self.ctx.reports)
         session.scan(after)
         endless = session.endless_loops(after)
         if endless:
-            # what the scan said about the session's hooks no longer applies: the block stays TF1
+            # what was said about migrating this block no longer applies: it stays TF1
             del self.ctx.reports[reported:]
             for loop in endless:
                 self.report(loop, f"`while {C.code_of(loop.test)}:` would never end in TF2: the session has no"
@@ -442,6 +580,218 @@ class GraphToStrategy(Rule):
                                 reference=REFERENCE[self.strategy], fixed=False)
                     return True
         return False
+
+    def _input_helpers(self) -> dict[str, cst.FunctionDef]:
+        """Module functions every return of which is a one-shot iterator's
+        batch (`return tf.data.make_one_shot_iterator(ds).get_next()`)."""
+        found = {}
+        for node in C.walk(self.ctx.module):
+            if isinstance(node, cst.FunctionDef):
+                returns = [n for n in C.walk(node.body) if isinstance(n, cst.Return)]
+                if returns and all(self._one_shot_dataset(r.value) is not None for r in returns):
+                    found[node.name.value] = node
+        return found
+
+    def _one_shot_dataset(self, value) -> cst.BaseExpression | None:
+        """`ds` of `tf.data.make_one_shot_iterator(ds).get_next()` or
+        `ds.make_one_shot_iterator().get_next()`."""
+        if not (isinstance(value, cst.Call) and _method(value) == "get_next" and not value.args
+                and isinstance(value.func.value, cst.Call)):
+            return None
+        owner = value.func.value
+        if self.qualname(owner.func) in ITERATOR_MAKERS:
+            return C.arg(owner, 0, "dataset")
+        if _method(owner) == "make_one_shot_iterator" and self.qualname(owner.func) is None and not owner.args:
+            return owner.func.value
+        return None
+
+    def _plan_inputs(self, graph: Graph) -> bool:
+        """tf.data one-shot iterators become one Python iterator each, made
+        once (``self.iterator_names``); a helper returning an iterator's batch
+        returns its dataset. False, with a report, where that would not
+        give each step the batch TF1 gave it."""
+        self.iterator_names: dict[int, str] = {}
+        helpers = self._input_helpers()
+        reader = self._model_reading_input(graph, helpers)
+        if reader is not None:
+            statement, function = reader
+            self.report(statement, f"`{function}` reads a tf.data iterator itself: this rule moves an input"
+                        " pipeline out of the training step only where the device-setter block reads it (`x, y ="
+                        " tf.data.make_one_shot_iterator(ds).get_next()`) or calls a function that only returns"
+                        " such a batch; here each step would read (or restart) its input inside the model code, or"
+                        " train on one batch taken once; this training was left as TF1",
+                        hint=f"make `{function}` take the batch as arguments (or return just"
+                        " `tf.data.make_one_shot_iterator(dataset).get_next()`), then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        for pipeline in graph.inputs:
+            if pipeline.helper is not None:
+                calls = [c for c in C.calls_in(self.ctx.module)
+                         if isinstance(c.func, cst.Name) and c.func.value == pipeline.helper]
+                if len(calls) != 1:
+                    self.report(pipeline.statement, f"`{pipeline.helper}()` returns a one-shot iterator's batch and"
+                                " is called elsewhere too: it cannot return its dataset for this training alone;"
+                                " this training was left as TF1", hint=f"call `{pipeline.helper}()` once, or make it"
+                                " return the dataset and iterate it here", reference=REFERENCE[self.strategy],
+                                fixed=False)
+                    return False
+            calls = list(self._pipeline_calls(graph, pipeline, helpers))
+            pipeline.endless = any(_method(c) == "repeat" and not c.args for c in calls) and not any(
+                _method(c) in ("take", "take_while") for c in calls)
+            if self.strategy == PSS:
+                shard = next((c for c in calls if _method(c) == "shard"), None)
+                if shard is not None:
+                    self.report(shard, "the input pipeline is sharded per task (`.shard(...)`): each TF1 worker read"
+                                " its own shard, but under ParameterServerStrategy the chief reads the pipeline and"
+                                " hands each batch to whichever worker is free, and it has no worker index; this"
+                                " training was left as TF1", hint="drop the shard (the coordinator already gives each"
+                                " batch to one worker) or build per-worker datasets with"
+                                " coordinator.create_per_worker_dataset, by hand",
+                                reference=REFERENCE[PSS], fixed=False)
+                    return False
+        for pipeline in graph.inputs:
+            self.iterator_names[id(pipeline)] = pipeline.iterator or self._fresh("iterator")
+        return True
+
+    def _model_reading_input(self, graph: Graph, helpers) -> tuple[cst.CSTNode, str] | None:
+        """(statement, function) where a module function the block calls (not
+        an input helper) reads an iterator's batch."""
+        for statement in [st for _, st in graph.compute] + graph.state:
+            stack = [c.func.value for c in C.calls_in(statement) if isinstance(c.func, cst.Name)]
+            seen: set[str] = set()
+            while stack:
+                name = stack.pop()
+                if name in seen or name in helpers:
+                    continue
+                seen.add(name)
+                function = self._module_function(name)
+                if function is None:
+                    continue
+                for call in C.calls_in(function):
+                    if self.qualname(call.func) in ITERATOR_MAKERS or (
+                            _method(call) in ("make_one_shot_iterator", "get_next")
+                            and self.qualname(call.func) is None):
+                        return statement, name
+                    if isinstance(call.func, cst.Name):
+                        stack.append(call.func.value)
+        return None
+
+    def _report_inputs(self, graph: Graph) -> None:
+        for pipeline in graph.inputs:
+            name = self.iterator_names[id(pipeline)]
+            where = ("the chief makes it and hands each batch to the worker that runs the step, so each batch"
+                     " trains once; each TF1 worker read the whole pipeline itself, so with several workers every"
+                     " batch went to each of them, and a finite pipeline lasted a pass per worker"
+                     if self.strategy == PSS else "each worker makes its own, as each TF1 worker read its own")
+            made = f"`{pipeline.helper}()` now returns its dataset, and the" if pipeline.helper is not None else "the"
+            self.report(pipeline.statement, f"{made} one-shot iterator becomes `{name} = iter(...)`, made once:"
+                        f" {where}. Each run of the step takes the next batch with `{name}.get_next()`, which"
+                        " raises tf.errors.OutOfRangeError at the end as the session run did", fixed=True,
+                        severity="info", reference=REFERENCE[self.strategy])
+
+    def _plan_regularization(self, graph: Graph, inner) -> bool:
+        """A loss reading the REGULARIZATION_LOSSES collection: TF2 fills no
+        collection per step (in a tf.function the collection starts with what
+        the model's eager build left in it, and get_variable's regularizer
+        runs once, when the variable is created). Where every term comes from
+        a ``get_variable(..., regularizer=r)`` of the block, the read becomes
+        the sum of those terms (``r(w)``, as TF1 computed them at each run);
+        a term added another way declines the block, with a report."""
+        reads = [(k, call) for k, (_, st) in enumerate(graph.compute) for call in C.calls_in(st)
+                 if self._reads_regularization(call)]
+        if not reads:
+            return True
+        other = self._regularization_source(graph, inner)
+        first = graph.compute[reads[0][0]][1]
+        if other is None and any(call.args for _, call in reads):
+            other = (reads[0][1], "a regularization loss read with arguments (a scope or a name)")
+        if other is not None:
+            node, what = other
+            self.report(first, f"the loss reads the REGULARIZATION_LOSSES collection (`{C.code_of(reads[0][1])}`),"
+                        f" which TF2 does not fill at each step: {what} (`{C.code_of(node).strip()}`) would be counted"
+                        " wrongly or lost (in a tf.function step the collection holds only the values left when the"
+                        " model was built, and get_variable's regularizer runs once, when the variable is created);"
+                        " this training was left as TF1", hint="add the penalty to the loss explicitly (e.g."
+                        " `l2_scale * tf.add_n([tf.nn.l2_loss(w) for w in weights])`, the weights returned by the"
+                        " model code), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        terms = []
+        for variable, regularizer in graph.regularized:
+            code = C.code_of(regularizer)
+            if not isinstance(regularizer, (cst.Name, cst.Attribute, cst.Call)):
+                code = f"({code})"
+            terms.append(f"{code}({variable})")
+        for k, call in reads:
+            names, statement = graph.compute[k]
+            q = self.qualname(call.func) or ""
+            if q.endswith("get_regularization_loss"):
+                new = f"tf.add_n([{', '.join(terms)}])" if terms else "tf.constant(0.0)"
+            else:
+                new = f"[{', '.join(terms)}]"
+            graph.compute[k] = (names, statement.deep_replace(call, C.expr(new)))
+        self.report(first, "the REGULARIZATION_LOSSES collection the loss read is now the sum of the terms of the"
+                    " variables created with a regularizer, computed at each step as TF1's session computed them",
+                    fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        return True
+
+    def _reads_regularization(self, call: cst.Call) -> bool:
+        q = self.qualname(call.func) or ""
+        if q in ("losses.get_regularization_loss", "losses.get_regularization_losses"):
+            return True
+        return q in ("get_collection", "get_collection_ref") and bool(call.args) and _names_regularization(
+            call.args[0].value)
+
+    def _regularization_source(self, graph: Graph, inner) -> tuple[cst.CSTNode, str] | None:
+        """A REGULARIZATION_LOSSES term added other than by a get_variable of
+        the block: add_to_collection, a variable_scope or layer regularizer,
+        a get_variable in a module function the block calls."""
+        code: list[tuple[cst.CSTNode, str | None]] = [(st, None) for st in inner]
+        seen: set[str] = set()
+        while code:
+            node, function = code.pop(0)
+            where = f" in `{function}`" if function else ""
+            for call in C.calls_in(node):
+                q = self.qualname(call.func) or ""
+                if q in ("add_to_collection", "add_to_collections") and call.args and _names_regularization(
+                        call.args[0].value):
+                    return call, f"the term added by add_to_collection{where}"
+                if q in ("variable_scope", "get_variable") and C.arg(call, None, "regularizer") is not None and (
+                        function is not None or q == "variable_scope"):
+                    return call, f"the regularizer of a {q}{where}"
+                keyword = next((a.keyword.value for a in call.args
+                                if a.keyword is not None and a.keyword.value.endswith("_regularizer")), None)
+                if keyword is not None:
+                    return call, f"the `{keyword}`{where}"
+                if isinstance(call.func, cst.Name) and call.func.value not in seen:
+                    seen.add(call.func.value)
+                    helper = self._module_function(call.func.value)
+                    if helper is not None:
+                        code.append((helper, call.func.value))
+        return None
+
+    def _pipeline_calls(self, graph: Graph, pipeline: InputPipeline, helpers):
+        """The method calls of the code building the pipeline's dataset (the
+        block's statements it reads and the module functions they call)."""
+        wanted = C.names_used(pipeline.dataset)
+        code: list[cst.CSTNode] = [pipeline.dataset]
+        for statement in reversed([*graph.state, *graph.pipeline]):
+            names, _, _ = C.assignment(statement)
+            if set(names) & wanted:
+                code.append(statement)
+                wanted |= C.names_used(statement)
+        if pipeline.helper is not None:
+            code.append(helpers[pipeline.helper])
+        seen: set[str] = set()
+        while code:
+            node = code.pop()
+            for call in C.calls_in(node):
+                if _method(call) is not None and self.qualname(call.func) is None:
+                    yield call
+                if isinstance(call.func, cst.Name) and call.func.value not in seen:
+                    seen.add(call.func.value)
+                    function = self._module_function(call.func.value)
+                    if function is not None:
+                        code.append(function)
 
     def _plan_schedules(self, graph: Graph) -> bool:
         """Named learning-rate schedules become Keras schedules driven by the
@@ -710,6 +1060,8 @@ class GraphToStrategy(Rule):
             scope_body.append(C.stmt(f"{graph.optimizer} = {self._optimizer_code(graph)}\n"))
         else:
             self._optimizer_from_helper(graph)
+        scope_body += self._iterators(graph)
+        self._report_inputs(graph)
         if self.template is not None:
             dummies = []
             for name, _, call in graph.placeholders:
@@ -726,6 +1078,12 @@ class GraphToStrategy(Rule):
                         "1" if isinstance(el.value, cst.Name) and el.value.value == "None" else C.code_of(el.value)
                         for el in shape.elements) + "]"
                 dummies.append(f"tf.zeros({dims}, {C.code_of(dtype) if dtype is not None else 'tf.float32'})")
+            for pipeline in graph.inputs:
+                if pipeline.names[0] in self.model_params:
+                    # zeros shaped like the pipeline's batches: building the model takes no batch
+                    zeros = (f"tf.nest.map_structure(lambda spec: tf.zeros([1 if d is None else d for d in spec.shape],"
+                             f" spec.dtype), {self.iterator_names[id(pipeline)]}.element_spec)")
+                    dummies.append(zeros if pipeline.single else "*" + zeros)
             if self.creates_plain_variables:
                 builder = f"{self.recorder}({self.model_fn})"
             else:
@@ -759,6 +1117,29 @@ class GraphToStrategy(Rule):
             out += self._train_functions(graph, fetch, session)
         for fetch in session.eval_fetches.values():
             out += self._eval_function(graph, fetch, session)
+        return out
+
+    def _iterators(self, graph: Graph) -> list[cst.BaseStatement]:
+        """The statements building the input pipelines' datasets, and one
+        Python iterator over each, made once under the strategy."""
+        if not graph.inputs:
+            return []
+        out = list(graph.pipeline)
+        helpers = self._input_helpers()
+        for k, pipeline in enumerate(graph.inputs):
+            name = self.iterator_names[id(pipeline)]
+            if pipeline.helper is not None:
+                # the helper returns the dataset its iterator read
+                helper = helpers[pipeline.helper]
+                replaced = {id(r.value): self._one_shot_dataset(r.value)
+                            for r in C.walk(helper.body) if isinstance(r, cst.Return)}
+                self.helper_rewrites = {**getattr(self, "helper_rewrites", {}),
+                                        C.code_of(helper): transform(helper, _ReplaceNodes(replaced))}
+            comment = (
+                "# TF1's one-shot iterator: each session run of the training op took the next batch.\n"
+                "# One iterator over the dataset, made once; each step is given the next batch.\n"
+            ) if k == 0 else ""
+            out += C.stmts(f"{comment}{name} = iter({C.code_of(pipeline.dataset)})\n")
         return out
 
     def _keras_optimizer(self, graph: Graph) -> bool:
@@ -890,7 +1271,11 @@ class GraphToStrategy(Rule):
             call = C.stmt(f"{targets} = {self.template}({', '.join(self.model_params)})\n")
             return [([*self.model_exports], call)], list(self.model_params)
         statements = graph.slice_for(wanted)
-        return statements, graph.params_for(statements)
+        params = graph.params_for(statements)
+        for pipeline in graph.inputs:
+            if set(pipeline.names) & wanted and pipeline.names[0] not in params:
+                params += pipeline.names  # a batch fetched as it is
+        return statements, params
 
     def _train_functions(self, graph: Graph, fetch: _Fetch, session):
         wanted = set(fetch.values) | C.names_used(graph.loss)
@@ -1005,6 +1390,7 @@ class GraphToStrategy(Rule):
         placeholder's dtype, as feed_dict converted them. (A tf.function also
         takes NumPy arguments on a path that cost more than the training step
         itself: measured 2.5 vs 1.25 ms per step for the towers reference.)"""
+        params = [p for p in params if p not in graph.input_names]  # batches of a pipeline are tensors already
         if not params:
             return ""
         dtypes = {}
@@ -1086,6 +1472,45 @@ class GraphToStrategy(Rule):
             leading_lines=[cst.EmptyLine(indent=False)],
         )
         return [fn]
+
+
+def _catches_end_of_input(handler: cst.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = [el.value for el in handler.type.elements] if isinstance(handler.type, cst.Tuple) else [handler.type]
+    return any(C.code_of(t).rsplit(".", 1)[-1] in ("OutOfRangeError", "Exception", "BaseException") for t in types)
+
+
+def _calls_outside_end_handlers(node):
+    """The calls of `node` outside the body of a `try` catching OutOfRangeError."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        if isinstance(current, cst.Try) and any(_catches_end_of_input(h) for h in current.handlers):
+            stack.extend(current.handlers)
+            stack.extend(n for n in (current.orelse, current.finalbody) if n is not None)
+            continue
+        stack.extend(C.children(current))
+
+
+def _with_functions(module: cst.Module):
+    """(node, innermost enclosing function or None) for every `with` and call."""
+    stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
+    while stack:
+        node, function = stack.pop()
+        if isinstance(node, (cst.With, cst.Call)):
+            yield node, function
+        inner = node if isinstance(node, cst.FunctionDef) else function
+        stack.extend((child, inner) for child in reversed(list(C.children(node))))
+
+
+def _names_regularization(node) -> bool:
+    """`tf.GraphKeys.REGULARIZATION_LOSSES` or its string value."""
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value == "regularization_losses"
+    return isinstance(node, cst.Attribute) and node.attr.value == "REGULARIZATION_LOSSES"
 
 
 def _depends_on(pairs) -> set[str]:
@@ -1271,9 +1696,10 @@ class _SessionRegion:
         for hook in calls:
             if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
                 bound = self.bindings.get(hook.value)
-                if bound is None:
-                    self.rule.report(hook, f"the session hook `{hook.value}` is dropped with the session: it has no"
-                                     " automatic TF2 mapping here", hint="do what it did inside the training loop by hand",
+                if bound is None or q(bound.func) is None:
+                    made = f" (a `{C.code_of(bound.func)}`)" if bound is not None else ""
+                    self.rule.report(hook, f"the session hook `{hook.value}` is dropped with the session: it has"
+                                     f" no automatic TF2 mapping here{made}", hint="do what it did inside the training loop by hand",
                                      reference=REFERENCE[self.rule.strategy], fixed=False)
                     continue
                 # `stop_hook = tf.train.StopAtStepHook(...)` ... `hooks=[stop_hook]`: the call it names;
@@ -1424,21 +1850,24 @@ class _SessionRegion:
 
     def _waits_for_stop(self, test) -> bool:
         """Is the loop test true until the session is asked to stop (`not
-        sess.should_stop()`, `True`, `and` of those)?"""
+        sess.should_stop()`, `True`, `and` of those, `or` with one)?"""
         if isinstance(test, cst.Name):
             return test.value == "True"
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
             return self._asks_to_stop(test.expression)
         if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
             return self._waits_for_stop(test.left) and self._waits_for_stop(test.right)
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            return self._waits_for_stop(test.left) or self._waits_for_stop(test.right)
         return False
 
-    def _reads_input(self, node) -> bool:
-        """Does a session run in `node` take a batch from an input pipeline?"""
-        inputs = self.graph.input_names
+    def _reads_input(self, node, unguarded: bool = False) -> bool:
+        """Does a session run in `node` take a batch from an input pipeline?
+        (`unguarded`: one outside a `try` that catches the pipeline's end.)"""
+        inputs = self.graph.ending_input_names
         if not inputs:
             return False
-        for call in C.calls_in(node):
+        for call in _calls_outside_end_handlers(node) if unguarded else C.calls_in(node):
             fetch = self.fetch_by_call.get(id(call))
             if fetch is None or not fetch.ok:
                 continue
@@ -1534,7 +1963,7 @@ def _has_exit(node, asks_to_stop, in_loop: bool = False) -> bool:
     """A way out of the loop whose body is `node`: break (not in an inner
     loop), return, raise or sys.exit(), except under `if sess.should_stop():`,
     which the migration makes dead code."""
-    for child in node.children:
+    for child in C.children(node):
         if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
             continue
         if isinstance(child, (cst.Return, cst.Raise)) or (isinstance(child, cst.Break) and not in_loop):
@@ -1648,6 +2077,14 @@ class _SessionRewriter(cst.CSTTransformer):
         body = list(C.body_of(updated.body))
         if body and all(_is_pass(s) for s in body):
             body = []
+        if body and self._ends_quietly(original) and self.r._reads_input(original, unguarded=True):
+            # the session's `with` swallowed the OutOfRangeError of an input pipeline's end
+            guarded = C.stmt(
+                "try:\n    pass\nexcept tf.errors.OutOfRangeError:\n"
+                f"    # {self._session_kind(original)} ended quietly when the input ran out; so does this.\n"
+                "    pass\n")
+            first = body[0].with_changes(leading_lines=C.strip_blank_lines(body[0].leading_lines))
+            body = [guarded.with_changes(body=guarded.body.with_changes(body=[first, *body[1:]]))]
         prelude = []
         if not self.prelude_done and any(self.r.fetch_by_call.get(id(c)) and self.r.fetch_by_call[id(c)].train
                                          for c in C.calls_in(original)):
@@ -1659,6 +2096,21 @@ class _SessionRewriter(cst.CSTTransformer):
             return cst.RemovalSentinel.REMOVE
         new[0] = new[0].with_changes(leading_lines=[*updated.leading_lines, *new[0].leading_lines])
         return cst.FlattenSentinel(new)
+
+    def _ends_quietly(self, node: cst.With) -> bool:
+        return self._session_kind(node) is not None
+
+    def _session_kind(self, node: cst.With) -> str | None:
+        """The session of a `with` that ended on OutOfRangeError without raising it."""
+        for item in node.items:
+            call = item.item
+            if isinstance(call, cst.Call):
+                q = self.r.rule.qualname(call.func)
+                if q in QUIET_SESSIONS:
+                    return q.rsplit(".", 1)[-1]
+                if _method(call) == "managed_session":
+                    return "Supervisor.managed_session"
+        return None
 
     def leave_SimpleStatementLine(self, original, updated):
         if id(original) in self.r.hook_growth:
@@ -1748,6 +2200,16 @@ class _SessionRewriter(cst.CSTTransformer):
             return cst.Name("True", lpar=updated.lpar, rpar=updated.rpar)
         return updated
 
+    def leave_BooleanOperation(self, original, updated):
+        # `not sv.should_stop() and step < n` with no stop hook: `True and step < n` is `step < n`
+        if isinstance(updated.operator, cst.And) and not updated.lpar:
+            for side, other, was in ((updated.left, updated.right, original.left),
+                                     (updated.right, updated.left, original.right)):
+                if (isinstance(side, cst.Name) and side.value == "True" and not isinstance(was, cst.Name)
+                        and not isinstance(other, cst.BooleanOperation)):
+                    return other
+        return updated
+
     def leave_Call(self, original, updated):
         owner, method = _owner(original), _method(original)
         if owner in self.r.sessions | self.r.supervisors and method == "should_stop":
@@ -1802,16 +2264,23 @@ class _SessionRewriter(cst.CSTTransformer):
                     reference=REFERENCE[self.r.rule.strategy], fixed=False)
 
     def _args(self, fetch: _Fetch, params: list[str]) -> str | None:
+        """The step's arguments: the fed values of its placeholders, then the
+        next batch of each input pipeline it reads (as the session run took it)."""
         feed = fetch.feed
-        if not params:
-            return ""
+        graph = self.r.graph
+        fed = [p for p in params if p not in graph.input_names]
+        batches = [(f"{self.r.rule.iterator_names[id(p)]}.get_next()" if p.single
+                    else f"*{self.r.rule.iterator_names[id(p)]}.get_next()")
+                   for p in graph.inputs if p.names[0] in params]
+        if not fed:
+            return ", ".join(batches)
         if isinstance(feed, cst.Dict):
             by_name = {el.key.value: el.value for el in feed.elements
                        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.Name)}
-            if not set(params) <= set(by_name):
+            if not set(fed) <= set(by_name):
                 return None
-            return ", ".join(C.code_of(by_name[p]) for p in params)
-        if isinstance(feed, cst.Name) and feed.value in self.r.feed_dicts:
+            return ", ".join([C.code_of(by_name[p]) for p in fed] + batches)
+        if isinstance(feed, cst.Name) and feed.value in self.r.feed_dicts and not batches:
             return f"**{feed.value}"
         return None
 
@@ -1822,7 +2291,7 @@ SUMMARY_WRITES = {"add_summary", "summary_computed", "add_run_metadata", "add_gr
 
 # statements that leave or re-enter a loop body, or change scopes: a loop tail
 # holding one of them cannot run later, in a function of its own
-_TAIL_BLOCKERS = (cst.Break, cst.Continue, cst.Return, cst.Yield, cst.Await, cst.Global, cst.Nonlocal,
+_TAIL_BLOCKERS = (cst.Break, cst.Continue, cst.Return, cst.Raise, cst.Yield, cst.Await, cst.Global, cst.Nonlocal,
                   cst.FunctionDef, cst.ClassDef)
 
 
@@ -1873,7 +2342,7 @@ def _name_count(node, name: str) -> int:
         n = stack.pop()
         if isinstance(n, cst.Name) and n.value == name:
             count += 1
-        stack.extend(n.children)
+        stack.extend(C.children(n))
     return count
 
 
@@ -1948,8 +2417,9 @@ class _Pipeliner:
         k = hits[0]
         target, call = self._train_statement(body[k])
         pre, tail = body[:k], body[k + 1 :]
-        if any(isinstance(n, _TAIL_BLOCKERS) for st in tail for n in C.walk(st)):
-            self._refuse()
+        if any(isinstance(n, _TAIL_BLOCKERS) or (isinstance(n, cst.Call) and C.code_of(n.func) in _EXIT_CALLS)
+               for st in tail for n in C.walk(st)):
+            self._refuse()  # the loop ends (or leaves) on this step's results: no step may run ahead
         # model state and session work: read before the step, they would see
         # the model ahead of where the TF1 loop saw it; after, behind or ahead
         state = set(r.state_names) - {""} | set(r.eval_names.values()) | wrappers | set(r.schedule_names.values())
@@ -2006,6 +2476,7 @@ class _Pipeliner:
             info is not None and bool(info[1]) and len(call.args) == len(info[1])
             and all(a.keyword is None and not a.star for a in call.args)
             and not set(info[1]) & _GROUP_LOCALS
+            and not set(info[1]) & r.graph.input_names  # a batch may be a structure: not stacked
         )
         finish = rule._fresh(f"finish_{step}")
         in_flight = rule._fresh("steps_in_flight")
@@ -2126,6 +2597,15 @@ class _Pipeliner:
         if test is not None:
             new_loop = new_loop.with_changes(test=test)
         drain = C.stmts(flush + f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
+        if info is not None and set(info[1]) & r.graph.ending_input_names:
+            # the input pipeline's end raises OutOfRangeError out of the loop: the steps
+            # queued before it still finish, as TF1's had before its session run failed
+            guarded = C.stmt("try:\n    pass\nfinally:\n    pass\n")
+            guarded = guarded.with_changes(
+                body=guarded.body.with_changes(body=[new_loop.with_changes(leading_lines=[])]),
+                finalbody=guarded.finalbody.with_changes(body=guarded.finalbody.body.with_changes(body=drain)),
+                leading_lines=new_loop.leading_lines)
+            return cst.FlattenSentinel([*prelude, *helpers, finish_def, guarded])
         return cst.FlattenSentinel([*prelude, *helpers, finish_def, new_loop, *drain])
 
 
