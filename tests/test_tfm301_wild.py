@@ -273,13 +273,25 @@ def test_a_constant_rate_momentum_optimizer_gets_no_momentum_note():
     assert not [m for m in manual(result) if "MomentumOptimizer" in m]
 
 
-def test_a_decaying_rate_with_momentum_is_reported_not_claimed_equivalent():
+def test_a_decaying_rate_with_momentum_keeps_tf1_momentum():
+    """Keras SGD's momentum leaves TF1's trajectory once the rate decays (see
+    the numerics test below): TF1's optimizer stays, the schedule stays TF2's
+    compat.v1 function of the global step it calls, and nothing is left to
+    do by hand."""
     source = NAMED_SCHEDULE.replace("tf.train.GradientDescentOptimizer(lr)", "tf.train.MomentumOptimizer(lr, 0.9)")
     result = migrate(source, select=["TFM301"])
-    assert "SGD(learning_rate=lr, momentum=0.9)" in result.output
-    [note] = [d for d in result.manual_work if "MomentumOptimizer" in d.message]
-    assert "differ once it decays" in note.message
+    assert "tf.compat.v1.train.MomentumOptimizer(lr, 0.9)" in result.output
+    assert "lr = tf.train.exponential_decay(0.1, global_step, 100, 0.5, staircase=True)" in result.output
+    assert "lr_value = lr()" in result.output and "schedules." not in result.output
+    assert manual(result) == []
+    [note] = [d for d in result.diagnostics if "kept tf.compat.v1.train.MomentumOptimizer" in d.message]
+    assert "different once it decays" in note.message and note.fixed
     assert note.line == line_of(source, "tf.train.MomentumOptimizer(lr, 0.9)")
+    inline = NAMED_SCHEDULE.replace(
+        "tf.train.GradientDescentOptimizer(lr)",
+        "tf.train.MomentumOptimizer(tf.train.piecewise_constant(global_step, [5], [0.1, 0.01]), 0.9)")
+    kept = migrate(inline, select=["TFM301"]).output
+    assert "tf.compat.v1.train.MomentumOptimizer(tf.train.piecewise_constant(global_step, [5], [0.1, 0.01]), 0.9)" in kept
 
 
 def test_natural_exp_decay_has_no_keras_schedule_and_stays_a_function_of_the_global_step():
@@ -442,6 +454,30 @@ def test_momentum_note_is_true_a_decaying_rate_moves_keras_sgd_off_the_tf1_traje
     assert abs(want[:4] - got[:4]).max() < 1e-6
     assert abs(want[-1] - got[-1]).max() > 1e-2
     assert abs(constant_want - constant_got).max() < 1e-6
+    # what the rule emits instead -- TF1's optimizer on TF2's compat.v1 schedule of a
+    # global step the step function advances after each update -- is TF1's trajectory
+    import numpy as np
+
+    tf = pytest.importorskip("tensorflow")
+    rng = np.random.RandomState(5)  # _trajectories' data and start
+    xs, ys = rng.randn(8, 3).astype(np.float32), rng.randn(8, 1).astype(np.float32)
+    v = tf.Variable(np.array([[0.5], [-0.2], [0.1]], np.float32))
+    global_step = tf.Variable(0, dtype=tf.int64)
+    optimizer = tf.compat.v1.train.MomentumOptimizer(
+        tf.compat.v1.train.exponential_decay(0.1, global_step, 4, 0.5, staircase=True), 0.9)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            step_loss = tf.reduce_mean(tf.square(tf.matmul(xs, v) - ys))
+        optimizer.apply_gradients(zip(tape.gradient(step_loss, [v]), [v]))
+        global_step.assign_add(1)
+
+    kept = []
+    for _ in range(len(want)):
+        step()
+        kept.append(v.numpy())
+    assert (want == np.array(kept)).all()
 
 
 # ------------------------------------------------------------------------ P2b: hooks list grown by append

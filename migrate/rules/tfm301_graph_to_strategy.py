@@ -58,10 +58,12 @@ def _optimizer_code(call: cst.Call, qualname) -> tuple[str, str | None]:
 
 
 _MOMENTUM_NOTE = (
-    "the learning rate changes during training (`{lr}`): TF1's MomentumOptimizer multiplies the whole"
-    " accumulated momentum by the current rate (var -= lr_t * accum), Keras SGD folds each step's rate into"
-    " its velocity (v = momentum * v - lr_t * g): the updates are equal while the rate is constant and differ"
-    " once it decays"
+    "kept tf.compat.v1.train.MomentumOptimizer, which runs in TF2 with TF1's numerics: the learning rate"
+    " changes during training (`{lr}`), and TF1's MomentumOptimizer multiplies the whole accumulated momentum"
+    " by the current rate (var -= lr_t * accum) where Keras SGD folds each step's rate into its velocity"
+    " (v = momentum * v - lr_t * g): equal while the rate is constant, different once it decays. To move to"
+    " Keras, use tf.keras.optimizers.SGD(learning_rate=<Keras schedule>, momentum=...) and accept the"
+    " different trajectory"
 )
 
 
@@ -1147,7 +1149,28 @@ class GraphToStrategy(Rule):
         in compat.v1 calls its learning rate with no argument: a Keras
         schedule, which takes the step, would break it.)"""
         call = graph.optimizer_call
+        if call is not None and self._momentum_with_changing_rate(graph):
+            return False
         return call is None or optimizer_call(call, self.qualname(call.func))[0] is not None
+
+    def _changing_rate(self, graph: Graph) -> str | None:
+        """The optimizer's learning rate when it is a schedule: its name, or the
+        schedule function called in the optimizer's own arguments."""
+        learning_rate = C.arg(graph.optimizer_call, 0, "learning_rate")
+        if isinstance(learning_rate, cst.Name) and learning_rate.value in graph.schedules:
+            return learning_rate.value
+        if isinstance(learning_rate, cst.Call) and is_schedule(self.qualname(learning_rate.func)):
+            return C.code_of(learning_rate.func) + "(...)"
+        return None
+
+    def _momentum_with_changing_rate(self, graph: Graph) -> bool:
+        """TF1's MomentumOptimizer scales the whole accumulated momentum by the
+        current rate (var -= lr_t * accum); Keras SGD folds each step's rate
+        into its velocity (v = momentum * v - lr_t * g). Equal while the rate
+        is constant, different once it decays: then TF1's optimizer is kept."""
+        call = graph.optimizer_call
+        q = self.qualname(call.func) or ""
+        return q.rsplit(".", 1)[-1] == "MomentumOptimizer" and self._changing_rate(graph) is not None
 
     def _optimizer_code(self, graph: Graph) -> str:
         """The optimizer under the strategy; a TF1 schedule written into its
@@ -1155,11 +1178,13 @@ class GraphToStrategy(Rule):
         becomes the Keras schedule, as a named one does."""
         call = original = graph.optimizer_call
         learning_rate = C.arg(call, 0, "learning_rate")
-        changing = None
-        if isinstance(learning_rate, cst.Name) and learning_rate.value in graph.schedules:
-            changing = learning_rate.value
-        elif isinstance(learning_rate, cst.Call) and is_schedule(self.qualname(learning_rate.func)):
-            changing = C.code_of(learning_rate.func) + "(...)"
+        changing = self._changing_rate(graph)
+        if self._momentum_with_changing_rate(graph):
+            q = self.qualname(call.func)
+            self.report(original, _MOMENTUM_NOTE.format(lr=changing), fixed=True, severity="info",
+                        reference=REFERENCE[self.strategy])
+            return f"tf.compat.v1.{q}({', '.join(C.code_of(a).rstrip(', ') for a in call.args)})"
+        if isinstance(learning_rate, cst.Call) and changing is not None:
             new, why = schedule_call(learning_rate, self.qualname(learning_rate.func), graph.advanced_step)
             if new is not None and self._keras_optimizer(graph):
                 call = call.deep_replace(learning_rate, new)
@@ -1174,10 +1199,6 @@ class GraphToStrategy(Rule):
         elif note:
             self.report(original, note, fixed=False, hint="check the optimizer's numerics",
                         reference=REFERENCE[self.strategy])
-        if changing and self.qualname(call.func).rsplit(".", 1)[-1] == "MomentumOptimizer":
-            self.report(original, _MOMENTUM_NOTE.format(lr=changing), fixed=False,
-                        hint="keep the TF1 update by hand (accumulate gradients, scale by the rate) if the"
-                        " trajectory must match exactly", reference=REFERENCE[self.strategy])
         return code
 
     def _optimizer_from_helper(self, graph: Graph) -> None:
