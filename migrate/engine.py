@@ -238,7 +238,7 @@ class _Locator:
         return self._ends.get((line, col))
 
     def locate(self, node: cst.CSTNode) -> tuple[int, int, int, int] | None:
-        text, whole = _first_line_code(node)
+        text, whole = first_line_code(node)
         lines = [line.strip() for line in text.splitlines()]
         first = next((line for line in lines if line and not line.startswith("#")), None)
         if first is None:
@@ -274,7 +274,7 @@ class _FirstLineState(CodegenState):
                 raise _FirstLineDone
 
 
-def _first_line_code(node: cst.CSTNode) -> tuple[str, bool]:
+def first_line_code(node: cst.CSTNode) -> tuple[str, bool]:
     """The node's code up to its first line with code, and whether that is all of it."""
     state = _FirstLineState(default_indent=_EMPTY.default_indent, default_newline=_EMPTY.default_newline)
     try:

@@ -6,9 +6,8 @@ import functools
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState  # only to stop code generation early
 
-from migrate.engine import Invalid, Rule, Valid
+from migrate.engine import Invalid, Rule, Valid, first_line_code
 from migrate.fastcst import fast_visit
 from migrate.py2 import PY2_ONLY_BUILTINS, PY2_ONLY_METHODS
 from migrate.rules.tfm101_tensorflow_import import load_tf_api, pre1_successor
@@ -144,31 +143,11 @@ def _removed_name_parts() -> tuple[str, ...]:
 
 # --------------------------------------------------------------------------- locating
 
-class _FirstLineDone(Exception):
-    pass
-
-
-class _FirstLine(CodegenState):
-    def add_token(self, value: str) -> None:
-        self.tokens.append(value)
-        if "\n" in value:
-            done = "".join(self.tokens).split("\n")[:-1]
-            if any(line.strip() and not line.strip().startswith("#") for line in done):
-                raise _FirstLineDone
-
-
-_EMPTY = cst.Module(body=[])
-
-
 def first_code_line(node: cst.CSTNode) -> str:
     """The node's first line of code, stripped (comment lines skipped): the
     text the engine searches the input for to locate a report."""
-    state = _FirstLine(default_indent=_EMPTY.default_indent, default_newline=_EMPTY.default_newline)
-    try:
-        node._codegen(state)
-    except _FirstLineDone:
-        pass
-    lines = (line.strip() for line in "".join(state.tokens).splitlines())
+    text, _ = first_line_code(node)
+    lines = (line.strip() for line in text.splitlines())
     return next((line for line in lines if line and not line.startswith("#")), "")
 
 
