@@ -24,9 +24,10 @@ How it works
   take precedence (``--loss-source``). The loss of global step ``k`` is the
   mean over every record of step ``k`` (workers' shards, towers, replicas).
   Asynchronous workers interleave: for the statistical comparison the legacy
-  harness keys each loss by the job's global step read in the same run
-  (each task's own step count would pair worker 0's k-th step with worker
-  1's, which are different global steps).
+  harness's losses are keyed by their place in the job's order of updates
+  (when each ``Session.run`` returned, all tasks on one clock), the order a
+  ParameterServerStrategy chief logs its workers' steps in; each task's own
+  step count would pair worker 0's k-th step with worker 1's.
 * Fairness: both sides get the same seed (``--seed``: numpy, ``random``,
   TensorFlow's global seeds), data order is the script's own. Initial
   trainable values are recorded on both sides and compared by variable name;
@@ -50,7 +51,13 @@ losses of the last ``W`` global steps (the same step range on both sides: up
 to the last step every run reached; steps a run skipped are left out,
 repeated ones averaged); per side, the median over ``K`` runs; equivalent
 when the two medians differ by at most ``stat_rtol`` x the legacy median +
-``stat_atol`` x the legacy initial loss (the mean of its first ``W`` steps).
+``stat_atol`` x the legacy initial loss (the mean of its first ``W`` steps),
+or by at most the range of the legacy per-run statistics when that is wider:
+legacy programs whose workers pick batches by a racily read global step
+scatter far more than the reference (two such scripts written by others:
+per-run statistics 0.35..0.44 and 0.28..0.58 over 3 runs, while their
+ParameterServerStrategy migrations, bit for bit with one worker, gave the
+same value every run).
 The absolute part matters once training drives the loss near zero: on
 ``tests/fixtures/realistic/async_mts_hooks.py`` (noise-free linear target, 2
 workers, 40 steps) the medians were 0.0044 vs 0.0051, 14 % apart relatively
@@ -242,29 +249,42 @@ def per_step_means(records: list[losslog.LossRecord]) -> dict[int, float]:
     }
 
 
-def _by_global_step(paths: list[Path]) -> list[losslog.LossRecord]:
-    """Legacy harness records keyed by the job's global step where recorded
-    (each task's n-th step otherwise): asynchronous workers interleave."""
-    records = []
+def _in_job_order(paths: list[Path]) -> list[losslog.LossRecord]:
+    """Legacy harness records keyed by their place in the job's order of
+    updates (the time each Session.run returned, all tasks on one clock):
+    asynchronous workers interleave, so worker 0's k-th step is not the
+    job's k-th. This is the order a ParameterServerStrategy chief logs its
+    workers' steps in. Records without a time keep their own step."""
+    timed, untimed = [], []
     for path in paths:
         for line in path.read_bytes().splitlines():
             try:
                 obj = json.loads(line)
-                step = obj.get("global_step", obj["step"])
-                records.append(losslog.LossRecord(int(step), str(obj["task"]), float(obj["loss"])))
+                record = losslog.LossRecord(int(obj["step"]), str(obj["task"]), float(obj["loss"]))
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
-    return records
+            when = obj.get("time")
+            if isinstance(when, (int, float)):
+                timed.append((float(when), record))
+            else:
+                untimed.append(record)
+    # one update per task and step (the towers of an in-graph step share its place)
+    updates: dict[tuple[str, int], float] = {}
+    for when, r in timed:
+        updates.setdefault((r.task.split("/")[0], r.step), when)
+    place = {key: n for n, key in enumerate(sorted(updates, key=lambda key: (updates[key], key)))}
+    ordered = [losslog.LossRecord(place[(r.task.split("/")[0], r.step)], r.task, r.loss) for _, r in timed]
+    return ordered + untimed
 
 
-def harness_records(log_dir: Path, by_global_step: bool = False) -> list[losslog.LossRecord]:
+def harness_records(log_dir: Path, job_order: bool = False) -> list[losslog.LossRecord]:
     """Losses the harness recorded in ``log_dir`` (both of its formats).
-    ``by_global_step``: key graph-program records by the global step they
-    recorded (for asynchronous runs) instead of each task's step count."""
+    ``job_order``: key graph-program records by their place in the job's
+    order of updates (asynchronous runs) instead of each task's step count."""
     from migrate.harness import decode_print_line
 
     paths = sorted(log_dir.glob("harness-losses-*.jsonl"))
-    records = _by_global_step(paths) if by_global_step else losslog.read(paths)
+    records = _in_job_order(paths) if job_order else losslog.read(paths)
     for path in sorted(log_dir.glob("harness-print-*.txt")):
         task = path.stem[len("harness-print-") :].replace("-", ":", 1)
         counters: dict[str, int] = {}
@@ -283,7 +303,7 @@ def harness_records(log_dir: Path, by_global_step: bool = False) -> list[losslog
     return records
 
 
-def _trained_steps_reached(log_dir: Path, steps: int, loss_source: str, by_global_step: bool) -> bool:
+def _trained_steps_reached(log_dir: Path, steps: int, loss_source: str, job_order: bool) -> bool:
     """Whether a running job has recorded its first ``steps`` steps, each by
     every task (or replica) that records it: ``run_cluster``'s stop_when for
     scripts without a step-count option."""
@@ -292,10 +312,10 @@ def _trained_steps_reached(log_dir: Path, steps: int, loss_source: str, by_globa
         if loss_source != "harness":
             records = losslog.read(sorted(log_dir.glob("losses-*.jsonl")))
         if not records and loss_source != "program":
-            records = harness_records(log_dir, by_global_step=by_global_step)
+            records = harness_records(log_dir, job_order=job_order)
         if not records:
             return False
-        if by_global_step:  # asynchronous workers: the job's first steps, whoever ran them
+        if job_order:  # asynchronous workers: the job's first steps, whoever ran them
             return len({r.step for r in records if r.step < steps}) >= steps
         counts: dict[str, int] = {}
         for r in records:
@@ -380,7 +400,7 @@ def _run_side(
     extra_env: dict[str, str],
     failed_runs: list[dict],
     pythonpath: str | None = None,
-    by_global_step: bool = False,
+    job_order: bool = False,
 ) -> list[RunOutcome]:
     features = ["record", "init", "isolate"]
     if opts.robust and side == "legacy":
@@ -422,7 +442,7 @@ def _run_side(
         stop_when = None
         if spec.step_cap is not None:
             stop_when = functools.partial(
-                _trained_steps_reached, log_dir, spec.step_cap, opts.loss_source, by_global_step
+                _trained_steps_reached, log_dir, spec.step_cap, opts.loss_source, job_order
             )
         result = run_cluster(
             program,
@@ -457,7 +477,7 @@ def _run_side(
                 _stack_excerpt(result) + f"\n{result.summary()}",
             )
         program_records = list(result.losses)
-        harness = harness_records(log_dir, by_global_step=by_global_step)
+        harness = harness_records(log_dir, job_order=job_order)
         if opts.loss_source == "program" or (opts.loss_source == "auto" and program_records):
             records, source = program_records, "program"
         else:
@@ -612,10 +632,12 @@ def compare_statistical(
 ) -> Comparison:
     """Median over runs of the mean loss of the last ``window`` steps.
 
-    Equivalent when ``|migrated - legacy| <= stat_rtol * |legacy| + floor``,
-    ``floor = stat_atol * (legacy median of the mean loss of the first
-    window)``: once training has driven the loss close to zero, relative
-    differences of what is left are noise, not a different training."""
+    Equivalent when ``|migrated - legacy| <= max(stat_rtol * |legacy| +
+    floor, legacy range)``, ``floor = stat_atol * (legacy median of the mean
+    loss of the first window)``: once training has driven the loss close to
+    zero, relative differences of what is left are noise, not a different
+    training; and a legacy job whose own runs scatter more than that (the
+    range of its per-run statistics) cannot resolve a smaller difference."""
     # The same window of global steps on both sides: the last step every run reached.
     last = min(max(s) for s in [*legacy_runs, *migrated_runs])
     l_stats = [trailing_mean(s, window, last) for s in legacy_runs]
@@ -625,7 +647,11 @@ def compare_statistical(
     floor = stat_atol * abs(initial)
     diff = abs(m_med - l_med)
     rel = _rel(diff, l_med)
-    allowed = stat_rtol * abs(l_med) + floor
+    calibrated = stat_rtol * abs(l_med) + floor
+    # An asynchronous legacy job whose own runs scatter by more than that cannot
+    # tell a migration apart by less: its run-to-run range bounds it too.
+    spread = max(l_stats) - min(l_stats)
+    allowed = max(calibrated, spread)
     l_steps = [len(s) for s in legacy_runs]
     m_steps = [len(s) for s in migrated_runs]
     comp = Comparison(
@@ -647,15 +673,21 @@ def compare_statistical(
             "stat_rtol": stat_rtol,
             "stat_atol": stat_atol,
             "legacy_initial_loss": initial,
+            "legacy_run_range": spread,
             "allowed_difference": allowed,
             "legacy_steps_per_run": l_steps,
             "migrated_steps_per_run": m_steps,
         },
     )
+    why = (
+        f"the legacy runs' own range {min(l_stats):.4g}..{max(l_stats):.4g}"
+        if spread > calibrated
+        else f"{stat_rtol:g} x legacy + {stat_atol:g} x initial loss {initial:.3g}"
+    )
     comp.reason = (
         f"trailing-window medians legacy {l_med:.6g}, migrated {m_med:.6g}: difference "
         f"{diff:.3g} (relative {rel:.3g}) {'<=' if comp.equivalent else '>'} allowed "
-        f"{allowed:.3g} = {stat_rtol:g} x legacy + {stat_atol:g} x initial loss {initial:.3g}"
+        f"{allowed:.3g} = {why}"
     )
     return comp
 
@@ -949,7 +981,7 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         out,
         {},
         report["legacy"]["failed_runs"],
-        by_global_step=mode == "statistical",
+        job_order=mode == "statistical",
     )
     report["legacy"]["runs"] = [o.as_dict() for o in legacy_runs]
     extra: dict[str, str] = {}

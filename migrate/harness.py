@@ -30,8 +30,7 @@ What it records, per task (``TFMIGRATE_TASK``), in the harness directory:
   writes it down; the caller gets exactly its original results. This also
   covers ``MonitoredSession``/``Supervisor``, which end in ``Session.run``.
   File ``harness-losses-<task>.jsonl`` (the :mod:`migrate.losslog` format,
-  ``step`` = the task's n-th training step, plus ``global_step``: the job's
-  global step read in the same run, when the graph has one).
+  ``step`` = the task's n-th training step, plus ``time``: when it returned).
 - tf.function programs (the migrations): ``GradientTape.gradient(target)``
   attaches a ``tf.print`` of the loss (``target``, or ``target.op.inputs[0]``
   when target is the loss divided or multiplied by a constant, as in
@@ -156,7 +155,6 @@ class _Harness:
         self.lock = threading.Lock()
         self.notes: dict[str, object] = {"task": self.task, "fired": []}
         self.train_ops: dict[object, object] = {}  # train Operation -> loss Tensor
-        self.global_steps: dict[object, object] = {}  # train Operation -> global step (or None)
         self.pending_losses: list[object] = []
         self.depth = threading.local()
         self.steps_recorded = 0
@@ -289,10 +287,6 @@ class _Harness:
             # One loss per tower: averaged by ``check`` in float64, like the
             # per-replica losses of a migration.
             self.train_ops[op] = losses
-            # Asynchronous workers interleave: the job's global step (read in
-            # the same run, so before or after this update) keys their losses
-            # for the statistical comparison.
-            self.global_steps[op] = tf.compat.v1.train.get_global_step(op.graph)
         except Exception as e:  # noqa: BLE001 - observing must never break the program
             self.failed(e)
 
@@ -335,14 +329,12 @@ class _Harness:
                     if "init" in harness.features:
                         harness.dump_graph_init(self, train_op.graph)
                     harness.start_barrier()
-                global_step = harness.global_steps.get(train_op)
-                observed = (loss,) if global_step is None else (loss, global_step)
-                results, *values = original(
-                    self, (fetches, *observed), feed_dict, options, run_metadata
+                results, loss_value = original(
+                    self, (fetches, loss), feed_dict, options, run_metadata
                 )
             finally:
                 harness.depth.in_run = False
-            harness.record_losses(values[0], *values[1:])
+            harness.record_losses(loss_value)
             return results
 
         session_lib.BaseSession.run = run
@@ -368,17 +360,16 @@ class _Harness:
         except OSError as e:
             self.failed(e)
 
-    def record_losses(self, values, global_step=None) -> None:
+    def record_losses(self, values) -> None:
         """Record this task's next training step: one loss, or one per tower
         of an in-graph step (``check`` averages them in float64, as it does
-        the per-replica losses of a migration), and the job's global step
-        when the graph has one."""
+        the per-replica losses of a migration), with the time it ended (the
+        job's order of updates for asynchronous runs)."""
         if "record" not in self.features:
             return
         try:
             many = len(values) > 1
             now = time.time()
-            extra = {} if global_step is None else {"global_step": int(global_step)}
             lines = [
                 json.dumps(
                     {
@@ -386,7 +377,6 @@ class _Harness:
                         "task": f"{self.task}/tower:{i}" if many else self.task,
                         "loss": float(v),
                         "time": now,
-                        **extra,
                     }
                 )
                 for i, v in enumerate(values)

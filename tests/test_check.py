@@ -176,25 +176,42 @@ def test_statistical_window_is_the_same_global_steps_on_both_sides():
     assert comp.statistic["migrated_per_run"] == [pytest.approx(-4.5)]
 
 
-def test_async_harness_records_are_keyed_by_global_step(tmp_path):
-    """Two asynchronous workers' n-th steps are different global steps: in a
-    statistical comparison their losses are keyed by the global step the
-    harness read with them (a record without one keeps its own count)."""
+def test_async_harness_records_are_keyed_by_the_jobs_order_of_updates(tmp_path):
+    """Two asynchronous workers' n-th steps are different updates of the job:
+    in a statistical comparison the losses are keyed by when each update
+    returned (one clock for all tasks), the order a ParameterServerStrategy
+    chief logs its workers' steps in; towers of one step share their place."""
     lines = [
-        {"step": 0, "task": "worker:0", "loss": 4.0, "global_step": 0},
-        {"step": 1, "task": "worker:0", "loss": 3.0, "global_step": 2},
-        {"step": 0, "task": "worker:1", "loss": 3.5, "global_step": 1},
-        {"step": 1, "task": "worker:1", "loss": 2.5},
+        {"step": 0, "task": "worker:0", "loss": 4.0, "time": 10.0},
+        {"step": 1, "task": "worker:0", "loss": 3.0, "time": 13.0},
+        {"step": 0, "task": "worker:1/tower:0", "loss": 3.0, "time": 11.0},
+        {"step": 0, "task": "worker:1/tower:1", "loss": 4.0, "time": 11.0},
+        {"step": 1, "task": "worker:1/tower:0", "loss": 2.0, "time": 12.0},
+        {"step": 1, "task": "worker:1/tower:1", "loss": 2.0, "time": 12.0},
     ]
     for task in ("worker-0", "worker-1"):
         with open(tmp_path / f"harness-losses-{task}.jsonl", "w") as f:
             for obj in lines:
-                if obj["task"].replace(":", "-") == task:
+                if obj["task"].split("/")[0].replace(":", "-") == task:
                     f.write(json.dumps(obj) + "\n")
     by_task = check.per_step_means(check.harness_records(tmp_path))
-    assert by_task == {0: 3.75, 1: 2.75}
-    by_global = check.per_step_means(check.harness_records(tmp_path, by_global_step=True))
-    assert by_global == {0: 4.0, 1: 3.0, 2: 3.0}  # step 1: 3.5 and the unkeyed 2.5
+    assert by_task == {0: (4.0 + 3.0 + 4.0) / 3, 1: (3.0 + 2.0 + 2.0) / 3}
+    in_order = check.per_step_means(check.harness_records(tmp_path, job_order=True))
+    assert in_order == {0: 4.0, 1: 3.5, 2: 2.0, 3: 3.0}
+
+
+def test_statistical_bound_allows_the_legacy_jobs_own_scatter():
+    """A legacy job whose runs scatter by 30 % cannot show a migration 5 %
+    off: its run-to-run range bounds the difference too, and says so."""
+    legacy = [{s: v for s in range(20)} for v in (0.28, 0.43, 0.58)]
+    migrated = [{s: 0.30 for s in range(20)}] * 3
+    comp = check.compare_statistical(legacy, migrated, 10, 0.05, 0.0)
+    assert comp.equivalent and "range 0.28..0.58" in comp.reason
+    assert comp.statistic["legacy_run_range"] == pytest.approx(0.30)
+    outside = check.compare_statistical(legacy, [{s: 0.80 for s in range(20)}] * 3, 10, 0.05, 0.0)
+    assert not outside.equivalent
+    steady = [{s: 0.43 for s in range(20)}] * 3  # no scatter: the calibrated bound alone
+    assert not check.compare_statistical(steady, migrated, 10, 0.05, 0.0).equivalent
 
 
 def test_harness_print_encoding_is_exact():
