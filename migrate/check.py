@@ -689,6 +689,12 @@ def compare_statistical(
         f"{diff:.3g} (relative {rel:.3g}) {'<=' if comp.equivalent else '>'} allowed "
         f"{allowed:.3g} = {why}"
     )
+    if len(legacy_runs) < 2:
+        # one run shows no scatter: the bound cannot widen to the legacy job's own noise
+        comp.reason += (
+            "; one legacy run measures none of the job's own run-to-run scatter:"
+            f" use --runs {DEFAULT_STAT_RUNS} or more before trusting this verdict"
+        )
     return comp
 
 
