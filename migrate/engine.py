@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import textwrap
+import tokenize
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -204,15 +205,39 @@ class _Locator:
         self.tree = tree
         self.seen: dict[str, int] = {}
         self._ends: dict[tuple[int, int], tuple[int, int]] | None = None
+        self._masks: dict[int, list[tuple[int, int]]] | None = None
+
+    def _masked(self) -> dict[int, list[tuple[int, int]]]:
+        """Line -> column spans of comments and strings: text there is not
+        code (``# import tensorflow as tf`` on line 1, a usage docstring)."""
+        if self._masks is None:
+            self._masks = {}
+            readline = iter([line + "\n" for line in self.lines]).__next__
+            try:
+                for tok in tokenize.generate_tokens(readline):
+                    if tok.type not in (tokenize.COMMENT, tokenize.STRING):
+                        continue
+                    (l0, c0), (l1, c1) = tok.start, tok.end
+                    for line in range(l0, l1 + 1):
+                        start = c0 if line == l0 else 0
+                        end = c1 if line == l1 else len(self.lines[line - 1])
+                        self._masks.setdefault(line, []).append((start, end))
+            except (tokenize.TokenError, SyntaxError, IndexError):
+                pass  # unfinished input: search everything
+        return self._masks
 
     def _find(self, snippet: str, nth: int) -> tuple[int, int] | None:
-        hits = []
+        code_hits, other_hits = [], []
+        masks = self._masked()
         for i, line in enumerate(self.lines, 1):
             col = line.find(snippet)
-            if col >= 0:
-                hits.append((i, col + 1))
-                if len(hits) > nth:
-                    break
+            while col >= 0:
+                inside = any(a <= col < b for a, b in masks.get(i, ()))
+                (other_hits if inside else code_hits).append((i, col + 1))
+                if len(code_hits) > nth:
+                    return code_hits[nth]
+                col = line.find(snippet, col + 1)
+        hits = code_hits or other_hits
         if not hits:
             return None
         return hits[min(nth, len(hits) - 1)]

@@ -99,6 +99,19 @@ def test_estimator_script_gets_located_diagnostics_naming_the_replacement():
     assert any("Strategy" in (d.message + d.hint) for d in estimator)
 
 
+def test_diagnostics_point_at_code_not_at_comments_or_docstrings_quoting_it():
+    source = (
+        '"""Usage: import tensorflow as tf, then tf.train.Server(...)."""\n'
+        "# written for TF1: import tensorflow as tf\n"
+        "import tensorflow as tf  # import tensorflow as tf\n"
+        "server = tf.train.Server(cluster)  # tf.train.Server(cluster) starts gRPC\n"
+    )
+    result = migrate_source(source)
+    where = {d.code: (d.line, d.column) for d in result.diagnostics}
+    assert where["TFM101"] == (3, 1), result.diagnostics
+    assert where["TFM901"] == (4, 10), result.diagnostics
+
+
 # --------------------------------------------------------------------------- never a broken program
 
 SERVER_STILL_USED = '''\
