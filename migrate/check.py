@@ -28,11 +28,16 @@ How it works
   (when each ``Session.run`` returned, all tasks on one clock), the order a
   ParameterServerStrategy chief logs its workers' steps in; each task's own
   step count would pair worker 0's k-th step with worker 1's.
-* Fairness: both sides get the same seed (``--seed``: numpy, ``random``,
-  TensorFlow's global seeds), data order is the script's own. Initial
-  trainable values are recorded on both sides and compared by variable name;
-  ``--align-init`` instead carries the legacy values into the migrated job (a
-  wrong initializer is then no longer detected). The harness also defuses the
+* Fairness: both sides get the same seed (``--seed``, default 0: numpy,
+  ``random``, TensorFlow's global seeds), data order is the script's own.
+  Initial trainable values are recorded on both sides and compared by
+  variable name. A legacy program that draws them without op seeds
+  (``tf.truncated_normal_initializer(stddev=0.1)``, get_variable's default
+  glorot) starts differently on every run, so then (or with ``--align-init``)
+  its values are carried into the migrated job by name instead, and the
+  migration's own draws are compared with them by distribution (standard
+  deviation and mean: a wrong initializer is still caught);
+  ``--no-align-init`` compares values whatever the source says. The harness also defuses the
   known hang points of unmodified legacy code (30 s recovery wait, 120 s close
   grace period, spare sync tokens, sessions without ``device_filters``); the
   launcher waits for ps ports and ends ps tasks. What still hangs is killed at
@@ -92,6 +97,8 @@ JSON report lists for each side (``comparison.statistic``).
 from __future__ import annotations
 
 import argparse
+import ast
+import dataclasses
 import functools
 import json
 import math
@@ -104,7 +111,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from migrate import __version__, losslog
+from migrate import __version__, legacy_compat, losslog
 from migrate.cluster import ClusterResult, Fault, run_cluster
 from migrate.topology import (
     TRAINER_JOBS,
@@ -114,6 +121,7 @@ from migrate.topology import (
     analyze,
     legacy_launch,
     migrated_launch,
+    unseeded_initializers,
 )
 
 __all__ = ["CheckOptions", "main", "run_check"]
@@ -138,6 +146,7 @@ DEFAULT_STAT_RTOL = 0.05
 DEFAULT_STAT_ATOL = 0.01  # x the legacy initial loss
 DEFAULT_STAT_RUNS = 3
 DEFAULT_WINDOW = 10
+DEFAULT_SEED = 0
 DEFAULT_TIMEOUT = 300.0
 STACK_LINES_SHOWN = 25
 
@@ -155,7 +164,9 @@ class CheckOptions:
     workers: int = DEFAULT_WORKERS
     steps: int | None = DEFAULT_STEPS
     runs: int | None = None  # None: 1 step by step, DEFAULT_STAT_RUNS statistically
-    seed: int | None = None
+    # Both sides seeded alike by default: legacy scripts draw their batches from
+    # the unseeded global NumPy generator more often than not.
+    seed: int | None = DEFAULT_SEED
     rtol: float | None = None  # None: DEFAULT_RTOL, or ROUNDING_OPTIMIZER_RTOL (see step_rtol)
     atol: float = DEFAULT_ATOL
     stat_rtol: float = DEFAULT_STAT_RTOL
@@ -163,7 +174,7 @@ class CheckOptions:
     window: int = DEFAULT_WINDOW
     timeout: float = DEFAULT_TIMEOUT
     out: Path | None = None
-    align_init: bool = False
+    align_init: bool | None = None  # None: when the legacy initial values are unseeded random draws
     loss_source: str = "auto"  # auto | program | harness
     robust: bool = True
     plot: bool = True
@@ -346,6 +357,11 @@ def _init_file(log_dir: Path, preferred: tuple[str, ...]) -> Path | None:
         if path.exists():
             return path
     found = sorted(log_dir.glob("harness-init-*.npz"))
+    return found[0] if found else None
+
+
+def _own_init_file(log_dir: Path) -> Path | None:
+    found = sorted(log_dir.glob("harness-own-init-*.npz"))
     return found[0] if found else None
 
 
@@ -711,6 +727,44 @@ def step_rtol(given: float | None, migrated: ProgramInfo) -> tuple[float, str]:
     return DEFAULT_RTOL, ""
 
 
+# Own draws vs legacy values, per variable of n values: the standard deviations
+# may differ by 6/sqrt(2(n-1)) relatively, the means by 6 standard errors of
+# their difference (noise of two independent draws is about a sixth of that:
+# a stddev changed by 3x, or a shifted mean, is far outside it). Fewer than
+# this many values tell nothing.
+_MIN_VALUES_FOR_DISTRIBUTION = 16
+
+
+def compare_init_distributions(legacy: dict, own: dict) -> list[str]:
+    """Variables whose migrated initializer draws from another distribution
+    than the legacy one (the initial values were carried over, so a wrong
+    initializer shows only here): ``"w (std 0.1 vs legacy 0.3)"``."""
+    import numpy as np
+
+    from migrate.harness import match_names
+
+    differ = []
+    for lname, oname in match_names(list(legacy), list(own)).items():
+        a = np.asarray(legacy[lname], dtype=np.float64).ravel()
+        b = np.asarray(own[oname], dtype=np.float64).ravel()
+        if a.shape != b.shape:
+            differ.append(f"{lname} (own draw shape {b.shape} vs legacy {a.shape})")
+            continue
+        sa, sb, ma, mb = a.std(), b.std(), a.mean(), b.mean()
+        if sa == 0:  # a constant: the migration's must be the same constant
+            if not np.allclose(b, a, rtol=1e-6, atol=1e-8):
+                differ.append(f"{lname} (own initial value {mb:.4g}, legacy constant {ma:.4g})")
+            continue
+        n = a.size
+        if n < _MIN_VALUES_FOR_DISTRIBUTION:
+            continue
+        if abs(sb / sa - 1) > 6 / math.sqrt(2 * (n - 1)):
+            differ.append(f"{lname} (own draws std {sb:.4g} vs legacy {sa:.4g})")
+        elif abs(mb - ma) > 6 * sa * math.sqrt(2 / n):
+            differ.append(f"{lname} (own draws mean {mb:.4g} vs legacy {ma:.4g})")
+    return differ
+
+
 def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict:
     """Initial trainable values, paired by variable name."""
     import numpy as np
@@ -770,6 +824,13 @@ def render_table(report: dict) -> str:
         f"strategy {report.get('strategy')}, {report['workers']} workers, "
         f"{report['steps'] if report['steps'] is not None else 'default'} steps, {how}"
     )
+    run_as = report["legacy"].get("run_as")
+    if run_as:
+        lines.append(
+            "legacy written for TF 1.x / Python 2, run as TF2 runs TF1 code: "
+            + "; ".join(run_as["changes"])
+            + f" ({run_as['program']})"
+        )
     rows = [("side", "launch", "runs", "wall", "losses from", "steps")]
     for side in ("legacy", "migrated"):
         info = report[side]
@@ -804,7 +865,15 @@ def render_table(report: dict) -> str:
     init = report.get("initial_values")
     if init and init.get("compared"):
         state = "differ: " + ", ".join(init["mismatched"]) if init["mismatched"] else "match"
-        lines.append(f"initial values ({init['compared']} variables paired by name) {state}")
+        if init.get("carried"):
+            lines.append(
+                f"initial values carried from the legacy job ({init['compared']} variables paired by name,"
+                f" the migration's own draws of {init['own_draws_compared']} compared by distribution): {state}"
+            )
+        else:
+            lines.append(f"initial values ({init['compared']} variables paired by name) {state}")
+    if report.get("align_init_reason"):
+        lines.append(f"  why carried: {report['align_init_reason']}")
     lines.append(f"reason: {report['reason']}")
     arts = report.get("artifacts", {})
     if arts:
@@ -867,8 +936,8 @@ def _resolve_migrated(opts: CheckOptions, out: Path) -> tuple[Path, str, list[st
         return opts.migrated, "given", []
     from migrate.engine import MigrationError, migrate_source
 
-    source = opts.legacy.read_text(encoding="utf-8")
     try:
+        source, _ = legacy_compat.python3_source(opts.legacy.read_text(encoding="utf-8"))
         result = migrate_source(source, path=str(opts.legacy))
     except MigrationError as e:
         raise CheckError(f"tfmigrate cannot migrate {opts.legacy}: {e}") from None
@@ -899,7 +968,7 @@ def run_check(opts: CheckOptions) -> tuple[int, dict]:
         "runs": None,
         "mode": None,
         "seed": opts.seed,
-        "align_init": opts.align_init,
+        "align_init": opts.align_init,  # the effective choice once known
         "tolerances": {
             "rtol": DEFAULT_RTOL if opts.rtol is None else opts.rtol,
             "atol": opts.atol,
@@ -929,19 +998,50 @@ def run_check(opts: CheckOptions) -> tuple[int, dict]:
     return code, report
 
 
+def _legacy_program(legacy: Path, out: Path, report: dict) -> tuple[Path, str | None]:
+    """What runs on the legacy side, and the PYTHONPATH it needs: the script
+    itself, or, when it is written for TF 1.x (``import tensorflow as tf``
+    and TF1 names) or Python 2, a copy importing ``tensorflow.compat.v1`` in
+    graph mode, which is how TF2 runs TF1 code, in Python 3
+    (:mod:`migrate.legacy_compat`). The copy lives in ``out`` and imports
+    its neighbours from the script's directory."""
+    prepared = legacy_compat.prepare(legacy.read_text(encoding="utf-8"))
+    if prepared.blockers:
+        raise CheckError(
+            f"the legacy script {legacy} cannot run on TensorFlow 2: "
+            + "; ".join(prepared.blockers)
+            + " (port those imports, e.g. tf.data for tensorflow.examples' MNIST reader, then check again)"
+        )
+    if not prepared.changed:
+        return legacy, None
+    copy = out / "legacy-on-tf2" / legacy.name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(prepared.source, encoding="utf-8")
+    report["legacy"]["run_as"] = {"program": str(copy), "changes": prepared.changes}
+    return copy, str(legacy.resolve().parent)
+
+
 def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     if not opts.legacy.is_file():
         raise CheckError(f"no such file: {opts.legacy}")
     migrated_path, origin, manual_work = _resolve_migrated(opts, out)
     report["migrated"]["program"] = str(migrated_path)
     report["migrated"]["origin"] = origin
+    legacy_program, legacy_pythonpath = _legacy_program(opts.legacy, out, report)
     infos = []
-    for what, path in (("legacy", opts.legacy), ("migrated", migrated_path)):
+    for what, path in (("legacy", legacy_program), ("migrated", migrated_path)):
         try:
             infos.append(analyze(path.read_text(encoding="utf-8")))
         except TopologyError as e:
             raise CheckError(f"{what} script {path}: {e}") from None
     legacy_info, migrated_info = infos
+    if legacy_program != opts.legacy:
+        # where the user's own file draws them, not the prepared copy (a line longer)
+        try:
+            tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
+            legacy_info = dataclasses.replace(legacy_info, unseeded_initializers=unseeded_initializers(tree))
+        except SyntaxError:
+            pass  # Python 2: the copy's lines are what there is
     if manual_work:
         report["migrated"]["manual_work"] = manual_work
     if legacy_info.strategy is not None and migrated_info.distribute_strategy is None:
@@ -961,6 +1061,20 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         raise CheckError(str(e)) from None
     strategy = mspec.strategy or lspec.strategy
     report["strategy"] = strategy
+    align = opts.align_init
+    if align is None:
+        # No two runs of a program drawing unseeded random initial values start
+        # alike: compare from the legacy job's values instead of failing on them.
+        align = bool(legacy_info.unseeded_initializers)
+        if align:
+            shown = ", ".join(legacy_info.unseeded_initializers[:3])
+            more = len(legacy_info.unseeded_initializers) - 3
+            report["align_init_reason"] = (
+                f"the legacy program draws initial values without an op seed ({shown}"
+                f"{f' and {more} more' if more > 0 else ''}): they are carried into the migrated job"
+                " by variable name, and the migration's own draws are compared by distribution"
+            )
+    report["align_init"] = align
     rtol, why = step_rtol(opts.rtol, migrated_info)
     report["tolerances"]["rtol"] = rtol
     if why:
@@ -980,20 +1094,21 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     report["migrated"]["failed_runs"] = []
     legacy_runs = _run_side(
         "legacy",
-        opts.legacy,
+        legacy_program,
         lspec,
         runs,
         opts,
         out,
         {},
         report["legacy"]["failed_runs"],
+        pythonpath=legacy_pythonpath,
         job_order=mode == "statistical",
     )
     report["legacy"]["runs"] = [o.as_dict() for o in legacy_runs]
     extra: dict[str, str] = {}
-    if opts.align_init:
+    if align:
         if legacy_runs[0].init_path is None:
-            raise CheckError("--align-init: the legacy job's initial values were not recorded")
+            raise CheckError("aligning initial values: the legacy job's initial values were not recorded")
         extra["TFMIGRATE_ALIGN_INIT"] = str(legacy_runs[0].init_path)
     migrated_runs = _run_side(
         "migrated",
@@ -1027,14 +1142,31 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     report["comparison"] = comp.as_dict()
     equivalent, reason = comp.equivalent, comp.reason
 
+    legacy_init = _load_init(legacy_runs[0].init_path)
     init = compare_init(
-        _load_init(legacy_runs[0].init_path),
+        legacy_init,
         _load_init(migrated_runs[0].init_path),
         DEFAULT_RTOL if opts.rtol is None else opts.rtol,
         opts.atol,
     )
+    if align:
+        from migrate.harness import match_names as harness_match_names
+
+        # the values were carried over; what the migration's own initializers
+        # drew must still come from the legacy initializers' distributions
+        own = _load_init(_own_init_file(migrated_runs[0].result.log_dir))
+        init["carried"] = True
+        init["own_draws_compared"] = len(harness_match_names(list(legacy_init), list(own)))
+        init["distributions_differ"] = compare_init_distributions(legacy_init, own)
+        init["mismatched"] += init["distributions_differ"]
     report["initial_values"] = init
-    if init["mismatched"] and mode == "step":
+    if init.get("distributions_differ"):
+        equivalent = False
+        reason = (
+            "the migration initializes from other distributions than the legacy program"
+            f" ({', '.join(init['distributions_differ'])}); {reason}"
+        )
+    elif init["mismatched"] and mode == "step":
         # In step mode the legacy values are read before any update, so a
         # difference is real (in async runs another worker may already train).
         equivalent = False
@@ -1084,7 +1216,10 @@ def _parser() -> argparse.ArgumentParser:
         help=f"runs per side (default 1 step by step, {DEFAULT_STAT_RUNS} statistically)",
     )
     p.add_argument(
-        "--seed", type=int, default=None, help="seed numpy/random/TensorFlow on both sides"
+        "--seed",
+        type=int,
+        default=DEFAULT_SEED,
+        help=f"seed numpy/random/TensorFlow alike on both sides (default {DEFAULT_SEED})",
     )
     p.add_argument(
         "--rtol",
@@ -1121,8 +1256,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--align-init",
-        action="store_true",
-        help="carry the legacy initial variable values into the migrated job by name",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="carry the legacy initial variable values into the migrated job by name (default:"
+        " when the legacy program draws them without op seeds, so no two runs start alike;"
+        " --no-align-init compares them value by value)",
     )
     p.add_argument(
         "--loss-source",

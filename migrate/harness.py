@@ -91,6 +91,11 @@ def init_path(directory: Path, task: str) -> Path:
     return directory / f"harness-init-{_file_stem(task)}.npz"
 
 
+def own_init_path(directory: Path, task: str) -> Path:
+    """The migrated program's own initial draws of the values ``align`` replaced."""
+    return directory / f"harness-own-init-{_file_stem(task)}.npz"
+
+
 def notes_path(directory: Path, task: str) -> Path:
     return directory / f"harness-notes-{_file_stem(task)}.json"
 
@@ -161,6 +166,7 @@ class _Harness:
         self.started = False  # this task ran its first training step
         self.init_saved = False  # tf.function programs: initial values saved at the first trace
         self.created_init: dict[str, object] = {}
+        self.own_init: dict[str, object] = {}
         self.align_values: dict[str, object] = {}
         self.aligned: list[str] = []
         if "hide" in self.features:
@@ -221,8 +227,23 @@ class _Harness:
         np.random.seed(seed)
         self.tf.random.set_seed(seed)
         # Graph-mode programs build in the global default graph after
-        # disable_eager_execution(); its graph-level seed is separate.
+        # disable_eager_execution(), or in a `with tf.Graph().as_default():` of
+        # their own; a graph's seed is its own, so every graph gets it.
         self.tf.compat.v1.get_default_graph().seed = seed
+        from tensorflow.python.framework import ops
+
+        original_init = ops.Graph.__init__
+
+        def init_seeded(graph, *args, **kwargs):
+            original_init(graph, *args, **kwargs)
+            if type(graph) is not ops.Graph:
+                return  # a tf.function's graph takes the seed of its context itself
+            try:
+                graph.seed = seed
+            except Exception as e:  # noqa: BLE001 - observing must never break the program
+                self.failed(e)
+
+        ops.Graph.__init__ = init_seeded
         self.notes["seed"] = seed
 
     # ------------------------------------------------------------ legacy: train ops
@@ -396,19 +417,19 @@ class _Harness:
         except Exception as e:  # noqa: BLE001 - observing must never break the program
             self.failed(e)
 
-    def save_init(self, values: dict) -> None:
+    def save_init(self, values: dict, path_of=init_path) -> None:
         import numpy as np
 
         if not values:
             return
-        if init_path(self.dir, self.task).exists():
+        if path_of(self.dir, self.task).exists():
             return  # a restarted task (fault injection) restores, it does not initialise
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
             # np.savez keys cannot hold "/" reliably: store names separately.
             names = list(values)
             arrays = {f"v{i}": np.asarray(values[n]) for i, n in enumerate(names)}
-            np.savez(init_path(self.dir, self.task), __names__=np.array(names), **arrays)
+            np.savez(path_of(self.dir, self.task), __names__=np.array(names), **arrays)
         except Exception as e:  # noqa: BLE001 - observing must never break the program
             self.failed(e)
 
@@ -439,6 +460,7 @@ class _Harness:
                 # are saved now, not only at exit (check may stop the job early)
                 self.init_saved = True
                 self.save_init(self.created_init)
+                self.save_init(self.own_init, own_init_path)
             if tf.executing_eagerly() and not tf.inside_function():
                 self.record_losses([float(target.numpy())])
                 return
@@ -520,6 +542,8 @@ class _Harness:
             if tuple(initial.shape) != tuple(value.shape):
                 return args, kwargs
             kwargs = dict(kwargs)
+            if tf.executing_eagerly():
+                self.own_init[full] = initial.numpy()  # what the migration itself drew
             kwargs["initial_value"] = tf.constant(value, dtype=initial.dtype)
             self.aligned.append(f"{full}<-{legacy}")
             self.fired("align_init")
@@ -719,6 +743,7 @@ class _Harness:
     def at_exit(self) -> None:
         if self.created_init:
             self.save_init(self.created_init)
+        self.save_init(self.own_init, own_init_path)
         self.notes["steps_recorded"] = self.steps_recorded
         self.write_notes()
 

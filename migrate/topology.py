@@ -124,6 +124,83 @@ def _rounding_optimizers(tree: ast.Module) -> tuple[str, ...]:
     return tuple(found)
 
 
+# TF calls that draw random initial values: explicit random ops and
+# initializers, and what defaults to one (get_variable's and the layers'
+# glorot_uniform). Without an explicit op-level `seed=` a TF1 graph and its
+# eager migration draw different numbers even under the same global seed
+# (TF1 derives the op seed from the op's id in the graph, eager from a counter).
+_RANDOM_INITIALIZERS = frozenset({
+    "random_normal", "truncated_normal", "random_uniform", "normal", "uniform",
+    "random_normal_initializer", "truncated_normal_initializer", "random_uniform_initializer",
+    "glorot_uniform_initializer", "glorot_normal_initializer", "variance_scaling_initializer",
+    "xavier_initializer", "xavier_initializer_conv2d", "variance_scaling", "orthogonal_initializer",
+    "uniform_unit_scaling_initializer", "he_normal", "he_uniform", "lecun_normal", "lecun_uniform",
+    "glorot_uniform", "glorot_normal", "GlorotUniform", "GlorotNormal", "HeNormal", "HeUniform",
+    "LecunNormal", "LecunUniform", "RandomNormal", "RandomUniform", "TruncatedNormal",
+    "VarianceScaling", "Orthogonal",
+})
+# call -> the keyword that would give it a non-random (or seeded) initializer
+_DEFAULT_RANDOM = {
+    "get_variable": "initializer", "dense": "kernel_initializer", "conv1d": "kernel_initializer",
+    "conv2d": "kernel_initializer", "conv3d": "kernel_initializer", "fully_connected": "weights_initializer",
+    "Dense": "kernel_initializer", "Conv1D": "kernel_initializer", "Conv2D": "kernel_initializer",
+}
+
+
+def _tf_roots(tree: ast.Module) -> set[str]:
+    """Local names bound to TensorFlow (or a module/object from it)."""
+    roots = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name == "tensorflow" or alias.name.startswith("tensorflow."):
+                    roots.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("tensorflow", "keras"):
+            roots.update(alias.asname or alias.name for alias in node.names)
+    return roots
+
+
+def _chain(node: ast.AST) -> list[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return parts[::-1]
+    return []
+
+
+def unseeded_initializers(tree: ast.Module) -> tuple[str, ...]:
+    """Where the program draws random initial values without an op seed
+    (``"line 12: truncated_normal_initializer"``): such values differ between
+    any two runs of TF1 and its migration, so ``check`` carries the legacy
+    values over instead of comparing them."""
+    roots = _tf_roots(tree)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        chain = _chain(node.func)
+        if not chain or chain[0] not in roots:
+            continue
+        name = chain[-1]
+        keywords = {k.arg: k.value for k in node.keywords}
+        if name in _RANDOM_INITIALIZERS:
+            if name in ("normal", "uniform") and "random" not in chain:
+                continue
+            seed = keywords.get("seed")
+            if seed is None or (isinstance(seed, ast.Constant) and seed.value is None):
+                found.append(f"line {node.lineno}: {'.'.join(chain)}")
+        elif name in _DEFAULT_RANDOM and _DEFAULT_RANDOM[name] not in keywords:
+            if name == "get_variable" and len(node.args) > 3:  # get_variable(name, shape, dtype, initializer)
+                continue
+            if None in keywords:  # **kwargs may carry it
+                continue
+            found.append(f"line {node.lineno}: {'.'.join(chain)} (default initializer)")
+    return tuple(found)
+
+
 def _options_and_env(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
     """(normalized option name -> the spelling the script defines,
     environment variables read by literal name). Options: absl/tf.app
@@ -179,6 +256,7 @@ class ProgramInfo:
     distribute_strategy: str | None = None  # the tf.distribute strategy its code names
     chief_job: str | None = None  # "master"/"chief": a TF1 chief job besides the workers
     rounding_optimizers: tuple[str, ...] = ()  # Keras optimizers that round unlike TF1's kernels
+    unseeded_initializers: tuple[str, ...] = ()  # random initial values without an op seed
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -267,6 +345,7 @@ def analyze(source: str) -> ProgramInfo:
         named,
         _chief_job(tree),
         _rounding_optimizers(tree),
+        unseeded_initializers(tree),
     )
 
 

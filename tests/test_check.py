@@ -16,9 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from migrate import check, losslog
+from migrate.engine import migrate_source
 from migrate.harness import decode_print_line, match_names
 from migrate.topology import STEP_KNOBS, TOWER_KNOBS, analyze, legacy_launch, migrated_launch
 
@@ -619,6 +621,71 @@ def test_realistic_howto_script_with_hard_coded_length_and_checkpoint_dir(tmp_pa
     assert not hard_coded.exists()
 
 
+def test_script_written_for_tf1_runs_as_tf2_runs_tf1_code(tmp_path):
+    """tf1_spelled_inference_helpers.py is TF 1.x code as written for TF 1.x
+    (`import tensorflow as tf`, tf.train.Server, tf.placeholder): it cannot
+    start on TF 2 as it is. check runs a copy importing tensorflow.compat.v1
+    in graph mode -- only that changed, said in the report -- and the
+    migration (get_variable helpers under make_template) trains bit for bit.
+    Its initializers are unseeded, so the legacy values are carried over (no
+    option needed) and the migration's own draws compared by distribution."""
+    legacy = REALISTIC / "tf1_spelled_inference_helpers.py"
+    before = legacy.read_bytes()
+    code, report = run(legacy, None, tmp_path, "--workers", "1", "--steps", "15")
+    assert code == 0, report["reason"]
+    assert report["align_init"] is True and "line 26: tf.truncated_normal_initializer" in report["align_init_reason"]
+    assert report["initial_values"]["carried"] and report["initial_values"]["own_draws_compared"] == 4
+    run_as = report["legacy"]["run_as"]
+    assert Path(run_as["program"]).parent == tmp_path / "out" / "legacy-on-tf2"
+    assert any("import tensorflow.compat.v1 as tf" in c for c in run_as["changes"])
+    assert legacy.read_bytes() == before
+    assert report["comparison"]["steps_compared"] == 15 and report["comparison"]["max_abs_diff"] == 0
+    assert report["initial_values"]["compared"] == 4
+
+
+def test_wrong_unseeded_initializer_is_caught_though_values_are_carried(tmp_path):
+    """The migration draws hidden1/weights with 3x the legacy stddev: the values
+    are carried over (unseeded legacy initializers), so the losses agree, but
+    the migration's own draws come from another distribution: exit 1."""
+    legacy = REALISTIC / "tf1_spelled_inference_helpers.py"
+    result = migrate_source(legacy.read_text())
+    assert result.output.count("stddev=0.3") == 2
+    wrong = tmp_path / "wrong_stddev.py"
+    wrong.write_text(result.output.replace("stddev=0.3", "stddev=0.9", 1))
+    code, report = run(legacy, wrong, tmp_path, "--workers", "1", "--steps", "5")
+    assert code == 1, report["reason"]
+    assert report["initial_values"]["distributions_differ"][0].startswith("hidden1/weights (own draws std")
+    assert "other distributions" in report["reason"]
+
+
+def test_init_distributions_tell_a_wrong_initializer_from_another_draw():
+    rng = np.random.default_rng(0)
+    legacy = {"w": rng.normal(0, 0.3, (12, 16)), "b": np.zeros(16), "tiny": rng.normal(0, 1, 3)}
+    same = {"model/w": rng.normal(0, 0.3, (12, 16)), "model/b": np.zeros(16), "model/tiny": rng.normal(0, 5, 3)}
+    assert check.compare_init_distributions(legacy, same) == []  # another draw; too few to tell
+    wide = {"model/w": rng.normal(0, 0.9, (12, 16))}
+    assert check.compare_init_distributions(legacy, wide)[0].startswith("w (own draws std")
+    shifted = {"model/w": rng.normal(0.3, 0.3, (12, 16))}
+    assert check.compare_init_distributions(legacy, shifted)[0].startswith("w (own draws mean")
+    ones = {"model/b": np.ones(16)}
+    assert check.compare_init_distributions(legacy, ones) == ["b (own initial value 1, legacy constant 0)"]
+
+
+def test_legacy_script_needing_what_tf2_removed_gets_a_located_reason(tmp_path):
+    legacy = tmp_path / "contrib_user.py"
+    legacy.write_text(
+        (REALISTIC / "tf1_spelled_inference_helpers.py").read_text().replace(
+            "import tensorflow as tf\n",
+            "import tensorflow as tf\nfrom tensorflow.examples.tutorials.mnist import input_data\n",
+        )
+    )
+    code, report = run(legacy, None, tmp_path, "--workers", "1", "--steps", "5")
+    assert code == 2
+    assert "cannot run on TensorFlow 2" in report["reason"]
+    assert "line 9: imports `tensorflow.examples.tutorials.mnist`" in report["reason"]
+    assert not report["legacy"].get("runs")  # refused before launching anything
+
+
 def test_step_tolerance_follows_the_migrated_optimizer():
     sgd = analyze("import tensorflow as tf\nopt = tf.keras.optimizers.SGD(learning_rate=0.1)\n")
     momentum = analyze("import tensorflow as tf\nopt = tf.keras.optimizers.SGD(0.1, 0.9)\n")
@@ -639,9 +706,28 @@ def test_realistic_tf_config_script_steps_by_environment(tmp_path):
     assert report["legacy"]["launch"]["env"] == {"NUM_STEPS": "10"}
 
 
-def test_python2_legacy_script_cannot_run(tmp_path):
+def test_python2_legacy_script_using_contrib_gets_a_located_reason(tmp_path):
     code, report = run(REALISTIC / "py2_era_flags.py", migrated_for("async_ps"), tmp_path)
-    assert code == 2 and "cannot parse" in report["reason"]
+    assert code == 2, report["reason"]
+    assert "line 37: uses `tf.contrib`" in report["reason"]
+
+
+def test_python2_legacy_script_runs_converted_to_python3(tmp_path):
+    """py2_era_flags.py (print statements, xrange, iteritems, `except E, e`)
+    with its one contrib call spelled the TF 1.x core way: check runs it as
+    Python 3 on TF2's compat.v1, against tfmigrate's migration of it."""
+    legacy = tmp_path / "py2_era_flags.py"
+    legacy.write_text(
+        (REALISTIC / "py2_era_flags.py").read_text().replace(
+            "tf.contrib.framework.get_or_create_global_step()", "tf.train.get_or_create_global_step()"
+        )
+    )
+    # its batches come from the unseeded global NumPy generator: --seed seeds both sides alike
+    code, report = run(legacy, None, tmp_path, "--workers", "1", "--steps", "10", "--seed", "7")
+    assert code == 0, report["reason"]
+    changes = report["legacy"]["run_as"]["changes"]
+    assert changes[0].startswith("converted from Python 2") and "print" in changes[0]
+    assert report["comparison"]["steps_compared"] == 10
 
 
 # --------------------------------------------------------------------------- real runs: must fail

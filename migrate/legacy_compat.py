@@ -1,0 +1,217 @@
+"""Run a legacy script written for TensorFlow 1.x on TensorFlow 2 as TF1.
+
+``tfmigrate check`` runs the legacy program as it is. Most legacy scripts
+import TensorFlow the TF1 way (``import tensorflow as tf``) and call names
+TF2 moved under ``tf.compat.v1`` (``tf.train.Server``, ``tf.placeholder``,
+``tf.app.flags``...), in graph mode. TF2 still has all of that in
+``tensorflow.compat.v1``; TensorFlow's own guide runs TF1 code on TF2 by
+changing only the import::
+
+    import tensorflow.compat.v1 as tf
+    tf.disable_eager_execution()
+
+:func:`prepare` makes exactly that change (every ``import tensorflow``/``from
+tensorflow import X`` binding now names ``tensorflow.compat.v1``, and graph
+mode is switched on right after the first TensorFlow import), and converts
+Python 2 syntax to Python 3 as the codemod does, nothing else:
+the training code is the user's. A script that already runs on TF2 (it
+imports ``tensorflow.compat.v1`` or switches eager execution off itself) is
+left alone. What TF2 cannot run in any spelling (``tensorflow.contrib``,
+``tensorflow.examples``) is reported, so ``check`` can say why the legacy
+side cannot start instead of showing an ImportError.
+
+Never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.rules._cst import walk
+from migrate.tfnames import TFNames, dotted
+
+__all__ = ["Prepared", "prepare"]
+
+# Module attributes a TF2 program uses to leave eager mode (any spelling):
+# their presence means the script already runs on TF2 as TF1.
+_GRAPH_MODE_SWITCHES = ("disable_eager_execution", "disable_v2_behavior")
+# Packages TF 2.x removed entirely: no import spelling brings them back.
+_REMOVED = ("tensorflow.contrib", "tensorflow.examples")
+
+
+@dataclass
+class Prepared:
+    source: str  # what to run (the input itself when nothing was changed)
+    changed: bool = False
+    changes: list[str] = field(default_factory=list)  # what was changed, for the report
+    blockers: list[str] = field(default_factory=list)  # imports TF2 cannot satisfy, located
+
+
+def _module_name(node: cst.BaseExpression | None) -> str:
+    return dotted(node) or "" if node is not None else ""
+
+
+def _line(module: cst.Module, node: cst.CSTNode) -> int:
+    # cheap: the statement's first line in the printed module
+    code = module.code
+    text = module.code_for_node(node).strip().splitlines()[0]
+    index = code.find(text)
+    return code.count("\n", 0, index) + 1 if index >= 0 else 0
+
+
+class _ToCompatV1(cst.CSTTransformer):
+    """TF1 bindings of ``tensorflow`` become bindings of ``tensorflow.compat.v1``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changes: list[str] = []
+        self.alias: str | None = None  # a local name bound to compat.v1, for the graph-mode switch
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
+        names = []
+        for alias in updated.names:
+            full = _module_name(alias.name)
+            if full == "tensorflow":
+                local = alias.asname.name.value if alias.asname else "tensorflow"
+                alias = alias.with_changes(
+                    name=cst.parse_expression("tensorflow.compat.v1"),
+                    asname=cst.AsName(name=cst.Name(local)),
+                )
+                self.changes.append(f"`import tensorflow{' as ' + local if local != 'tensorflow' else ''}`"
+                                    f" -> `import tensorflow.compat.v1 as {local}`")
+                self.alias = self.alias or local
+            names.append(alias)
+        return updated.with_changes(names=names)
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        if updated.relative:
+            return updated
+        full = _module_name(updated.module)
+        if full == "tensorflow" and not isinstance(updated.names, cst.ImportStar):
+            kept = [a for a in updated.names if _module_name(a.name) not in ("compat",)]
+            if len(kept) == len(updated.names):
+                self.changes.append("`from tensorflow import ...` -> `from tensorflow.compat.v1 import ...`")
+                return updated.with_changes(module=cst.parse_expression("tensorflow.compat.v1"))
+        return updated
+
+
+def _switches_graph_mode(module: cst.Module) -> bool:
+    for node in walk(module):
+        if isinstance(node, cst.Attribute) and node.attr.value in _GRAPH_MODE_SWITCHES:
+            return True
+        if isinstance(node, cst.ImportAlias) and _module_name(node.name) in _GRAPH_MODE_SWITCHES:
+            return True
+    return False
+
+
+def _imports_compat_v1(module: cst.Module) -> bool:
+    for node in walk(module):
+        if isinstance(node, cst.Import):
+            if any(_module_name(a.name).startswith("tensorflow.compat.v1") for a in node.names):
+                return True
+        elif isinstance(node, cst.ImportFrom) and not node.relative:
+            full = _module_name(node.module)
+            if full.startswith("tensorflow.compat.v1"):
+                return True
+            if (
+                full == "tensorflow.compat"
+                and not isinstance(node.names, cst.ImportStar)
+                and any(_module_name(a.name) == "v1" for a in node.names)
+            ):
+                return True
+    return False
+
+
+def _blockers(module: cst.Module) -> list[str]:
+    """Imports of removed packages, except those a ``try:`` guards (the script
+    has a fallback)."""
+    guarded = {id(n) for t in walk(module) if isinstance(t, cst.Try) for n in walk(t.body)}
+    tf_names = TFNames.from_module(module)
+    found = []
+    used: set[str] = set()
+    for node in walk(module):
+        if id(node) in guarded:
+            continue
+        if isinstance(node, cst.Attribute) and type(node.value) is cst.Name:
+            full = tf_names.full_name(node) or ""
+            if full.startswith(_REMOVED) and full not in used:  # tf.contrib.layers...
+                used.add(full)
+                found.append(f"line {_line(module, node)}: uses `{dotted(node)}` ({full}), which TensorFlow 2 removed")
+            continue
+        names: list[str] = []
+        if isinstance(node, cst.Import):
+            names = [_module_name(a.name) for a in node.names]
+        elif isinstance(node, cst.ImportFrom) and not node.relative:
+            base = _module_name(node.module)
+            names = [base]
+            if base == "tensorflow" and not isinstance(node.names, cst.ImportStar):
+                names += [f"tensorflow.{_module_name(a.name)}" for a in node.names]
+        for name in names:
+            if any(name == r or name.startswith(r + ".") for r in _REMOVED):
+                found.append(f"line {_line(module, node)}: imports `{name}`, which TensorFlow 2 removed")
+                break
+    return found
+
+
+def python3_source(source: str) -> tuple[str, str | None]:
+    """The source as Python 3 runs it, and what was converted: the CLI's
+    Python 2 pre-pass (print statements, ``xrange``, ``d.iteritems()``...).
+    Raises :class:`migrate.engine.MigrationError` when it is neither."""
+    from migrate import py2
+
+    if py2.python2_uses(source) or not py2.is_python3(source):
+        converted, note = py2.convert(source)
+        return converted, note.message
+    return source, None
+
+
+def prepare(source: str) -> Prepared:
+    """The legacy source as TF2 runs TF1 code (see the module docstring)."""
+    from migrate.engine import MigrationError
+
+    try:
+        source, converted = python3_source(source)
+    except MigrationError:
+        return Prepared(source)  # the caller's parse reports where
+    done = [converted] if converted else []
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return Prepared(source, bool(done), done)
+    blockers = _blockers(module)
+    if _switches_graph_mode(module) or _imports_compat_v1(module):
+        return Prepared(source, bool(done), done, blockers)
+    to_v1 = _ToCompatV1()
+    new = module.visit(to_v1)
+    if not to_v1.changes:
+        return Prepared(source, bool(done), done, blockers)
+    # Graph mode right after the first top-level TensorFlow import (else after
+    # the docstring and __future__ imports, with an import of its own).
+    index, alias = None, None
+    for i, statement in enumerate(module.body):
+        if isinstance(statement, cst.SimpleStatementLine):
+            finder = _ToCompatV1()
+            statement.visit(finder)
+            if finder.changes:
+                index, alias = i + 1, finder.alias
+                break
+    switch = []
+    if index is None or alias is None:
+        alias = "tfmigrate_tf1"
+        switch.append(cst.parse_statement(f"import tensorflow.compat.v1 as {alias}\n"))
+    if index is None:
+        index = 0
+        for i, statement in enumerate(module.body):
+            first = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+            docstring = i == 0 and isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString)
+            future = isinstance(first, cst.ImportFrom) and _module_name(first.module) == "__future__"
+            if not (docstring or future):
+                break
+            index = i + 1
+    switch.append(cst.parse_statement(f"{alias}.disable_eager_execution()\n"))
+    body = list(new.body)
+    body[index:index] = switch
+    changes = [*done, *to_v1.changes, f"`{alias}.disable_eager_execution()` added after the import"]
+    return Prepared(new.with_changes(body=body).code, True, changes, blockers)
