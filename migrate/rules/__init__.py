@@ -16,6 +16,7 @@ from migrate.engine import Rule
 from migrate.rules.tfm101_tensorflow_import import TensorflowImport
 from migrate.rules.tfm102_absl_flags import AbslFlags
 from migrate.rules.tfm103_tf_logging import TfLogging
+from migrate.rules.tfm104_tf_layers import TfLayers
 from migrate.rules.tfm201_cluster_resolver import ClusterResolver
 from migrate.rules.tfm202_server_roles import ServerRoles
 from migrate.rules.tfm301_graph_to_strategy import GraphToStrategy
@@ -26,6 +27,10 @@ from migrate.rules.tfm402_contrib import Contrib
 from migrate.rules.tfm901_legacy_leftovers import LegacyDistributedLeftover
 
 REGISTRY: list[type[Rule]] = [
+    # first: the tf.layers / contrib layer calls it rewrites into functions of the
+    # module are then never reported by TFM101 as Keras 2 only (nor by TFM402),
+    # and TFM301 sees a model built by get_variable helpers it can reuse
+    TfLayers,
     TensorflowImport,
     AbslFlags,
     TfLogging,

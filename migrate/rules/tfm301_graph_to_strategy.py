@@ -30,6 +30,7 @@ from migrate.rules._graph import (
     pinned_variables,
 )
 from migrate.rules._program import MIRRORED, MWMS, PSS, REFERENCE, STRATEGY_CLASS, detect_strategy
+from migrate.tfnames import dotted
 
 SESSION_CLASSES = {
     "train.MonitoredTrainingSession",
@@ -463,6 +464,8 @@ class GraphToStrategy(Rule):
         if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
                 self._report_unseen_variables(graph)):
             return body
+        if self._wants_template(graph) and self._report_layers_in_template(graph):
+            return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         self._report_pinned_before(before)
@@ -581,6 +584,40 @@ class GraphToStrategy(Rule):
                                 " Keras model or tf.Module) and call it in a tf.function step, by hand",
                                 reference=REFERENCE[self.strategy], fixed=False)
                     return True
+        return False
+
+    def _report_layers_in_template(self, graph: Graph) -> bool:
+        """The model is built by get_variable helpers (a template) but also
+        calls a layer that creates its own variables (a tf.layers call TFM104
+        left, a Keras layer, a contrib/slim layer): the template would neither
+        reuse nor train those. Decline, naming the first such call (in the
+        block or a module function it calls)."""
+        aliases = {}  # module-level `slim = tf.contrib.slim`
+        for st in self.ctx.module.body:
+            names, value, _ = C.assignment(st)
+            q = self.qualname(value) if len(names) == 1 and value is not None else None
+            if q is not None and (q + ".").startswith(_LAYER_MODULES):
+                aliases[names[0]] = q
+        code = [st for _, st in graph.compute]
+        seen: set[str] = set()
+        while code:
+            for call in C.calls_in(code.pop(0)):
+                q = self.qualname(call.func)
+                head, _, tail = (dotted(call.func) or "").partition(".")
+                if q is None and head in aliases and tail:
+                    q = f"{aliases[head]}.{tail}"
+                if q is not None and q.startswith(_LAYER_MODULES) and not q.endswith(_NOT_LAYERS):
+                    self.report(call, f"the model calls `{C.code_of(call.func)}`, which creates variables of"
+                                " its own that the model template built once under the strategy would not reuse"
+                                " or train; this training was left as TF1", hint="replace that layer (TFM104"
+                                " says why it was not rewritten), then migrate again",
+                                reference=REFERENCE[self.strategy], fixed=False)
+                    return True
+                if isinstance(call.func, cst.Name) and call.func.value not in seen:
+                    seen.add(call.func.value)
+                    helper = self._module_function(call.func.value)
+                    if helper is not None:
+                        code.append(helper)
         return False
 
     def _input_helpers(self) -> dict[str, cst.FunctionDef]:
@@ -1493,6 +1530,12 @@ class GraphToStrategy(Rule):
             leading_lines=[cst.EmptyLine(indent=False)],
         )
         return [fn]
+
+
+# Layer modules whose functions create variables of their own (initializers and
+# regularizers there do not): TF1's tf.layers, Keras layers, contrib/slim layers.
+_LAYER_MODULES = ("layers.", "keras.layers.", "contrib.layers.", "contrib.slim.")
+_NOT_LAYERS = ("_initializer", "initializer_conv2d", "_regularizer", "arg_scope")
 
 
 def _catches_end_of_input(handler: cst.ExceptHandler) -> bool:
