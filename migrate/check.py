@@ -419,6 +419,8 @@ def _run_side(
     job_order: bool = False,
 ) -> list[RunOutcome]:
     features = ["record", "init", "isolate"]
+    if side == "legacy":
+        features.append("tf1layers")
     if opts.robust and side == "legacy":
         features.append("robust")
     if opts.loss_source == "harness":
@@ -830,6 +832,17 @@ def render_table(report: dict) -> str:
             "legacy written for TF 1.x / Python 2, run as TF2 runs TF1 code: "
             + "; ".join(run_as["changes"])
             + f" ({run_as['program']})"
+        )
+    provided = sorted({
+        note.split(": ", 1)[-1].split(" run as ")[0]
+        for r in report["legacy"].get("runs", [])
+        for note in r.get("harness_fired", [])
+        if "run as tfmigrate's TF1 code" in note
+    })
+    if provided:
+        lines.append(
+            f"legacy on Keras 3: {', '.join(provided)} run as the TF1 code TFM104 writes into migrations"
+            " (Keras 3 removed tf.compat.v1.layers; with tf-keras the originals run)"
         )
     rows = [("side", "launch", "runs", "wall", "losses from", "steps")]
     for side in ("legacy", "migrated"):

@@ -13,7 +13,12 @@ program itself is never edited:
                 maps to ``<dir>/checkpoints/tmp/train_logs``, so one run
                 never restores what another run (or the other side) saved;
     ``hide``    hide ``TFMIGRATE_LOSS_LOG`` from the program, so only the
-                harness records losses (to verify the harness itself).
+                harness records losses (to verify the harness itself);
+    ``tf1layers`` where Keras 3 left ``tf.compat.v1.layers`` without its
+                functions (no tf-keras), provide TF1's dense, conv2d,
+                max_pooling2d, average_pooling2d, flatten and dropout from
+                :mod:`migrate.tf1_layers` -- the code TFM104 writes into
+                migrations -- so a legacy program that uses them can run.
 ``TFMIGRATE_HARNESS_DIR``   where the harness writes (default: beside the loss log,
                             else a new temp dir)
 ``TFMIGRATE_ALIGN_INIT``    npz of initial values to carry into this job by name
@@ -216,6 +221,8 @@ class _Harness:
             self.patch_hang_points()
         if "isolate" in self.features:
             self.patch_checkpoint_paths()
+        if "tf1layers" in self.features:
+            self.provide_tf1_layers()
         atexit.register(self.at_exit)
 
     def seed(self, seed: int) -> None:
@@ -558,6 +565,54 @@ class _Harness:
             if self.tf.inside_function() or not var.trainable:
                 return
             self.created_init[strip_variable_name(var.name)] = var.numpy()
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    # ------------------------------------------------------------ tf.compat.v1.layers
+
+    def provide_tf1_layers(self) -> None:
+        import contextlib
+        import types
+
+        import tensorflow.compat.v1 as v1  # noqa: PLR0402 - the module programs import, not always tf.compat.v1
+
+        # Keras 3 raises "`dense` is not available with Keras 3"; tf-keras with
+        # TF_USE_LEGACY_KERAS has the originals, which then run
+        with contextlib.suppress(Exception):
+            v1.layers.dense  # noqa: B018
+            return
+        try:
+            from migrate import tf1_layers
+
+            harness = self
+
+            used: set[str] = set()
+
+            def announced(name, function):
+                def layer(*args, **kwargs):
+                    if name not in used:
+                        used.add(name)
+                        harness.fired(f"tf.compat.v1.layers.{name} run as tfmigrate's TF1 code (Keras 3 removed it)")
+                    return function(*args, **kwargs)
+
+                return layer
+
+            provided = {
+                name: announced(name, getattr(tf1_layers, f"tf1_{name}"))
+                for name in ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout")
+            }
+
+            class Layers(types.ModuleType):
+                def __getattr__(self, name):
+                    raise AttributeError(
+                        f"`tf.compat.v1.layers.{name}` is not available with Keras 3; tfmigrate check"
+                        f" provides only {', '.join(sorted(provided))} (install tf-keras for the rest)"
+                    )
+
+            module = Layers("tensorflow.compat.v1.layers")
+            module.__dict__.update(provided)
+            for namespace in {id(v1): v1, id(self.tf.compat.v1): self.tf.compat.v1}.values():
+                namespace.layers = module
         except Exception as e:  # noqa: BLE001 - observing must never break the program
             self.failed(e)
 

@@ -643,6 +643,22 @@ def test_script_written_for_tf1_runs_as_tf2_runs_tf1_code(tmp_path):
     assert report["initial_values"]["compared"] == 4
 
 
+def test_tf_layers_script_runs_on_keras_3_and_its_migration_is_bit_exact(tmp_path):
+    """tf1_layers_mnist_mts.py builds its model with tf.layers.dense/dropout,
+    which Keras 3 removed: the legacy side runs them as the TF1 code TFM104
+    writes into the migration (the harness provides it, and says so), the
+    initial values are carried (glorot defaults, unseeded), and one worker of
+    ParameterServerStrategy trains bit for bit as the TF1 job did."""
+    code, report = run(REALISTIC / "tf1_layers_mnist_mts.py", None, tmp_path, "--workers", "1", "--steps", "15")
+    assert code == 0, report["reason"]
+    fired = report["legacy"]["runs"][0]["harness_fired"]
+    assert any("tf.compat.v1.layers.dense run as tfmigrate's TF1 code" in f for f in fired), fired
+    assert report["comparison"]["steps_compared"] == 15 and report["comparison"]["max_abs_diff"] == 0
+    init = report["initial_values"]
+    assert init["carried"] and init["compared"] == 6 and not init["mismatched"]
+    assert "tf1_dense(" in Path(report["migrated"]["program"]).read_text()
+
+
 def test_wrong_unseeded_initializer_is_caught_though_values_are_carried(tmp_path):
     """The migration draws hidden1/weights with 3x the legacy stddev: the values
     are carried over (unseeded legacy initializers), so the losses agree, but
