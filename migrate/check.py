@@ -175,6 +175,7 @@ class CheckOptions:
     timeout: float = DEFAULT_TIMEOUT
     out: Path | None = None
     align_init: bool | None = None  # None: when the legacy initial values are unseeded random draws
+    mnist_standin: bool = False  # set by the check: the legacy script reads TF1's MNIST reader
     loss_source: str = "auto"  # auto | program | harness
     robust: bool = True
     plot: bool = True
@@ -421,6 +422,8 @@ def _run_side(
     features = ["record", "init", "isolate"]
     if side == "legacy":
         features.append("tf1layers")
+    if opts.mnist_standin:
+        features.append("mnist")  # both sides: the same examples in the same order
     if opts.robust and side == "legacy":
         features.append("robust")
     if opts.loss_source == "harness":
@@ -839,6 +842,11 @@ def render_table(report: dict) -> str:
         for note in r.get("harness_fired", [])
         if "run as tfmigrate's TF1 code" in note
     })
+    if report.get("mnist_standin"):
+        lines.append(
+            "MNIST: tensorflow.examples.tutorials.mnist.input_data (removed in TF 2) served on both sides by"
+            " tfmigrate's synthetic stand-in (same API, same examples in the same order, nothing downloaded)"
+        )
     if provided:
         lines.append(
             f"legacy on Keras 3: {', '.join(provided)} run as the TF1 code TFM104 writes into migrations"
@@ -1023,8 +1031,10 @@ def _legacy_program(legacy: Path, out: Path, report: dict) -> tuple[Path, str | 
         raise CheckError(
             f"the legacy script {legacy} cannot run on TensorFlow 2: "
             + "; ".join(prepared.blockers)
-            + " (port those imports, e.g. tf.data for tensorflow.examples' MNIST reader, then check again)"
+            + " (port those imports to TF 2 -- tf.compat.v1, tf.data, Keras --, then check again)"
         )
+    if prepared.reads_mnist:
+        report["mnist_standin"] = True
     if not prepared.changed:
         return legacy, None
     copy = out / "legacy-on-tf2" / legacy.name
@@ -1041,6 +1051,7 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     report["migrated"]["program"] = str(migrated_path)
     report["migrated"]["origin"] = origin
     legacy_program, legacy_pythonpath = _legacy_program(opts.legacy, out, report)
+    opts = dataclasses.replace(opts, mnist_standin=bool(report.get("mnist_standin")))
     infos = []
     for what, path in (("legacy", legacy_program), ("migrated", migrated_path)):
         try:

@@ -18,7 +18,11 @@ program itself is never edited:
                 functions (no tf-keras), provide TF1's dense, conv2d,
                 max_pooling2d, average_pooling2d, flatten and dropout from
                 :mod:`migrate.tf1_layers` -- the code TFM104 writes into
-                migrations -- so a legacy program that uses them can run.
+                migrations -- so a legacy program that uses them can run;
+    ``mnist``   serve ``tensorflow.examples.tutorials.mnist.input_data``
+                (removed in TF 2, it downloaded MNIST) from
+                :mod:`migrate.mnist_standin`: the same API on deterministic
+                synthetic data, the same for both sides of a check.
 ``TFMIGRATE_HARNESS_DIR``   where the harness writes (default: beside the loss log,
                             else a new temp dir)
 ``TFMIGRATE_ALIGN_INIT``    npz of initial values to carry into this job by name
@@ -223,6 +227,8 @@ class _Harness:
             self.patch_checkpoint_paths()
         if "tf1layers" in self.features:
             self.provide_tf1_layers()
+        if "mnist" in self.features:
+            self.provide_mnist_reader()
         atexit.register(self.at_exit)
 
     def seed(self, seed: int) -> None:
@@ -613,6 +619,43 @@ class _Harness:
             module.__dict__.update(provided)
             for namespace in {id(v1): v1, id(self.tf.compat.v1): self.tf.compat.v1}.values():
                 namespace.layers = module
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    def provide_mnist_reader(self) -> None:
+        import sys
+        import types
+
+        try:
+            from migrate import mnist_standin
+
+            harness = self
+
+            def read_data_sets(*args, **kwargs):
+                harness.fired(
+                    "tensorflow.examples.tutorials.mnist.input_data.read_data_sets served by tfmigrate's"
+                    " synthetic stand-in (TF 2 removed the reader)"
+                )
+                return mnist_standin.read_data_sets(*args, **kwargs)
+
+            reader = types.ModuleType("tensorflow.examples.tutorials.mnist.input_data")
+            reader.__dict__.update(
+                read_data_sets=read_data_sets, DataSet=mnist_standin.DataSet,
+                dense_to_one_hot=mnist_standin.dense_to_one_hot,
+            )
+            parent = sys.modules["tensorflow"]
+            path = "tensorflow"
+            for part in ("examples", "tutorials", "mnist"):
+                path += "." + part
+                module = sys.modules.get(path)
+                if module is None:
+                    module = types.ModuleType(path)
+                    module.__path__ = []  # a package: its children import from sys.modules
+                    sys.modules[path] = module
+                setattr(parent, part, module)
+                parent = module
+            sys.modules[reader.__name__] = reader
+            parent.input_data = reader
         except Exception as e:  # noqa: BLE001 - observing must never break the program
             self.failed(e)
 

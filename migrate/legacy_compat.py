@@ -39,6 +39,8 @@ __all__ = ["Prepared", "prepare"]
 _GRAPH_MODE_SWITCHES = ("disable_eager_execution", "disable_v2_behavior")
 # Packages TF 2.x removed entirely: no import spelling brings them back.
 _REMOVED = ("tensorflow.contrib", "tensorflow.examples")
+# ...except TF1's MNIST reader, which check serves on both sides (migrate/mnist_standin.py)
+MNIST_READER = "tensorflow.examples.tutorials.mnist"
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Prepared:
     changed: bool = False
     changes: list[str] = field(default_factory=list)  # what was changed, for the report
     blockers: list[str] = field(default_factory=list)  # imports TF2 cannot satisfy, located
+    reads_mnist: bool = False  # imports TF1's MNIST reader, which check provides
 
 
 def _module_name(node: cst.BaseExpression | None) -> str:
@@ -124,6 +127,30 @@ def _imports_compat_v1(module: cst.Module) -> bool:
     return False
 
 
+def _is_mnist_reader(name: str) -> bool:
+    return name == MNIST_READER or name.startswith(MNIST_READER + ".")
+
+
+def reads_mnist(source: str) -> bool:
+    """Whether the source imports TF1's MNIST reader (``input_data``)."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return False
+    for node in walk(module):
+        if isinstance(node, cst.Import) and any(_is_mnist_reader(_module_name(a.name)) for a in node.names):
+            return True
+        if isinstance(node, cst.ImportFrom) and not node.relative:
+            base = _module_name(node.module)
+            if _is_mnist_reader(base) or (
+                base == "tensorflow.examples.tutorials"
+                and not isinstance(node.names, cst.ImportStar)
+                and any(_module_name(a.name) == "mnist" for a in node.names)
+            ):
+                return True
+    return False
+
+
 def _blockers(module: cst.Module) -> list[str]:
     """Imports of removed packages, except those a ``try:`` guards (the script
     has a fallback)."""
@@ -136,7 +163,7 @@ def _blockers(module: cst.Module) -> list[str]:
             continue
         if isinstance(node, cst.Attribute) and type(node.value) is cst.Name:
             full = tf_names.full_name(node) or ""
-            if full.startswith(_REMOVED) and full not in used:  # tf.contrib.layers...
+            if full.startswith(_REMOVED) and not _is_mnist_reader(full) and full not in used:  # tf.contrib.layers...
                 used.add(full)
                 found.append(f"line {_line(module, node)}: uses `{dotted(node)}` ({full}), which TensorFlow 2 removed")
             continue
@@ -149,6 +176,8 @@ def _blockers(module: cst.Module) -> list[str]:
             if base == "tensorflow" and not isinstance(node.names, cst.ImportStar):
                 names += [f"tensorflow.{_module_name(a.name)}" for a in node.names]
         for name in names:
+            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials":
+                continue
             if any(name == r or name.startswith(r + ".") for r in _REMOVED):
                 found.append(f"line {_line(module, node)}: imports `{name}`, which TensorFlow 2 removed")
                 break
@@ -169,6 +198,12 @@ def python3_source(source: str) -> tuple[str, str | None]:
 
 def prepare(source: str) -> Prepared:
     """The legacy source as TF2 runs TF1 code (see the module docstring)."""
+    prepared = _prepare(source)
+    prepared.reads_mnist = reads_mnist(prepared.source)
+    return prepared
+
+
+def _prepare(source: str) -> Prepared:
     from migrate.engine import MigrationError
 
     try:

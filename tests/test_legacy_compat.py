@@ -134,3 +134,70 @@ def test_python2_source_is_converted_first():
     assert "print(\"step\", i)" in prepared.source and "range(3)" in prepared.source
     assert "import tensorflow.compat.v1 as tf\ntf.disable_eager_execution()" in prepared.source
     ast.parse(prepared.source)
+
+
+def test_tf1_mnist_reader_is_not_a_blocker_but_noted():
+    prepared = prepare(src("""
+        import tensorflow as tf
+        from tensorflow.examples.tutorials.mnist import input_data
+        mnist = input_data.read_data_sets("/tmp/data", one_hot=True)
+    """))
+    assert prepared.blockers == [] and prepared.reads_mnist
+    other = prepare("import tensorflow as tf\nfrom tensorflow.examples.tutorials.word2vec import w2v\n")
+    assert other.blockers and not other.reads_mnist
+    assert not prepare("import tensorflow as tf\nx = 1\n").reads_mnist
+
+
+def test_mnist_standin_has_tf1s_api_and_is_deterministic():
+    import numpy as np
+
+    from migrate import mnist_standin
+
+    np.random.seed(3)
+    first = mnist_standin.read_data_sets("/nonexistent", one_hot=True)
+    assert first.train.images.shape == (5000, 784) and first.train.images.dtype == np.float32
+    assert 0.0 <= first.train.images.min() and first.train.images.max() <= 1.0
+    assert first.train.labels.shape == (5000, 10) and first.validation.num_examples == 1000
+    assert first.test.images.shape == (1000, 784)
+    xs, ys = first.train.next_batch(100)
+    assert xs.shape == (100, 784) and ys.shape == (100, 10) and (ys.sum(axis=1) == 1).all()
+    np.random.seed(3)
+    again = mnist_standin.read_data_sets("/elsewhere", one_hot=True)
+    assert np.array_equal(again.train.next_batch(100)[0], xs)  # same seed, same batches
+    dense = mnist_standin.read_data_sets(None, reshape=False, validation_size=0)
+    assert dense.train.images.shape == (6000, 28, 28, 1) and dense.train.labels.dtype == np.uint8
+    # an epoch boundary: the rest of the epoch, then the start of the next one
+    small = mnist_standin.DataSet(np.zeros((5, 28, 28, 1), np.uint8), np.arange(5, dtype=np.uint8))
+    small.next_batch(4)
+    _, labels = small.next_batch(4)
+    assert len(labels) == 4 and small.epochs_completed == 1
+    # learnable: the class templates separate the classes
+    means = [first.train.images[first.train.labels.argmax(1) == c].mean(0) for c in range(10)]
+    assert min(np.abs(means[a] - means[b]).mean() for a in range(10) for b in range(a)) > 0.05
+
+
+def test_harness_serves_the_mnist_reader_and_tf1_layers_to_an_unmodified_program(tmp_path):
+    """What check's legacy side gets on TF 2.21 with Keras 3: the removed MNIST
+    reader and tf.layers, provided from outside, each use noted."""
+    import json
+    import os
+
+    script = tmp_path / "legacy.py"
+    script.write_text(src("""
+        import tensorflow.compat.v1 as tf
+        from tensorflow.examples.tutorials.mnist import input_data
+        tf.disable_eager_execution()
+        mnist = input_data.read_data_sets("/nonexistent/mnist", one_hot=True)
+        xs, ys = mnist.train.next_batch(8)
+        logits = tf.layers.dense(tf.constant(xs), 10)
+        print("shapes", xs.shape, ys.shape, logits.shape, [v.name for v in tf.global_variables()])
+    """))
+    env = {**os.environ, "TFMIGRATE_BOOT_HOOKS": "migrate.harness", "TFMIGRATE_HARNESS": "mnist,tf1layers",
+           "TFMIGRATE_HARNESS_DIR": str(tmp_path / "h"), "TFMIGRATE_TASK": "worker:0"}
+    ran = subprocess.run([sys.executable, "-m", "migrate.taskboot", str(script)], capture_output=True,
+                         text=True, timeout=120, env=env, check=False)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "shapes (8, 784) (8, 10) (8, 10) ['dense/kernel:0', 'dense/bias:0']" in ran.stdout
+    fired = json.loads((tmp_path / "h" / "harness-notes-worker-0.json").read_text())["fired"]
+    assert any("read_data_sets served by tfmigrate's synthetic stand-in" in f for f in fired), fired
+    assert any("tf.compat.v1.layers.dense run as tfmigrate's TF1 code" in f for f in fired), fired
