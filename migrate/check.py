@@ -176,6 +176,7 @@ class CheckOptions:
     out: Path | None = None
     align_init: bool | None = None  # None: when the legacy initial values are unseeded random draws
     mnist_standin: bool = False  # set by the check: the legacy script reads TF1's MNIST reader
+    contrib_standin: bool = False  # set by the check: the legacy script uses provided tf.contrib members
     loss_source: str = "auto"  # auto | program | harness
     robust: bool = True
     plot: bool = True
@@ -424,6 +425,8 @@ def _run_side(
         features.append("tf1layers")
     if opts.mnist_standin:
         features.append("mnist")  # both sides: the same examples in the same order
+    if opts.contrib_standin:
+        features.append("contrib")  # both sides: a migration may keep what TF1 ran
     if opts.robust and side == "legacy":
         features.append("robust")
     if opts.loss_source == "harness":
@@ -840,8 +843,19 @@ def render_table(report: dict) -> str:
         note.split(": ", 1)[-1].split(" run as ")[0]
         for r in report["legacy"].get("runs", [])
         for note in r.get("harness_fired", [])
-        if "run as tfmigrate's TF1 code" in note
+        if "run as tfmigrate's TF1 code" in note and "tf.contrib." not in note
     })
+    contrib = sorted({
+        note.split(" run as ")[0]
+        for r in report["legacy"].get("runs", [])
+        for note in r.get("harness_fired", [])
+        if note.split(": ", 1)[-1].startswith("tf.contrib.")
+    })
+    if contrib:
+        lines.append(
+            f"legacy on TF 2: {', '.join(c.split(': ', 1)[-1] for c in contrib)} run as TF 1.x ran them"
+            " (TF 2 removed tf.contrib; tfmigrate provides these members exactly)"
+        )
     if report.get("mnist_standin"):
         lines.append(
             "MNIST: tensorflow.examples.tutorials.mnist.input_data (removed in TF 2) served on both sides by"
@@ -1035,6 +1049,8 @@ def _legacy_program(legacy: Path, out: Path, report: dict) -> tuple[Path, str | 
         )
     if prepared.reads_mnist:
         report["mnist_standin"] = True
+    if prepared.uses_contrib:
+        report["contrib_standin"] = True
     if not prepared.changed:
         return legacy, None
     copy = out / "legacy-on-tf2" / legacy.name
@@ -1051,7 +1067,9 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     report["migrated"]["program"] = str(migrated_path)
     report["migrated"]["origin"] = origin
     legacy_program, legacy_pythonpath = _legacy_program(opts.legacy, out, report)
-    opts = dataclasses.replace(opts, mnist_standin=bool(report.get("mnist_standin")))
+    opts = dataclasses.replace(
+        opts, mnist_standin=bool(report.get("mnist_standin")), contrib_standin=bool(report.get("contrib_standin"))
+    )
     infos = []
     for what, path in (("legacy", legacy_program), ("migrated", migrated_path)):
         try:

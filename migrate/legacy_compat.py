@@ -50,6 +50,7 @@ class Prepared:
     changes: list[str] = field(default_factory=list)  # what was changed, for the report
     blockers: list[str] = field(default_factory=list)  # imports TF2 cannot satisfy, located
     reads_mnist: bool = False  # imports TF1's MNIST reader, which check provides
+    uses_contrib: bool = False  # uses tf.contrib members, which check provides (CONTRIB_PROVIDED)
 
 
 def _module_name(node: cst.BaseExpression | None) -> str:
@@ -127,6 +128,32 @@ def _imports_compat_v1(module: cst.Module) -> bool:
     return False
 
 
+# tf.contrib members check provides on the legacy side (harness feature
+# `contrib`), each exactly what TF 1.x ran: global-step aliases, the layers
+# TFM104 writes out (migrate/tf1_layers.py), xavier (uniform) and l1/l2
+# regularizers. Anything else under tf.contrib still blocks the run.
+CONTRIB_PROVIDED = frozenset({
+    "framework.get_or_create_global_step", "framework.get_global_step", "framework.create_global_step",
+    *(f"{module}.{name}" for module in ("layers", "slim") for name in (
+        "fully_connected", "conv2d", "convolution2d", "max_pool2d", "avg_pool2d", "flatten", "dropout",
+        "xavier_initializer", "l2_regularizer", "l1_regularizer")),
+    "slim.get_or_create_global_step", "slim.get_global_step",
+})
+_CONTRIB_MODULES = frozenset({"", "framework", "layers", "slim"})
+
+
+def contrib_member(full: str) -> str | None:
+    """``"layers.fully_connected"`` for ``tensorflow.contrib.layers.fully_connected``."""
+    if full == "tensorflow.contrib":
+        return ""
+    return full[len("tensorflow.contrib.") :] if full.startswith("tensorflow.contrib.") else None
+
+
+def contrib_provided(full: str) -> bool:
+    member = contrib_member(full)
+    return member is not None and (member in CONTRIB_PROVIDED or member in _CONTRIB_MODULES)
+
+
 def _is_mnist_reader(name: str) -> bool:
     return name == MNIST_READER or name.startswith(MNIST_READER + ".")
 
@@ -158,14 +185,22 @@ def _blockers(module: cst.Module) -> list[str]:
     tf_names = TFNames.from_module(module)
     found = []
     used: set[str] = set()
+    inner = {id(n.value) for n in walk(module) if isinstance(n, cst.Attribute)}
     for node in walk(module):
         if id(node) in guarded:
             continue
-        if isinstance(node, cst.Attribute) and type(node.value) is cst.Name:
+        if isinstance(node, cst.Attribute):
+            if id(node) in inner:
+                continue  # only whole chains: tf.contrib.layers.fully_connected, not tf.contrib
             full = tf_names.full_name(node) or ""
-            if full.startswith(_REMOVED) and not _is_mnist_reader(full) and full not in used:  # tf.contrib.layers...
+            if not full.startswith(_REMOVED) or _is_mnist_reader(full) or contrib_provided(full):
+                continue
+            # the shortest prefix of the chain that is gone, once per name
+            while "." in full and not contrib_provided(full.rsplit(".", 1)[0]) and full.rsplit(".", 1)[0].startswith(_REMOVED):
+                full = full.rsplit(".", 1)[0]
+            if full not in used:
                 used.add(full)
-                found.append(f"line {_line(module, node)}: uses `{dotted(node)}` ({full}), which TensorFlow 2 removed")
+                found.append(f"line {_line(module, node)}: uses {full}, which TensorFlow 2 removed")
             continue
         names: list[str] = []
         if isinstance(node, cst.Import):
@@ -173,10 +208,10 @@ def _blockers(module: cst.Module) -> list[str]:
         elif isinstance(node, cst.ImportFrom) and not node.relative:
             base = _module_name(node.module)
             names = [base]
-            if base == "tensorflow" and not isinstance(node.names, cst.ImportStar):
-                names += [f"tensorflow.{_module_name(a.name)}" for a in node.names]
+            if base.startswith(("tensorflow.contrib", "tensorflow")) and not isinstance(node.names, cst.ImportStar):
+                names = [f"{base}.{_module_name(a.name)}" for a in node.names]
         for name in names:
-            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials":
+            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials" or contrib_provided(name):
                 continue
             if any(name == r or name.startswith(r + ".") for r in _REMOVED):
                 found.append(f"line {_line(module, node)}: imports `{name}`, which TensorFlow 2 removed")
@@ -200,6 +235,7 @@ def prepare(source: str) -> Prepared:
     """The legacy source as TF2 runs TF1 code (see the module docstring)."""
     prepared = _prepare(source)
     prepared.reads_mnist = reads_mnist(prepared.source)
+    prepared.uses_contrib = "contrib" in prepared.source and not prepared.blockers
     return prepared
 
 

@@ -692,13 +692,13 @@ def test_legacy_script_needing_what_tf2_removed_gets_a_located_reason(tmp_path):
     legacy.write_text(
         (REALISTIC / "tf1_spelled_inference_helpers.py").read_text().replace(
             "import tensorflow as tf\n",
-            "import tensorflow as tf\nfrom tensorflow.examples.tutorials.mnist import input_data\n",
+            "import tensorflow as tf\nfrom tensorflow.contrib.learn import datasets\n",
         )
     )
     code, report = run(legacy, None, tmp_path, "--workers", "1", "--steps", "5")
     assert code == 2
     assert "cannot run on TensorFlow 2" in report["reason"]
-    assert "line 9: imports `tensorflow.examples.tutorials.mnist`" in report["reason"]
+    assert "line 9: imports `tensorflow.contrib.learn.datasets`" in report["reason"]
     assert not report["legacy"].get("runs")  # refused before launching anything
 
 
@@ -722,27 +722,17 @@ def test_realistic_tf_config_script_steps_by_environment(tmp_path):
     assert report["legacy"]["launch"]["env"] == {"NUM_STEPS": "10"}
 
 
-def test_python2_legacy_script_using_contrib_gets_a_located_reason(tmp_path):
-    code, report = run(REALISTIC / "py2_era_flags.py", migrated_for("async_ps"), tmp_path)
-    assert code == 2, report["reason"]
-    assert "line 37: uses `tf.contrib`" in report["reason"]
-
-
 def test_python2_legacy_script_runs_converted_to_python3(tmp_path):
-    """py2_era_flags.py (print statements, xrange, iteritems, `except E, e`)
-    with its one contrib call spelled the TF 1.x core way: check runs it as
-    Python 3 on TF2's compat.v1, against tfmigrate's migration of it."""
-    legacy = tmp_path / "py2_era_flags.py"
-    legacy.write_text(
-        (REALISTIC / "py2_era_flags.py").read_text().replace(
-            "tf.contrib.framework.get_or_create_global_step()", "tf.train.get_or_create_global_step()"
-        )
-    )
-    # its batches come from the unseeded global NumPy generator: --seed seeds both sides alike
-    code, report = run(legacy, None, tmp_path, "--workers", "1", "--steps", "10", "--seed", "7")
+    """py2_era_flags.py (print statements, xrange, iteritems, `except E, e`,
+    tf.contrib.framework.get_or_create_global_step): check runs it unmodified
+    as Python 3 on TF2's compat.v1, with the contrib call TF 1.x's own alias,
+    against tfmigrate's migration of it."""
+    code, report = run(REALISTIC / "py2_era_flags.py", None, tmp_path, "--workers", "1", "--steps", "10")
     assert code == 0, report["reason"]
     changes = report["legacy"]["run_as"]["changes"]
     assert changes[0].startswith("converted from Python 2") and "print" in changes[0]
+    fired = report["legacy"]["runs"][0]["harness_fired"]
+    assert any("tf.contrib.framework.get_or_create_global_step run as" in f for f in fired), fired
     assert report["comparison"]["steps_compared"] == 10
 
 

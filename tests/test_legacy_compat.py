@@ -90,14 +90,17 @@ def test_packages_tf2_removed_are_reported_with_their_line_unless_guarded():
         except ImportError:
             slim = None
         from tensorflow.examples.tutorials.mnist import input_data
-        from tensorflow import contrib
-        h = tf.contrib.layers.fully_connected(x, 10)
-        h = tf.contrib.layers.fully_connected(h, 10)
+        from tensorflow.examples.tutorials.word2vec import word2vec_basic
+        from tensorflow.contrib import learn
+        h = tf.contrib.layers.batch_norm(x)
+        h = tf.contrib.layers.batch_norm(h)
+        h = tf.contrib.layers.fully_connected(h, 10)  # provided by check: not a blocker
+        gs = tf.contrib.framework.get_or_create_global_step()
     """))
     assert prepared.blockers == [
-        "line 6: imports `tensorflow.examples.tutorials.mnist`, which TensorFlow 2 removed",
-        "line 7: imports `tensorflow.contrib`, which TensorFlow 2 removed",
-        "line 8: uses `tf.contrib` (tensorflow.contrib), which TensorFlow 2 removed",
+        "line 7: imports `tensorflow.examples.tutorials.word2vec.word2vec_basic`, which TensorFlow 2 removed",
+        "line 8: imports `tensorflow.contrib.learn`, which TensorFlow 2 removed",
+        "line 9: uses tensorflow.contrib.layers.batch_norm, which TensorFlow 2 removed",
     ]
 
 
@@ -145,6 +148,8 @@ def test_tf1_mnist_reader_is_not_a_blocker_but_noted():
     assert prepared.blockers == [] and prepared.reads_mnist
     other = prepare("import tensorflow as tf\nfrom tensorflow.examples.tutorials.word2vec import w2v\n")
     assert other.blockers and not other.reads_mnist
+    contrib = prepare("import tensorflow as tf\ngs = tf.contrib.framework.get_or_create_global_step()\n")
+    assert contrib.uses_contrib and not contrib.blockers
     assert not prepare("import tensorflow as tf\nx = 1\n").reads_mnist
 
 
