@@ -8,11 +8,12 @@ TF2 moved under ``tf.compat.v1`` (``tf.train.Server``, ``tf.placeholder``,
 changing only the import::
 
     import tensorflow.compat.v1 as tf
-    tf.disable_eager_execution()
+    tf.disable_v2_behavior()
 
 :func:`prepare` makes exactly that change (every ``import tensorflow``/``from
-tensorflow import X`` binding now names ``tensorflow.compat.v1``, and graph
-mode is switched on right after the first TensorFlow import), and converts
+tensorflow import X`` binding now names ``tensorflow.compat.v1``, and TF 1.x
+behaviour -- graph mode, reference variables, v1 control flow and shapes --
+is switched on right after the first TensorFlow import), and converts
 Python 2 syntax to Python 3 as the codemod does, nothing else:
 the training code is the user's. A script that already runs on TF2 (it
 imports ``tensorflow.compat.v1`` or switches eager execution off itself) is
@@ -281,8 +282,8 @@ def _prepare(source: str) -> Prepared:
             if not (docstring or future):
                 break
             index = i + 1
-    switch.append(cst.parse_statement(f"{alias}.disable_eager_execution()\n"))
+    switch.append(cst.parse_statement(f"{alias}.disable_v2_behavior()\n"))
     body = list(new.body)
     body[index:index] = switch
-    changes = [*done, *to_v1.changes, f"`{alias}.disable_eager_execution()` added after the import"]
+    changes = [*done, *to_v1.changes, f"`{alias}.disable_v2_behavior()` added after the import"]
     return Prepared(new.with_changes(body=body).code, True, changes, blockers)

@@ -29,7 +29,7 @@ def test_tf1_import_becomes_compat_v1_in_graph_mode_right_after_it():
         from __future__ import print_function
         import os
         import tensorflow.compat.v1 as tf
-        tf.disable_eager_execution()
+        tf.disable_v2_behavior()
         import numpy as np
 
         x = tf.placeholder(tf.float32, [None, 2])
@@ -45,7 +45,7 @@ def test_other_spellings_of_the_tf1_import():
     """))
     assert prepared.source == src("""
         import tensorflow.compat.v1 as tensorflow
-        tensorflow.disable_eager_execution()
+        tensorflow.disable_v2_behavior()
         from tensorflow.compat.v1 import flags, train
         w = tensorflow.get_variable("w", [1])
     """)
@@ -64,7 +64,7 @@ def test_import_only_inside_a_function_switches_graph_mode_at_the_top():
     '''))
     out = prepared.source
     assert out.index("import tensorflow.compat.v1 as tfmigrate_tf1") > out.index("from __future__")
-    assert out.index("tfmigrate_tf1.disable_eager_execution()") < out.index("import os")
+    assert out.index("tfmigrate_tf1.disable_v2_behavior()") < out.index("import os")
     assert "    import tensorflow.compat.v1 as tf\n" in out
     ast.parse(out)
 
@@ -135,7 +135,7 @@ def test_python2_source_is_converted_first():
     """))
     assert prepared.changes[0].startswith("converted from Python 2")
     assert "print(\"step\", i)" in prepared.source and "range(3)" in prepared.source
-    assert "import tensorflow.compat.v1 as tf\ntf.disable_eager_execution()" in prepared.source
+    assert "import tensorflow.compat.v1 as tf\ntf.disable_v2_behavior()" in prepared.source
     ast.parse(prepared.source)
 
 
