@@ -19,6 +19,7 @@ from migrate.rules.tfm103_tf_logging import TfLogging
 from migrate.rules.tfm104_tf_layers import TfLayers
 from migrate.rules.tfm201_cluster_resolver import ClusterResolver
 from migrate.rules.tfm202_server_roles import ServerRoles
+from migrate.rules.tfm300_inline_graph_builder import InlineGraphBuilder
 from migrate.rules.tfm301_graph_to_strategy import GraphToStrategy
 from migrate.rules.tfm302_sync_backup_workers import SyncBackupWorkers
 from migrate.rules.tfm303_towers_to_mirrored import TowersToMirrored
@@ -37,6 +38,7 @@ REGISTRY: list[type[Rule]] = [
     ClusterResolver,
     ServerRoles,
     SyncBackupWorkers,  # before TFM301 removes the SyncReplicasOptimizer it inspects
+    InlineGraphBuilder,  # before TFM301: the train op a helper builds is then in the block
     GraphToStrategy,
     TowersToMirrored,
     Estimator,
