@@ -180,6 +180,8 @@ class _Harness:
         self.init_saved = False  # tf.function programs: initial values saved at the first trace
         self.created_init: dict[str, object] = {}
         self.own_init: dict[str, object] = {}
+        self.align_seen: dict[str, int] = {}
+        self.capture_seen: dict[str, int] = {}
         self.align_values: dict[str, object] = {}
         self.aligned: list[str] = []
         if "hide" in self.features:
@@ -539,15 +541,16 @@ class _Harness:
                 # tf.Variable(initial, name=...): the one positional argument is the
                 # initial value in every Variable class's signature
                 args, kwargs = (), {**kwargs, "initial_value": args[0]}
-            if args or "initial_value" not in kwargs or not kwargs.get("name"):
+            if args or "initial_value" not in kwargs:
                 return args, kwargs
             if kwargs.get("trainable") is False:
                 return args, kwargs
-            name = strip_variable_name(str(kwargs["name"]))
+            name = strip_variable_name(str(kwargs.get("name") or "Variable"))
             # eager code (a migrated model built under variable_scope) keeps its
             # scope in the eager context, not in the default graph
             scope = tf.get_current_name_scope().rstrip("/")
-            full = f"{scope}/{name}" if scope else name
+            full = self.graph_unique(f"{scope}/{name}" if scope else name, self.align_seen)
+            name = full.rpartition("/")[2]
             matched = match_names([full], list(self.align_values)) or match_names(
                 [name], list(self.align_values)
             )
@@ -570,13 +573,22 @@ class _Harness:
             self.failed(e)
         return args, kwargs
 
+    @staticmethod
+    def graph_unique(name: str, seen: dict[str, int]) -> str:
+        """``name`` as a TF1 graph named its n-th use: ``Variable``,
+        ``Variable_1``... (eager TF2 names every unnamed tf.Variable
+        ``Variable``; the legacy graph's names are what values pair by)."""
+        count = seen.get(name, 0)
+        seen[name] = count + 1
+        return f"{name}_{count}" if count else name
+
     def capture_initial_value(self, var) -> None:
         if "init" not in self.features or not self.tf.executing_eagerly():
             return
         try:
             if self.tf.inside_function() or not var.trainable:
                 return
-            self.created_init[strip_variable_name(var.name)] = var.numpy()
+            self.created_init[self.graph_unique(strip_variable_name(var.name), self.capture_seen)] = var.numpy()
         except Exception as e:  # noqa: BLE001 - observing must never break the program
             self.failed(e)
 

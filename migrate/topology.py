@@ -201,6 +201,34 @@ def unseeded_initializers(tree: ast.Module) -> tuple[str, ...]:
     return tuple(found)
 
 
+_TRAINING_RANDOMNESS = frozenset({"dropout", "Dropout", "tf1_dropout", "tf1_contrib_dropout", "alpha_dropout",
+                                   "GaussianNoise", "GaussianDropout", "random_crop", "random_flip_left_right"})
+
+
+def training_randomness(tree: ast.Module) -> tuple[str, ...]:
+    """Where the program draws random numbers while it trains (dropout and the
+    like): TF1 and TF2 draw different streams even under one seed, so such a
+    program cannot agree step by step (``"line 30: tf.layers.dropout"``).
+    Calls with ``training=False`` or ``keep_prob=1``/``rate=0`` literals do not count."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        chain = _chain(node.func)
+        if not chain or chain[-1] not in _TRAINING_RANDOMNESS:
+            continue
+        keywords = {k.arg: k.value for k in node.keywords}
+        off = [("training", False), ("is_training", False), ("keep_prob", 1), ("keep_prob", 1.0),
+               ("rate", 0), ("rate", 0.0)]
+        if any(isinstance(keywords.get(k), ast.Constant) and keywords[k].value == v and
+               type(keywords[k].value) is type(v) for k, v in off):
+            continue
+        if chain[-1] in ("dropout", "tf1_dropout") and "training" not in keywords and "layers" in chain:
+            continue  # tf.layers.dropout defaults to training=False
+        found.append(f"line {node.lineno}: {'.'.join(chain)}")
+    return tuple(found)
+
+
 def _options_and_env(tree: ast.Module) -> tuple[dict[str, str], set[str]]:
     """(normalized option name -> the spelling the script defines,
     environment variables read by literal name). Options: absl/tf.app
@@ -257,6 +285,7 @@ class ProgramInfo:
     chief_job: str | None = None  # "master"/"chief": a TF1 chief job besides the workers
     rounding_optimizers: tuple[str, ...] = ()  # Keras optimizers that round unlike TF1's kernels
     unseeded_initializers: tuple[str, ...] = ()  # random initial values without an op seed
+    training_randomness: tuple[str, ...] = ()  # dropout and the like while training
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -346,6 +375,7 @@ def analyze(source: str) -> ProgramInfo:
         _chief_job(tree),
         _rounding_optimizers(tree),
         unseeded_initializers(tree),
+        training_randomness(tree),
     )
 
 

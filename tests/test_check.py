@@ -9,6 +9,7 @@ training is marked ``slow``.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ import pytest
 
 from migrate import check, losslog
 from migrate.engine import migrate_source
-from migrate.harness import decode_print_line, match_names
+from migrate.harness import _Harness, decode_print_line, match_names
 from migrate.topology import STEP_KNOBS, TOWER_KNOBS, analyze, legacy_launch, migrated_launch
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -214,6 +215,37 @@ def test_statistical_bound_allows_the_legacy_jobs_own_scatter():
     assert not outside.equivalent
     steady = [{s: 0.43 for s in range(20)}] * 3  # no scatter: the calibrated bound alone
     assert not check.compare_statistical(steady, migrated, 10, 0.05, 0.0).equivalent
+
+
+def test_statistical_comparison_counts_the_updates_each_job_made():
+    """Losses alike on the steps both reached, but the legacy job made twice
+    the updates (a loop bounded by each worker's own count): not equivalent."""
+    legacy = [{s: 0.5 for s in range(40)} for _ in range(3)]
+    migrated = [{s: 0.5 for s in range(20)} for _ in range(3)]
+    comp = check.compare_statistical(legacy, migrated, 10, 0.05, 0.01)
+    assert not comp.equivalent and comp.reason.startswith("the legacy job made 40 updates, the migration 20")
+    overshoot = [{s: 0.5 for s in range(22)} for _ in range(3)]  # racing workers pass the bound by a step or two
+    assert check.compare_statistical(overshoot, migrated, 10, 0.05, 0.01).equivalent
+
+
+def test_training_randomness_is_found_except_where_switched_off():
+    from migrate.topology import training_randomness
+
+    tree = ast.parse(
+        "import tensorflow as tf\n"
+        "h = tf.nn.dropout(x, keep_prob=0.5)\n"
+        "h = tf.nn.dropout(x, keep_prob=1.0)\n"
+        "h = tf.layers.dropout(x, rate=0.2)\n"
+        "h = tf.layers.dropout(x, rate=0.2, training=True)\n"
+        "h = slim.dropout(x, 0.5, is_training=False)\n"
+    )
+    assert training_randomness(tree) == ("line 2: tf.nn.dropout", "line 5: tf.layers.dropout")
+
+
+def test_unnamed_variables_get_tf1s_graph_names_in_the_harness():
+    seen: dict[str, int] = {}
+    names = [_Harness.graph_unique(n, seen) for n in ("Variable", "Variable", "w", "Variable")]
+    assert names == ["Variable", "Variable_1", "w", "Variable_2"]
 
 
 def test_statistical_verdict_from_one_run_says_it_measured_no_scatter():
@@ -657,6 +689,12 @@ def test_tf_layers_script_runs_on_keras_3_and_its_migration_is_bit_exact(tmp_pat
     init = report["initial_values"]
     assert init["carried"] and init["compared"] == 6 and not init["mismatched"]
     assert "tf1_dense(" in Path(report["migrated"]["program"]).read_text()
+
+
+def test_unnamed_variables_pair_by_tf1s_graph_names(tmp_path):
+    code, report = run(REALISTIC / "unnamed_variables_mts.py", None, tmp_path, "--workers", "1", "--steps", "10")
+    assert code == 0, report["reason"]
+    assert report["initial_values"]["compared"] == 2 and not report["initial_values"]["mismatched"]
 
 
 def test_wrong_unseeded_initializer_is_caught_though_values_are_carried(tmp_path):
