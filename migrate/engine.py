@@ -12,6 +12,7 @@ Rules live one per file in :mod:`migrate.rules`; each is a libcst transformer
 from __future__ import annotations
 
 import ast
+import sys
 import textwrap
 import tokenize
 from collections.abc import Iterable, Sequence
@@ -24,7 +25,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
-from migrate.fastcst import transform, walk
+from migrate.fastcst import cached_walk, clear_caches, module_code, transform
 from migrate.tfnames import TFNames
 
 DOCS_BASE = "legacy_reference/"
@@ -113,7 +114,8 @@ class RuleContext:
     def __init__(self, module: cst.Module, path: str):
         self.module = module
         self.path = path
-        self.names = TFNames.from_module(module)
+        self.names = _tf_names(module)
+        self.qualname = self.names.qualname  # the method below, without a call in between
         self.reports: list[tuple[cst.CSTNode, str, str, str, str, bool, str]] = []
         self.imports: list[tuple[str, str | None, str | None]] = []
 
@@ -139,6 +141,38 @@ class RuleContext:
         self.reports.append((node, code, message, hint, reference, fixed, severity))
 
 
+class _Names(TFNames):
+    """TFNames whose ``qualname`` answers once per node: the rules ask it
+    about the same calls again and again (every analysis of a block)."""
+
+    def __init__(self, bindings: dict[str, str]):
+        super().__init__(bindings)
+        self._qualnames: dict[int, tuple[cst.CSTNode, str | None]] = {}
+
+    def qualname(self, node: cst.CSTNode) -> str | None:
+        found = self._qualnames.get(id(node))
+        if found is not None and found[0] is node:
+            return found[1]
+        q = TFNames.qualname(self, node)
+        self._qualnames[id(node)] = (node, q)
+        return q
+
+
+_BINDINGS: list[tuple[cst.Module, dict[str, str]]] = []
+
+
+def _tf_names(module: cst.Module) -> TFNames:
+    """``TFNames.from_module(module)``; the import scan is done once per module
+    (a rule that changes nothing hands the next one the same module)."""
+    for known, bindings in _BINDINGS:
+        if known is module:
+            return _Names(dict(bindings))
+    bindings = TFNames.from_module(module).bindings
+    _BINDINGS.insert(0, (module, dict(bindings)))
+    del _BINDINGS[4:]
+    return _Names(bindings)
+
+
 class Rule(cst.CSTTransformer):
     """Base class of every rule. Subclasses set the class attributes and
     implement ``visit_*``/``leave_*`` (plain libcst, no matchers or metadata
@@ -158,6 +192,9 @@ class Rule(cst.CSTTransformer):
     def __init__(self, ctx: RuleContext):
         super().__init__()
         self.ctx = ctx
+        qualname = getattr(ctx, "qualname", None)
+        if qualname is not None:  # the method below, without two calls in between
+            self.qualname = qualname
 
     # convenience
     def qualname(self, node: cst.CSTNode) -> str | None:
@@ -189,6 +226,11 @@ def _syntax_check(source: str, path: str) -> ast.Module:
         raise MigrationError(f"cannot parse: {e}") from None
 
 
+# where ``str.splitlines`` splits and ``ast`` does not start a line (``\r``: a
+# lone one in a string; CRLF sources take the tokenizing path too)
+_ODD_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
 class _Locator:
     """Where a reported node is in the *input* source, found by its text.
 
@@ -202,6 +244,8 @@ class _Locator:
 
     def __init__(self, original: str, tree: ast.Module):
         self.lines = original.splitlines()
+        # (Python 3.12's tokenize splits f-strings into tokens of their own)
+        self.plain_lines = sys.version_info < (3, 12) and not any(c in original for c in _ODD_LINE_BREAKS)
         self.tree = tree
         self.seen: dict[str, int] = {}
         self._ends: dict[tuple[int, int], tuple[int, int]] | None = None
@@ -210,6 +254,8 @@ class _Locator:
     def _masked(self) -> dict[int, list[tuple[int, int]]]:
         """Line -> column spans of comments and strings: text there is not
         code (``# import tensorflow as tf`` on line 1, a usage docstring)."""
+        if self._masks is None and self.plain_lines:
+            self._masks = self._ast_masks()
         if self._masks is None:
             self._masks = {}
             readline = iter([line + "\n" for line in self.lines]).__next__
@@ -225,6 +271,43 @@ class _Locator:
             except (tokenize.TokenError, SyntaxError, IndexError):
                 pass  # unfinished input: search everything
         return self._masks
+
+    def _ast_masks(self) -> dict[int, list[tuple[int, int]]]:
+        """The spans of :meth:`_masked` without tokenizing the input (pure-Python
+        ``tokenize`` cost more than every rule but one): strings are the input
+        ``ast``'s string constants and f-strings, comments the rest of a line
+        from a ``#`` outside them. Where they differ from the tokens (the
+        blanks between implicitly concatenated strings), no searched text
+        starts: it starts with code."""
+        masks: dict[int, list[tuple[int, int]]] = {}
+        lines = self.lines
+        stack: list[ast.AST] = [self.tree]
+        ast_node = ast.AST
+        while stack:
+            n = stack.pop()
+            kind = n.__class__
+            if kind is ast.JoinedStr or (kind is ast.Constant and isinstance(n.value, (str, bytes))):
+                l0, l1 = n.lineno, n.end_lineno
+                c0, c1 = self._char_col(l0, n.col_offset), self._char_col(l1, n.end_col_offset)
+                for line in range(l0, l1 + 1):
+                    start = c0 if line == l0 else 0
+                    end = c1 if line == l1 else len(lines[line - 1])
+                    masks.setdefault(line, []).append((start, end))
+                continue  # nothing in an f-string is code
+            for name in n._fields:
+                value = getattr(n, name, None)
+                if type(value) is list:
+                    stack.extend(v for v in value if isinstance(v, ast_node))
+                elif isinstance(value, ast_node):
+                    stack.append(value)
+        for i, line in enumerate(lines, 1):
+            col = line.find("#")
+            spans = masks.get(i, ())
+            while col >= 0 and any(a <= col < b for a, b in spans):
+                col = line.find("#", col + 1)
+            if col >= 0:
+                masks.setdefault(i, []).append((col, len(line)))
+        return masks
 
     def _find(self, snippet: str, nth: int) -> tuple[int, int] | None:
         code_hits, other_hits = [], []
@@ -252,14 +335,19 @@ class _Locator:
         """End (1-based, exclusive column) of the widest input ``ast`` node
         that starts at ``line``:``col``."""
         if self._ends is None:
-            self._ends = {}
+            self._ends = ends = {}
+            # _char_col is the identity on ASCII lines (and outside the input)
+            other = {i for i, text in enumerate(self.lines, 1) if not text.isascii()}
             for n in _ast_nodes(self.tree):
                 if getattr(n, "end_lineno", None) is None:
                     continue
-                key = (n.lineno, self._char_col(n.lineno, n.col_offset) + 1)
-                end = (n.end_lineno, self._char_col(n.end_lineno, n.end_col_offset) + 1)
-                if key not in self._ends or end > self._ends[key]:
-                    self._ends[key] = end
+                start_line, end_line = n.lineno, n.end_lineno
+                start_col = self._char_col(start_line, n.col_offset) if start_line in other else n.col_offset
+                end_col = self._char_col(end_line, n.end_col_offset) if end_line in other else n.end_col_offset
+                key = (start_line, start_col + 1)
+                end = (end_line, end_col + 1)
+                if key not in ends or end > ends[key]:
+                    ends[key] = end
         return self._ends.get((line, col))
 
     def locate(self, node: cst.CSTNode) -> tuple[int, int, int, int] | None:
@@ -444,6 +532,16 @@ def migrate_source(
     """
     if not mentions_tensorflow(source):
         return MigrationResult(source, source)
+    try:
+        return _migrate(source, path, select, ignore)
+    finally:
+        # the caches of node walks, code and names hold this source's trees
+        clear_caches()
+        _BINDINGS.clear()
+        _AST_NODES.clear()
+
+
+def _migrate(source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None) -> MigrationResult:
     tree = _syntax_check(source, path)
     try:
         module = original = cst.parse_module(source)
@@ -463,9 +561,9 @@ def migrate_source(
         # a cluster without its ps). Leave the cluster as TF1 then
         # (only when a training rule ran: selected alone, a cluster rule does
         # what it was asked to.)
-        leftover = _tf1_training_left(output[1], tree)
         dropped = [r for r in rules if r.code in _CLUSTER_RULES and r.code in applied]
-        if leftover is not None and dropped and training_rules_ran:
+        leftover = _tf1_training_left(output[1], tree) if dropped and training_rules_ran else None
+        if leftover is not None:
             # and a strategy the training rule built would run next to the
             # TF1 server on the same task (its port is taken): all or nothing
             dropped += [r for r in rules if r.code == "TFM301" and r.code in applied]
@@ -517,7 +615,7 @@ def _checked_code(module: cst.Module, applied: list[str], source: str, path: str
     when the code does not parse: a rule bug, never handed out."""
     if not applied:
         return source
-    output = module.code
+    output = module_code(module)
     if output == source:
         return source
     try:
@@ -582,9 +680,24 @@ def _unsafe_rewrite(
     )
 
 
+_AST_NODES: list[tuple[ast.AST, list[ast.AST]]] = []
+
+
 def _ast_nodes(tree: ast.AST) -> list[ast.AST]:
     """Every node of an ``ast`` tree (any order); ``ast.walk`` without its
-    per-node generators, which cost more than the engine's use of them."""
+    per-node generators, which cost more than the engine's use of them. The
+    input's and the output's lists are kept (the gates and the locator read
+    them several times); callers do not change the trees."""
+    for known, nodes in _AST_NODES:
+        if known is tree:
+            return nodes
+    nodes = _walk_ast(tree)
+    _AST_NODES.insert(0, (tree, nodes))
+    del _AST_NODES[4:]
+    return nodes
+
+
+def _walk_ast(tree: ast.AST) -> list[ast.AST]:
     out, stack = [], [tree]
     ast_node = ast.AST
     while stack:
@@ -701,11 +814,11 @@ def _cluster_kept(rule_cls: type[Rule], leftover: str, tree: ast.Module) -> Diag
 
 
 def _uses_unbound_tf(module: cst.Module) -> bool:
-    if "tf" in TFNames.from_module(module).bindings:
+    if "tf" in _tf_names(module).bindings:
         return False
     return any(
-        isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value == "tf"
-        for n in walk(module)
+        type(n) is cst.Attribute and type(n.value) is cst.Name and n.value.value == "tf"
+        for n in cached_walk(module)
     )
 
 

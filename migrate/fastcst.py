@@ -14,9 +14,11 @@ import dataclasses
 import inspect
 import textwrap
 import typing
+from bisect import bisect_left
 from collections.abc import Iterator
 
 import libcst as cst
+from libcst._nodes.internal import CodegenState
 
 # Fields that only hold whitespace, comments and punctuation. No rule hooks
 # those node types, so the walks skip them (and the code they print is kept
@@ -72,8 +74,9 @@ def _fields_for(kind: type) -> tuple[str, ...]:
     return names
 
 
-# type -> 1 node, 2 sequence, 0 anything else (str, None, MaybeSentinel);
-# ``isinstance(x, cst.CSTNode)`` is an ABC check and the walks' largest cost
+# type -> 1 node, 2 sequence, 3 anything else (str, None, MaybeSentinel);
+# ``isinstance(x, cst.CSTNode)`` is an ABC check and the walks' largest cost.
+# (Every value is true: ``_KIND.get(t) or _kind(t)`` computes it once.)
 _KIND: dict[type, int] = {}
 
 
@@ -81,7 +84,7 @@ def _kind(kind: type) -> int:
     found = _KIND.get(kind)
     if found is None:
         found = _KIND[kind] = (
-            1 if issubclass(kind, cst.CSTNode) else 2 if issubclass(kind, (list, tuple)) else 0
+            1 if issubclass(kind, cst.CSTNode) else 2 if issubclass(kind, (list, tuple)) else 3
         )
     return found
 
@@ -128,7 +131,7 @@ def fast_visit(node: cst.CSTNode, visitor: cst.CSTVisitor | cst.CSTTransformer) 
     if cls.on_visit is not base.on_visit or cls.on_leave is not base.on_leave:
         _fast_visit_protocol(node, visitor)
     else:
-        _fast_visit(node, visitor, base is cst.CSTTransformer, cls, _enter_table(cls))
+        _fast_visit(node, visitor, base is cst.CSTTransformer, cls, _step_table(cls), _hook_table(cls))
 
 
 def _fast_visit_protocol(node: cst.CSTNode, visitor) -> None:
@@ -141,20 +144,60 @@ def _fast_visit_protocol(node: cst.CSTNode, visitor) -> None:
         visitor.on_leave(node)
 
 
-def _fast_visit(node: cst.CSTNode, visitor, transformer: bool, cls: type, enter: dict[type, bool]) -> None:
-    visit, leave = _hooks(visitor, type(node))
+def _fast_visit(node: cst.CSTNode, visitor, transformer: bool, cls: type, steps: dict[type, int],
+                hooks: dict[type, tuple]) -> None:
+    kind = type(node)
+    found = hooks.get(kind)
+    if found is None:
+        found = hooks[kind] = _hooks(visitor, kind)
+    visit, leave = found
     if visit is None or visit(visitor, node) is not False:
-        for child in children(node):
-            worth = enter.get(type(child))
-            if worth is None:
-                worth = _must_enter(cls, type(child))
-            if worth:
-                _fast_visit(child, visitor, transformer, cls, enter)
+        for name in _CHILD_FIELDS.get(kind) or _child_fields(node):
+            value = getattr(node, name)
+            step = steps.get(type(value)) or _step(cls, type(value))
+            if step == 1:
+                _fast_visit(value, visitor, transformer, cls, steps, hooks)
+            elif step == 2:
+                for item in value:
+                    if (steps.get(type(item)) or _step(cls, type(item))) == 1:
+                        _fast_visit(item, visitor, transformer, cls, steps, hooks)
     if leave is not None:
         if transformer:
             leave(visitor, node, node)
         else:
             leave(visitor, node)
+
+
+# Per visitor class, what a walk does with a field value of each type: 1 a
+# node to enter (hooked, or may hold a hooked node), 2 a sequence of values,
+# 3 anything else (a node that cannot hold a hooked one, str, None, ...).
+_STEPS: dict[type, dict[type, int]] = {}
+_HOOK_TABLES: dict[type, dict[type, tuple]] = {}
+
+
+def _step_table(cls: type) -> dict[type, int]:
+    table = _STEPS.get(cls)
+    if table is None:
+        table = _STEPS[cls] = {}
+    return table
+
+
+def _hook_table(cls: type) -> dict[type, tuple]:
+    table = _HOOK_TABLES.get(cls)
+    if table is None:
+        table = _HOOK_TABLES[cls] = {}
+    return table
+
+
+def _step(cls: type, kind: type) -> int:
+    found = _kind(kind)
+    if found == 1:
+        worth = _enter_table(cls).get(kind)
+        if worth is None:
+            worth = _must_enter(cls, kind)
+        found = 1 if worth else 3
+    _step_table(cls)[kind] = found
+    return found
 
 
 _HOOKS: dict[tuple[type, type], tuple] = {}
@@ -274,42 +317,38 @@ def transform(node: cst.CSTNode, visitor: cst.CSTTransformer):
     cls = type(visitor)
     if cls.on_visit is not cst.CSTTransformer.on_visit or cls.on_leave is not cst.CSTTransformer.on_leave:
         return node.visit(visitor)  # custom dispatch: keep libcst's exact protocol
-    return _transform(node, visitor, cls, _enter_table(cls))
+    return _transform(node, visitor, cls, _step_table(cls), _hook_table(cls))
 
 
-def _transform(node: cst.CSTNode, visitor: cst.CSTTransformer, cls: type, enter: dict[type, bool]):
-    visit, leave = _hooks(visitor, type(node))
+def _transform(node: cst.CSTNode, visitor: cst.CSTTransformer, cls: type, steps: dict[type, int],
+               hooks: dict[type, tuple]):
+    kind = type(node)
+    found = hooks.get(kind)
+    if found is None:
+        found = hooks[kind] = _hooks(visitor, kind)
+    visit, leave = found
     updated = node
     if visit is None or visit(visitor, node) is not False:
         changes = None
-        for name in _CHILD_FIELDS.get(type(node)) or _child_fields(node):
+        for name in _CHILD_FIELDS.get(kind) or _child_fields(node):
             value = getattr(node, name)
-            kind = _KIND.get(type(value)) or _kind(type(value))
-            if kind == 1:
-                worth = enter.get(type(value))
-                if worth is None:
-                    worth = _must_enter(cls, type(value))
-                if not worth:
-                    continue
-                new = _transform(value, visitor, cls, enter)
+            step = steps.get(type(value)) or _step(cls, type(value))
+            if step == 1:
+                new = _transform(value, visitor, cls, steps, hooks)
                 if new is not value:
                     if isinstance(new, cst.RemovalSentinel):
                         new = _removed_field(node, name)
                     elif isinstance(new, cst.FlattenSentinel):
-                        raise TypeError(f"{type(node).__name__}.{name} cannot hold several nodes")
+                        raise TypeError(f"{kind.__name__}.{name} cannot hold several nodes")
                     changes = changes or {}
                     changes[name] = new
-            elif kind == 2 and value:
+            elif step == 2 and value:
                 items = None
-                body = (type(node), name) in _BODY_FIELDS
+                body = (kind, name) in _BODY_FIELDS
                 for i, item in enumerate(value):
                     new = item
-                    if (_KIND.get(type(item)) or _kind(type(item))) == 1:
-                        worth = enter.get(type(item))
-                        if worth is None:
-                            worth = _must_enter(cls, type(item))
-                        if worth:
-                            new = _transform(item, visitor, cls, enter)
+                    if (steps.get(type(item)) or _step(cls, type(item))) == 1:
+                        new = _transform(item, visitor, cls, steps, hooks)
                     if new is not item and items is None:
                         items = list(value[:i])
                     if items is None:
@@ -335,3 +374,202 @@ def _removed_field(node: cst.CSTNode, name: str):
     if default is None or default is cst.MaybeSentinel.DEFAULT:
         return default
     raise TypeError(f"{type(node).__name__}.{name} is required and cannot be removed")
+
+
+# --------------------------------------------------------------------------- caches
+# libcst nodes are immutable: a node's code, and the nodes under it, never
+# change. Entries keep their node, so its id is not reused while they live.
+
+_EMPTY_MODULE = cst.Module(body=[])
+_CODE: dict[int, tuple[cst.CSTNode, str]] = {}
+_MODULE_CODE: list[tuple[cst.Module, str]] = []
+
+
+def clear_caches() -> None:
+    """Forget the nodes of the trees seen so far (the engine calls this after
+    each source: nothing is kept alive from one file to the next)."""
+    _CODE.clear()
+    _MODULE_CODE.clear()
+    _STATEMENT_CODE.clear()
+    _MODULE_NODES.clear()
+    _STATEMENT_WALKS.clear()
+
+
+def code_of(node: cst.CSTNode) -> str:
+    """``cst.Module(body=[]).code_for_node(node)``, generated once per node."""
+    found = _CODE.get(id(node))
+    if found is not None and found[0] is node:
+        return found[1]
+    code = _EMPTY_MODULE.code_for_node(node)
+    if len(_CODE) >= 4096:
+        _CODE.clear()
+    _CODE[id(node)] = (node, code)
+    return code
+
+
+def module_code(module: cst.Module) -> str:
+    """``module.code``, generated once per module (the last few), and once per
+    top-level statement: the modules rules hand on share most statements
+    (the engine's imports added to a module another pass generated, say)."""
+    for known, code in _MODULE_CODE:
+        if known is module:
+            return code
+    code = _module_code(module)
+    _MODULE_CODE.insert(0, (module, code))
+    del _MODULE_CODE[4:]
+    return code
+
+
+# (id(statement), indent, newline) -> (statement, its tokens joined, its last token)
+_STATEMENT_CODE: dict[tuple[int, str, str], tuple[cst.CSTNode, str, str]] = {}
+
+
+def _module_code(module: cst.Module) -> str:
+    """``Module._codegen_impl``, statement by statement: a top-level statement's
+    code depends only on it and the module's indentation and newline."""
+    indent, newline = module.default_indent, module.default_newline
+    parts: list[str] = []
+    last = None  # the last token generated
+    state = CodegenState(default_indent=indent, default_newline=newline)
+    for h in module.header:
+        h._codegen(state)
+    if state.tokens:
+        parts.append("".join(state.tokens))
+        last = state.tokens[-1]
+    for statement in module.body:
+        key = (id(statement), indent, newline)
+        found = _STATEMENT_CODE.get(key)
+        if found is None or found[0] is not statement:
+            state = CodegenState(default_indent=indent, default_newline=newline)
+            statement._codegen(state)
+            found = (statement, "".join(state.tokens), state.tokens[-1] if state.tokens else None)
+            _STATEMENT_CODE[key] = found
+        if found[1] or found[2] is not None:
+            parts.append(found[1])
+            if found[2] is not None:
+                last = found[2]
+    state = CodegenState(default_indent=indent, default_newline=newline)
+    for f in module.footer:
+        f._codegen(state)
+    if state.tokens:
+        parts.append("".join(state.tokens))
+        last = state.tokens[-1]
+    if module.has_trailing_newline:
+        if last is None:
+            parts.append(newline)
+    elif last is not None:
+        # pop_trailing_newline: the last token goes
+        code = "".join(parts)
+        return code[: len(code) - len(last)]
+    return "".join(parts)
+
+
+# Whole-module walks, newest first: [module, its nodes in walk order, the
+# size of each node's subtree, id(node) -> index (made on the first walk of a
+# node below the module), indexes of its calls (made on the first call
+# search)]. The walk of any node of such a module is a slice of it. A module
+# a rule hands on shares most statements with the one it got: the walks of
+# top-level statements are kept and joined.
+_MODULE_NODES: list[list] = []
+_STATEMENT_WALKS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode], list[int]]] = {}
+
+
+def _subtree(node: cst.CSTNode) -> tuple[list[cst.CSTNode], list[int]]:
+    """``list(walk(node))`` and the size of each of those nodes' subtrees."""
+    found = _STATEMENT_WALKS.get(id(node))
+    if found is not None and found[0] is node:
+        return found[1], found[2]
+    nodes: list[cst.CSTNode] = []
+    sizes: list[int] = []
+    stack: list = [node]
+    append, push, pop = nodes.append, stack.append, stack.pop
+    child_fields, kinds = _CHILD_FIELDS, _KIND
+    while stack:
+        n = pop()
+        if type(n) is int:  # the end of the subtree of nodes[n]
+            sizes[n] = len(nodes) - n
+            continue
+        i = len(nodes)
+        append(n)
+        sizes.append(1)
+        kids = []
+        for name in child_fields.get(type(n)) or _child_fields(n):
+            value = getattr(n, name)
+            kind = kinds.get(type(value)) or _kind(type(value))
+            if kind == 1:
+                kids.append(value)
+            elif kind == 2:
+                kids.extend(item for item in value if (kinds.get(type(item)) or _kind(type(item))) == 1)
+        if kids:
+            push(i)
+            kids.reverse()
+            stack.extend(kids)
+    if len(_STATEMENT_WALKS) >= 8192:
+        _STATEMENT_WALKS.clear()
+    _STATEMENT_WALKS[id(node)] = (node, nodes, sizes)
+    return nodes, sizes
+
+
+def _index(module: cst.Module) -> list:
+    for entry in _MODULE_NODES:
+        if entry[0] is module:
+            return entry
+    nodes: list[cst.CSTNode] = [module]
+    sizes: list[int] = [0]
+    for child in children(module):
+        child_nodes, child_sizes = _subtree(child)
+        nodes += child_nodes
+        sizes += child_sizes
+    sizes[0] = len(nodes)
+    entry = [module, nodes, sizes, None, None]
+    _MODULE_NODES.insert(0, entry)
+    del _MODULE_NODES[4:]
+    return entry
+
+
+def _span(node: cst.CSTNode):
+    """(module entry, start, end) of a node of an indexed module, else None."""
+    key = id(node)
+    for entry in _MODULE_NODES:
+        starts = entry[3]
+        if starts is None:
+            nodes = entry[1]
+            # a node in two places maps to one of them: its subtree is the same
+            starts = entry[3] = dict(zip(map(id, nodes), range(len(nodes))))
+        start = starts.get(key)
+        if start is not None and entry[1][start] is node:
+            return entry, start, start + entry[2][start]
+    return None
+
+
+def _calls(entry: list) -> list[int]:
+    if entry[4] is None:
+        call = cst.Call
+        entry[4] = [i for i, n in enumerate(entry[1]) if type(n) is call]
+    return entry[4]
+
+
+def cached_walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``walk(node)``; a module's walk is kept (several rules scan the same
+    immutable module) and the walk of a node of such a module is a slice of it."""
+    if type(node) is cst.Module:
+        return iter(_index(node)[1])
+    found = _span(node)
+    if found is not None:
+        entry, start, end = found
+        return iter(entry[1][start:end])
+    return walk(node)
+
+
+def cached_calls(node: cst.CSTNode) -> Iterator[cst.Call]:
+    """The ``cst.Call`` nodes of ``cached_walk(node)``, in its order."""
+    if type(node) is cst.Module:
+        entry = _index(node)
+        nodes = entry[1]
+        return iter([nodes[i] for i in _calls(entry)])
+    found = _span(node)
+    if found is not None:
+        entry, start, end = found
+        nodes, calls = entry[1], _calls(entry)
+        return iter([nodes[i] for i in calls[bisect_left(calls, start):bisect_left(calls, end)]])
+    return (n for n in walk(node) if type(n) is cst.Call)

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import libcst as cst
 
-from migrate.fastcst import children, fast_visit  # noqa: F401  (re-exported for the rules)
-from migrate.fastcst import walk as _plain_walk
+# children, fast_visit and code_of are re-exported for the rules
+from migrate.fastcst import cached_calls, cached_walk, children, code_of, fast_visit  # noqa: F401
 
 
 # Rules spell new code as text. libcst nodes are immutable, so a snippet
@@ -37,19 +37,16 @@ def _stmts(code: str) -> tuple[cst.BaseStatement, ...]:
     return tuple(body)
 
 
-def code_of(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
 def names_used(node: cst.CSTNode) -> set[str]:
     """Names a node reads: `a` of `a.b.c`, not keyword names of calls."""
     out: set[str] = set()
     stack = [node]
     while stack:
         n = stack.pop()
-        if isinstance(n, cst.Name):
+        kind = type(n)  # exact types: isinstance on libcst's (ABC) classes is slow
+        if kind is cst.Name:
             out.add(n.value)
-        elif isinstance(n, (cst.Attribute, cst.Arg)):
+        elif kind is cst.Attribute or kind is cst.Arg:
             stack.append(n.value)
         else:
             stack.extend(children(n))
@@ -69,14 +66,15 @@ def target_names(target: cst.BaseExpression) -> list[str]:
 
 def assignment(statement: cst.CSTNode) -> tuple[list[str], cst.BaseExpression | None, cst.Assign | None]:
     """(target names, value, Assign node) for `a = b = value` simple statements."""
-    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+    # exact types: isinstance on libcst's (ABC) classes is slow, and this runs on every node of many walks
+    if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1:
         small = statement.body[0]
-        if isinstance(small, cst.Assign):
+        if type(small) is cst.Assign:
             names: list[str] = []
             for t in small.targets:
                 names.extend(target_names(t.target))
             return names, small.value, small
-        if isinstance(small, cst.AnnAssign) and small.value is not None:
+        if type(small) is cst.AnnAssign and small.value is not None:
             return target_names(small.target), small.value, None
     return [], None, None
 
@@ -102,27 +100,14 @@ def arg(call: cst.Call, pos: int | None, keyword: str | None) -> cst.BaseExpress
     return None
 
 
-_MODULE_NODES: list[tuple[cst.Module, list[cst.CSTNode]]] = []
-
-
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under ``node`` in source order. Whole-module walks are
     cached: several rules scan the same (immutable) module."""
-    if isinstance(node, cst.Module):
-        for module, nodes in _MODULE_NODES:
-            if module is node:
-                return iter(nodes)
-        nodes = list(_plain_walk(node))
-        _MODULE_NODES.insert(0, (node, nodes))
-        del _MODULE_NODES[4:]
-        return iter(nodes)
-    return _plain_walk(node)
+    return cached_walk(node)
 
 
 def calls_in(node: cst.CSTNode) -> Iterator[cst.Call]:
-    for n in walk(node):
-        if type(n) is cst.Call:
-            yield n
+    return cached_calls(node)
 
 
 def body_of(block: cst.BaseSuite) -> Sequence[cst.BaseStatement]:

@@ -302,15 +302,17 @@ class GraphToStrategy(Rule):
         the module functions (methods, properties) returning one."""
         names: set[str] = set()
         for node in C.walk(self.ctx.module):
+            if type(node) is not cst.SimpleStatementLine:
+                continue  # C.assignment finds nothing in other nodes
             bound, value, _ = C.assignment(node)
             if len(bound) == 1 and isinstance(value, cst.Call) and (
                     self.qualname(value.func) == "train.replica_device_setter"):
                 names.add(bound[0])
         functions: dict[str, str] = {}
         for node in C.walk(self.ctx.module):
-            if isinstance(node, cst.FunctionDef):
+            if type(node) is cst.FunctionDef:
                 for ret in C.walk(node.body):
-                    value = ret.value if isinstance(ret, cst.Return) else None
+                    value = ret.value if type(ret) is cst.Return else None
                     if (isinstance(value, cst.Call) and self.qualname(value.func) == "train.replica_device_setter") or (
                             isinstance(value, cst.Name) and value.value in names):
                         is_property = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "property"
@@ -623,10 +625,16 @@ class GraphToStrategy(Rule):
     def _input_helpers(self) -> dict[str, cst.FunctionDef]:
         """Module functions every return of which is a one-shot iterator's
         batch (`return tf.data.make_one_shot_iterator(ds).get_next()`)."""
+        known = self.__dict__.get("_input_helpers_found")
+        if known is None:  # the same for the whole module: found once per run
+            known = self._input_helpers_found = self._find_input_helpers()
+        return dict(known)
+
+    def _find_input_helpers(self) -> dict[str, cst.FunctionDef]:
         found = {}
         for node in C.walk(self.ctx.module):
-            if isinstance(node, cst.FunctionDef):
-                returns = [n for n in C.walk(node.body) if isinstance(n, cst.Return)]
+            if type(node) is cst.FunctionDef:
+                returns = [n for n in C.walk(node.body) if type(n) is cst.Return]
                 if returns and all(self._one_shot_dataset(r.value) is not None for r in returns):
                     found[node.name.value] = node
         return found
@@ -892,13 +900,15 @@ class GraphToStrategy(Rule):
         """Indexes of `done_queue = tf.FIFOQueue(...)` (or a call of a module
         function returning one, `create_done_queue(n)`) before the graph block:
         the ps shutdown queues TF2 has no use for."""
-        makers = set()
-        for node in C.walk(self.ctx.module):
-            if isinstance(node, cst.FunctionDef) and any(
-                isinstance(r, cst.Return) and isinstance(r.value, cst.Call)
-                and self.qualname(r.value.func) in QUEUE_CLASSES for r in C.walk(node)
-            ):
-                makers.add(node.name.value)
+        makers = self.__dict__.get("_queue_makers")
+        if makers is None:  # the same for the whole module: found once per run
+            makers = self._queue_makers = set()
+            for node in C.walk(self.ctx.module):
+                if type(node) is cst.FunctionDef and any(
+                    type(r) is cst.Return and type(r.value) is cst.Call
+                    and self.qualname(r.value.func) in QUEUE_CLASSES for r in C.walk(node)
+                ):
+                    makers.add(node.name.value)
         found = set()
         for k, statement in enumerate(statements):
             names, value, _ = C.assignment(statement)
@@ -1029,10 +1039,16 @@ class GraphToStrategy(Rule):
         their variables must be built once, under the strategy, and reused by every
         step -- a ``make_template`` does that for ``get_variable``, the variable
         recorder (``_RECORDER``) for ``tf.Variable``."""
+        found = self.__dict__.get("_variable_helpers_found")
+        if found is None:  # the same for the whole module: found once per run
+            found = self._variable_helpers_found = self._find_variable_helpers()
+        return set(found[0]), set(found[1])
+
+    def _find_variable_helpers(self) -> tuple[set[str], set[str]]:
         qualnames: dict[str, set] = {}
         callees: dict[str, set] = {}
         for node in C.walk(self.ctx.module):
-            if isinstance(node, cst.FunctionDef):
+            if type(node) is cst.FunctionDef:
                 name = node.name.value
                 for call in C.calls_in(node):
                     qualnames.setdefault(name, set()).add(self.qualname(call.func))
@@ -1269,7 +1285,13 @@ class GraphToStrategy(Rule):
 
     def _module_function(self, name: str) -> cst.FunctionDef | None:
         """The function of that name defined in this file (at any depth), if only one is."""
-        found = [n for n in C.walk(self.ctx.module) if isinstance(n, cst.FunctionDef) and n.name.value == name]
+        functions = self.__dict__.get("_module_functions")
+        if functions is None:  # the module's functions by name, listed once per run
+            functions = self._module_functions = {}
+            for n in C.walk(self.ctx.module):
+                if type(n) is cst.FunctionDef:
+                    functions.setdefault(n.name.value, []).append(n)
+        found = functions.get(name, ())
         return found[0] if len(found) == 1 else None
 
     def _migrate_optimizer_helper(self, helper: cst.FunctionDef, statement) -> None:
@@ -1564,9 +1586,10 @@ def _with_functions(module: cst.Module):
     stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
     while stack:
         node, function = stack.pop()
-        if isinstance(node, (cst.With, cst.Call)):
+        kind = type(node)  # exact types: isinstance on libcst's (ABC) classes is slow
+        if kind is cst.With or kind is cst.Call:
             yield node, function
-        inner = node if isinstance(node, cst.FunctionDef) else function
+        inner = node if kind is cst.FunctionDef else function
         stack.extend((child, inner) for child in reversed(list(C.children(node))))
 
 
@@ -2394,7 +2417,7 @@ def _enclosing_function(module: cst.Module, loop) -> cst.FunctionDef | None:
         node, function = stack.pop()
         if type(node) is kind and C.code_of(node) == code:
             found.append(function)
-        inner = node if isinstance(node, cst.FunctionDef) else function
+        inner = node if type(node) is cst.FunctionDef else function
         stack.extend((child, inner) for child in C.children(node))
     return found[0] if len(found) == 1 else None
 

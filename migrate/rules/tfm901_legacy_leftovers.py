@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.engine import Invalid, Rule, Valid, first_line_code
-from migrate.fastcst import fast_visit
+from migrate.fastcst import fast_visit, module_code
 from migrate.py2 import PY2_ONLY_BUILTINS, PY2_ONLY_METHODS
 from migrate.rules.tfm101_tensorflow_import import load_tf_api, pre1_successor
 
@@ -186,7 +186,7 @@ class Locatable:
 
     def lines_with(self, snippet: str) -> int:
         if self._lines is None:
-            self._lines = self.module.code.replace("tf.compat.v1.", "tf.").splitlines()
+            self._lines = module_code(self.module).replace("tf.compat.v1.", "tf.").splitlines()
         return sum(snippet in line for line in self._lines) if snippet else 0
 
     def visit(self, node: cst.CSTNode) -> int:
