@@ -562,12 +562,20 @@ def _migrate(source: str, path: str, select: Iterable[str] | None, ignore: Itera
         # (only when a training rule ran: selected alone, a cluster rule does
         # what it was asked to.)
         dropped = [r for r in rules if r.code in _CLUSTER_RULES and r.code in applied]
-        leftover = _tf1_training_left(output[1], tree) if dropped and training_rules_ran else None
+        # Rules that only prepare TF1 code for the training rewrite (TFM300
+        # inlines a graph builder) are undone too when that rewrite did not
+        # happen; TFM301's own diagnostic names the builder.
+        prepared = [r for r in rules if r.code in _TRAINING_PREP_RULES and r.code in applied]
+        leftover = (
+            _tf1_training_left(output[1], tree) if (dropped or prepared) and training_rules_ran else None
+        )
         if leftover is not None:
-            # and a strategy the training rule built would run next to the
-            # TF1 server on the same task (its port is taken): all or nothing
-            dropped += [r for r in rules if r.code == "TFM301" and r.code in applied]
-            gated.extend(_cluster_kept(r, leftover, tree) for r in dropped)
+            if dropped:
+                # and a strategy the training rule built would run next to the
+                # TF1 server on the same task (its port is taken): all or nothing
+                dropped += [r for r in rules if r.code == "TFM301" and r.code in applied]
+                gated.extend(_cluster_kept(r, leftover, tree) for r in dropped)
+            dropped += prepared
         else:
             # A rewrite must not read names it no longer defines (a statement
             # a rule dropped that the code around it still uses, when another
@@ -731,6 +739,7 @@ _TF1_CLUSTER_TRAINING = frozenset(
     {"replica_device_setter", "SyncReplicasOptimizer", "MonitoredTrainingSession", "Supervisor"}
 )
 _CLUSTER_RULES = ("TFM201", "TFM202")
+_TRAINING_PREP_RULES = ("TFM300",)
 _TRAINING_RULES = ("TFM301", "TFM303")
 
 

@@ -239,7 +239,6 @@ def test_declined_helper_calls_stay_as_they_were(old, new, why):
     assert any(d.code == "TFM301" and "comes from `build_model(...)`" in d.message for d in result.manual_work)
 
 
-@pytest.mark.xfail(reason="needs the engine's cluster gate to drop TFM300 when TF1 training remains", strict=False)
 def test_inlining_is_dropped_when_tfm301_still_declines():
     """The helper is inlined, but TFM301 declines the block for another
     reason (the model comes from another module): the inlining alone is no
