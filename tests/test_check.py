@@ -691,6 +691,20 @@ def test_tf_layers_script_runs_on_keras_3_and_its_migration_is_bit_exact(tmp_pat
     assert "tf1_dense(" in Path(report["migrated"]["program"]).read_text()
 
 
+def test_mnist_tutorial_reader_script_checks_offline(tmp_path):
+    """mnist_input_data_async.py is mnist_replica.py's shape: TF1's MNIST
+    reader (removed in TF 2), Adam, a Supervisor, and a validation pass over
+    float64 one-hot labels fed to a float32 placeholder after training. Both
+    sides read check's synthetic stand-in, shuffled alike by the seed."""
+    code, report = run(REALISTIC / "mnist_input_data_async.py", None, tmp_path, "--workers", "1", "--steps", "12")
+    assert code == 0, report["reason"]
+    assert report["mnist_standin"] is True
+    for side in ("legacy", "migrated"):
+        fired = report[side]["runs"][0]["harness_fired"]
+        assert any("read_data_sets served by tfmigrate's synthetic stand-in" in f for f in fired), fired
+    assert report["comparison"]["steps_compared"] >= 12
+
+
 def test_unnamed_variables_pair_by_tf1s_graph_names(tmp_path):
     code, report = run(REALISTIC / "unnamed_variables_mts.py", None, tmp_path, "--workers", "1", "--steps", "10")
     assert code == 0, report["reason"]

@@ -502,6 +502,8 @@ class GraphToStrategy(Rule):
         prelude = self._build(device_with, graph, session)
         new_after = session.rewrite(after)
         self.converted = True
+        if self.strategy == PSS:
+            self._report_task_sharded_data(before, after)
         for nested in graph.unwrapped_devices:
             device = ", ".join(C.code_of(a.value) for a in nested.items[0].item.args)
             self.report(nested, f"`with tf.device({device}):` inside the device-setter block was"
@@ -509,6 +511,34 @@ class GraphToStrategy(Rule):
                         " device setter shared these) and ops run on the replica's device", fixed=True,
                         severity="info", reference=REFERENCE[self.strategy])
         return before + self._used_wrappers(prelude, new_after, session) + new_after
+
+    def _report_task_sharded_data(self, before, after) -> None:
+        """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
+        `RandomState(seed + task_index)`) and fed in the training loop: each
+        TF1 worker trained on its own; on ParameterServerStrategy the chief
+        runs the loop for every worker, as task 0 -- the other shards would
+        never be trained on. The rewrite stands, but a person must feed all of
+        the data (the loop itself drives every worker)."""
+        tainted: set[str] = set()
+        for statement in before:
+            names, value, _ = C.assignment(statement)
+            if value is not None and names and _reads_task_index(value, tainted):
+                tainted.update(names)
+        for statement in after:
+            if not isinstance(statement, (cst.While, cst.For, cst.With)):
+                names, value, _ = C.assignment(statement)
+                if value is not None and names and _reads_task_index(value, tainted):
+                    tainted.update(names)
+                continue
+            if _reads_task_index(statement, tainted):
+                shown = ", ".join(sorted(tainted)) or "the task index"
+                self.report(statement, "the training loop feeds data chosen by this task's index"
+                            f" ({shown}): each TF1 worker trained on its own share; on ParameterServerStrategy"
+                            " the chief runs this loop for all workers as task 0, so the other shares are never"
+                            " trained on", hint="feed the whole data set in the loop (each step goes to whichever"
+                            " worker is free), or a tf.data pipeline the strategy distributes",
+                            reference=REFERENCE[PSS], fixed=False)
+                return
 
     def _report_missing_train_op(self, device_with, graph: Graph, inner, after) -> None:
         """No `minimize`/`apply_gradients` in the block: say where the train op
@@ -1122,6 +1152,18 @@ class GraphToStrategy(Rule):
             for name, _, call in graph.placeholders:
                 if name not in self.model_params:
                     continue
+                func = call.func.attr if isinstance(call.func, cst.Attribute) else call.func
+                if isinstance(func, cst.Name) and func.value == "placeholder_with_default":
+                    # its default value is an input the graph accepts by definition
+                    default = C.arg(call, 0, "input")
+                    if default is not None and C.names_used(default) <= {"True", "False", "None"}:
+                        dummies.append(f"tf.constant({C.code_of(default)})")
+                        continue
+                    self.report(call, "placeholder_with_default whose default is not a literal: cannot build the"
+                                " model's variables ahead with it", hint="give the default as a literal value",
+                                fixed=False, reference=REFERENCE[strategy])
+                    dummies.append("tf.zeros([1], tf.float32)")
+                    continue
                 dtype = C.arg(call, 0, "dtype")
                 shape = C.arg(call, 1, "shape")
                 if not isinstance(shape, (cst.List, cst.Tuple)):
@@ -1533,6 +1575,27 @@ class GraphToStrategy(Rule):
         )
         return outer_code, run, None
 
+    def _eval_casts(self, graph: Graph, params) -> list[cst.BaseStatement]:
+        """Fed values cast to their placeholder's dtype, as feed_dict converted
+        them (TF1's MNIST reader gives float64 one-hot labels for a float32
+        placeholder): an evaluation function is called with the loop's NumPy
+        values, which a tf.function takes in their own dtype."""
+        dtypes = {}
+        for name, _, call in graph.placeholders:
+            func = call.func.attr if isinstance(call.func, cst.Attribute) else call.func
+            dtype = C.arg(call, 0, "dtype")
+            if isinstance(func, cst.Name) and func.value == "placeholder" and dtype is not None:
+                code = C.code_of(dtype)
+                if "string" not in code:
+                    dtypes[name] = code
+        cast = [p for p in params if p in dtypes and p not in graph.input_names]
+        if not cast:
+            return []
+        return C.stmts(
+            "# feed_dict converted fed values to the placeholders' dtypes\n"
+            f"{', '.join(cast)} = {', '.join(f'tf.cast({p}, {dtypes[p]})' for p in cast)}\n"
+        )
+
     def _eval_function(self, graph: Graph, fetch: _Fetch, session):
         statements, params = self._forward(graph, set(fetch.values))
         fetch.params = params
@@ -1543,7 +1606,11 @@ class GraphToStrategy(Rule):
         ret = values[0] if len(values) == 1 else ", ".join(values)
         fn = C.stmt(f"def {fn_name}({', '.join(params)}):\n    return {ret}\n")
         reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in fetch.values if n in self.schedule_reads)
-        body = (C.stmts(reads) if reads else []) + [st for _, st in statements]
+        computed = [st for _, st in statements]
+        casts = self._eval_casts(graph, params)
+        if casts and computed:
+            computed[0] = computed[0].with_changes(leading_lines=C.strip_blank_lines(computed[0].leading_lines))
+        body = (C.stmts(reads) if reads else []) + casts + computed
         if body:
             body[0] = body[0].with_changes(leading_lines=C.strip_blank_lines(body[0].leading_lines))
         fn = fn.with_changes(
@@ -1558,6 +1625,43 @@ class GraphToStrategy(Rule):
 # regularizers there do not): TF1's tf.layers, Keras layers, contrib/slim layers.
 _LAYER_MODULES = ("layers.", "keras.layers.", "contrib.layers.", "contrib.slim.")
 _NOT_LAYERS = ("_initializer", "initializer_conv2d", "_regularizer", "arg_scope")
+
+
+_TASK_INDEX = frozenset({"task_index", "task_id"})
+# calls whose reading of the task index is no data share: reporting, naming,
+# per-task random streams (each draws as much as another), cluster plumbing
+_REPORTING_CALLS = frozenset({
+    "print", "info", "warning", "warn", "debug", "error", "format", "log", "sleep",
+    "RandomState", "default_rng", "seed", "Random", "set_random_seed", "set_seed",
+    "Server", "SimpleClusterResolver", "TFConfigClusterResolver", "ClusterSpec", "replica_device_setter", "device",
+})
+
+
+def _reads_task_index(node: cst.CSTNode, tainted: set[str]) -> bool:
+    """Whether ``node`` computes with the task index or a name derived from it,
+    outside what only says who is chief or prints (`task_index == 0`,
+    `is_chief=...`, `print("worker %d" % FLAGS.task_index)`)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.Comparison, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+            continue
+        if isinstance(current, cst.Arg) and current.keyword is not None and current.keyword.value == "is_chief":
+            continue
+        if isinstance(current, cst.Call):
+            func = current.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if name in _REPORTING_CALLS:
+                continue
+        if isinstance(current, cst.BinaryOperation) and isinstance(current.operator, cst.Modulo) and isinstance(
+                current.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            continue
+        if isinstance(current, cst.Name) and (current.value in tainted or current.value in _TASK_INDEX):
+            return True
+        if isinstance(current, cst.Attribute) and current.attr.value in _TASK_INDEX:
+            return True
+        stack.extend(C.children(current))
+    return False
 
 
 def _catches_end_of_input(handler: cst.ExceptHandler) -> bool:
