@@ -232,9 +232,57 @@ def python3_source(source: str) -> tuple[str, str | None]:
     return source, None
 
 
+class _AllowOverride(cst.CSTTransformer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        from migrate.rules.tfm102_absl_flags import ABSL_OWN_FLAGS
+
+        func = dotted(updated.func) or ""
+        if not func.rpartition(".")[2].startswith("DEFINE_") or not updated.args:
+            return updated
+        first = updated.args[0]
+        if first.keyword is not None or not isinstance(first.value, cst.SimpleString):
+            return updated
+        name = first.value.evaluated_value
+        if name not in ABSL_OWN_FLAGS or any(a.keyword and a.keyword.value == "allow_override" for a in updated.args):
+            return updated
+        self.names.append(name)
+        args = list(updated.args)
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(cst.Arg(keyword=cst.Name("allow_override"), value=cst.Name("True"),
+                            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                  whitespace_after=cst.SimpleWhitespace(""))))
+        return updated.with_changes(args=args)
+
+
+def _allow_absl_own_flags(source: str) -> tuple[str, list[str]] | None:
+    """A flag absl defines itself (``--log_dir``: TF 1.x's tutorials used it)
+    raises DuplicateFlagError on TF 2 unless it may override absl's."""
+    if "DEFINE_" not in source:
+        return None
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return None
+    fixer = _AllowOverride()
+    new = module.visit(fixer)
+    return (new.code, fixer.names) if fixer.names else None
+
+
 def prepare(source: str) -> Prepared:
     """The legacy source as TF2 runs TF1 code (see the module docstring)."""
     prepared = _prepare(source)
+    overridden = _allow_absl_own_flags(prepared.source)
+    if overridden is not None:
+        prepared.source, names = overridden
+        prepared.changed = True
+        prepared.changes.append(
+            f"{', '.join('--' + n for n in names)} defined with allow_override=True (absl, which TF 2"
+            " imports, defines it too: DuplicateFlagError otherwise)"
+        )
     prepared.reads_mnist = reads_mnist(prepared.source)
     prepared.uses_contrib = "contrib" in prepared.source and not prepared.blockers
     return prepared

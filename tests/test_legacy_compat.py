@@ -206,3 +206,15 @@ def test_harness_serves_the_mnist_reader_and_tf1_layers_to_an_unmodified_program
     fired = json.loads((tmp_path / "h" / "harness-notes-worker-0.json").read_text())["fired"]
     assert any("read_data_sets served by tfmigrate's synthetic stand-in" in f for f in fired), fired
     assert any("tf.compat.v1.layers.dense run as tfmigrate's TF1 code" in f for f in fired), fired
+
+
+def test_flags_absl_defines_itself_may_override_it():
+    prepared = prepare(src("""
+        import tensorflow.compat.v1 as tf
+        tf.disable_v2_behavior()
+        tf.app.flags.DEFINE_string("log_dir", "/tmp/logs", "summaries")
+        tf.app.flags.DEFINE_integer("steps", 5, "")
+    """))
+    assert prepared.changed and "--log_dir defined with allow_override=True" in prepared.changes[-1]
+    assert 'DEFINE_string("log_dir", "/tmp/logs", "summaries", allow_override=True)' in prepared.source
+    assert 'DEFINE_integer("steps", 5, "")\n' in prepared.source

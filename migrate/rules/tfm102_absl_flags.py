@@ -11,6 +11,13 @@ from migrate.rules.tfm101_tensorflow_import import attribute_chain
 from migrate.tfnames import canonical, dotted
 
 # TF <= 1.4 flags took these keywords; TF 1.5+ translated them for absl.
+# Flags absl defines itself (absl.logging, absl.app), which TF 2 imports: a
+# script's own DEFINE of one raises DuplicateFlagError unless it may override.
+ABSL_OWN_FLAGS = frozenset({
+    "log_dir", "logtostderr", "alsologtostderr", "v", "verbosity", "stderrthreshold", "showprefixforinfo",
+    "logger_levels", "run_with_pdb", "pdb_post_mortem", "pdb", "run_with_profiling", "profile_file",
+    "use_cprofile_for_profiling", "only_check_args",
+})
 _DEFINE_KEYWORDS = {"flag_name": "name", "default_value": "default", "docstring": "help"}
 # Private TF modules that legacy code imported the same objects from.
 _PRIVATE = {
@@ -199,6 +206,25 @@ class AbslFlags(Rule):
         ),
     )
     INVALID = (
+        Invalid(
+            """
+            import tensorflow as tf
+
+            tf.app.flags.DEFINE_string("log_dir", "/tmp/logs", "where summaries go")
+            tf.app.flags.DEFINE_integer("v", 0, "verbosity")
+            FLAGS = tf.app.flags.FLAGS
+            """,
+            """
+            import tensorflow as tf
+            import sys
+            from absl import flags
+
+            flags.DEFINE_string("log_dir", "/tmp/logs", "where summaries go", allow_override=True)
+            flags.DEFINE_integer("v", 0, "verbosity", allow_override=True)
+            flags.FLAGS(sys.argv, known_only=True)
+            FLAGS = flags.FLAGS
+            """,
+        ),
         Invalid(
             """
             import tensorflow as tf
@@ -617,6 +643,21 @@ class AbslFlags(Rule):
                 else a
                 for a in updated_node.args
             ]
+            name = next((a.value for a in args if a.keyword is None or a.keyword.value == "name"), None)
+            if (
+                isinstance(name, cst.SimpleString)
+                and name.evaluated_value in ABSL_OWN_FLAGS
+                and not any(a.keyword is not None and a.keyword.value == "allow_override" for a in args)
+            ):
+                # absl defines it already (absl.logging, imported by TensorFlow):
+                # a second definition raises DuplicateFlagError at import
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+                args.append(cst.Arg(keyword=cst.Name("allow_override"), value=cst.Name("True"),
+                                    equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                          whitespace_after=cst.SimpleWhitespace(""))))
+                self.report(original_node, f"--{name.evaluated_value} is also a flag of absl's own (absl.logging,"
+                            " which TensorFlow 2 imports): defined with allow_override=True, as a second"
+                            " definition raises DuplicateFlagError", fixed=True, severity="info")
             return updated_node.with_changes(args=args)
         if kind != "run":
             return self._explicit_parse(original_node, updated_node)
