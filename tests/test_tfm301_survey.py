@@ -87,3 +87,4 @@ def test_task_index_only_for_chief_seeds_and_printing_is_not_reported():
     for choice in ("shard = DATA", "shard = DATA[np.random.RandomState(FLAGS.task_index).permutation(400)]"):
         result = migrate(choice)
         assert not [d for d in result.diagnostics if "chosen by this task" in d.message], choice
+
