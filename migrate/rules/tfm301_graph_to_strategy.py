@@ -512,27 +512,6 @@ class GraphToStrategy(Rule):
                         severity="info", reference=REFERENCE[self.strategy])
         return before + self._used_wrappers(prelude, new_after, session) + new_after
 
-    def _report_per_worker_loop(self, after) -> None:
-        """`for i in range(FLAGS.steps): sess.run(train_op)` with no global
-        bound (StopAtStepHook): every TF1 worker ran the whole loop, so the job
-        made workers x steps updates; the chief's loop on ParameterServerStrategy
-        makes steps in all, spread over the workers."""
-        for statement in after:
-            for node in C.walk(statement):
-                if not (isinstance(node, cst.For) and isinstance(node.iter, cst.Call)
-                        and isinstance(node.iter.func, cst.Name) and node.iter.func.value == "range"):
-                    continue
-                if not any(_method(call) == "run" for call in C.calls_in(node.body)):
-                    continue
-                loop = C.code_of(node.iter)
-                self.report(node, f"every TF1 worker ran this loop (`in {loop}`) itself, so the job trained it"
-                            " once per worker; on ParameterServerStrategy the chief runs it once for the whole job"
-                            " (its steps spread over the workers): a 1/workers share of the TF1 job's updates",
-                            hint="to train as much as the TF1 job, run the loop as many times longer as it had"
-                            " workers; a global bound (StopAtStepHook(last_step=N), a loop on the global step)"
-                            " means the same in both", reference=REFERENCE[PSS], fixed=False)
-                return
-
     def _report_task_sharded_data(self, before, after) -> None:
         """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
         `RandomState(seed + task_index)`) and fed in the training loop: each
