@@ -38,8 +38,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from migrate import check
-from migrate.harness import decode_print_line, print_line_time
+from migrate.runtime import check
+from migrate.runtime.harness import decode_print_line, print_line_time
 
 WARMUP = 5
 CALIBRATION_MARKER = "<!-- calibration: kept by bench_check.py --write -->"

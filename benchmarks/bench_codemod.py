@@ -124,8 +124,8 @@ def per_file_overhead(tree: Path, per_rule: bool, rounds: int = 5) -> dict:
     reported."""
     import libcst
 
-    from migrate.engine import mentions_tensorflow, migrate_source
-    from migrate.rules import REGISTRY
+    from migrate.codemod.engine import mentions_tensorflow, migrate_source
+    from migrate.codemod.rules import REGISTRY
 
     sources = [p.read_text() for p in sorted(tree.rglob("*.py"))]
     tf_sources = [s for s in sources if mentions_tensorflow(s)]

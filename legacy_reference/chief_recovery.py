@@ -83,7 +83,7 @@ def mlp(inputs):
 
 
 def record(step, loss):
-    """Append {"step","task","loss"} to $TFMIGRATE_LOSS_LOG (migrate/losslog.py format)."""
+    """Append {"step","task","loss"} to $TFMIGRATE_LOSS_LOG (migrate/runtime/losslog.py format)."""
     if "TFMIGRATE_LOSS_LOG" in os.environ:
         with open(os.environ["TFMIGRATE_LOSS_LOG"], "a") as out:
             name = os.environ.get("TFMIGRATE_TASK", f"{FLAGS.job_name}:{FLAGS.task_index}")

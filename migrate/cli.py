@@ -27,9 +27,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrate import __version__, config, files
-from migrate.report import FileError as ReportedError
-from migrate.report import FileResult
+from migrate import __version__
+from migrate.codemod import config, files
+from migrate.codemod.report import FileError as ReportedError
+from migrate.codemod.report import FileResult
 
 EXTRA_RULES_ENV = "TFMIGRATE_EXTRA_RULES"
 SUBCOMMANDS = ("rules", "demo", "check", "reference")
@@ -49,7 +50,7 @@ def load_extra_rules(spec: str | None = None) -> None:
     spec = os.environ.get(EXTRA_RULES_ENV, "") if spec is None else spec
     if not spec.strip():
         return
-    from migrate.rules import REGISTRY
+    from migrate.codemod.rules import REGISTRY
 
     for item in filter(None, (s.strip() for s in spec.split(","))):
         module_name, _, class_name = item.partition(":")
@@ -86,7 +87,7 @@ def _error_result(task: Task, message: str, line=None, column=None, cell=None) -
 
 def process(task: Task) -> FileResult:
     """Migrate one file; never raises (errors become an ``error`` result)."""
-    from migrate.engine import MigrationError
+    from migrate.codemod.engine import MigrationError
 
     raw = None
     try:
@@ -127,9 +128,9 @@ def _write(task: Task, result: FileResult, data: bytes) -> None:
 
 
 def _process_python(task: Task, raw: bytes) -> FileResult:
-    from migrate import py2
-    from migrate.engine import MigrationError, migrate_source
-    from migrate.report import unified_diff
+    from migrate.codemod import py2
+    from migrate.codemod.engine import MigrationError, migrate_source
+    from migrate.codemod.report import unified_diff
 
     files.check_not_binary(raw)
     if b"tensorflow" not in raw:
@@ -163,8 +164,8 @@ def _process_python(task: Task, raw: bytes) -> FileResult:
 
 
 def _process_notebook(task: Task, raw: bytes) -> FileResult:
-    from migrate.notebook import migrate_notebook
-    from migrate.report import unified_diff
+    from migrate.codemod.notebook import migrate_notebook
+    from migrate.codemod.report import unified_diff
 
     if b"tensorflow" not in raw:
         return FileResult(task.path, "notebook", "skipped", note="does not mention tensorflow")
@@ -438,8 +439,8 @@ def migrate_command(argv: list[str]) -> int:
 
 
 def _warn_unknown_codes(codes: list[str] | None, option: str) -> None:
-    from migrate.py2 import PY2_CODE
-    from migrate.rules import REGISTRY
+    from migrate.codemod.py2 import PY2_CODE
+    from migrate.codemod.rules import REGISTRY
 
     for code in codes or []:
         if (
@@ -453,7 +454,7 @@ def _warn_unknown_codes(codes: list[str] | None, option: str) -> None:
 
 
 def _report(results: list[FileResult], mode: str, fmt: str) -> int:
-    from migrate import report
+    from migrate.codemod import report
 
     line = report.summary(results, mode)
     if fmt == "json":
@@ -483,8 +484,8 @@ def exit_code(results: list[FileResult], mode: str) -> int:
 
 
 def rules_command(argv: list[str]) -> int:
-    from migrate.report import rule_info
-    from migrate.rules import REGISTRY
+    from migrate.codemod.report import rule_info
+    from migrate.codemod.rules import REGISTRY
 
     parser = argparse.ArgumentParser(
         prog="tfmigrate rules", description="List the registered rules."
@@ -526,8 +527,8 @@ def main(argv: list[str] | None = None) -> int:
         if command == "rules":
             return rules_command(rest)
         if command == "demo":
-            return _delegate("migrate.demo", command, rest)
-        return _delegate(f"migrate.{command}", command, rest)
+            return _delegate("migrate.runtime.demo", command, rest)
+        return _delegate(f"migrate.runtime.{command}", command, rest)
     try:
         return migrate_command(argv)
     except UsageError as e:

@@ -62,7 +62,7 @@ def batch_for_ticket(ticket, batch_size):
 
 
 def log_loss(step, loss):
-    """One JSON line per step, in the format of migrate/losslog.py."""
+    """One JSON line per step, in the format of migrate/runtime/losslog.py."""
     task = os.environ.get("TFMIGRATE_TASK") or f"{FLAGS.job_name}:{FLAGS.task_index}"
     if os.environ.get("TFMIGRATE_LOSS_LOG"):
         with open(os.environ["TFMIGRATE_LOSS_LOG"], "a") as f:

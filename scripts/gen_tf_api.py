@@ -1,4 +1,4 @@
-"""Generate ``migrate/data/tf_api.json`` from the installed TensorFlow (dev-time only).
+"""Generate ``migrate/codemod/data/tf_api.json`` from the installed TensorFlow (dev-time only).
 
 The codemod never imports TensorFlow; it reads the JSON this script writes:
 
@@ -25,7 +25,7 @@ The codemod never imports TensorFlow; it reads the JSON this script writes:
 
 Names are relative to the TF root (``"train.Server"``). Run::
 
-    python scripts/gen_tf_api.py            # writes migrate/data/tf_api.json
+    python scripts/gen_tf_api.py            # writes migrate/codemod/data/tf_api.json
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import sys
 import types
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parent.parent / "migrate" / "data" / "tf_api.json"
+OUT = Path(__file__).resolve().parent.parent / "migrate" / "codemod" / "data" / "tf_api.json"
 
 
 # Public namespaces that are plain modules rather than generated _api modules.

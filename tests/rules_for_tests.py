@@ -1,6 +1,6 @@
 """Small rules used only by the CLI, notebook and bad-input tests, so those
 tests do not depend on which real rules exist. Loaded in-process by
-monkeypatching ``migrate.rules.REGISTRY`` and into the console script via
+monkeypatching ``migrate.codemod.rules.REGISTRY`` and into the console script via
 ``TFMIGRATE_EXTRA_RULES=tests.rules_for_tests:RenameServerForTests,...``.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from migrate.engine import Rule
-from migrate.tfnames import dotted
+from migrate.codemod.engine import Rule
+from migrate.codemod.tfnames import dotted
 
 EXTRA_RULES_VAR = "TFMIGRATE_EXTRA_RULES"
 
@@ -129,9 +129,9 @@ def run_tfmigrate(
 
 def register_test_rules(monkeypatch) -> None:
     """In-process: make the registry exactly the test rules."""
-    import migrate.rules
+    import migrate.codemod.rules
 
-    monkeypatch.setattr(migrate.rules, "REGISTRY", list(ALL_TEST_RULES))
+    monkeypatch.setattr(migrate.codemod.rules, "REGISTRY", list(ALL_TEST_RULES))
 
 
 LEGACY = (

@@ -17,7 +17,8 @@ import stat
 import pytest
 from rules_for_tests import LEGACY, REPO_ROOT, register_test_rules, run_tfmigrate
 
-from migrate import cli, files
+from migrate import cli
+from migrate.codemod import files
 
 BIG = 3 * 1024 * 1024
 

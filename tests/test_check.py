@@ -20,10 +20,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from migrate import check, losslog
-from migrate.engine import migrate_source
-from migrate.harness import _Harness, decode_print_line, match_names
-from migrate.topology import STEP_KNOBS, TOWER_KNOBS, analyze, legacy_launch, migrated_launch
+from migrate.codemod.engine import migrate_source
+from migrate.runtime import check, losslog
+from migrate.runtime.harness import _Harness, decode_print_line, match_names
+from migrate.runtime.topology import (
+    STEP_KNOBS,
+    TOWER_KNOBS,
+    analyze,
+    legacy_launch,
+    migrated_launch,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LEGACY = ROOT / "legacy_reference"
@@ -229,7 +235,7 @@ def test_statistical_comparison_counts_the_updates_each_job_made():
 
 
 def test_training_randomness_is_found_except_where_switched_off():
-    from migrate.topology import training_randomness
+    from migrate.runtime.topology import training_randomness
 
     tree = ast.parse(
         "import tensorflow as tf\n"
@@ -367,12 +373,12 @@ def test_harness_seed_makes_unseeded_randomness_repeatable(tmp_path):
         env = {
             **os.environ,
             "PYTHONPATH": str(ROOT),
-            "TFMIGRATE_BOOT_HOOKS": "migrate.harness",
+            "TFMIGRATE_BOOT_HOOKS": "migrate.runtime.harness",
             "TFMIGRATE_SEED": str(seed),
             "TFMIGRATE_HARNESS_DIR": str(tmp_path / name),
         }
         return subprocess.Popen(
-            [sys.executable, "-m", "migrate.taskboot", str(script)],
+            [sys.executable, "-m", "migrate.runtime.taskboot", str(script)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

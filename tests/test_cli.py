@@ -483,7 +483,7 @@ def test_progress_display_on_a_tty(tmp_path):
 
 def test_check_subcommand(tmp_path):
     proc = run_tfmigrate("check", "--help", cwd=tmp_path)
-    if importlib.util.find_spec("migrate.check") is None:
+    if importlib.util.find_spec("migrate.runtime.check") is None:
         assert proc.returncode == 2
         assert "not available yet" in proc.stderr
     else:
@@ -492,7 +492,7 @@ def test_check_subcommand(tmp_path):
 
 def test_reference_subcommand_is_dispatched(tmp_path):
     proc = run_tfmigrate("reference", "list", cwd=tmp_path)
-    if importlib.util.find_spec("migrate.reference") is None:
+    if importlib.util.find_spec("migrate.runtime.reference") is None:
         assert proc.returncode == 2 and "not available yet" in proc.stderr
     else:
         assert proc.returncode == 0, proc.stderr

@@ -1,5 +1,5 @@
-"""The local-cluster launcher (migrate.cluster) and its task bootstrap
-(migrate.taskboot), driven with tiny non-TF programs from tests/programs/
+"""The local-cluster launcher (migrate.runtime.cluster) and its task bootstrap
+(migrate.runtime.taskboot), driven with tiny non-TF programs from tests/programs/
 plus one real TensorFlow ps/worker run."""
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from migrate.cluster import Fault, extract_stack_dump, network_isolation_available, run_cluster
+from migrate.runtime.cluster import (
+    Fault,
+    extract_stack_dump,
+    network_isolation_available,
+    run_cluster,
+)
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 # Generous: the two cores are shared with other TensorFlow processes.
@@ -362,7 +367,7 @@ def test_taskboot_exit_codes_match_plain_python(repo_root, argv, code):
         )
 
     plain = run()
-    booted = run("-m", "migrate.taskboot")
+    booted = run("-m", "migrate.runtime.taskboot")
     assert plain.returncode == booted.returncode == code
     assert plain.stdout == booted.stdout
     assert plain.stderr.splitlines()[-1:] == booted.stderr.splitlines()[-1:]
@@ -455,7 +460,7 @@ def kill_leftovers(pids) -> None:
     for pid in pids:
         try:
             proc = psutil.Process(pid)
-            if "migrate.taskboot" in " ".join(proc.cmdline()):
+            if "migrate.runtime.taskboot" in " ".join(proc.cmdline()):
                 proc.kill()
         except psutil.Error:
             pass
@@ -564,7 +569,7 @@ def test_restart_after_a_kill_mid_record_keeps_the_loss_log_readable(tmp_path):
     """The killed task left half a record and had checkpointed a step it never
     logged: the relaunch starts on a fresh line (its records stay readable) and
     the event's resume offset tells the two incarnations' records apart."""
-    from migrate import check, losslog
+    from migrate.runtime import check, losslog
 
     steps = 12
     result = run_cluster(

@@ -1,4 +1,4 @@
-"""TF1 -> TF2 equivalents (migrate/rules/_equivalents.py).
+"""TF1 -> TF2 equivalents (migrate/codemod/rules/_equivalents.py).
 
 Two layers: libcst-level mapping tests (argument binding, defaults), and
 numerics tests that run real TensorFlow: the TF1 optimizer/initializer in
@@ -12,7 +12,7 @@ import libcst as cst
 import numpy as np
 import pytest
 
-from migrate.rules._equivalents import (
+from migrate.codemod.rules._equivalents import (
     initializer_call,
     kept_in_compat_v1,
     optimizer_call,
@@ -236,7 +236,7 @@ KEPT_RMSPROP = [
 
 @pytest.mark.parametrize("src, make", KEPT_RMSPROP, ids=[s for s, _ in KEPT_RMSPROP])
 def test_kept_compat_v1_rmsprop_in_a_tf_function_follows_tf1_bit_for_bit(src, make):
-    from migrate.rules.tfm301_graph_to_strategy import _optimizer_code
+    from migrate.codemod.rules.tfm301_graph_to_strategy import _optimizer_code
 
     # the optimizer TFM301 writes into the strategy scope, and its note
     generated, note = _optimizer_code(cst.parse_expression(src), lambda func: "train.RMSPropOptimizer")

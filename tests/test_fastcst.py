@@ -1,4 +1,4 @@
-"""migrate.fastcst: the engine's tree walks must behave exactly like libcst's
+"""migrate.codemod.fastcst: the engine's tree walks must behave exactly like libcst's
 ``node.visit`` (same hooks, same order, same result), only without rebuilding
 what they do not change and without entering subtrees no hook can reach."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from migrate import fastcst
-from migrate.engine import migrate_source
+from migrate.codemod import fastcst
+from migrate.codemod.engine import migrate_source
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted(

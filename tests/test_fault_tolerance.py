@@ -15,9 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from migrate.check import DEFAULT_STAT_ATOL, DEFAULT_STAT_RTOL, DEFAULT_WINDOW, compare_statistical
-from migrate.cluster import Fault, run_cluster
-from migrate.engine import migrate_source
+from migrate.codemod.engine import migrate_source
+from migrate.runtime.check import (
+    DEFAULT_STAT_ATOL,
+    DEFAULT_STAT_RTOL,
+    DEFAULT_WINDOW,
+    compare_statistical,
+)
+from migrate.runtime.cluster import Fault, run_cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 ASYNC_FIXTURE = ROOT / "tests" / "fixtures" / "realistic" / "async_mts_hooks.py"
@@ -66,7 +71,7 @@ def _file_order(path: Path) -> list[tuple[int, float]]:
 
 
 def test_migrated_chief_killed_and_restarted_resumes_from_its_checkpoint(tmp_path):
-    from migrate.reference import REFERENCES, checkpoint_interval
+    from migrate.runtime.reference import REFERENCES, checkpoint_interval
 
     program = ROOT / "rewrites" / "chief_recovery.py"
     ref = REFERENCES["chief_recovery"]
@@ -110,7 +115,7 @@ def test_migrated_chief_killed_and_restarted_resumes_from_its_checkpoint(tmp_pat
 def test_migrated_naive_program_no_longer_hangs(tmp_path):
     """The naive TF1 program hangs (late non-chief, no device_filters); its
     migration has no sessions to hang in and runs to completion."""
-    from migrate.reference import REFERENCES
+    from migrate.runtime.reference import REFERENCES
 
     ref = REFERENCES["naive_async_ps"]
     result = run_cluster(ROOT / "rewrites" / "naive_async_ps.py", PSS_JOBS, args=ref.args(2, 12, tmp_path),
@@ -124,7 +129,7 @@ def test_check_finds_legacy_and_migrated_chief_recovery_equivalent_under_the_sam
     their checkpoints; `tfmigrate check` still finds them equivalent step by step."""
     import json
 
-    from migrate import check
+    from migrate.runtime import check
 
     out = tmp_path / "check"
     code = check.main([

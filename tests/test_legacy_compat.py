@@ -1,4 +1,4 @@
-"""migrate/legacy_compat.py: how ``check`` runs a script written for TF 1.x
+"""migrate/runtime/legacy_compat.py: how ``check`` runs a script written for TF 1.x
 on TF 2 (the import changed to ``tensorflow.compat.v1``, graph mode on)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from migrate.legacy_compat import prepare
+from migrate.runtime.legacy_compat import prepare
 
 
 def src(text: str) -> str:
@@ -156,7 +156,7 @@ def test_tf1_mnist_reader_is_not_a_blocker_but_noted():
 def test_mnist_standin_has_tf1s_api_and_is_deterministic():
     import numpy as np
 
-    from migrate import mnist_standin
+    from migrate.runtime import mnist_standin
 
     np.random.seed(3)
     first = mnist_standin.read_data_sets("/nonexistent", one_hot=True)
@@ -197,9 +197,9 @@ def test_harness_serves_the_mnist_reader_and_tf1_layers_to_an_unmodified_program
         logits = tf.layers.dense(tf.constant(xs), 10)
         print("shapes", xs.shape, ys.shape, logits.shape, [v.name for v in tf.global_variables()])
     """))
-    env = {**os.environ, "TFMIGRATE_BOOT_HOOKS": "migrate.harness", "TFMIGRATE_HARNESS": "mnist,tf1layers",
+    env = {**os.environ, "TFMIGRATE_BOOT_HOOKS": "migrate.runtime.harness", "TFMIGRATE_HARNESS": "mnist,tf1layers",
            "TFMIGRATE_HARNESS_DIR": str(tmp_path / "h"), "TFMIGRATE_TASK": "worker:0"}
-    ran = subprocess.run([sys.executable, "-m", "migrate.taskboot", str(script)], capture_output=True,
+    ran = subprocess.run([sys.executable, "-m", "migrate.runtime.taskboot", str(script)], capture_output=True,
                          text=True, timeout=120, env=env, check=False)
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "shapes (8, 784) (8, 10) (8, 10) ['dense/kernel:0', 'dense/bias:0']" in ran.stdout

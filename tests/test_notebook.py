@@ -10,7 +10,7 @@ import nbformat
 import pytest
 from rules_for_tests import REPO_ROOT, register_test_rules, run_tfmigrate
 
-from migrate.notebook import NotebookError, _Masker, migrate_notebook
+from migrate.codemod.notebook import NotebookError, _Masker, migrate_notebook
 
 MAGICS = REPO_ROOT / "tests" / "data" / "cli" / "magics.ipynb"
 

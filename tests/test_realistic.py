@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from migrate.engine import migrate_source, undefined_names
-from migrate.py2 import convert as python2_to_3
+from migrate.codemod.engine import migrate_source, undefined_names
+from migrate.codemod.py2 import convert as python2_to_3
 
 ROOT = Path(__file__).resolve().parent.parent
 REALISTIC = sorted((ROOT / "tests" / "fixtures" / "realistic").glob("*.py"))

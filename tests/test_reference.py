@@ -16,9 +16,9 @@ from collections import Counter
 import psutil
 import pytest
 
-from migrate import losslog, reference
-from migrate.cluster import ClusterResult
-from migrate.reference import REFERENCES, run_reference
+from migrate.runtime import losslog, reference
+from migrate.runtime.cluster import ClusterResult
+from migrate.runtime.reference import REFERENCES, run_reference
 
 STEPS = 30
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.engine import migrate_source
+from migrate.codemod.engine import migrate_source
 
 ROOT = Path(__file__).resolve().parent.parent
 LEGACY = ROOT / "legacy_reference"

@@ -11,8 +11,8 @@ import ast
 
 import pytest
 
-from migrate.engine import Invalid, Valid, dedent, migrate_source
-from migrate.rules import REGISTRY
+from migrate.codemod.engine import Invalid, Valid, dedent, migrate_source
+from migrate.codemod.rules import REGISTRY
 
 
 def _cases(kind):

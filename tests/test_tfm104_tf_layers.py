@@ -1,4 +1,4 @@
-"""TFM104 tf-layers: TF1's functional layers -> the functions of migrate/tf1_layers.py.
+"""TFM104 tf-layers: TF1's functional layers -> the functions of migrate/codemod/tf1_layers.py.
 
 Three layers of tests: the codemod (no TensorFlow: where the functions go, how
 they are spelled, what is declined, that no other rule touches them, that the
@@ -16,10 +16,10 @@ import libcst as cst
 import numpy as np
 import pytest
 
-from migrate.engine import dedent, migrate_source
+from migrate.codemod.engine import dedent, migrate_source
 
-SHIMS_PATH = Path(__file__).resolve().parent.parent / "migrate" / "tf1_layers.py"
-RULE_PATH = Path(__file__).resolve().parent.parent / "migrate" / "rules" / "tfm104_tf_layers.py"
+SHIMS_PATH = Path(__file__).resolve().parent.parent / "migrate" / "codemod" / "tf1_layers.py"
+RULE_PATH = Path(__file__).resolve().parent.parent / "migrate" / "codemod" / "rules" / "tfm104_tf_layers.py"
 
 
 def functions(code: str) -> dict[str, str]:
@@ -55,13 +55,13 @@ def test_rule_never_imports_tensorflow():
         if isinstance(n, ast.Import):
             assert not any(a.name.startswith("tensorflow") for a in n.names)
         elif isinstance(n, ast.ImportFrom):
-            assert not (n.module or "").startswith(("tensorflow", "migrate.tf1_layers"))
+            assert not (n.module or "").startswith(("tensorflow", "migrate.codemod.tf1_layers"))
     # and the codemod rewrites layers where TensorFlow cannot be imported at all
     import subprocess
     import sys
 
     code = ("import sys; sys.modules['tensorflow'] = None\n"
-            "from migrate.engine import migrate_source\n"
+            "from migrate.codemod.engine import migrate_source\n"
             "print(migrate_source('import tensorflow as tf\\nh = tf.layers.dense(x, 3)\\n').output)")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
                          cwd=RULE_PATH.parent.parent.parent)
@@ -156,7 +156,7 @@ def test_tensorflow_imported_in_a_function_only_declines():
 def test_notebook_functions_go_to_the_import_cell():
     import json
 
-    from migrate.notebook import migrate_notebook
+    from migrate.codemod.notebook import migrate_notebook
 
     cells = [["import numpy as np\n", "import tensorflow as tf"],
              ["x = tf.placeholder(tf.float32, [None, 3])\n", "h = tf.layers.dense(x, 4)"]]
@@ -458,7 +458,7 @@ def test_rewritten_tf1_program_runs_as_tf1_on_keras3(tmp_path):
 
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
-from migrate import tf1_layers as L  # imports TensorFlow
+from migrate.codemod import tf1_layers as L  # imports TensorFlow
 
 
 def _graph_run(build):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from migrate.engine import migrate_source, undefined_names
+from migrate.codemod.engine import migrate_source, undefined_names
 
 ROOT = Path(__file__).resolve().parent.parent
 ASYNC_MTS = (ROOT / "tests" / "fixtures" / "realistic" / "build_model_helper_mts.py").read_text()

@@ -17,7 +17,7 @@ from textwrap import dedent, indent
 
 import pytest
 
-from migrate.engine import migrate_source
+from migrate.codemod.engine import migrate_source
 
 PROGRAM = '''\
 import tensorflow as tf
@@ -296,8 +296,8 @@ def test_step_whose_parameter_shadows_the_queue_locals_goes_out_one_per_closure(
 # ------------------------------------------- MirroredStrategy: steps per call
 
 def _towers(tail: str) -> str:
-    from migrate.engine import dedent as engine_dedent
-    from migrate.rules.tfm303_towers_to_mirrored import TowersToMirrored
+    from migrate.codemod.engine import dedent as engine_dedent
+    from migrate.codemod.rules.tfm303_towers_to_mirrored import TowersToMirrored
 
     src = engine_dedent(TowersToMirrored.INVALID[0].code)
     loop = "            _, loss_value = sess.run([train_op, loss], feed_dict={images: x, labels: y})\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from migrate.engine import migrate_source
+from migrate.codemod.engine import migrate_source
 
 SCRIPT = textwrap.dedent('''\
     import numpy as np

@@ -17,8 +17,8 @@ import textwrap
 
 import pytest
 
-from migrate.engine import dedent, migrate_source
-from migrate.rules._equivalents import schedule_call
+from migrate.codemod.engine import dedent, migrate_source
+from migrate.codemod.rules._equivalents import schedule_call
 
 
 def migrate(source: str, select=None):

@@ -24,7 +24,7 @@ import textwrap
 
 import pytest
 
-from migrate.engine import dedent, migrate_source
+from migrate.codemod.engine import dedent, migrate_source
 
 
 def migrate(source: str, select=("TFM301",)):

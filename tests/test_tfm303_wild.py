@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from migrate import check
-from migrate.engine import migrate_source
+from migrate.codemod.engine import migrate_source
+from migrate.runtime import check
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,5 +1,5 @@
-"""TensorFlow name resolution (migrate/tfnames.py) and the API tables
-(migrate/data/tf_api.json) the TFM1xx rules spell names from."""
+"""TensorFlow name resolution (migrate/codemod/tfnames.py) and the API tables
+(migrate/codemod/data/tf_api.json) the TFM1xx rules spell names from."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from importlib import resources
 import libcst as cst
 import pytest
 
-from migrate.rules.tfm101_tensorflow_import import known_prefix, load_tf_api
-from migrate.tfnames import TFNames, canonical, dotted
+from migrate.codemod.rules.tfm101_tensorflow_import import known_prefix, load_tf_api
+from migrate.codemod.tfnames import TFNames, canonical, dotted
 
 
 def names_of(src: str) -> TFNames:
@@ -101,7 +101,7 @@ def test_dotted():
 
 
 def test_api_json_is_compact_and_cached():
-    text = resources.files("migrate").joinpath("data/tf_api.json").read_text()
+    text = resources.files("migrate.codemod").joinpath("data/tf_api.json").read_text()
     assert len(text.encode()) < 1_000_000
     data = json.loads(text)
     assert {"v1", "v2", "same", "renames", "keras2_only", "contrib_renames", "tf_version"} <= set(data)
@@ -203,11 +203,11 @@ def test_spelling_rules_keep_a_tf1_program_computing_the_same(tmp_path):
     v2 differ, absl flags/logging); the rewritten program runs on TF 2.21 and
     prints exactly the same losses as the original."""
     pytest.importorskip("tensorflow")
-    from migrate import rules
-    from migrate.engine import migrate_source
-    from migrate.rules.tfm101_tensorflow_import import TensorflowImport
-    from migrate.rules.tfm102_absl_flags import AbslFlags
-    from migrate.rules.tfm103_tf_logging import TfLogging
+    from migrate.codemod import rules
+    from migrate.codemod.engine import migrate_source
+    from migrate.codemod.rules.tfm101_tensorflow_import import TensorflowImport
+    from migrate.codemod.rules.tfm102_absl_flags import AbslFlags
+    from migrate.codemod.rules.tfm103_tf_logging import TfLogging
 
     saved = list(rules.REGISTRY)
     rules.REGISTRY[:] = [TensorflowImport, AbslFlags, TfLogging]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from migrate import py2
-from migrate.engine import dedent, migrate_source
-from migrate.rules.tfm101_tensorflow_import import load_tf_api
+from migrate.codemod import py2
+from migrate.codemod.engine import dedent, migrate_source
+from migrate.codemod.rules.tfm101_tensorflow_import import load_tf_api
 
 ROOT = Path(__file__).resolve().parent.parent
 WILD = ROOT / "tests" / "fixtures" / "wild" / "pre1_summaries_tutorial.py"

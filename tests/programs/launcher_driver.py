@@ -5,7 +5,7 @@ Usage: python launcher_driver.py LOG_DIR [--isolate]"""
 import sys
 from pathlib import Path
 
-from migrate.cluster import run_cluster
+from migrate.runtime.cluster import run_cluster
 
 result = run_cluster(
     Path(__file__).with_name("hang.py"),

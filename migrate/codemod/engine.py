@@ -1,0 +1,847 @@
+"""The rewrite engine: runs the registered rules over one Python source.
+
+Public API (the CLI, notebooks, ``check`` and tests use only this):
+
+- :func:`migrate_source` -> :class:`MigrationResult`
+- :class:`Diagnostic`, :class:`MigrationError`
+
+Rules live one per file in :mod:`migrate.codemod.rules`; each is a libcst transformer
+(:class:`Rule`) with a stable code. The engine never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import textwrap
+import tokenize
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState  # only to stop code generation early
+from libcst.metadata import MetadataWrapper, PositionProvider
+from pyflakes import checker as pyflakes_checker
+from pyflakes import messages as pyflakes_messages
+
+from migrate.codemod.fastcst import cached_walk, clear_caches, module_code, transform
+from migrate.codemod.tfnames import TFNames
+
+DOCS_BASE = "legacy_reference/"
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A located finding. ``line``/``column`` are 1-based and refer to the
+    *input* source. ``fixed`` says whether the rule rewrote the construct
+    (informational) or left manual work (``fixed=False``)."""
+
+    code: str
+    message: str
+    line: int
+    column: int
+    hint: str = ""
+    reference: str = ""
+    fixed: bool = False
+    severity: str = "warning"  # "error" | "warning" | "info"
+    cell: int | None = None  # notebook cell index, set by the notebook layer
+    end_line: int | None = None
+    end_column: int | None = None
+
+    def with_location(self, line: int, column: int, cell: int | None = None) -> Diagnostic:
+        return replace(self, line=line, column=column, cell=cell)
+
+
+class MigrationError(Exception):
+    """The source could not be processed (e.g. a syntax error). Located when possible."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+    def __str__(self) -> str:
+        if self.line is not None:
+            return f"{self.line}:{self.column or 1}: {self.message}"
+        return self.message
+
+
+@dataclass
+class MigrationResult:
+    original: str
+    output: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    rules_applied: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.output != self.original
+
+    @property
+    def manual_work(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if not d.fixed]
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@dataclass(frozen=True)
+class Valid:
+    """A fixture the rule must leave unchanged (and report nothing on)."""
+
+    code: str
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """A fixture the rule must rewrite to ``expected`` (``None``: left as is)
+    while reporting exactly the ``diagnostics`` codes (unfixed findings)."""
+
+    code: str
+    expected: str | None = None
+    diagnostics: tuple[str, ...] = ()
+
+
+class RuleContext:
+    """What a rule sees besides the tree: TF alias analysis of the module
+    as it is when the rule starts, reporting, and imports to add."""
+
+    def __init__(self, module: cst.Module, path: str):
+        self.module = module
+        self.path = path
+        self.names = _tf_names(module)
+        self.qualname = self.names.qualname  # the method below, without a call in between
+        self.reports: list[tuple[cst.CSTNode, str, str, str, str, bool, str]] = []
+        self.imports: list[tuple[str, str | None, str | None]] = []
+
+    def qualname(self, node: cst.CSTNode) -> str | None:
+        """Canonical TensorFlow name of an expression, e.g. ``tf1.train.Server``
+        -> ``"train.Server"`` (compat.v1/v2 stripped), or None."""
+        return self.names.qualname(node)
+
+    def require_import(self, module: str, obj: str | None = None, asname: str | None = None) -> None:
+        self.imports.append((module, obj, asname))
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        code: str,
+        message: str,
+        *,
+        hint: str = "",
+        reference: str = "",
+        fixed: bool = False,
+        severity: str = "warning",
+    ) -> None:
+        self.reports.append((node, code, message, hint, reference, fixed, severity))
+
+
+class _Names(TFNames):
+    """TFNames whose ``qualname`` answers once per node: the rules ask it
+    about the same calls again and again (every analysis of a block)."""
+
+    def __init__(self, bindings: dict[str, str]):
+        super().__init__(bindings)
+        self._qualnames: dict[int, tuple[cst.CSTNode, str | None]] = {}
+
+    def qualname(self, node: cst.CSTNode) -> str | None:
+        found = self._qualnames.get(id(node))
+        if found is not None and found[0] is node:
+            return found[1]
+        q = TFNames.qualname(self, node)
+        self._qualnames[id(node)] = (node, q)
+        return q
+
+
+_BINDINGS: list[tuple[cst.Module, dict[str, str]]] = []
+
+
+def _tf_names(module: cst.Module) -> TFNames:
+    """``TFNames.from_module(module)``; the import scan is done once per module
+    (a rule that changes nothing hands the next one the same module)."""
+    for known, bindings in _BINDINGS:
+        if known is module:
+            return _Names(dict(bindings))
+    bindings = TFNames.from_module(module).bindings
+    _BINDINGS.insert(0, (module, dict(bindings)))
+    del _BINDINGS[4:]
+    return _Names(bindings)
+
+
+class Rule(cst.CSTTransformer):
+    """Base class of every rule. Subclasses set the class attributes and
+    implement ``visit_*``/``leave_*`` (plain libcst, no matchers or metadata
+    for speed), or override :meth:`transform` for whole-module work.
+
+    Docstring shape (ruff style): what it does / why / example / fix safety.
+    """
+
+    code: ClassVar[str] = "TFM000"
+    name: ClassVar[str] = "base"
+    # The rule runs only on sources containing at least one of these
+    # substrings (a cheap gate before any tree walk). Empty: always runs.
+    triggers: ClassVar[tuple[str, ...]] = ()
+    VALID: ClassVar[Sequence[Valid]] = ()
+    INVALID: ClassVar[Sequence[Invalid]] = ()
+
+    def __init__(self, ctx: RuleContext):
+        super().__init__()
+        self.ctx = ctx
+        qualname = getattr(ctx, "qualname", None)
+        if qualname is not None:  # the method below, without two calls in between
+            self.qualname = qualname
+
+    # convenience
+    def qualname(self, node: cst.CSTNode) -> str | None:
+        return self.ctx.qualname(node)
+
+    def report(self, node: cst.CSTNode, message: str, **kw) -> None:
+        code = kw.pop("code", self.code)
+        self.ctx.report(node, code, message, **kw)
+
+    def transform(self, module: cst.Module) -> cst.Module:
+        return transform(module, self)
+
+    @classmethod
+    def applies_to(cls, source: str) -> bool:
+        return not cls.triggers or any(t in source for t in cls.triggers)
+
+
+# --------------------------------------------------------------------------- engine
+
+
+def _syntax_check(source: str, path: str) -> ast.Module:
+    """libcst accepts some Python 2 (``except E, e:``) as a tuple clause;
+    ``ast`` does not, so it decides what is Python 3."""
+    try:
+        return ast.parse(source, filename=path)
+    except SyntaxError as e:
+        raise MigrationError(f"syntax error: {e.msg}", e.lineno, e.offset) from None
+    except ValueError as e:  # e.g. null bytes
+        raise MigrationError(f"cannot parse: {e}") from None
+
+
+# where ``str.splitlines`` splits and ``ast`` does not start a line (``\r``: a
+# lone one in a string; CRLF sources take the tokenizing path too)
+_ODD_LINE_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
+
+
+class _Locator:
+    """Where a reported node is in the *input* source, found by its text.
+
+    Rules report on nodes of trees earlier rules already rebuilt, so node
+    identity is lost; resolving libcst positions for every reporting rule
+    (and mapping them back through a diff) was the engine's largest cost.
+    The first line of the node's code is searched in the input instead; the
+    k-th report of the same text maps to its k-th occurrence. Only that first
+    line is generated; a node spanning several lines ends where the input's
+    ``ast`` node starting at the same place ends."""
+
+    def __init__(self, original: str, tree: ast.Module):
+        self.lines = original.splitlines()
+        # (Python 3.12's tokenize splits f-strings into tokens of their own)
+        self.plain_lines = sys.version_info < (3, 12) and not any(c in original for c in _ODD_LINE_BREAKS)
+        self.tree = tree
+        self.seen: dict[str, int] = {}
+        self._ends: dict[tuple[int, int], tuple[int, int]] | None = None
+        self._masks: dict[int, list[tuple[int, int]]] | None = None
+
+    def _masked(self) -> dict[int, list[tuple[int, int]]]:
+        """Line -> column spans of comments and strings: text there is not
+        code (``# import tensorflow as tf`` on line 1, a usage docstring)."""
+        if self._masks is None and self.plain_lines:
+            self._masks = self._ast_masks()
+        if self._masks is None:
+            self._masks = {}
+            readline = iter([line + "\n" for line in self.lines]).__next__
+            try:
+                for tok in tokenize.generate_tokens(readline):
+                    if tok.type not in (tokenize.COMMENT, tokenize.STRING):
+                        continue
+                    (l0, c0), (l1, c1) = tok.start, tok.end
+                    for line in range(l0, l1 + 1):
+                        start = c0 if line == l0 else 0
+                        end = c1 if line == l1 else len(self.lines[line - 1])
+                        self._masks.setdefault(line, []).append((start, end))
+            except (tokenize.TokenError, SyntaxError, IndexError):
+                pass  # unfinished input: search everything
+        return self._masks
+
+    def _ast_masks(self) -> dict[int, list[tuple[int, int]]]:
+        """The spans of :meth:`_masked` without tokenizing the input (pure-Python
+        ``tokenize`` cost more than every rule but one): strings are the input
+        ``ast``'s string constants and f-strings, comments the rest of a line
+        from a ``#`` outside them. Where they differ from the tokens (the
+        blanks between implicitly concatenated strings), no searched text
+        starts: it starts with code."""
+        masks: dict[int, list[tuple[int, int]]] = {}
+        lines = self.lines
+        stack: list[ast.AST] = [self.tree]
+        ast_node = ast.AST
+        while stack:
+            n = stack.pop()
+            kind = n.__class__
+            if kind is ast.JoinedStr or (kind is ast.Constant and isinstance(n.value, (str, bytes))):
+                l0, l1 = n.lineno, n.end_lineno
+                c0, c1 = self._char_col(l0, n.col_offset), self._char_col(l1, n.end_col_offset)
+                for line in range(l0, l1 + 1):
+                    start = c0 if line == l0 else 0
+                    end = c1 if line == l1 else len(lines[line - 1])
+                    masks.setdefault(line, []).append((start, end))
+                continue  # nothing in an f-string is code
+            for name in n._fields:
+                value = getattr(n, name, None)
+                if type(value) is list:
+                    stack.extend(v for v in value if isinstance(v, ast_node))
+                elif isinstance(value, ast_node):
+                    stack.append(value)
+        for i, line in enumerate(lines, 1):
+            col = line.find("#")
+            spans = masks.get(i, ())
+            while col >= 0 and any(a <= col < b for a, b in spans):
+                col = line.find("#", col + 1)
+            if col >= 0:
+                masks.setdefault(i, []).append((col, len(line)))
+        return masks
+
+    def _find(self, snippet: str, nth: int) -> tuple[int, int] | None:
+        code_hits, other_hits = [], []
+        masks = self._masked()
+        for i, line in enumerate(self.lines, 1):
+            col = line.find(snippet)
+            while col >= 0:
+                inside = any(a <= col < b for a, b in masks.get(i, ()))
+                (other_hits if inside else code_hits).append((i, col + 1))
+                if len(code_hits) > nth:
+                    return code_hits[nth]
+                col = line.find(snippet, col + 1)
+        hits = code_hits or other_hits
+        if not hits:
+            return None
+        return hits[min(nth, len(hits) - 1)]
+
+    def _char_col(self, line: int, byte_col: int) -> int:
+        text = self.lines[line - 1] if 0 < line <= len(self.lines) else ""
+        if text.isascii():
+            return byte_col
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+
+    def _end(self, line: int, col: int) -> tuple[int, int] | None:
+        """End (1-based, exclusive column) of the widest input ``ast`` node
+        that starts at ``line``:``col``."""
+        if self._ends is None:
+            self._ends = ends = {}
+            # _char_col is the identity on ASCII lines (and outside the input)
+            other = {i for i, text in enumerate(self.lines, 1) if not text.isascii()}
+            for n in _ast_nodes(self.tree):
+                if getattr(n, "end_lineno", None) is None:
+                    continue
+                start_line, end_line = n.lineno, n.end_lineno
+                start_col = self._char_col(start_line, n.col_offset) if start_line in other else n.col_offset
+                end_col = self._char_col(end_line, n.end_col_offset) if end_line in other else n.end_col_offset
+                key = (start_line, start_col + 1)
+                end = (end_line, end_col + 1)
+                if key not in ends or end > ends[key]:
+                    ends[key] = end
+        return self._ends.get((line, col))
+
+    def locate(self, node: cst.CSTNode) -> tuple[int, int, int, int] | None:
+        text, whole = first_line_code(node)
+        lines = [line.strip() for line in text.splitlines()]
+        first = next((line for line in lines if line and not line.startswith("#")), None)
+        if first is None:
+            return None
+        for snippet in (first, first.replace("tf.compat.v1.", "tf."), first[:40]):
+            nth = self.seen.get(snippet, 0)
+            found = self._find(snippet, nth)
+            if found is not None:
+                self.seen[snippet] = nth + 1
+                line, col = found
+                body = text.rstrip().splitlines()
+                if whole and len(body) > 1:
+                    return line, col, line + len(body) - 1, len(body[-1].rstrip()) + 1
+                end = None if whole else self._end(line, col)
+                return (line, col, *end) if end else (line, col, line, col + len(first))
+        return None
+
+
+class _FirstLineDone(Exception):
+    pass
+
+
+class _FirstLineState(CodegenState):
+    """Code generation that stops after the first line with code on it: a
+    reported node may be a whole training loop, and generating it just to
+    read its first line cost more than the rule that reported it."""
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        if "\n" in value:
+            done = "".join(self.tokens).split("\n")[:-1]
+            if any(line.strip() and not line.strip().startswith("#") for line in done):
+                raise _FirstLineDone
+
+
+def first_line_code(node: cst.CSTNode) -> tuple[str, bool]:
+    """The node's code up to its first line with code, and whether that is all of it."""
+    state = _FirstLineState(default_indent=_EMPTY.default_indent, default_newline=_EMPTY.default_newline)
+    try:
+        node._codegen(state)
+    except _FirstLineDone:
+        return "".join(state.tokens), False
+    return "".join(state.tokens), True
+
+
+_EMPTY = cst.Module(body=[])
+
+
+def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator) -> list[Diagnostic]:
+    if not ctx.reports:
+        return []
+    positions = None
+    out = []
+    for node, code, message, hint, reference, fixed, severity in ctx.reports:
+        where = locator.locate(node)
+        if where is None:
+            # new code with no counterpart in the input: position in this rule's input tree
+            if positions is None:
+                positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+            pos = positions.get(node)
+            where = (pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1) if pos else (1, 1, 1, 1)
+        line, col, end_line, end_col = where
+        out.append(
+            Diagnostic(
+                code=code,
+                message=message,
+                line=line,
+                column=col,
+                hint=hint,
+                reference=reference,
+                fixed=fixed,
+                severity=severity,
+                end_line=end_line,
+                end_column=end_col,
+            )
+        )
+    return out
+
+
+def _import_key(statement: cst.CSTNode) -> list[tuple[str, str | None, str | None]]:
+    """What a top-level import line binds: (module, name, alias) triples."""
+    out: list[tuple[str, str | None, str | None]] = []
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return out
+    for small in statement.body:
+        if isinstance(small, cst.Import):
+            for a in small.names:
+                alias = a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else None
+                out.append((_dotted(a.name), None, alias))
+        elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative:
+            if isinstance(small.names, cst.ImportStar):
+                continue
+            for a in small.names:
+                alias = a.asname.name.value if a.asname and isinstance(a.asname.name, cst.Name) else None
+                out.append((_dotted(small.module), _dotted(a.name), alias))
+    return out
+
+
+def _dotted(node: cst.CSTNode) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+def _add_imports(module: cst.Module, imports: Iterable[tuple[str, str | None, str | None]]) -> cst.Module:
+    """Add missing top-level imports after the last existing one (after the
+    docstring and ``__future__`` imports when there is none). A plain
+    replacement for libcst's AddImportsVisitor, which is matcher-based and
+    dominated the engine's run time."""
+    wanted = list(dict.fromkeys(imports))
+    if not wanted:
+        return module
+    body = list(module.body)
+    present = {key for st in body for key in _import_key(st)}
+    last_import = -1
+    for i, st in enumerate(body):
+        if _import_key(st) or (isinstance(st, cst.SimpleStatementLine) and i == 0
+                               and isinstance(st.body[0], cst.Expr)
+                               and isinstance(st.body[0].value, (cst.SimpleString, cst.ConcatenatedString))):
+            last_import = i
+        elif last_import >= 0 or not isinstance(st, cst.SimpleStatementLine):
+            break
+    new_lines: list[cst.BaseStatement] = []
+    from_groups: dict[str, list[str]] = {}
+    for mod, obj, asname in sorted(wanted, key=lambda w: (w[0], w[1] or "", w[2] or "")):
+        if (mod, obj, asname) in present:
+            continue
+        if obj is None:
+            code = f"import {mod}" + (f" as {asname}" if asname else "")
+            new_lines.append(cst.parse_statement(code + "\n"))
+        else:
+            from_groups.setdefault(mod, []).append(obj + (f" as {asname}" if asname else ""))
+    for mod, names in from_groups.items():
+        new_lines.append(cst.parse_statement(f"from {mod} import {', '.join(sorted(set(names)))}\n"))
+    if not new_lines:
+        return module
+    rest = body[last_import + 1 :]
+    if rest and not _import_key(rest[0]) and not any(line.comment is None for line in rest[0].leading_lines[:1]):
+        # a blank line between the import block and the code, as isort would
+        rest[0] = rest[0].with_changes(leading_lines=[cst.EmptyLine(), *rest[0].leading_lines])
+    return module.with_changes(body=body[: last_import + 1] + new_lines + rest)
+
+
+def mentions_tensorflow(source: str) -> bool:
+    """Byte-level pre-filter: a file that never says 'tensorflow' is not ours."""
+    return "tensorflow" in source
+
+
+def selected_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
+    from migrate.codemod.rules import REGISTRY
+
+    def matches(code: str, prefixes: Iterable[str]) -> bool:
+        return any(code.startswith(p) or p == "ALL" for p in prefixes)
+
+    rules = list(REGISTRY)
+    if select:
+        sel = list(select)
+        rules = [r for r in rules if matches(r.code, sel)]
+    if ignore:
+        ign = list(ignore)
+        rules = [r for r in rules if not matches(r.code, ign)]
+    return rules
+
+
+def migrate_source(
+    source: str,
+    *,
+    path: str = "<string>",
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+) -> MigrationResult:
+    """Run the selected rules over ``source`` and return the result.
+
+    Raises :class:`MigrationError` when the source is not valid Python 3 or
+    the rewritten code would not parse (nothing is ever written then).
+    """
+    if not mentions_tensorflow(source):
+        return MigrationResult(source, source)
+    try:
+        return _migrate(source, path, select, ignore)
+    finally:
+        # the caches of node walks, code and names hold this source's trees
+        clear_caches()
+        _BINDINGS.clear()
+        _AST_NODES.clear()
+
+
+def _migrate(source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None) -> MigrationResult:
+    tree = _syntax_check(source, path)
+    try:
+        module = original = cst.parse_module(source)
+    except cst.ParserSyntaxError as e:
+        raise MigrationError(f"syntax error: {e.message}", e.raw_line, e.raw_column + 1) from None
+
+    rules = [r for r in selected_rules(select, ignore) if r.applies_to(source)]
+    module, diagnostics, applied = _run_rules(original, rules, source, path, tree)
+    output = _checked_code(module, applied, source, path)
+    gated: list[Diagnostic] = []
+    training_rules_ran = any(r.code in _TRAINING_RULES for r in rules)
+    while output is not source:
+        # The cluster rules only serve the training rewrite: where TF1
+        # training that needs the TF1 cluster is still in the output, a
+        # resolver, a chief or a serving branch would break it (a session on
+        # a `server` that now exists on another branch, a device setter over
+        # a cluster without its ps). Leave the cluster as TF1 then
+        # (only when a training rule ran: selected alone, a cluster rule does
+        # what it was asked to.)
+        dropped = [r for r in rules if r.code in _CLUSTER_RULES and r.code in applied]
+        # Rules that only prepare TF1 code for the training rewrite (TFM300
+        # inlines a graph builder) are undone too when that rewrite did not
+        # happen; TFM301's own diagnostic names the builder.
+        prepared = [r for r in rules if r.code in _TRAINING_PREP_RULES and r.code in applied]
+        leftover = (
+            _tf1_training_left(output[1], tree) if (dropped or prepared) and training_rules_ran else None
+        )
+        if leftover is not None:
+            if dropped:
+                # and a strategy the training rule built would run next to the
+                # TF1 server on the same task (its port is taken): all or nothing
+                dropped += [r for r in rules if r.code == "TFM301" and r.code in applied]
+                gated.extend(_cluster_kept(r, leftover, tree) for r in dropped)
+            dropped += prepared
+        else:
+            # A rewrite must not read names it no longer defines (a statement
+            # a rule dropped that the code around it still uses, when another
+            # rule could not take over that code; a name read before the
+            # statement that now binds it): find the rule whose change did
+            # that, keep its input, and say what is left to do by hand.
+            introduced = _introduced_names(tree, output[1])
+            if not introduced:
+                break
+            dropped = _culprits(original, rules, applied, source, path, tree)
+            gated.extend(_unsafe_rewrite(r, introduced, tree, diagnostics) for r in dropped)
+        rules = [r for r in rules if r not in dropped]
+        module, diagnostics, applied = _run_rules(original, rules, source, path, tree)
+        output = _checked_code(module, applied, source, path)
+    diagnostics.extend(gated)
+    output = output if output is source else output[0]
+    diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
+    return MigrationResult(source, output, _dedupe(diagnostics), applied)
+
+
+def _run_rules(module: cst.Module, rules: list[type[Rule]], source: str, path: str, tree: ast.Module):
+    """(module with the rules' changes and the imports they need, diagnostics, applied codes)"""
+    diagnostics: list[Diagnostic] = []
+    applied: list[str] = []
+    pending_imports: list[tuple[str, str | None, str | None]] = []
+    locator = _Locator(source, tree)
+    for rule_cls in rules:
+        ctx = RuleContext(module, path)
+        new_module = rule_cls(ctx).transform(module)
+        diagnostics.extend(_resolve_reports(ctx, module, locator))
+        pending_imports.extend(ctx.imports)
+        if new_module is not module and not new_module.deep_equals(module):
+            applied.append(rule_cls.code)
+            module = new_module
+    if applied:
+        if _uses_unbound_tf(module):
+            # rules spell new code from `tf`; make sure it is TensorFlow's root
+            pending_imports.append(("tensorflow", None, "tf"))
+        module = _add_imports(module, pending_imports)
+    return module, diagnostics, applied
+
+
+def _checked_code(module: cst.Module, applied: list[str], source: str, path: str):
+    """``source`` itself when nothing changed, else (code, its ast); raises
+    when the code does not parse: a rule bug, never handed out."""
+    if not applied:
+        return source
+    output = module_code(module)
+    if output == source:
+        return source
+    try:
+        return output, ast.parse(output, filename=path)
+    except SyntaxError as e:
+        raise MigrationError(
+            f"internal error: rewritten code does not parse ({e.msg} at line {e.lineno});"
+            " file left unchanged, please report this",
+            1,
+            1,
+        ) from None
+
+
+def _introduced_names(before: ast.Module, after: ast.Module) -> list[str]:
+    undefined_after = undefined_names(after)
+    if not undefined_after:
+        return []
+    return sorted(undefined_after - undefined_names(before))
+
+
+def _culprits(original, rules, applied, source, path, tree) -> list[type[Rule]]:
+    """The applied rules to leave out so that no name is left undefined: the
+    latest single one that suffices, else the latest ones cumulatively."""
+    def still_broken(kept: list[type[Rule]]) -> bool:
+        module, _, applied_now = _run_rules(original, kept, source, path, tree)
+        output = _checked_code(module, applied_now, source, path)
+        return output is not source and bool(_introduced_names(tree, output[1]))
+
+    candidates = [r for r in reversed(rules) if r.code in applied]
+    for rule_cls in candidates:
+        if not still_broken([r for r in rules if r is not rule_cls]):
+            return [rule_cls]
+    dropped: list[type[Rule]] = []
+    for rule_cls in candidates:
+        dropped.append(rule_cls)
+        if not still_broken([r for r in rules if r not in dropped]):
+            break
+    return dropped
+
+
+def _unsafe_rewrite(
+    rule_cls: type[Rule], names: list[str], tree: ast.Module, earlier: list[Diagnostic]
+) -> Diagnostic:
+    """Located at the input's first read of a name, else where the rule
+    reported its rewrite (``earlier``: its diagnostics when it was applied)."""
+    where = next(
+        ((n.lineno, n.col_offset + 1) for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id in names),
+        None,
+    ) or next(((d.line, d.column) for d in earlier if d.code == rule_cls.code), (1, 1))
+    shown = ", ".join(f"`{n}`" for n in names[:5]) + (", ..." if len(names) > 5 else "")
+    return Diagnostic(
+        code=rule_cls.code,
+        message=(
+            f"{rule_cls.name}: not rewritten here; the rewrite would leave {shown} used but no longer"
+            " defined (the code around it does not have the shape this rule migrates)"
+        ),
+        line=where[0],
+        column=where[1],
+        hint="migrate this part by hand; the other rules' changes are kept",
+        fixed=False,
+        severity="warning",
+    )
+
+
+_AST_NODES: list[tuple[ast.AST, list[ast.AST]]] = []
+
+
+def _ast_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of an ``ast`` tree (any order); ``ast.walk`` without its
+    per-node generators, which cost more than the engine's use of them. The
+    input's and the output's lists are kept (the gates and the locator read
+    them several times); callers do not change the trees."""
+    for known, nodes in _AST_NODES:
+        if known is tree:
+            return nodes
+    nodes = _walk_ast(tree)
+    _AST_NODES.insert(0, (tree, nodes))
+    del _AST_NODES[4:]
+    return nodes
+
+
+def _walk_ast(tree: ast.AST) -> list[ast.AST]:
+    out, stack = [], [tree]
+    ast_node = ast.AST
+    while stack:
+        n = stack.pop()
+        out.append(n)
+        for name in n._fields:
+            value = getattr(n, name, None)
+            if type(value) is list:
+                stack.extend(v for v in value if isinstance(v, ast_node))
+            elif isinstance(value, ast_node):
+                stack.append(value)
+    return out
+
+
+_UNDEFINED = (pyflakes_messages.UndefinedName, pyflakes_messages.UndefinedLocal)
+
+
+def undefined_names(tree: ast.Module) -> frozenset[str]:
+    """Names the module reads where nothing binds them: by scope (a name
+    bound in one function is undefined in another) and, at module level, in
+    statement order (read before the line that binds it). pyflakes's
+    analysis, run on the ``ast`` the engine parses anyway; only compared
+    before and after a rewrite, so names a script gets from elsewhere
+    (``import *``, ``globals()``) are undefined on both sides alike."""
+    checker = pyflakes_checker.Checker(tree, filename="<tfmigrate>")
+    return frozenset(m.message_args[0] for m in checker.messages if isinstance(m, _UNDEFINED))
+
+
+# TF1 training constructs that run on the TF1 cluster (ClusterSpec + Server).
+_TF1_CLUSTER_TRAINING = frozenset(
+    {"replica_device_setter", "SyncReplicasOptimizer", "MonitoredTrainingSession", "Supervisor"}
+)
+_CLUSTER_RULES = ("TFM201", "TFM202")
+_TRAINING_PREP_RULES = ("TFM300",)
+_TRAINING_RULES = ("TFM301", "TFM303")
+
+
+def _first_named(tree: ast.AST, names: frozenset[str] | set[str]) -> ast.AST | None:
+    """The first ``name`` or ``x.name`` in ``tree`` with one of ``names``."""
+    found = [
+        n
+        for n in _ast_nodes(tree)
+        if (isinstance(n, ast.Attribute) and n.attr in names)
+        or (isinstance(n, ast.Name) and n.id in names)
+    ]
+    return min(found, key=lambda n: (n.lineno, n.col_offset), default=None)
+
+
+def _tf1_training_left(output: ast.Module, source: ast.Module) -> str | None:
+    """The first construct of TF1 distributed training still in ``output``:
+    a device setter, SyncReplicas, a TF1 training session, or the target of
+    a server the input created (``master=server.target``); else None."""
+    servers = {
+        target.id
+        for n in _ast_nodes(source)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and getattr(n.value.func, "attr", getattr(n.value.func, "id", None)) == "Server"
+        for target in n.targets
+        if isinstance(target, ast.Name)
+    }
+    found = [
+        n
+        for n in _ast_nodes(output)
+        if n.__class__ is ast.Attribute
+        and n.attr == "target"
+        and isinstance(n.value, ast.Name)
+        and n.value.id in servers
+    ]
+    first = _first_named(output, _TF1_CLUSTER_TRAINING)
+    if first is not None:
+        found.append(first)
+    if not found:
+        return None
+    first = min(found, key=lambda n: (n.lineno, n.col_offset))
+    if isinstance(first, ast.Name):
+        return first.id
+    return f"{first.value.id}.target" if first.attr == "target" else first.attr
+
+
+# what each cluster rule rewrites, to locate its finding in the input
+_CLUSTER_RULE_SUBJECT = {"TFM201": "ClusterSpec", "TFM202": "Server"}
+
+
+def _cluster_kept(rule_cls: type[Rule], leftover: str, tree: ast.Module) -> Diagnostic:
+    subject = _first_named(tree, {_CLUSTER_RULE_SUBJECT.get(rule_cls.code, "")})
+    at_leftover = _first_named(tree, {leftover.rpartition(".")[2]})
+    if rule_cls.code in _CLUSTER_RULES:
+        message = (
+            f"{rule_cls.name}: cluster left as TF1 because TF1 code that runs on it is not migrated"
+            f" (`{leftover}`); a resolver, a chief task or serving-only workers would break that code"
+        )
+        hint = (
+            "see the TFM301/TFM303 diagnostics for why the training was not migrated; once it is,"
+            " run tfmigrate again and the cluster is migrated with it"
+        )
+    else:
+        subject = at_leftover
+        message = (
+            f"{rule_cls.name}: training not migrated: the program still uses the TF1 cluster"
+            f" (`{leftover}`) in code this rule does not migrate, and a tf.distribute strategy"
+            " cannot run next to a TF1 server on the same task"
+        )
+        hint = "migrate the server/role handling around the training by hand (see legacy_reference/)"
+    subject = subject or at_leftover
+    return Diagnostic(
+        code=rule_cls.code,
+        message=message,
+        line=subject.lineno if subject else 1,
+        column=subject.col_offset + 1 if subject else 1,
+        hint=hint,
+        fixed=False,
+        severity="warning",
+    )
+
+
+def _uses_unbound_tf(module: cst.Module) -> bool:
+    if "tf" in _tf_names(module).bindings:
+        return False
+    return any(
+        type(n) is cst.Attribute and type(n.value) is cst.Name and n.value.value == "tf"
+        for n in cached_walk(module)
+    )
+
+
+def _dedupe(diags: list[Diagnostic]) -> list[Diagnostic]:
+    seen = set()
+    out = []
+    for d in diags:
+        key = (d.code, d.line, d.column, d.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
+
+
+def dedent(code: str) -> str:
+    """Fixture helper: strip common indentation and a leading newline."""
+    return textwrap.dedent(code).lstrip("\n")

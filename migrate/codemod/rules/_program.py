@@ -1,0 +1,60 @@
+"""Whole-program facts the structural rules share: which strategy a legacy
+program maps to, and where its cluster comes from."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.codemod.rules._cst import walk
+from migrate.codemod.tfnames import TFNames
+
+PSS = "parameter_server"
+MWMS = "multi_worker_mirrored"
+MIRRORED = "mirrored"
+
+STRATEGY_CLASS = {
+    PSS: "tf.distribute.ParameterServerStrategy",
+    MWMS: "tf.distribute.MultiWorkerMirroredStrategy",
+    MIRRORED: "tf.distribute.MirroredStrategy",
+}
+
+REFERENCE = {
+    PSS: "legacy_reference/async_ps.py",
+    MWMS: "legacy_reference/sync_replicas.py",
+    MIRRORED: "legacy_reference/in_graph_towers.py",
+}
+
+
+def call_qualnames(module: cst.Module, names: TFNames) -> set[str]:
+    out = set()
+    for node in walk(module):
+        if type(node) is cst.Call:  # exact type: isinstance on libcst's ABCs is slow
+            q = names.qualname(node.func)
+            if q is not None:
+                out.add(q)
+    return out
+
+
+def detect_strategy(module: cst.Module, names: TFNames) -> str | None:
+    """The tf.distribute strategy a legacy program's training maps to.
+
+    SyncReplicasOptimizer -> MultiWorkerMirrored (TF2 has no synchronous PS);
+    a replica_device_setter without it -> ParameterServer (asynchronous);
+    in-graph towers -> Mirrored.
+    """
+    q = call_qualnames(module, names)
+    if "train.SyncReplicasOptimizer" in q:
+        return MWMS
+    if "train.replica_device_setter" in q:
+        return PSS
+    for node in walk(module):
+        if type(node) is cst.Name and node.value in ("average_gradients", "tower_loss"):
+            return MIRRORED
+    return None
+
+
+def reads_tf_config(module: cst.Module) -> bool:
+    for node in walk(module):
+        if type(node) is cst.SimpleString and "TF_CONFIG" in node.value:
+            return True
+    return False

@@ -1,0 +1,536 @@
+"""TFM201 cluster-resolver."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.fastcst import transform
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._program import MWMS, PSS, detect_strategy, reads_tf_config
+
+
+def _simple_string(value: str) -> cst.SimpleString:
+    return cst.SimpleString(f'"{value}"')
+
+
+def _dict_keys(d: cst.Dict) -> list[str]:
+    keys = []
+    for el in d.elements:
+        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
+            keys.append(el.key.evaluated_value)
+    return keys
+
+
+class ClusterResolver(Rule):
+    """What it does
+    Turns a hand-built ``tf.train.ClusterSpec`` (from literals, from
+    ``--ps_hosts/--worker_hosts`` flags, or from a hand-parsed ``TF_CONFIG``)
+    into a ``tf.distribute.cluster_resolver`` that the strategy can consume:
+    ``TFConfigClusterResolver()`` when the program reads ``TF_CONFIG``, else
+    ``SimpleClusterResolver(cluster, task_type=..., task_id=...)`` built from
+    the same job name and task index the ``Server`` got, so the old flags
+    keep working.
+
+    Why
+    tf.distribute strategies take a cluster resolver, not a ClusterSpec plus
+    a job name. ParameterServerStrategy also needs a ``chief`` task (the
+    coordinator): when the cluster comes from ``--worker_hosts`` style flags
+    a ``--chief_hosts`` flag is added next to them. MultiWorkerMirroredStrategy
+    has no parameter servers, so a ``"ps"`` entry is dropped.
+
+    Example
+        cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    becomes
+        cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts, "chief": FLAGS.chief_hosts.split(",")})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type=FLAGS.job_name, task_id=FLAGS.task_index, rpc_layer="grpc")
+        server = ...
+
+    Fix safety
+    Safe: the resolver describes the same cluster. The launch changes: a
+    ParameterServerStrategy job needs one more process (``--job_name=chief``);
+    a literal host list without a chief gets a diagnostic instead.
+    """
+
+    code = "TFM201"
+    name = "cluster-resolver"
+    triggers = ("ClusterSpec",)
+
+    def transform(self, module: cst.Module) -> cst.Module:
+        if "cluster_resolver" in C.all_names(module):
+            return module  # already migrated
+        self.strategy = detect_strategy(module, self.ctx.names)
+        self.from_tf_config = reads_tf_config(module)
+        self.server_args = self._server_args(module)
+        self._place_near_server(module)
+        self.chief_flag: tuple[str, str] | None = None  # (flags object, style) once a chief entry is added
+        module = transform(module, self)
+        if self.chief_flag is not None:
+            module = transform(module, _AddChiefFlag(self.chief_flag))
+        return module
+
+    def _server_args(self, module: cst.Module) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+        for call in C.calls_in(module):
+            if self.qualname(call.func) == "train.Server" or (
+                # TF 1.14+ spelling, serving TF1 training here
+                self.strategy is not None and self.qualname(call.func) == "distribute.Server"
+            ):
+                job = C.arg(call, 1, "job_name")
+                index = C.arg(call, 2, "task_index")
+                if job is not None and index is not None:
+                    return job, index
+        return None
+
+    def _place_near_server(self, module: cst.Module) -> None:
+        """The resolver takes this task's role from the Server call's job and
+        index. When that call is in another block than the ClusterSpec (the
+        spec at module level, the Server in main()), the resolver goes right
+        before the Server statement: there those values exist (a function's
+        locals, flags already parsed), as they did for the Server itself."""
+        self.server_statement: int | None = None  # id() of the original statement
+        self.spec_name: str | None = None
+        if self.server_args is None or self.from_tf_config:
+            return
+        specs, server_block, spec_block = [], None, None
+        spec_at = server_at = 0
+        for block in C.walk(module):
+            if not isinstance(block, (cst.Module, cst.IndentedBlock)):
+                continue
+            for at, statement in enumerate(block.body):
+                names, value, _ = C.assignment(statement)
+                if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "train.ClusterSpec":
+                    specs.append(names[0])
+                    spec_block, spec_at = block, at
+                if server_block is None and isinstance(statement, cst.SimpleStatementLine) and any(
+                    any(arg.value is self.server_args[0] for arg in call.args) for call in C.calls_in(statement)
+                ):
+                    server_block, self.server_statement, server_at = block, id(statement), at
+        if len(specs) != 1 or server_block is None or (
+            server_block is spec_block and not self._bound_between(spec_block.body[spec_at + 1 : server_at])
+        ):
+            self.server_statement = None
+            return
+        self.spec_name = specs[0]
+
+    def _bound_between(self, statements) -> bool:
+        """Whether these statements (between the spec and the Server in one
+        block) bind a name the Server's job and index read: a module-level
+        literal cluster above the flag definitions, as many tutorials have."""
+        read = set().union(*(C.names_used(e) for e in self.server_args))
+        for statement in statements:
+            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value in read:
+                return True
+            names, _, _ = C.assignment(statement)
+            if read & set(names):
+                return True
+        return False
+
+    # every statement block: insert the resolver after the ClusterSpec statement
+    # (or before the Server statement, see _place_near_server)
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=self._rewrite_body(original.body, updated.body))
+
+    def leave_Module(self, original, updated):
+        return updated.with_changes(body=self._rewrite_body(original.body, updated.body))
+
+    def _rewrite_body(self, originals, body):
+        out = []
+        aligned = len(originals) == len(body)
+        for i, statement in enumerate(body):
+            if self.server_statement is not None and aligned and id(originals[i]) == self.server_statement:
+                out.append(self._resolver_statement(originals[i], self.spec_name))
+                out.append(statement)
+                continue
+            names, value, _ = C.assignment(statement)
+            if (
+                len(names) == 1
+                and isinstance(value, cst.Call)
+                and self.qualname(value.func) == "train.ClusterSpec"
+            ):
+                out.append(self._fix_cluster_dict(statement, value))
+                if self.server_statement is None:
+                    out.append(self._resolver_statement(statement, names[0]))
+                continue
+            out.append(statement)
+        return out
+
+    def _resolver_statement(self, statement, cluster_name: str) -> cst.BaseStatement:
+        if self.from_tf_config:
+            code = "cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()"
+            how = "TF_CONFIG"
+        elif self.server_args is not None:
+            job, index = (C.code_of(e) for e in self.server_args)
+            code = (
+                "cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(\n"
+                f"    {cluster_name}, task_type={job}, task_id={index}, rpc_layer=\"grpc\")"
+            )
+            how = "the cluster spec and this task's job name and index"
+        else:
+            code = (
+                "cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver("
+                f"{cluster_name}, rpc_layer=\"grpc\")"
+            )
+            how = "the cluster spec"
+            self.report(
+                statement,
+                "cluster spec has no Server(job_name=..., task_index=...) to take this task's role from",
+                hint="pass task_type= and task_id= to SimpleClusterResolver, or use TF_CONFIG",
+                fixed=False,
+            )
+        self.report(statement, f"ClusterSpec now feeds a cluster resolver built from {how}", fixed=True, severity="info")
+        return C.stmt(code + "\n")
+
+    def _fix_cluster_dict(self, statement, call: cst.Call):
+        spec = C.arg(call, 0, "cluster")
+        if not isinstance(spec, cst.Dict):
+            return statement
+        keys = _dict_keys(spec)
+        new_spec = spec
+        if self.strategy == MWMS and "ps" in keys:
+            new_spec = spec.with_changes(
+                elements=[
+                    el
+                    for el in spec.elements
+                    if not (isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == "ps")
+                ]
+            )
+            self.report(
+                statement,
+                "MultiWorkerMirroredStrategy has no parameter servers: the 'ps' job is dropped; launch only worker tasks",
+                fixed=True,
+                severity="info",
+            )
+        elif self.strategy == PSS and "chief" not in keys and "worker" in keys:
+            chief = self._chief_hosts(spec)
+            if chief is None:
+                self.report(
+                    statement,
+                    "ParameterServerStrategy needs a 'chief' (coordinator) task; this cluster has none",
+                    hint='add "chief": ["host:port"] to the cluster and launch one more process as the chief',
+                    reference="legacy_reference/async_ps.py",
+                    fixed=False,
+                )
+                return statement
+            elements = list(spec.elements)
+            last = elements[-1]
+            new = cst.DictElement(_simple_string("chief"), chief)
+            if last.comma is cst.MaybeSentinel.DEFAULT:
+                elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            elif len(elements) > 1:
+                # one element per line: keep the layout and the trailing comma
+                elements[-1] = last.with_changes(comma=elements[-2].comma)
+                new = new.with_changes(comma=last.comma)
+            else:
+                new = new.with_changes(comma=last.comma)
+                elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            elements.append(new)
+            new_spec = spec.with_changes(elements=elements)
+            self.report(
+                statement,
+                "ParameterServerStrategy coordinates from a 'chief' task: added a chief entry (flag --chief_hosts)",
+                fixed=True,
+                severity="info",
+            )
+        if new_spec is spec:
+            return statement
+        return statement.deep_replace(spec, new_spec)
+
+    def _chief_hosts(self, spec: cst.Dict) -> cst.BaseExpression | None:
+        """`FLAGS.worker_hosts.split(",")` (directly or via a local) -> the chief twin."""
+        for el in spec.elements:
+            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == "worker":
+                flags_obj = self._flags_object(el.value)
+                if flags_obj is not None:
+                    self.chief_flag = (flags_obj, "")
+                    return C.expr(f'{flags_obj}.chief_hosts.split(",")')
+        return None
+
+    def _flags_object(self, value: cst.BaseExpression) -> str | None:
+        # FLAGS.worker_hosts... or args.worker_hosts...
+        for node in C.walk(value):
+            if isinstance(node, cst.Attribute) and node.attr.value == "worker_hosts" and isinstance(node.value, cst.Name):
+                return node.value.value
+        if isinstance(value, cst.Name):
+            source = self._local_source(value.value)
+            if source is not None:
+                return self._flags_object(source)
+        return None
+
+    def _local_source(self, name: str) -> cst.BaseExpression | None:
+        for node in C.walk(self.ctx.module):
+            names, value, _ = C.assignment(node)
+            if names == [name] and value is not None:
+                return value
+        return None
+
+
+_JOB_NAME_FLAGS = ("job_name", "--job_name", "--job-name")
+
+
+def _with_chief_choice(call: cst.Call, method: str) -> cst.Call:
+    """``choices=["ps", "worker"]`` (argparse) or ``DEFINE_enum("job_name",
+    None, ["ps", "worker"], ...)``: the new chief task must pass them."""
+    choices = C.arg(call, 2, "enum_values") if method == "DEFINE_enum" else C.arg(call, None, "choices")
+    if not isinstance(choices, (cst.List, cst.Tuple)) or not choices.elements:
+        return call
+    values = [el.value for el in choices.elements]
+    if not all(isinstance(v, cst.SimpleString) for v in values):
+        return call
+    if "chief" in [v.evaluated_value for v in values] or "worker" not in [v.evaluated_value for v in values]:
+        return call
+    quote = values[0].value[0]
+    last = choices.elements[-1]
+    elements = [*choices.elements[:-1], last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))]
+    elements.append(cst.Element(cst.SimpleString(f"{quote}chief{quote}"), comma=last.comma))
+    return call.deep_replace(choices, choices.with_changes(elements=elements))
+
+
+class _AddChiefFlag(cst.CSTTransformer):
+    """Define --chief_hosts right after the definition of --worker_hosts
+    (absl/tf.app flags or argparse), and let a job-name flag restricted to
+    ps/worker accept ``chief``."""
+
+    def __init__(self, chief_flag):
+        super().__init__()
+        self.done = False
+
+    def _rewrite(self, body):
+        out = []
+        for statement in body:
+            out.append(statement)
+            call = C.single_expr(statement)
+            if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+                continue
+            first = C.arg(call, 0, None)
+            if not isinstance(first, cst.SimpleString):
+                continue
+            method = call.func.attr.value
+            owner = C.code_of(call.func.value)
+            text = first.evaluated_value
+            if text in _JOB_NAME_FLAGS and (method == "add_argument" or method == "DEFINE_enum"):
+                fixed = _with_chief_choice(call, method)
+                if fixed is not call:
+                    out[-1] = statement.deep_replace(call, fixed)
+                continue
+            if self.done:
+                continue
+            if method.startswith("DEFINE_") and text == "worker_hosts":
+                out.append(C.stmt(f'{owner}.{method}("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")\n'))
+                self.done = True
+            elif method == "add_argument" and text in ("--worker_hosts", "--worker-hosts"):
+                flag = "--chief_hosts" if text == "--worker_hosts" else "--chief-hosts"
+                out.append(C.stmt(f'{owner}.add_argument("{flag}", type=str, default="", help="Comma-separated hostname:port of the chief (coordinator) task")\n'))
+                self.done = True
+        return out
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=self._rewrite(updated.body))
+
+    def leave_Module(self, original, updated):
+        return updated.with_changes(body=self._rewrite(updated.body))
+
+
+ClusterResolver.VALID = [
+    Valid(
+        """
+        import tensorflow as tf
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        """
+    ),
+    Valid(
+        """
+        import tensorflow as tf
+        spec = {"ps": ["a:1"], "worker": ["b:1"]}
+        """
+    ),
+]
+
+ClusterResolver.INVALID = [
+    Invalid(
+        # the spec at module level, the task's role known only in main(): the
+        # resolver goes where the Server read it, not where flags are unparsed
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": ["b:1"]})
+
+        def main(job_name, task_index):
+            server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
+            server.join()
+        """,
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": ["b:1"]})
+
+        def main(job_name, task_index):
+            cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                cluster, task_type=job_name, task_id=task_index, rpc_layer="grpc")
+            server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
+            server.join()
+        """,
+    ),
+    Invalid(
+        # a literal cluster at the top of the module, the flags the Server
+        # reads defined after it (the widely copied 2016 tutorial shape): the
+        # resolver goes after them, next to the Server
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": ["b:1", "c:1"]})
+        tf.app.flags.DEFINE_string("job_name", "", "ps or worker")
+        FLAGS = tf.app.flags.FLAGS
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=0)
+        """,
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": ["b:1", "c:1"]})
+        tf.app.flags.DEFINE_string("job_name", "", "ps or worker")
+        FLAGS = tf.app.flags.FLAGS
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type=FLAGS.job_name, task_id=0, rpc_layer="grpc")
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=0)
+        """,
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+        flags = tf.app.flags
+        flags.DEFINE_string("ps_hosts", "", "ps")
+        flags.DEFINE_string("worker_hosts", "", "workers")
+        FLAGS = flags.FLAGS
+
+        def main(_):
+            cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
+            server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
+        """
+        import tensorflow as tf
+        flags = tf.app.flags
+        flags.DEFINE_string("ps_hosts", "", "ps")
+        flags.DEFINE_string("worker_hosts", "", "workers")
+        flags.DEFINE_string("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")
+        FLAGS = flags.FLAGS
+
+        def main(_):
+            cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(","), "chief": FLAGS.chief_hosts.split(",")})
+            cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                cluster, task_type=FLAGS.job_name, task_id=FLAGS.task_index, rpc_layer="grpc")
+            server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
+    ),
+    Invalid(
+        """
+        from absl import flags
+        import tensorflow as tf
+        flags.DEFINE_enum("job_name", None, ('ps', 'worker'), "role")
+        flags.DEFINE_string("worker_hosts", "", "workers")
+        FLAGS = flags.FLAGS
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": FLAGS.worker_hosts.split(",")})
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        """
+        from absl import flags
+        import tensorflow as tf
+        flags.DEFINE_enum("job_name", None, ('ps', 'worker', 'chief'), "role")
+        flags.DEFINE_string("worker_hosts", "", "workers")
+        flags.DEFINE_string("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")
+        FLAGS = flags.FLAGS
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": FLAGS.worker_hosts.split(","), "chief": FLAGS.chief_hosts.split(",")})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type=FLAGS.job_name, task_id=0, rpc_layer="grpc")
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+    ),
+    Invalid(
+        # a job-name flag restricted to ps/worker must accept the new chief task
+        """
+        import argparse
+        import tensorflow as tf
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--job_name", required=True, choices=["ps", "worker"])
+        parser.add_argument("--task_index", type=int, default=0)
+        parser.add_argument("--worker_hosts", type=str, default="")
+        args = parser.parse_args()
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": args.worker_hosts.split(",")})
+        server = tf.train.Server(cluster, job_name=args.job_name, task_index=args.task_index)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        """
+        import argparse
+        import tensorflow as tf
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--job_name", required=True, choices=["ps", "worker", "chief"])
+        parser.add_argument("--task_index", type=int, default=0)
+        parser.add_argument("--worker_hosts", type=str, default="")
+        parser.add_argument("--chief_hosts", type=str, default="", help="Comma-separated hostname:port of the chief (coordinator) task")
+        args = parser.parse_args()
+        cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": args.worker_hosts.split(","), "chief": args.chief_hosts.split(",")})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type=args.job_name, task_id=args.task_index, rpc_layer="grpc")
+        server = tf.train.Server(cluster, job_name=args.job_name, task_index=args.task_index)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+    ),
+    Invalid(
+        """
+        import json, os
+        import tensorflow.compat.v1 as tf
+        tf_config = json.loads(os.environ["TF_CONFIG"])
+        cluster = tf.train.ClusterSpec(tf_config["cluster"])
+        opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2)
+        """,
+        """
+        import json, os
+        import tensorflow.compat.v1 as tf
+        tf_config = json.loads(os.environ["TF_CONFIG"])
+        cluster = tf.train.ClusterSpec(tf_config["cluster"])
+        cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2)
+        """,
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})
+        server = tf.train.Server(cluster, "worker", 0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type="worker", task_id=0, rpc_layer="grpc")
+        server = tf.train.Server(cluster, "worker", 0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        diagnostics=("TFM201",),
+    ),
+    Invalid(
+        """
+        from tensorflow.train import ClusterSpec, Server, SyncReplicasOptimizer
+        import argparse
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--worker_hosts", type=str, default="")
+        cluster = ClusterSpec({"ps": ["h:1"], "worker": ["h:2"]})
+        opt = SyncReplicasOptimizer(None, 2)
+        """,
+        """
+        from tensorflow.train import ClusterSpec, Server, SyncReplicasOptimizer
+        import argparse
+        import tensorflow as tf
+
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--worker_hosts", type=str, default="")
+        cluster = ClusterSpec({"worker": ["h:2"]})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, rpc_layer="grpc")
+        opt = SyncReplicasOptimizer(None, 2)
+        """,
+        diagnostics=("TFM201",),
+    ),
+]

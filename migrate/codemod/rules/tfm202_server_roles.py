@@ -1,0 +1,399 @@
+"""TFM202 server-roles."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.fastcst import transform
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy
+
+
+def _bound_names(statement) -> set[str]:
+    """Names a statement binds (assignment targets, with/for targets, defs)."""
+    out: set[str] = set()
+    for node in C.walk(statement):
+        if isinstance(node, cst.Assign):
+            for t in node.targets:
+                out.update(C.target_names(t.target))
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+            out.update(C.target_names(node.target))
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            out.update(C.target_names(node.asname.name))
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            out.add(node.name.value)
+    return out
+
+
+def _compares(test: cst.BaseExpression, job_code: str, value: str) -> bool:
+    """`<job> == "value"` (either side)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    if not isinstance(target.operator, cst.Equal):
+        return False
+    sides = [test.left, target.comparator]
+    codes = [C.code_of(s) for s in sides]
+    strings = [s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)]
+    return job_code in codes and strings == [value]
+
+
+_SERVERS = ("train.Server", "distribute.Server")
+
+
+class ServerRoles(Rule):
+    """What it does
+    Rewrites ``tf.train.Server(...)`` and the role branching around it
+    (``if job_name == "ps": server.join()`` / ``elif job_name == "worker":``)
+    into the TF2 topology of the strategy the program migrates to.
+
+    Why
+    With ParameterServerStrategy, ps *and* worker tasks only serve
+    (``tf.distribute.Server(...).join()``) and a separate ``chief`` task runs the
+    training loop as coordinator; the chief must not start a server of its
+    own (the strategy does). With MultiWorkerMirroredStrategy there are no
+    parameter servers and the strategy starts each worker's server itself, so
+    the explicit server and the ps branch go.
+
+    Example
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+        if FLAGS.job_name == "ps":
+            server.join()
+        elif FLAGS.job_name == "worker":
+            train()
+    becomes (ParameterServerStrategy)
+        if FLAGS.job_name in ("ps", "worker"):
+            server = tf.distribute.Server(cluster_resolver.cluster_spec(), job_name=FLAGS.job_name,
+                                          task_index=FLAGS.task_index, protocol="grpc", start=True)
+            server.join()
+        elif FLAGS.job_name == "chief":
+            train()
+
+    A program that builds its graph before sending the ps to ``join()``
+    (``server = ...``, the device-setter block, then ``if job_name == "ps":``)
+    gets its serving branch moved above the graph: ParameterServerStrategy and
+    its coordinator, which that graph becomes, may only be created on the
+    chief, and ps and worker tasks must be serving before the chief connects.
+    What the TF1 branching ran for the other roles (``elif job_name ==
+    "worker":``, now the chief, or ``else:``) follows the graph.
+
+    Fix safety
+    Safe for the shapes above. A ps branch that waits in a session on a
+    queue of finished workers (the "done queue" shutdown) becomes
+    ``server.join()``: in TF2 the chief ends training and the ps tasks are
+    stopped from outside. ``print(server.target)`` moves into the serving
+    branch. Statements between the server and the branching that the
+    serving branch reads stay before it; when the graph itself is among
+    them, nothing moves and it is reported. A server with no recognisable
+    role branching is reported for manual work.
+    """
+
+    code = "TFM202"
+    name = "server-roles"
+    triggers = ("Server",)
+
+    def transform(self, module: cst.Module) -> cst.Module:
+        self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None or self.strategy == MIRRORED:
+            return module
+        self.has_resolver = "cluster_resolver" in C.all_names(module)
+        return transform(module, self)
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=self._rewrite_body(list(updated.body)))
+
+    def leave_Module(self, original, updated):
+        return updated.with_changes(body=self._rewrite_body(list(updated.body)))
+
+    def _server_statement(self, statement):
+        names, value, _ = C.assignment(statement)
+        # tf.distribute.Server is TF 1.14+'s spelling of the same server; here
+        # it serves TF1 training (transform() found a legacy strategy)
+        if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) in _SERVERS:
+            return names[0], value
+        return None
+
+    def _rewrite_body(self, body):
+        for i, statement in enumerate(body):
+            found = self._server_statement(statement)
+            if found is None:
+                continue
+            server_name, call = found
+            job = C.arg(call, 1, "job_name")
+            index = C.arg(call, 2, "task_index")
+            if job is None:
+                self.report(statement, "tf.train.Server without a job name: cannot tell the task's role",
+                            hint="build the server from a cluster resolver", fixed=False)
+                continue
+            job_code = C.code_of(job)
+            for j in range(i + 1, len(body)):
+                branch = body[j]
+                if isinstance(branch, cst.If) and self._is_ps_test(branch.test, job_code):
+                    # `print(server.target)` between the server and the branching
+                    # goes with the server (into the serving branch, or away)
+                    between = body[i + 1 : j]
+                    announce = [st for st in between
+                                if C.single_expr(st) is not None and server_name in C.names_used(st)]
+                    self.announce = announce
+                    replacement = self._rewrite_if(branch, job_code, index, server_name, statement)
+                    if replacement is None:
+                        break
+                    kept = [st for st in between if not any(st is a for a in announce)]
+                    if self.strategy == PSS and any(self._builds_strategy(st) for st in kept):
+                        moved = self._serve_first(kept, replacement[0], branch)
+                        if moved is not None:
+                            return body[:i] + moved + body[j + 1 :]
+                    return body[:i] + kept + replacement + body[j + 1 :]
+            self.report(
+                statement,
+                "tf.train.Server without the usual `if job_name == \"ps\": server.join()` branching",
+                hint="ps and worker tasks should only run tf.distribute.Server(...).join(); the chief coordinates",
+                reference="legacy_reference/async_ps.py",
+                fixed=False,
+            )
+        return body
+
+    def _builds_strategy(self, statement) -> bool:
+        """Does the statement build the graph TFM301 turns into the strategy
+        (a device-setter block, or the setter itself)?"""
+        return any(self.qualname(c.func) == "train.replica_device_setter" for c in C.calls_in(statement))
+
+    def _serve_first(self, between, serving: cst.If, branch: cst.If):
+        """The TF1 program built its graph, then sent the ps to ``server.join()``.
+        Under ParameterServerStrategy that graph becomes the strategy and its
+        coordinator, which only the chief may create: ps and worker tasks must
+        reach their serve-and-join first. The statements between the server and
+        the branching go after the serving branch, except those the branch
+        itself reads (kept before it, in order); what the TF1 branching ran for
+        the other roles (``elif job_name == "worker":`` -- now the chief --, or
+        ``else:``) follows them. None when the serving branch needs the graph."""
+        needed = C.names_used(serving.test) | set().union(*(C.names_used(st) for st in C.body_of(serving.body)))
+        first, later = [], []
+        for statement in reversed(between):
+            bound = _bound_names(statement)
+            if bound & needed:
+                if self._builds_strategy(statement):
+                    self.report(branch, "the graph is built before the `ps` branch and the serving branch needs"
+                                f" {', '.join(sorted(bound & needed))} from it: ParameterServerStrategy would be"
+                                " created on every task", hint="move the ps/worker branching above the graph"
+                                " block by hand", reference="legacy_reference/async_ps.py", fixed=False)
+                    return None
+                first.insert(0, statement)
+                needed |= C.names_used(statement)
+            else:
+                later.insert(0, statement)
+        rest: list[cst.BaseStatement] = []
+        orelse = serving.orelse
+        if isinstance(orelse, cst.If):
+            rest = [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse)]
+        elif isinstance(orelse, cst.Else):
+            rest = list(C.body_of(orelse.body))
+        self.report(branch, "ps and worker tasks now serve before the graph is built: the strategy and its"
+                    " coordinator are created on the chief only", fixed=True, severity="info",
+                    reference="legacy_reference/async_ps.py")
+        return first + [serving.with_changes(orelse=None)] + later + rest
+
+    def _is_ps_test(self, test, job_code) -> bool:
+        return _compares(test, job_code, "ps")
+
+    def _server_code(self, job_code: str, index: cst.BaseExpression | None, server_name: str) -> str:
+        cluster = "cluster_resolver.cluster_spec()" if self.has_resolver else "cluster"
+        idx = C.code_of(index) if index is not None else "0"
+        return (
+            f"{server_name} = tf.distribute.Server(\n"
+            f"    {cluster}, job_name={job_code}, task_index={idx}, protocol=\"grpc\", start=True)\n"
+        )
+
+    def _rewrite_if(self, branch: cst.If, job_code, index, server_name, server_statement):
+        if self.strategy == PSS:
+            server_line = C.stmt(self._server_code(job_code, index, server_name)).with_changes(
+                leading_lines=C.strip_blank_lines(server_statement.leading_lines)
+            )
+            ps_body = list(C.body_of(branch.body))
+            if any(self.qualname(c.func) in ("Session", "train.Session") for c in C.calls_in(branch.body)):
+                # the ps waited in a session on a "done" queue the workers filled, then
+                # exited; TF2 ps tasks serve until the job is stopped from outside
+                ps_body = [C.stmt(f"{server_name}.join()\n")]
+                self.report(branch, "the ps task's wait on a queue of finished workers becomes server.join():"
+                            " the chief ends training; stop ps and worker tasks from outside",
+                            fixed=True, severity="info", reference="legacy_reference/async_ps.py")
+            body = [server_line, *self.announce, *ps_body]
+            test = C.expr(f'{job_code} in ("ps", "worker")')
+            orelse = branch.orelse
+            if isinstance(orelse, cst.If) and _compares(orelse.test, job_code, "worker"):
+                orelse = orelse.with_changes(test=C.expr(f'{job_code} == "chief"'))
+            self.report(server_statement, "ps and worker tasks now only serve; the chief task runs training",
+                        fixed=True, severity="info", reference="legacy_reference/async_ps.py")
+            return [branch.with_changes(test=test, body=C.indented(body, branch.body), orelse=orelse)]
+        if self.strategy == MWMS:
+            self.report(server_statement,
+                        "MultiWorkerMirroredStrategy starts each worker's server itself and has no ps tasks:"
+                        " server and ps branch removed",
+                        fixed=True, severity="info", reference="legacy_reference/sync_replicas.py")
+            orelse = branch.orelse
+            if orelse is None:
+                return []
+            if isinstance(orelse, cst.If):
+                return [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse,
+                               leading_lines=branch.leading_lines)]
+            # plain else: its body replaces the branching
+            return list(C.body_of(orelse.body))
+        return None
+
+
+ServerRoles.VALID = [
+    Valid(
+        """
+        import tensorflow as tf
+        server = tf.distribute.Server(spec, job_name="worker", task_index=0)
+        server.join()
+        """
+    ),
+]
+
+ServerRoles.INVALID = [
+    Invalid(
+        # TF 1.14+ spelled the TF1 server tf.distribute.Server
+        """
+        import tensorflow.compat.v1 as tf
+        cluster_resolver = None
+        server = tf.distribute.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+        if FLAGS.job_name == "ps":
+            server.join()
+        else:
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+        cluster_resolver = None
+        if FLAGS.job_name in ("ps", "worker"):
+            server = tf.distribute.Server(
+                cluster_resolver.cluster_spec(), job_name=FLAGS.job_name, task_index=FLAGS.task_index, protocol="grpc", start=True)
+            server.join()
+        else:
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+
+        def main(_):
+            cluster = tf.train.ClusterSpec({"ps": ps, "worker": workers})
+            # Create and start a server for the local task.
+            server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+            if FLAGS.job_name == "ps":
+                server.join()
+            elif FLAGS.job_name == "worker":
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    pass
+        """,
+        """
+        import tensorflow as tf
+
+        def main(_):
+            cluster = tf.train.ClusterSpec({"ps": ps, "worker": workers})
+            if FLAGS.job_name in ("ps", "worker"):
+                # Create and start a server for the local task.
+                server = tf.distribute.Server(
+                    cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index, protocol="grpc", start=True)
+                server.join()
+            elif FLAGS.job_name == "chief":
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    pass
+        """,
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+        server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
+        if job_name == "ps":
+            server.join()
+        else:
+            opt = tf.train.SyncReplicasOptimizer(base, replicas_to_aggregate=2)
+        """,
+        """
+        import tensorflow as tf
+        opt = tf.train.SyncReplicasOptimizer(base, replicas_to_aggregate=2)
+        """,
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+        server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
+        setter = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        None,
+        diagnostics=("TFM202",),
+    ),
+    # the graph is built before the ps joins: ps and workers serve first, the chief builds it
+    Invalid(
+        """
+        import tensorflow as tf
+        server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            w = tf.Variable(tf.zeros([2]))
+        if job_name == "ps":
+            server.join()
+        else:
+            train(w)
+        """,
+        """
+        import tensorflow as tf
+        if job_name in ("ps", "worker"):
+            server = tf.distribute.Server(
+                cluster, job_name=job_name, task_index=task_index, protocol="grpc", start=True)
+            server.join()
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            w = tf.Variable(tf.zeros([2]))
+        train(w)
+        """,
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def create_done_queue(num_workers):
+            with tf.device("/job:ps/task:0"):
+                return tf.FIFOQueue(num_workers, tf.int32, shared_name="done_queue")
+
+
+        def main(_):
+            cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+            done_queue = create_done_queue(len(worker_hosts))
+            server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+            print(server.target)
+            if FLAGS.job_name == "ps":
+                with tf.Session(server.target) as sess:
+                    for _ in range(len(worker_hosts)):
+                        sess.run(done_queue.dequeue())
+                return
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
+        """
+        import tensorflow as tf
+
+
+        def create_done_queue(num_workers):
+            with tf.device("/job:ps/task:0"):
+                return tf.FIFOQueue(num_workers, tf.int32, shared_name="done_queue")
+
+
+        def main(_):
+            cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+            done_queue = create_done_queue(len(worker_hosts))
+            if FLAGS.job_name in ("ps", "worker"):
+                server = tf.distribute.Server(
+                    cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index, protocol="grpc", start=True)
+                print(server.target)
+                server.join()
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """,
+    ),
+]

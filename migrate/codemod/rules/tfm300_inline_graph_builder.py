@@ -1,0 +1,1040 @@
+"""TFM300 inline-graph-builder: a helper building the train op, called in the
+device-setter block, is inlined there so TFM301 can migrate the training."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.fastcst import children, transform
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._graph import _is_optimizer, is_device_item
+from migrate.codemod.rules.tfm301_graph_to_strategy import (
+    SESSION_CLASSES,
+    SUPERVISOR_SESSION_METHODS,
+)
+
+_TRAIN_METHODS = ("minimize", "apply_gradients")
+# calls that read or change the scope they run in: inlining would change what they see
+_SCOPE_CALLS = {"locals", "vars", "globals", "eval", "exec", "dir", "super"}
+_SCOPE_ITEMS = ("name_scope", "variable_scope")
+
+
+def _optimizer_like(q: str | None) -> bool:
+    """A TF1 optimizer (SyncReplicas too) or a Keras one: what TFM301 takes
+    as the owner of the train op's ``minimize``/``apply_gradients``."""
+    if not q:
+        return False
+    if _is_optimizer(q) or q == "train.SyncReplicasOptimizer":
+        return True
+    return q.startswith(("keras.optimizers.", "optimizers.")) and ".schedules." not in q
+
+
+def _target_names(target: cst.BaseExpression) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for el in target.elements:
+            out |= _target_names(el.value)
+        return out
+    if isinstance(target, cst.StarredElement):
+        return _target_names(target.value)
+    return set()
+
+
+def _walk(node: cst.CSTNode, skip: cst.CSTNode | None = None):
+    """Every node under ``node`` (source order), without the subtree ``skip``."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is skip:
+            continue
+        yield n
+        stack.extend(reversed(list(children(n))))
+
+
+def _own_scope(node: cst.CSTNode):
+    """The nodes of a function body in its own scope (not in nested
+    functions, lambdas or classes)."""
+    stack = list(reversed(list(children(node))))
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
+            continue
+        stack.extend(reversed(list(children(n))))
+
+
+def _bound_names(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str] | None:
+    """Every name bound anywhere under ``node`` (nested scopes included: the
+    conservative answer); None when a binding cannot be read (``import *``,
+    ``match``)."""
+    out: set[str] = set()
+    for n in _walk(node, skip):
+        if isinstance(n, cst.Assign):
+            for t in n.targets:
+                out |= _target_names(t.target)
+        elif isinstance(n, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+            out |= _target_names(n.target)
+        elif isinstance(n, cst.WithItem) and n.asname is not None:
+            out |= _target_names(n.asname.name)
+        elif isinstance(n, cst.Del):
+            out |= _target_names(n.target)
+        elif isinstance(n, (cst.FunctionDef, cst.ClassDef, cst.Param)):
+            out.add(n.name.value)
+        elif isinstance(n, cst.ExceptHandler) and n.name is not None:
+            out |= _target_names(n.name.name)
+        elif isinstance(n, (cst.Global, cst.Nonlocal)):
+            out |= {item.name.value for item in n.names}
+        elif isinstance(n, (cst.Import, cst.ImportFrom)):
+            if isinstance(n.names, cst.ImportStar):
+                return None
+            for alias in n.names:
+                if alias.asname is not None:
+                    out |= _target_names(alias.asname.name)
+                else:
+                    name = alias.name
+                    while isinstance(name, cst.Attribute):
+                        name = name.value
+                    out.add(name.value)
+        elif isinstance(n, cst.Match):
+            return None
+    return out
+
+
+def _all_names(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str]:
+    """Names read or bound under ``node`` (not attribute names, not keywords)."""
+    names: list[cst.Name] = []
+    not_names: set[int] = set()
+    for n in _walk(node, skip):
+        kind = type(n)
+        if kind is cst.Name:
+            names.append(n)
+        elif kind is cst.Attribute:
+            not_names.add(id(n.attr))
+        elif kind is cst.Arg and n.keyword is not None:
+            not_names.add(id(n.keyword))
+    return {n.value for n in names if id(n) not in not_names}
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(node, cst.Name):
+        return node.value in ("None", "True", "False")
+    if isinstance(node, cst.UnaryOperation):
+        return _literal(node.expression)
+    if isinstance(node, cst.Tuple):
+        return all(isinstance(el, cst.Element) and _literal(el.value) for el in node.elements)
+    return False
+
+
+def _pure(node: cst.BaseExpression) -> bool:
+    """An expression that only reads names, attributes and constants: leaving
+    it unevaluated changes nothing."""
+    return not any(isinstance(n, (cst.Call, cst.Subscript, cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda))
+                   for n in _walk(node))
+
+
+def _comment_lines(text: str) -> list[cst.EmptyLine]:
+    return [cst.EmptyLine(comment=cst.Comment(f"# {line}".rstrip())) for line in inspect.cleandoc(text).splitlines()]
+
+
+@dataclass
+class _Helper:
+    fn: cst.FunctionDef
+    body: list[cst.BaseStatement]  # without the docstring and the return
+    docstring: str | None
+    ret: cst.SimpleStatementLine
+    value: cst.BaseExpression  # what it returns
+    returned: list[str] | dict[str, str] | str  # tuple of names / dict key -> name / one name
+    locals: set[str]  # bound in its body
+    free: set[str]  # read in its body, bound neither there nor as a parameter
+    params: list[cst.Param] = field(default_factory=list)
+
+
+@dataclass
+class _Site:
+    statement: cst.SimpleStatementLine
+    call: cst.Call
+    helper: _Helper
+    scope: cst.CSTNode  # the function (or module) the device block is in
+    chain: list[cst.FunctionDef]  # enclosing functions, outermost first
+
+
+class InlineGraphBuilder(Rule):
+    """What it does
+    Inlines a graph-building helper into the device-setter block that calls
+    it: in ``with tf.device(tf.train.replica_device_setter(...)):`` (or over a
+    name bound to one just before), a statement ``a, b = helper(args)`` whose
+    callee is a function defined once at the top of this file and builds a
+    TF1 optimizer's train op (``minimize``/``apply_gradients``) becomes the
+    helper's body: ``param = arg`` for each argument (defaults applied,
+    keywords matched; nothing for an argument that is the parameter's own
+    name), the body with its comments (a docstring becomes comments), then
+    the call's targets bound to what the helper returned (nothing where the
+    names coincide). A returned dict assigned to a name read only as
+    ``model["key"]`` has those subscripts replaced by the returned names.
+    The helper's ``def`` goes when nothing else in the file refers to it.
+
+    Why
+    TFM301 migrates the train op an optimizer builds in the device-setter
+    block; built in a helper (``global_step, loss, train_op =
+    build_model(x, y_)``, a common TF1 layout) it declined the whole training.
+
+    Example
+        def build_model(x, y_, lr=0.01):
+            loss = tf.reduce_mean(tf.square(model(x) - y_))
+            train_op = tf.train.GradientDescentOptimizer(lr).minimize(loss)
+            return loss, train_op
+
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            x = tf.placeholder(tf.float32, [None, 10])
+            y_ = tf.placeholder(tf.float32, [None, 1])
+            loss, train_op = build_model(x, y_)
+    becomes a block holding ``lr = 0.01``, the ``loss`` and ``train_op`` lines,
+    and no ``build_model``.
+
+    Fix safety
+    Safe: the inlined code runs the same statements in the same order with
+    the same values. It is done only where nothing can tell the difference:
+    the helper's locals (and parameters it gets as new names) are not read
+    or bound anywhere else in the calling function (or module, at the top
+    level), the names it reads from the module are not bound in the calling
+    function, its only ``return`` ends it, it declares no ``global`` /
+    ``nonlocal``, does not yield, is not decorated and looks nothing up in
+    its own scope (``locals()``), its defaults are constants, and the call
+    passes no ``*args``/``**kwargs``. Anything else is left as it is (TFM301
+    then reports the train op coming from the helper). The engine keeps this
+    rewrite only when TFM301 migrates the training it prepares.
+    """
+
+    code = "TFM300"
+    name = "inline-graph-builder"
+    triggers = ("replica_device_setter",)
+
+    VALID = (
+        # not in a device-setter block
+        Valid(
+            """
+            import tensorflow as tf
+
+
+            def build_model(x):
+                w = tf.Variable(tf.zeros([3, 1]))
+                loss = tf.reduce_sum(tf.matmul(x, w))
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+                return loss, train_op
+
+
+            def main(cluster):
+                setter = tf.train.replica_device_setter(cluster=cluster)
+                x = tf.placeholder(tf.float32, [None, 3])
+                loss, train_op = build_model(x)
+            """
+        ),
+        # the helper builds no train op (TFM301 handles the optimizer from a helper itself)
+        Valid(
+            """
+            import tensorflow as tf
+
+
+            def make_optimizer(lr):
+                return tf.train.AdamOptimizer(lr)
+
+
+            def main(cluster):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    x = tf.placeholder(tf.float32, [None, 3])
+                    w = tf.Variable(tf.zeros([3, 1]))
+                    loss = tf.reduce_sum(tf.matmul(x, w))
+                    opt = make_optimizer(0.1)
+                    train_op = opt.minimize(loss)
+            """
+        ),
+        # the helper's local `w` is also a name of main: inlining would rebind it
+        Valid(
+            """
+            import tensorflow as tf
+
+
+            def build_model(x):
+                w = tf.Variable(tf.zeros([3, 1]))
+                loss = tf.reduce_sum(tf.matmul(x, w))
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+                return loss, train_op
+
+
+            def main(cluster, w):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    x = tf.placeholder(tf.float32, [None, 3])
+                    loss, train_op = build_model(x)
+                print(w)
+            """
+        ),
+        # an early return
+        Valid(
+            """
+            import tensorflow as tf
+
+
+            def build_model(x, sync):
+                w = tf.Variable(tf.zeros([3, 1]))
+                loss = tf.reduce_sum(tf.matmul(x, w))
+                if not sync:
+                    return loss, tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+                train_op = tf.train.GradientDescentOptimizer(0.2).minimize(loss)
+                return loss, train_op
+
+
+            def main(cluster):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    x = tf.placeholder(tf.float32, [None, 3])
+                    loss, train_op = build_model(x, False)
+            """
+        ),
+        # a missing argument (the call raised TypeError), *args, a global, a method
+        Valid(
+            """
+            import tensorflow as tf
+
+            STEP = None
+
+
+            def build_model(x, y_, is_chief):
+                loss = tf.reduce_sum(x - y_)
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+                return loss, train_op
+
+
+            def build_star(*tensors):
+                loss = tf.add_n(tensors)
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+                return loss, train_op
+
+
+            def build_global(x):
+                global STEP
+                STEP = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(x, global_step=STEP)
+                return train_op
+
+
+            class Model:
+                def build(self, x):
+                    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(x)
+                    return train_op
+
+
+            def main(cluster, args):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    x = tf.placeholder(tf.float32, [None, 3])
+                    y_ = tf.placeholder(tf.float32, [None, 3])
+                    loss, train_op = build_model(x, y_)
+                    loss2, train_op2 = build_star(*args)
+                    train_op3 = build_global(x)
+                    train_op4 = Model().build(x)
+            """
+        ),
+    )
+    INVALID = (
+        # tuple return, names coincide; the helper goes with its comments
+        Invalid(
+            """
+            import tensorflow as tf
+
+
+            # Builds the whole training graph.
+            def build_model(x, y_, is_chief):
+                \"\"\"Returns the global step, the loss and the train op.\"\"\"
+                w = tf.Variable(tf.zeros([3, 1]))  # the weights
+                global_step = tf.Variable(0, trainable=False)
+                # mean squared error
+                loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y_))
+                train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=global_step)
+                return global_step, loss, train_op
+
+
+            def main(cluster, is_chief):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    x = tf.placeholder(tf.float32, [None, 3])
+                    y_ = tf.placeholder(tf.float32, [None, 1])
+                    # the training graph
+                    global_step, loss, train_op = build_model(x, y_, is_chief)
+                with tf.train.MonitoredTrainingSession(is_chief=is_chief) as sess:
+                    sess.run(train_op)
+            """,
+            """
+            import tensorflow as tf
+
+
+            def main(cluster, is_chief):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    x = tf.placeholder(tf.float32, [None, 3])
+                    y_ = tf.placeholder(tf.float32, [None, 1])
+                    # the training graph
+                    # Builds the whole training graph.
+                    # Returns the global step, the loss and the train op.
+                    w = tf.Variable(tf.zeros([3, 1]))  # the weights
+                    global_step = tf.Variable(0, trainable=False)
+                    # mean squared error
+                    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y_))
+                    train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=global_step)
+                with tf.train.MonitoredTrainingSession(is_chief=is_chief) as sess:
+                    sess.run(train_op)
+            """,
+        ),
+        # single name, keyword argument, default, other target names (`decay`, which the helper
+        # never reads, takes no assignment); a setter bound to a name; the helper is kept:
+        # something else calls it
+        Invalid(
+            """
+            import tensorflow as tf
+
+
+            def get_train_op(inputs, labels, lr=0.5, decay=None):
+                logits = tf.layers.dense(inputs, 1)
+                cost = tf.reduce_mean(tf.square(logits - labels))
+                op = tf.train.AdamOptimizer(lr).minimize(cost)
+                return op
+
+
+            def main(cluster, flags):
+                setter = tf.train.replica_device_setter(cluster=cluster)
+                with tf.device(setter):
+                    x = tf.placeholder(tf.float32, [None, 3])
+                    y = tf.placeholder(tf.float32, [None, 1])
+                    train_op = get_train_op(x, labels=y, decay=flags.decay)
+
+
+            def evaluate(x, y):
+                return get_train_op(x, y)
+            """,
+            """
+            import tensorflow as tf
+
+
+            def get_train_op(inputs, labels, lr=0.5, decay=None):
+                logits = tf.layers.dense(inputs, 1)
+                cost = tf.reduce_mean(tf.square(logits - labels))
+                op = tf.train.AdamOptimizer(lr).minimize(cost)
+                return op
+
+
+            def main(cluster, flags):
+                setter = tf.train.replica_device_setter(cluster=cluster)
+                with tf.device(setter):
+                    x = tf.placeholder(tf.float32, [None, 3])
+                    y = tf.placeholder(tf.float32, [None, 1])
+                    inputs = x
+                    labels = y
+                    lr = 0.5
+                    logits = tf.layers.dense(inputs, 1)
+                    cost = tf.reduce_mean(tf.square(logits - labels))
+                    op = tf.train.AdamOptimizer(lr).minimize(cost)
+                    train_op = op
+
+
+            def evaluate(x, y):
+                return get_train_op(x, y)
+            """,
+        ),
+        # a target `_` unused elsewhere takes nothing; a parameter the helper never reads gets no
+        # assignment (here `is_chief`, which the caller also has); a module-level call site
+        Invalid(
+            """
+            import tensorflow as tf
+
+            is_chief = True
+
+
+            def build_model(x, is_chief):
+                global_step = tf.train.get_or_create_global_step()
+                loss = tf.reduce_sum(x)
+                train_op = tf.train.AdamOptimizer().minimize(loss, global_step=global_step)
+                return global_step, loss, train_op
+
+
+            with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+                x = tf.placeholder(tf.float32)
+                _, loss, train_op = build_model(x, is_chief=not is_chief)  # the graph
+            print(is_chief)
+            """,
+            """
+            import tensorflow as tf
+
+            is_chief = True
+
+
+            with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+                x = tf.placeholder(tf.float32)
+                # the graph
+                global_step = tf.train.get_or_create_global_step()
+                loss = tf.reduce_sum(x)
+                train_op = tf.train.AdamOptimizer().minimize(loss, global_step=global_step)
+            print(is_chief)
+            """,
+        ),
+        # a returned dict read as model["key"]: the subscripts become the names
+        Invalid(
+            """
+            import tensorflow as tf
+
+
+            def get_model(x, y, learning_rate):
+                prediction = tf.layers.dense(x, 1)
+                loss = tf.reduce_mean(tf.square(prediction - y))
+                global_step = tf.train.get_or_create_global_step()
+                optimizer = tf.train.GradientDescentOptimizer(learning_rate)
+                train_op = optimizer.minimize(loss, global_step=global_step)
+                return {"train_op": train_op, "loss": loss, "global_step": global_step}
+
+
+            def main(server, FLAGS):
+                with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+                    x = tf.placeholder(tf.float32)
+                    y = tf.placeholder(tf.float32)
+                    model = get_model(x, y, FLAGS.learning_rate)
+                with tf.train.MonitoredTrainingSession(master=server.target) as sess:
+                    while not sess.should_stop():
+                        _, loss_value = sess.run([model["train_op"], model["loss"]], feed_dict={x: 1.0, y: 2.0})
+            """,
+            """
+            import tensorflow as tf
+
+
+            def main(server, FLAGS):
+                with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+                    x = tf.placeholder(tf.float32)
+                    y = tf.placeholder(tf.float32)
+                    learning_rate = FLAGS.learning_rate
+                    prediction = tf.layers.dense(x, 1)
+                    loss = tf.reduce_mean(tf.square(prediction - y))
+                    global_step = tf.train.get_or_create_global_step()
+                    optimizer = tf.train.GradientDescentOptimizer(learning_rate)
+                    train_op = optimizer.minimize(loss, global_step=global_step)
+                with tf.train.MonitoredTrainingSession(master=server.target) as sess:
+                    while not sess.should_stop():
+                        _, loss_value = sess.run([train_op, loss], feed_dict={x: 1.0, y: 2.0})
+            """,
+        ),
+        # a returned dict used otherwise (passed on whole): bound as the dict
+        Invalid(
+            """
+            import tensorflow as tf
+
+
+            def get_model(x):
+                loss = tf.reduce_sum(x)
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+                return {"train_op": train_op, "loss": loss}
+
+
+            def main(cluster, report):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    x = tf.placeholder(tf.float32)
+                    model = get_model(x)
+                report(model)
+            """,
+            """
+            import tensorflow as tf
+
+
+            def main(cluster, report):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    x = tf.placeholder(tf.float32)
+                    loss = tf.reduce_sum(x)
+                    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+                    model = {"train_op": train_op, "loss": loss}
+                report(model)
+            """,
+        ),
+    )
+
+    # ------------------------------------------------------------ driver
+    def transform(self, module: cst.Module) -> cst.Module:
+        helpers = self._helpers(module)
+        if not helpers:
+            return module
+        sites = self._sites(module, helpers)
+        by_scope: dict[int, list[_Site]] = {}
+        for site in sites:
+            by_scope.setdefault(id(site.scope), []).append(site)
+        # one inlining per scope: two would bind the same names twice, unseen by the clash check
+        sites = [found[0] for found in by_scope.values() if len(found) == 1]
+        if not sites:
+            return module
+        references = self._references(module, {s.helper.fn.name.value for s in sites})
+        replacements: dict[int, list[cst.BaseStatement]] = {}
+        subscripts: dict[int, cst.BaseExpression] = {}
+        inlined: dict[str, int] = {}
+        planned = []
+        for site in sites:
+            plan = self._plan(module, site)
+            if plan is None:
+                continue
+            planned.append((site, plan))
+            name = site.helper.fn.name.value
+            inlined[name] = inlined.get(name, 0) + 1
+        removed = {name for name, n in inlined.items() if references.get(name, 0) == n}
+        for site, (assignments, mapping, subs) in planned:
+            drop_def = site.helper.fn.name.value in removed
+            replacements[id(site.statement)] = self._inlined(site, assignments, mapping, drop_def)
+            subscripts.update(subs)
+            self.report(site.statement, f"`{site.helper.fn.name.value}(...)` inlined into the device-setter block:"
+                        " its train op is now built there, where TFM301 migrates it", fixed=True, severity="info")
+        if not replacements:
+            return module
+        removed_defs = {id(h.fn) for h in helpers.values() if h.fn.name.value in removed}
+        return transform(module, _Apply(replacements, subscripts, removed_defs))
+
+    # ------------------------------------------------------------ helpers
+    def _helpers(self, module: cst.Module) -> dict[str, _Helper]:
+        """Module functions defined once (no other module-level binding of the
+        name) that build a train op and have a shape that can be inlined."""
+        counts: dict[str, int] = {}
+        defs: dict[str, cst.FunctionDef] = {}
+        for statement in module.body:
+            bound = _bound_names(statement) if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)) else {
+                statement.name.value}
+            if bound is None:
+                return {}  # `from x import *` at the top: names of unknown origin
+            for name in bound:
+                counts[name] = counts.get(name, 0) + 1
+            if isinstance(statement, cst.FunctionDef):
+                defs[statement.name.value] = statement
+        # names other functions declare global are bound there too
+        for node in C.walk(module):
+            if isinstance(node, cst.Global):
+                for item in node.names:
+                    counts[item.name.value] = counts.get(item.name.value, 0) + 1
+        out = {}
+        for name, fn in defs.items():
+            if counts.get(name) != 1 or not self._builds_train_op(fn):
+                continue
+            helper = self._helper(fn)
+            if helper is not None:
+                out[name] = helper
+        return out
+
+    def _builds_train_op(self, fn: cst.FunctionDef) -> bool:
+        optimizers: set[str] = {p.name.value for p in _params(fn.params)}
+        for node in C.walk(fn.body):
+            names, value, _ = C.assignment(node)
+            if isinstance(value, cst.Call) and (
+                    _optimizer_like(self.qualname(value.func))
+                    or (isinstance(value.func, cst.Name) and self.qualname(value.func) is None)):
+                optimizers.update(names)
+        for call in C.calls_in(fn.body):
+            if not (isinstance(call.func, cst.Attribute) and call.func.attr.value in _TRAIN_METHODS):
+                continue
+            owner = call.func.value
+            if isinstance(owner, cst.Call) and _optimizer_like(self.qualname(owner.func)):
+                return True
+            if isinstance(owner, cst.Name) and owner.value in optimizers:
+                return True
+        return False
+
+    def _helper(self, fn: cst.FunctionDef) -> _Helper | None:
+        if fn.decorators or fn.asynchronous is not None or not isinstance(fn.body, cst.IndentedBlock):
+            return None
+        params = fn.params
+        if not isinstance(params.star_arg, (cst.MaybeSentinel, cst.ParamStar)) or params.star_kwarg is not None:
+            return None
+        body = list(fn.body.body)
+        if not body:
+            return None
+        ret = body[-1]
+        if not (isinstance(ret, cst.SimpleStatementLine) and len(ret.body) == 1
+                and isinstance(ret.body[0], cst.Return) and ret.body[0].value is not None):
+            return None
+        for node in _own_scope(fn.body):
+            if isinstance(node, (cst.Yield, cst.Await, cst.Global, cst.Nonlocal)):
+                return None
+            if isinstance(node, cst.Return) and node is not ret.body[0]:
+                return None
+        for node in C.walk(fn.body):
+            if isinstance(node, (cst.Global, cst.Nonlocal)):
+                return None
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _SCOPE_CALLS:
+                return None
+            if isinstance(node, cst.Name) and node.value == fn.name.value:
+                return None  # recursive
+        value = ret.body[0].value
+        returned = _returned(value)
+        if returned is None:
+            return None
+        docstring = None
+        first = C.single_expr(body[0])
+        if isinstance(first, cst.SimpleString) and len(body) > 1:
+            text = first.evaluated_value
+            docstring = text if isinstance(text, str) else None
+            body = body[1:]
+        body = body[:-1]
+        if not body:
+            return None
+        local = _bound_names(fn.body)
+        if local is None:
+            return None
+        param_names = {p.name.value for p in _params(params)}
+        free = _all_names(fn.body) - local - param_names
+        return _Helper(fn=fn, body=body, docstring=docstring, ret=ret, value=value, returned=returned,
+                       locals=local, free=free, params=_params(params))
+
+    # ------------------------------------------------------------ call sites
+    def _sites(self, module: cst.Module, helpers: dict[str, _Helper]) -> list[_Site]:
+        sites: list[_Site] = []
+
+        def visit(node: cst.CSTNode, scope: cst.CSTNode, chain: list[cst.FunctionDef]) -> None:
+            if isinstance(node, cst.FunctionDef):
+                scope, chain = node, [*chain, node]
+            elif isinstance(node, (cst.ClassDef, cst.Lambda)):
+                scope = node
+            if isinstance(node, (cst.Module, cst.IndentedBlock)):
+                body = node.body
+                for i, statement in enumerate(body):
+                    if self._is_setter_block(statement, body[:i]):
+                        for found in self._calls_in_block(statement, helpers):
+                            if isinstance(scope, (cst.Module, cst.FunctionDef)):
+                                sites.append(_Site(found[0], found[1], found[2], scope, chain))
+            for child in children(node):
+                visit(child, scope, chain)
+
+        visit(module, module, [])
+        return sites
+
+    def _is_setter_block(self, statement, before) -> bool:
+        """TFM301's device-setter block: `with tf.device(replica_device_setter(...)):`
+        or `with tf.device(setter):` after `setter = replica_device_setter(...)`."""
+        if not isinstance(statement, cst.With) or len(statement.items) != 1:
+            return False
+        item = statement.items[0].item
+        if not isinstance(item, cst.Call) or self.qualname(item.func) != "device":
+            return False
+        target = C.arg(item, 0, None)
+        if isinstance(target, cst.Call):
+            return self.qualname(target.func) == "train.replica_device_setter"
+        if isinstance(target, cst.Name):
+            for earlier in before:
+                names, value, _ = C.assignment(earlier)
+                if names == [target.value] and isinstance(value, cst.Call) and (
+                        self.qualname(value.func) == "train.replica_device_setter"):
+                    return True
+        return False
+
+    def _calls_in_block(self, block: cst.With, helpers):
+        """(statement, call, helper) for each `targets = helper(...)` of the
+        block's graph part (before a session starts), also in nested
+        name/variable-scope and device-string blocks."""
+        for statement in C.body_of(block.body):
+            if self._starts_session(statement):
+                return
+            if isinstance(statement, cst.With) and all(
+                    (isinstance(i.item, cst.Call) and self.qualname(i.item.func) in _SCOPE_ITEMS)
+                    or is_device_item(i, self.qualname) for i in statement.items):
+                yield from self._calls_in_block(statement, helpers)
+                continue
+            if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
+                continue
+            small = statement.body[0]
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call)):
+                continue
+            func = small.value.func
+            if isinstance(func, cst.Name) and func.value in helpers:
+                yield statement, small.value, helpers[func.value]
+
+    def _starts_session(self, statement) -> bool:
+        for node in C.walk(statement):
+            if isinstance(node, cst.Call):
+                if self.qualname(node.func) in SESSION_CLASSES | {"train.Supervisor"}:
+                    return True
+                if isinstance(node.func, cst.Attribute) and node.func.attr.value in SUPERVISOR_SESSION_METHODS:
+                    return True
+        return False
+
+    # ------------------------------------------------------------ planning
+    def _plan(self, module: cst.Module, site: _Site):
+        """(param assignments, target <- returned assignments, subscript
+        replacements), or None when inlining this call is not safe."""
+        helper, call = site.helper, site.call
+        bindings = _bind_arguments(helper.fn.params, call)
+        if bindings is None:
+            return None
+        target = site.statement.body[0].targets[0].target
+        if isinstance(target, cst.Name):
+            targets: list[str] | str = target.value
+        elif isinstance(target, (cst.Tuple, cst.List)) and all(
+                isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements):
+            targets = [el.value.value for el in target.elements]
+            if len(set(targets)) != len(targets):
+                return None
+        else:
+            return None
+        target_set = {targets} if isinstance(targets, str) else set(targets)
+
+        # what the enclosing scope uses besides this statement, and the names the arguments read
+        if isinstance(site.scope, cst.Module):
+            elsewhere = _module_names_outside(module, helper.fn, site.statement)
+        else:
+            elsewhere = _all_names(site.scope, skip=site.statement)
+        for a in call.args:
+            elsewhere |= _all_names(a.value)
+
+        assignments: list[tuple[str, cst.BaseExpression]] = []
+        new_params: set[str] = set()
+        used_in_body = _all_names(helper.fn.body)
+        for name, value, is_default in bindings:
+            if isinstance(value, cst.Name) and value.value == name:
+                continue
+            if name not in used_in_body and _pure(value):
+                continue  # a parameter the helper never reads (`is_chief`): nothing to bind
+            if is_default and not self._constant_default(value, module, site):
+                return None
+            assignments.append((name, value))
+            new_params.add(name)
+        local = helper.locals | new_params
+        clash = (local - target_set) & elsewhere
+        if clash:
+            return None
+        # names the helper reads from the module must still mean the module's there
+        if site.chain:
+            bound_in_chain: set[str] = set()
+            for fn in site.chain:
+                bound = _bound_names(fn)
+                if bound is None:
+                    return None
+                bound_in_chain |= bound
+            if helper.free & bound_in_chain:
+                return None
+        if helper.fn.name.value in local:
+            return None
+        for fn in site.chain:
+            if helper.fn.name.value in (_bound_names(fn) or {helper.fn.name.value}):
+                return None  # the call reaches a function of the caller's own, not the module's
+
+        mapping: list[tuple[str, cst.BaseExpression]] = []
+        subs: dict[int, cst.BaseExpression] = {}
+        returned = helper.returned
+        if isinstance(returned, list):
+            if isinstance(targets, list):
+                if len(targets) != len(returned):
+                    return None
+                for i, (t, r) in enumerate(zip(targets, returned)):
+                    if t in returned[:i] + returned[i + 1:]:
+                        return None  # `a, b = b, a`: not a sequence of plain assignments
+                    if t != r and not (t == "_" and "_" not in elsewhere):
+                        mapping.append((cst.Name(t), cst.Name(r)))
+            else:
+                mapping.append((target, helper.value))
+        elif isinstance(returned, dict):
+            if not isinstance(targets, str):
+                return None
+            found = _subscript_reads(site.scope, site.statement, targets, returned)
+            values = set(returned.values())
+            if found is not None and values <= helper.locals - target_set and targets not in values:
+                subs = {k: cst.Name(v) for k, v in found.items()}
+            else:
+                mapping.append((target, helper.value))
+        else:
+            if isinstance(targets, str):
+                if targets != returned:
+                    mapping.append((target, cst.Name(returned)))
+            else:
+                if returned in targets:
+                    return None
+                mapping.append((target, cst.Name(returned)))
+        return assignments, mapping, subs
+
+    def _constant_default(self, value: cst.BaseExpression, module: cst.Module, site: _Site) -> bool:
+        """A default the def evaluated once that evaluates alike at the call:
+        a literal, or names/attributes of names bound once at the top of the
+        module and not in the calling function."""
+        if _literal(value):
+            return True
+        node = value
+        while isinstance(node, cst.Attribute):
+            node = node.value
+        if not isinstance(node, cst.Name):
+            return False
+        counts = 0
+        for statement in module.body:
+            bound = _bound_names(statement) if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)) else {
+                statement.name.value}
+            counts += bool(bound and node.value in bound)
+        if counts != 1:
+            return False
+        return not any(node.value in (_bound_names(fn) or {node.value}) for fn in site.chain)
+
+    def _references(self, module: cst.Module, names: set[str]) -> dict[str, int]:
+        """How often the module refers to each name besides its def (a string
+        equal to it counts: getattr, __all__)."""
+        out: dict[str, int] = {}
+        attrs: set[int] = set()
+        for node in C.walk(module):
+            if type(node) is cst.Attribute:
+                attrs.add(id(node.attr))
+            elif type(node) is cst.Arg and node.keyword is not None:
+                attrs.add(id(node.keyword))
+            elif type(node) is cst.FunctionDef and node.name.value in names:
+                attrs.add(id(node.name))
+        for node in C.walk(module):
+            if type(node) is cst.Name and node.value in names and id(node) not in attrs:
+                out[node.value] = out.get(node.value, 0) + 1
+            elif type(node) is cst.SimpleString and node.evaluated_value in names:
+                out[node.evaluated_value] = out.get(node.evaluated_value, 0) + 2  # never removed
+        return out
+
+    # ------------------------------------------------------------ emitting
+    def _inlined(self, site: _Site, assignments, mapping, drop_def: bool) -> list[cst.BaseStatement]:
+        helper, statement = site.helper, site.statement
+        out: list[cst.BaseStatement] = []
+        for name, value in assignments:
+            out.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(name))], value)]))
+        out += helper.body
+        for name, value in mapping:
+            out.append(cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(name)], value)]))
+        lead = list(statement.leading_lines)
+        comment = statement.trailing_whitespace.comment
+        if comment is not None:
+            lead.append(cst.EmptyLine(comment=comment))
+        if drop_def:
+            lead += [line for line in helper.fn.leading_lines if line.comment is not None]
+        if helper.docstring:
+            lead += _comment_lines(helper.docstring)
+        first = out[0]
+        own = list(first.leading_lines)
+        if first is helper.body[0]:
+            own = C.strip_blank_lines(own)
+        out[0] = first.with_changes(leading_lines=[*lead, *own])
+        return out
+
+
+def _module_names_outside(module: cst.Module, helper: cst.FunctionDef, statement: cst.CSTNode) -> set[str]:
+    out: set[str] = set()
+    for top in module.body:
+        if top is helper:
+            continue
+        out |= _all_names(top, skip=statement)
+    return out
+
+
+def _params(params: cst.Parameters) -> list[cst.Param]:
+    return [*params.posonly_params, *params.params, *params.kwonly_params]
+
+
+def _returned(value: cst.BaseExpression):
+    if isinstance(value, cst.Name):
+        return value.value
+    if isinstance(value, cst.Tuple) and value.elements and all(
+            isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in value.elements):
+        return [el.value.value for el in value.elements]
+    if isinstance(value, cst.Dict) and value.elements:
+        out: dict[str, str] = {}
+        for el in value.elements:
+            if not (isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
+                    and isinstance(el.value, cst.Name)):
+                return None
+            key = el.key.evaluated_value
+            if not isinstance(key, str) or key in out:
+                return None
+            out[key] = el.value.value
+        return out
+    return None
+
+
+def _bind_arguments(parameters: cst.Parameters, call: cst.Call):
+    """[(parameter, argument or default, is_default)] in the order the call
+    evaluates them, defaults last; None when the call does not bind every
+    parameter exactly once (or passes *args / **kwargs)."""
+    params = _params(parameters)
+    # positional-only and plain parameters take positional arguments
+    positional = [*parameters.posonly_params, *parameters.params]
+    by_name = {p.name.value: p for p in [*parameters.params, *parameters.kwonly_params]}
+    out: list[tuple[str, cst.BaseExpression, bool]] = []
+    filled: set[str] = set()
+    n_positional = 0
+    for a in call.args:
+        if a.star:
+            return None
+        if a.keyword is None:
+            n_positional += 1
+            if n_positional > len(positional):
+                return None
+            p = positional[n_positional - 1]
+            name = p.name.value
+        else:
+            name = a.keyword.value
+            if name not in by_name:
+                return None
+        if name in filled:
+            return None
+        filled.add(name)
+        out.append((name, a.value, False))
+    for p in params:
+        if p.name.value in filled:
+            continue
+        if p.default is None:
+            return None
+        out.append((p.name.value, p.default, True))
+    return out
+
+
+def _subscript_reads(scope: cst.CSTNode, statement: cst.CSTNode, name: str, returned: dict[str, str]):
+    """{id(subscript): key's name} when every other use of ``name`` in the
+    scope reads ``name["key"]`` with a key the dict has; else None."""
+    stored: set[int] = set()
+    for node in _walk(scope, statement):
+        targets = []
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.Del)):
+            targets = [node.target]
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            targets = [node.asname.name]
+        for t in targets:
+            for n in _walk(t):
+                stored.add(id(n))
+    found: dict[int, str] = {}
+    covered: set[int] = set()
+    for node in _walk(scope, statement):
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and node.value.value == name:
+            if id(node) in stored or len(node.slice) != 1:
+                return None
+            index = node.slice[0].slice
+            if not (isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString)):
+                return None
+            key = index.value.evaluated_value
+            if key not in returned:
+                return None
+            found[id(node)] = returned[key]
+            covered.add(id(node.value))
+        elif isinstance(node, cst.Name) and node.value == name and id(node) not in covered:
+            # not yet known as a subscript's value: parents come first in this walk
+            return None
+    return found
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, replacements, subscripts, removed_defs):
+        super().__init__()
+        self.replacements = replacements
+        self.subscripts = subscripts
+        self.removed_defs = removed_defs
+
+    def leave_SimpleStatementLine(self, original, updated):
+        new = self.replacements.get(id(original))
+        if new is None:
+            return updated
+        return cst.FlattenSentinel(new)
+
+    def leave_Subscript(self, original, updated):
+        return self.subscripts.get(id(original), updated)
+
+    def leave_FunctionDef(self, original, updated):
+        if id(original) in self.removed_defs:
+            return cst.RemovalSentinel.REMOVE
+        return updated

@@ -1,0 +1,3765 @@
+"""TFM301 graph-to-strategy."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.fastcst import transform
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._equivalents import (
+    NO_KERAS_SCHEDULE,
+    is_schedule,
+    kept_in_compat_v1,
+    optimizer_call,
+    schedule_call,
+    schedule_step,
+)
+from migrate.codemod.rules._graph import (
+    DROPPED_CALLS,
+    ITERATOR_MAKERS,
+    QUEUE_CLASSES,
+    SYNC_METHODS,
+    VARIABLE_CREATORS,
+    Graph,
+    InputPipeline,
+    analyze,
+    extend,
+    global_step_statement,
+    is_device_item,
+    pinned_variables,
+)
+from migrate.codemod.rules._program import (
+    MIRRORED,
+    MWMS,
+    PSS,
+    REFERENCE,
+    STRATEGY_CLASS,
+    detect_strategy,
+)
+from migrate.codemod.tfnames import dotted
+
+SESSION_CLASSES = {
+    "train.MonitoredTrainingSession",
+    "train.MonitoredSession",
+    "train.SingularMonitoredSession",
+    "Session",
+    "InteractiveSession",
+}
+SUPERVISOR_SESSION_METHODS = {"managed_session", "prepare_or_wait_for_session"}
+# sessions whose `with` block ends quietly on OutOfRangeError (an input pipeline's end)
+QUIET_SESSIONS = {"train.MonitoredTrainingSession", "train.MonitoredSession", "train.SingularMonitoredSession"}
+REMOVED_SESSION_METHODS = {"close", "stop", "start_queue_runners", "request_stop", "wait_for_stop"}
+CONFIG_CALLS = {"ConfigProto", "GPUOptions", "RunOptions"}
+GRAPH_MODE_SWITCHES = {"disable_eager_execution", "disable_v2_behavior", "reset_default_graph"}
+
+
+def _optimizer_code(call: cst.Call, qualname) -> tuple[str, str | None]:
+    """Keras 3 optimizer with the TF1 optimizer's numerics (or a note on how
+    it differs); else the compat.v1 one, which also works eagerly, with a note."""
+    q = qualname(call.func)
+    new, reason = optimizer_call(call, q)
+    if new is not None:
+        return C.code_of(new), reason or None
+    args = ", ".join(C.code_of(a).rstrip(", ") for a in call.args)
+    return f"tf.compat.v1.{q}({args})", reason or f"no Keras optimizer reproduces {q}; kept the tf.compat.v1 one"
+
+
+_MOMENTUM_NOTE = (
+    "kept tf.compat.v1.train.MomentumOptimizer, which runs in TF2 with TF1's numerics: the learning rate"
+    " changes during training (`{lr}`), and TF1's MomentumOptimizer multiplies the whole accumulated momentum"
+    " by the current rate (var -= lr_t * accum) where Keras SGD folds each step's rate into its velocity"
+    " (v = momentum * v - lr_t * g): equal while the rate is constant, different once it decays. To move to"
+    " Keras, use tf.keras.optimizers.SGD(learning_rate=<Keras schedule>, momentum=...) and accept the"
+    " different trajectory"
+)
+
+
+
+# tf.compat.v1.make_template reuses get_variable's variables only; a model whose
+# helpers call tf.Variable gets this recorder instead.
+_RECORDER = """class {name}(tf.Module):
+    # TF1 built the model's graph once and every step reused its variables; in TF2
+    # each call of a tf.Variable-creating helper makes new ones. The first call
+    # records the variables the model creates, later calls get them back in order.
+    def __init__(self, model_fn):
+        super().__init__(name="model")
+        self.model_fn = model_fn
+        self.created = []
+
+    def __call__(self, *args):
+        recorded = iter(list(self.created))
+
+        def reuse_or_create(next_creator, **kwargs):
+            variable = next(recorded, None)
+            if variable is None:
+                variable = next_creator(**kwargs)
+                self.created.append(variable)
+            return variable
+
+        with tf.variable_creator_scope(reuse_or_create):
+            return self.model_fn(*args)
+"""
+
+class _Fetch:
+    """One `sess.run(...)` call, understood against the graph."""
+
+    def __init__(self, call: cst.Call, graph: Graph, state_names: set[str], is_dropped=lambda node: False):
+        self.call = call
+        fetches = C.arg(call, 0, "fetches")
+        self.feed = C.arg(call, 1, "feed_dict")
+        self.shape = "single"
+        items: list[cst.BaseExpression] = []
+        if isinstance(fetches, (cst.List, cst.Tuple)):
+            self.shape = "list"
+            items = [el.value for el in fetches.elements]
+        elif fetches is not None:
+            items = [fetches]
+        self.items = items
+        self.names = [
+            i.value if isinstance(i, cst.Name) else ("<dropped>" if is_dropped(i) else None) for i in items
+        ]
+        graph.dropped.add("<dropped>")
+        self.train = graph.train_op is not None and graph.train_op in self.names
+        self.ok = fetches is not None and all(n is not None for n in self.names)
+        self.dropped_only = self.ok and all(n in graph.dropped for n in self.names)
+        self.state_only = self.ok and not self.train and all(n in state_names for n in self.names)
+        self.values = [n for n in self.names if n != graph.train_op and n not in graph.dropped]
+        self.token_used = False  # the train op's own value is bound to a name (SyncReplicas token)
+        self.params: list[str] = []
+
+    def key(self) -> str:
+        return ",".join(str(n) for n in self.names) + ("+token" if self.token_used else "")
+
+    def bind(self, target: cst.BaseExpression, graph: Graph) -> None:
+        if not self.train or graph.sync is None:
+            return
+        if self.shape == "single":
+            self.token_used = isinstance(target, cst.Name) and target.value != "_"
+        elif isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(self.names):
+            el = target.elements[self.names.index(graph.train_op)].value
+            self.token_used = isinstance(el, cst.Name) and el.value != "_"
+
+
+class GraphToStrategy(Rule):
+    """What it does
+    Rebuilds a between-graph replicated TF1 training program on a
+    ``tf.distribute`` strategy: the ``with tf.device(replica_device_setter(...))``
+    block becomes ``with strategy.scope():`` holding the variables, global step
+    and optimizer; the forward computation and the optimizer's train op become a
+    ``@tf.function`` step (``GradientTape`` + ``apply_gradients``) whose
+    parameters are the old placeholders; ``sess.run(train_op, feed_dict=...)``
+    becomes a call of that step on the strategy; ``MonitoredTrainingSession`` /
+    ``Supervisor`` / ``Session`` blocks dissolve into plain Python, their hooks
+    into loop bounds (``StopAtStepHook``) and ``tf.train.Checkpoint`` +
+    ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``).
+
+    Asynchronous ps/worker training maps to ``ParameterServerStrategy`` with a
+    ``ClusterCoordinator``: the chief queues each step for a free worker and
+    runs the rest of the loop body on the step's results up to
+    ``2 x workers`` steps later, so the workers train in parallel as the TF1
+    workers did (a loop that needs each result before going on -- it stops
+    on the loss, or reads model state -- waits for every step instead);
+    ``SyncReplicasOptimizer`` maps to ``MultiWorkerMirroredStrategy`` with the
+    loss divided by the number of replicas, because SyncReplicas *averaged* the
+    workers' gradients while strategies *sum* them.
+
+    Why
+    TF 2.x has no sessions, placeholders or device functions: the TF1 program
+    either does not run (``tf.device does not support functions``) or runs only
+    through ``tf.compat.v1`` graph mode, outside every modern strategy.
+
+    Example
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            x = tf.placeholder(tf.float32, [None, 10])
+            w = tf.get_variable("w", [10, 1])
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w)))
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=gs)
+        ...
+        _, l = sess.run([train_op, loss], feed_dict={x: batch})
+    becomes a ``ParameterServerStrategy`` scope with ``w``, a ``train_step(x)``
+    tf.function, and ``l = run_train_step(batch)``.
+
+    Fix safety
+    Unsafe in general (the program's structure changes), which is why
+    ``tfmigrate check`` exists: it runs both versions and compares loss
+    trajectories. Learning-rate schedules are converted only where the
+    train op advanced the global step the schedule reads (once per applied
+    step, as the optimizer's iterations advance); with TF1's
+    MomentumOptimizer a changing rate is reported, since Keras SGD folds the
+    rate into its velocity where TF1 scaled the accumulated momentum.
+    On ParameterServerStrategy the rest of a loop body runs
+    on a step's results a few steps later, only where that cannot change what
+    the loop does: its tail has no break/continue/return, binds no name used
+    outside it and reads no model state; the stop condition and a batch
+    chosen by the global step read a count of the scheduled steps (the global
+    step lags by the steps in flight); checkpoints wait for every step before
+    them. Otherwise each step's results are waited for. Queued steps go to
+    the workers four per closure (``steps_per_closure``), stacked, when their
+    fed arguments have the same shapes; a closure retried after a worker
+    failure reruns its steps (at-least-once, as for one step per closure).
+    On MirroredStrategy the same loops run four steps per tf.function call.
+    Variables that helper functions create (an ``inference()`` calling a
+    ``weight_variable()``) are built once under the strategy and reused by
+    every step, as the TF1 graph built them once: ``make_template`` where
+    they come from ``get_variable``, a recorder of the created variables
+    where they come from ``tf.Variable``. A queue of finished workers for the
+    ps's shutdown (``create_done_queue()``) is dropped; TF1 summaries (a
+    fetched summary op and the ``add_summary`` of its result) are removed and
+    reported, as is a training branch under a flag that defaults to off
+    (``if FLAGS.sync_replicas:``). A named learning-rate schedule of the
+    global step (``lr = tf.train.exponential_decay(...)``; also
+    ``piecewise_constant``, ``polynomial_decay``, ``inverse_time_decay``,
+    ``cosine_decay``) becomes the Keras schedule computing the same rates,
+    which the optimizer calls with its ``iterations``; a fetched ``lr``
+    reads that value. TF1 schedules with no such Keras class stay
+    ``tf.compat.v1`` functions of the global step. A ``with
+    tf.device("/cpu:0"):`` inside the device-setter block is unwrapped (one
+    pinning variables to a worker, which made them per-task, is not). An
+    optimizer returned by a module function (``set_optimizer("Adam", lr)``)
+    is migrated in that function. Checkpoints are saved as TF1 saved them:
+    every ``save_checkpoint_steps``/``save_checkpoint_secs`` (600 s by
+    default, as ``MonitoredTrainingSession`` and ``Supervisor`` did) and at
+    the end. Hooks passed by name (``stop_hook = tf.train.StopAtStepHook(...)``,
+    ``hooks=[sync_hook, stop_hook]``) are the calls bound to those names;
+    ``while not sess.should_stop():`` becomes ``while True:`` only where
+    something else ends the loop (a break, return or raise, another bound
+    in its test, an input pipeline that runs out), else the block is
+    declined. A ``tf.data`` one-shot iterator (``make_one_shot_iterator(ds)
+    .get_next()``, the method spelling, or a helper returning that batch,
+    which then returns its dataset) becomes ``iterator = iter(ds)``, made
+    once under the strategy (each MultiWorkerMirrored worker its own; the
+    ParameterServer chief one for all workers, handing each batch to one);
+    each step is given ``iterator.get_next()``, which raises
+    OutOfRangeError at the end as the session run did, and a
+    ``MonitoredTrainingSession`` block still ends quietly there. Models are
+    built on zeros shaped like a batch, taking none. A loss reading the
+    REGULARIZATION_LOSSES collection gets the explicit sum of the block's
+    ``get_variable(..., regularizer=r)`` terms; a term added another way
+    declines the block (TF2 fills no collection per step). TF1's
+    RMSPropOptimizer stays (``tf.compat.v1``, TF1's numerics under every
+    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. Anything
+    the rule cannot map (a placeholder created inside a helper, a train op
+    or model built by a helper, fetch dicts, unknown hooks, initializable
+    iterators, an asynchronous pipeline sharded per task, a
+    SyncReplicasOptimizer outside a device-setter block) is reported for
+    manual work, located on the construct, and so is every device-setter
+    block and TF1 training session left in the output, with the reason.
+    """
+
+    code = "TFM301"
+    name = "graph-to-strategy"
+    triggers = ("replica_device_setter", "SyncReplicasOptimizer")
+
+    def transform(self, module: cst.Module) -> cst.Module:
+        self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy not in (PSS, MWMS):
+            return module
+        self.taken = C.all_names(module)
+        self.has_resolver = "cluster_resolver" in self.taken
+        self.module_in = module  # the tree the session loops are found in
+        self.converted = False
+        self.strategy_names: set[str] = set()
+        self.helper_rewrites: dict[str, cst.FunctionDef] = {}  # helper's code -> migrated helper
+        self.declined_blocks: list[str] = []  # whitespace-free code of the device blocks left as TF1
+        module = transform(module, self)
+        if self.converted:
+            module = transform(module, _DropGraphModeSwitches(self))
+        self._report_sync_left(module)
+        self._report_left_as_tf1(module)
+        return module
+
+    def _covered(self) -> list[str]:
+        """Whitespace-free code of the declined blocks and of the nodes of this
+        rule's manual reports (a nested node's continuation lines are indented
+        as the code around it was, not as the node printed on its own)."""
+        return self.declined_blocks + ["".join(C.code_of(r[0]).split()) for r in self.ctx.reports
+                                       if r[1] == self.code and not r[5]]
+
+    def _report_left_as_tf1(self, module: cst.Module) -> None:
+        """Every device-setter block and TF1 training session still in the
+        output gets a TFM301 diagnostic saying why, unless a report on its
+        block (or its function's declined block) covers it."""
+        setter_names, setter_functions = self._device_functions()
+        covered = None
+        for node, function in _with_functions(module):
+            if isinstance(node, cst.With):
+                why = self._device_setter_left(node, setter_names, setter_functions)
+            elif isinstance(node, cst.Call):
+                why = self._session_left(node, function)
+            else:
+                continue
+            if why is None:
+                continue
+            if covered is None:
+                covered = self._covered()
+            text = "".join(C.code_of(node).split())
+            scope = "".join(C.code_of(function).split()) if function is not None else None
+            if any(text in code for code in covered) or (
+                    scope is not None and any(block in scope for block in self.declined_blocks)):
+                continue
+            self.report(node, why, hint="build the graph in a `with tf.device(tf.train.replica_device_setter(...)):`"
+                        " block of the function that runs its session loop (or migrate to"
+                        f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            covered.append(text)
+
+    def _device_functions(self) -> tuple[set[str], dict[str, str]]:
+        """Names bound to a replica_device_setter(...) anywhere in the file, and
+        the module functions (methods, properties) returning one."""
+        names: set[str] = set()
+        for node in C.walk(self.ctx.module):
+            if type(node) is not cst.SimpleStatementLine:
+                continue  # C.assignment finds nothing in other nodes
+            bound, value, _ = C.assignment(node)
+            if len(bound) == 1 and isinstance(value, cst.Call) and (
+                    self.qualname(value.func) == "train.replica_device_setter"):
+                names.add(bound[0])
+        functions: dict[str, str] = {}
+        for node in C.walk(self.ctx.module):
+            if type(node) is cst.FunctionDef:
+                for ret in C.walk(node.body):
+                    value = ret.value if type(ret) is cst.Return else None
+                    if (isinstance(value, cst.Call) and self.qualname(value.func) == "train.replica_device_setter") or (
+                            isinstance(value, cst.Name) and value.value in names):
+                        is_property = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "property"
+                                          for d in node.decorators)
+                        functions[node.name.value] = "a property" if is_property else "a function"
+        return names, functions
+
+    def _device_setter_left(self, node: cst.With, setter_names, setter_functions) -> str | None:
+        """Why this `with tf.device(<device function>):` was not migrated, or
+        None when it is no device-setter block."""
+        for item in node.items:
+            call = item.item
+            if not (isinstance(call, cst.Call) and self.qualname(call.func) == "device"):
+                continue
+            target = C.arg(call, 0, "device_name")
+            if isinstance(target, cst.Call) and self.qualname(target.func) == "train.replica_device_setter":
+                how = None
+            elif isinstance(target, cst.Name) and target.value in setter_names:
+                how = (f"the device function `{target.value}` is not bound to replica_device_setter(...) before the"
+                       " block in the same function")
+            elif isinstance(target, cst.Attribute) and target.attr.value in setter_functions:
+                how = (f"its device function comes from `{C.code_of(target)}`, {setter_functions[target.attr.value]}"
+                       " returning replica_device_setter(...), which this rule does not follow")
+            elif isinstance(target, cst.Call) and (
+                    (isinstance(target.func, cst.Name) and target.func.value in setter_functions)
+                    or (isinstance(target.func, cst.Attribute) and target.func.attr.value in setter_functions)):
+                how = (f"its device function comes from `{C.code_of(target)}`, a function returning"
+                       " replica_device_setter(...), which this rule does not follow")
+            else:
+                continue
+            if len(node.items) != 1:
+                how = "the `with` holds other items besides tf.device(...)"
+            elif how is None:
+                how = "this rule did not migrate it"
+            return (f"device-setter block left as TF1: {how}; TFM301 migrates a `with"
+                    " tf.device(tf.train.replica_device_setter(...)):` block (or one over a name bound to such a call"
+                    " just before it) whose graph the same function's session loop runs")
+        return None
+
+    def _session_left(self, call: cst.Call, function) -> str | None:
+        """Why this TF1 training session was left, or None when it is none."""
+        q = self.qualname(call.func)
+        if q in ("Session", "InteractiveSession"):
+            if not call.args:
+                return None  # a local session (evaluation, export): no training on the cluster
+        elif q not in SESSION_CLASSES | {"train.Supervisor"}:
+            return None
+        kind = C.code_of(call.func)
+        runs = []
+        if function is not None:
+            for inner in C.calls_in(function):
+                if _method(inner) == "run" and inner.args:
+                    runs.append(C.code_of(inner.args[0].value))
+        what = f" (it runs `{runs[0]}`)" if runs else ""
+        return (f"TF1 training session `{kind}(...)` left as TF1{what}: TFM301 migrates a session loop that runs the"
+                " train op of a device-setter block migrated in the same function, and no such block builds what"
+                " this one runs")
+
+    def _report_sync_left(self, module: cst.Module) -> None:
+        """Every SyncReplicasOptimizer still in the output gets a TFM301
+        diagnostic: one of its own unless a report on its block covers it."""
+        reported = None
+        for call in C.calls_in(module):
+            if self.qualname(call.func) != "train.SyncReplicasOptimizer":
+                continue
+            if reported is None:
+                # compared without whitespace: a nested node's continuation lines are indented
+                # as the code around it was, not as the node printed on its own
+                reported = self.declined_blocks + ["".join(C.code_of(r[0]).split()) for r in self.ctx.reports
+                                                   if r[1] == self.code and not r[5]]
+            text = "".join(C.code_of(call).split())
+            if any(text in code for code in reported):
+                continue
+            self.report(call, "SyncReplicasOptimizer left in place: TFM301 migrates synchronous training built in"
+                        " a `with tf.device(tf.train.replica_device_setter(...)):` block of its own, and this one"
+                        " is not in such a block (its variables are placed another way, or the `with` has other"
+                        " items); it still needs TF1's parameter servers and sessions",
+                        hint="rebuild the training on tf.distribute.MultiWorkerMirroredStrategy by hand, dividing"
+                        " the loss by the number of replicas as SyncReplicasOptimizer averaged",
+                        reference=REFERENCE[MWMS], fixed=False)
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=self._rewrite_body(list(updated.body)))
+
+    def leave_Module(self, original, updated):
+        return updated.with_changes(body=self._rewrite_body(list(updated.body)))
+
+    # ------------------------------------------------------------ locate
+    def _device_block(self, body):
+        for i, statement in enumerate(body):
+            if not isinstance(statement, cst.With) or len(statement.items) != 1:
+                continue
+            item = statement.items[0].item
+            if not isinstance(item, cst.Call) or self.qualname(item.func) != "device":
+                continue
+            target = C.arg(item, 0, None)
+            if isinstance(target, cst.Call) and self.qualname(target.func) == "train.replica_device_setter":
+                return i, None
+            if isinstance(target, cst.Name):
+                for j in range(i):
+                    names, value, _ = C.assignment(body[j])
+                    if (
+                        names == [target.value]
+                        and isinstance(value, cst.Call)
+                        and self.qualname(value.func) == "train.replica_device_setter"
+                    ):
+                        return i, j
+        return None
+
+    def _rewrite_body(self, body):
+        found = self._device_block(body)
+        if found is None:
+            return body
+        out = self._rewrite_device_block(body, found)
+        if out is body:
+            # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
+            self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
+        return out
+
+    def _rewrite_device_block(self, body, found):
+        i, setter_index = found
+        device_with = body[i]
+        inner = list(C.body_of(device_with.body))
+        # mnist_replica.py runs its whole session inside the device block:
+        # the graph ends where the first session (or Supervisor) starts
+        split = next((k for k, st in enumerate(inner) if self._starts_session(st)), len(inner))
+        inner, session_inside = inner[:split], inner[split:]
+        if session_inside:
+            device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
+        queues = self._queues_before(body[:i])
+        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
+                        variable_helpers=self._variable_helpers()[0], schedules=True,
+                        inputs=self._input_helpers())
+        reported = len(self.ctx.reports)
+        if graph.train_op is None or graph.loss is None:
+            self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :])
+            return body
+        for node, why in graph.unsupported:
+            self.report(node, f"cannot migrate automatically: {why}",
+                        hint="create variables at the top of the graph block (or in a tf.Module) so they can be built"
+                        " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
+        if graph.unsupported:
+            return body
+        if not self._plan_inputs(graph):
+            return body
+        if not self._plan_regularization(graph, inner):
+            return body
+        if not self._plan_schedules(graph):
+            return body
+        self.creates_plain_variables = False
+        if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
+                self._report_unseen_variables(graph)):
+            return body
+        if self._wants_template(graph) and self._report_layers_in_template(graph):
+            return body
+        self._report_flattened_ifs(graph)
+        before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
+        self._report_pinned_before(before)
+        after = session_inside + body[i + 1 :]
+        # graph statements after the device block (queues on the ps, config
+        # protos, extra ops) belong to the same graph, up to the first session
+        kept = []
+        for k, statement in enumerate(after):
+            if self._starts_session(statement):
+                kept += after[k:]
+                break
+            if self._is_graph_tail(statement, graph):
+                extend(graph, statement, self.qualname)
+            else:
+                kept.append(statement)
+        after = kept
+        session = _SessionRegion(self, graph, body)
+        session.scan(after)
+        endless = session.endless_loops(after)
+        if endless:
+            # what was said about migrating this block no longer applies: it stays TF1
+            del self.ctx.reports[reported:]
+            for loop in endless:
+                self.report(loop, f"`while {C.code_of(loop.test)}:` would never end in TF2: the session has no"
+                            " StopAtStepHook (last_step/num_steps) the loop could count to, and the loop has no"
+                            " break, return or other bound and reads no input pipeline that could run out (a"
+                            " request_stop() or a hook of the program's own ended it in TF1); this training was"
+                            " left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"
+                            " bound the loop (for step in range(...)), then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            return body
+        prelude = self._build(device_with, graph, session)
+        new_after = session.rewrite(after)
+        self.converted = True
+        if self.strategy == PSS:
+            self._report_task_sharded_data(before, after)
+        for nested in graph.unwrapped_devices:
+            device = ", ".join(C.code_of(a.value) for a in nested.items[0].item.args)
+            self.report(nested, f"`with tf.device({device}):` inside the device-setter block was"
+                        " unwrapped: under a strategy, variables go where the strategy puts them (shared, as the"
+                        " device setter shared these) and ops run on the replica's device", fixed=True,
+                        severity="info", reference=REFERENCE[self.strategy])
+        return before + self._used_wrappers(prelude, new_after, session) + new_after
+
+    def _report_task_sharded_data(self, before, after) -> None:
+        """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
+        `RandomState(seed + task_index)`) and fed in the training loop: each
+        TF1 worker trained on its own; on ParameterServerStrategy the chief
+        runs the loop for every worker, as task 0 -- the other shards would
+        never be trained on. The rewrite stands, but a person must feed all of
+        the data (the loop itself drives every worker)."""
+        tainted: set[str] = set()
+        for statement in before:
+            names, value, _ = C.assignment(statement)
+            if value is not None and names and _reads_task_index(value, tainted):
+                tainted.update(names)
+        for statement in after:
+            if not isinstance(statement, (cst.While, cst.For, cst.With)):
+                names, value, _ = C.assignment(statement)
+                if value is not None and names and _reads_task_index(value, tainted):
+                    tainted.update(names)
+                continue
+            if _reads_task_index(statement, tainted):
+                shown = ", ".join(sorted(tainted)) or "the task index"
+                self.report(statement, "the training loop feeds data chosen by this task's index"
+                            f" ({shown}): each TF1 worker trained on its own share; on ParameterServerStrategy"
+                            " the chief runs this loop for all workers as task 0, so the other shares are never"
+                            " trained on", hint="feed the whole data set in the loop (each step goes to whichever"
+                            " worker is free), or a tf.data pipeline the strategy distributes",
+                            reference=REFERENCE[PSS], fixed=False)
+                return
+
+    def _report_missing_train_op(self, device_with, graph: Graph, inner, after) -> None:
+        """No `minimize`/`apply_gradients` in the block: say where the train op
+        the session runs comes from, when a helper call or object built it
+        (`global_step, loss, train_op = build_model()`, `model = Model(...)`
+        then `sess.run(model.train_op)`)."""
+        if graph.train_op is not None:
+            self.report(device_with, f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
+                        " find: no `compute_gradients(loss)` of the optimizer in this device-setter block (gradients"
+                        " built per tower or another way); this training was left as TF1",
+                        hint="compute the gradients with the optimizer in the block, or migrate this training by hand",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return
+        fetched: dict[str, str] = {}  # root name -> the fetched expression
+        for statement in after:
+            for call in C.calls_in(statement):
+                if _method(call) == "run" and call.args:
+                    root = call.args[0].value
+                    items = [el.value for el in root.elements] if isinstance(root, (cst.List, cst.Tuple)) else [root]
+                    for item in items:
+                        base = item
+                        while isinstance(base, (cst.Attribute, cst.Subscript)):
+                            base = base.value
+                        if isinstance(base, cst.Name):
+                            fetched.setdefault(base.value, C.code_of(item))
+        for statement in inner:
+            names, value, _ = C.assignment(statement)
+            hit = [n for n in fetched if n in names]
+            if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
+                    _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
+                continue
+            shown = next((n for n in hit if "train" in fetched[n]), hit[0])
+            callee = C.code_of(value.func)
+            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`:"
+                        " TFM301 migrates train ops built in the device-setter block (an optimizer's minimize or"
+                        " apply_gradients there); this training was left as TF1",
+                        hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
+                        " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
+        self.report(device_with, "no train op in this device-setter block: no `minimize(...)` or"
+                    " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
+                    hint="build the optimizer's train op in the block, or a tf.function step by hand",
+                    reference=REFERENCE[self.strategy], fixed=False)
+
+    def _report_pinned_before(self, statements) -> None:
+        """`with tf.device("/job:worker/task:%d" % i): v = tf.get_variable(...)`
+        before the device-setter block: per-worker variables, which stay TF1
+        code run once on the chief (before the strategy exists)."""
+        helpers = self._variable_helpers()[0]
+        for statement in statements:
+            if isinstance(statement, cst.With) and all(is_device_item(i, self.qualname) for i in statement.items):
+                why = pinned_variables(statement, self.qualname, helpers)
+                if why:
+                    self.report(statement, f"{why}: this block stays TF1 code, run once on the chief before the"
+                                " strategy exists", hint="keep such state in plain Python per task, or create"
+                                " it under strategy.scope() if it may be shared", reference=REFERENCE[self.strategy],
+                                fixed=False)
+
+    def _report_unseen_variables(self, graph: Graph) -> bool:
+        """The block trains, but creates no variable this rule can build under
+        the strategy: Keras layers called inline, tf.layers, model code from
+        another module. A step function would train nothing (and build new
+        layers at every step): decline, naming the first such call. (A block
+        with no such call -- a template's ``loss = ...`` -- is migrated as a
+        skeleton, with the "no trainable variables" report.)"""
+        for _, statement in graph.compute:
+            for call in C.calls_in(statement):
+                q = self.qualname(call.func)
+                if q is None or q.startswith(("keras.", "layers.")):
+                    callee = C.code_of(call.func.func if isinstance(call.func, cst.Call) else call.func)
+                    self.report(statement, f"no variable of the model is created in the device-setter block where"
+                                f" this rule can see it: the model comes from `{callee}(...)` (Keras layers,"
+                                " tf.layers, or a function this rule does not follow, create their variables"
+                                " themselves); this training was left as TF1", hint="build the model once under strategy.scope() (a"
+                                " Keras model or tf.Module) and call it in a tf.function step, by hand",
+                                reference=REFERENCE[self.strategy], fixed=False)
+                    return True
+        return False
+
+    def _report_layers_in_template(self, graph: Graph) -> bool:
+        """The model is built by get_variable helpers (a template) but also
+        calls a layer that creates its own variables (a tf.layers call TFM104
+        left, a Keras layer, a contrib/slim layer): the template would neither
+        reuse nor train those. Decline, naming the first such call (in the
+        block or a module function it calls)."""
+        aliases = {}  # module-level `slim = tf.contrib.slim`
+        for st in self.ctx.module.body:
+            names, value, _ = C.assignment(st)
+            q = self.qualname(value) if len(names) == 1 and value is not None else None
+            if q is not None and (q + ".").startswith(_LAYER_MODULES):
+                aliases[names[0]] = q
+        code = [st for _, st in graph.compute]
+        seen: set[str] = set()
+        while code:
+            for call in C.calls_in(code.pop(0)):
+                q = self.qualname(call.func)
+                head, _, tail = (dotted(call.func) or "").partition(".")
+                if q is None and head in aliases and tail:
+                    q = f"{aliases[head]}.{tail}"
+                if q is not None and q.startswith(_LAYER_MODULES) and not q.endswith(_NOT_LAYERS):
+                    self.report(call, f"the model calls `{C.code_of(call.func)}`, which creates variables of"
+                                " its own that the model template built once under the strategy would not reuse"
+                                " or train; this training was left as TF1", hint="replace that layer (TFM104"
+                                " says why it was not rewritten), then migrate again",
+                                reference=REFERENCE[self.strategy], fixed=False)
+                    return True
+                if isinstance(call.func, cst.Name) and call.func.value not in seen:
+                    seen.add(call.func.value)
+                    helper = self._module_function(call.func.value)
+                    if helper is not None:
+                        code.append(helper)
+        return False
+
+    def _input_helpers(self) -> dict[str, cst.FunctionDef]:
+        """Module functions every return of which is a one-shot iterator's
+        batch (`return tf.data.make_one_shot_iterator(ds).get_next()`)."""
+        known = self.__dict__.get("_input_helpers_found")
+        if known is None:  # the same for the whole module: found once per run
+            known = self._input_helpers_found = self._find_input_helpers()
+        return dict(known)
+
+    def _find_input_helpers(self) -> dict[str, cst.FunctionDef]:
+        found = {}
+        for node in C.walk(self.ctx.module):
+            if type(node) is cst.FunctionDef:
+                returns = [n for n in C.walk(node.body) if type(n) is cst.Return]
+                if returns and all(self._one_shot_dataset(r.value) is not None for r in returns):
+                    found[node.name.value] = node
+        return found
+
+    def _one_shot_dataset(self, value) -> cst.BaseExpression | None:
+        """`ds` of `tf.data.make_one_shot_iterator(ds).get_next()` or
+        `ds.make_one_shot_iterator().get_next()`."""
+        if not (isinstance(value, cst.Call) and _method(value) == "get_next" and not value.args
+                and isinstance(value.func.value, cst.Call)):
+            return None
+        owner = value.func.value
+        if self.qualname(owner.func) in ITERATOR_MAKERS:
+            return C.arg(owner, 0, "dataset")
+        if _method(owner) == "make_one_shot_iterator" and self.qualname(owner.func) is None and not owner.args:
+            return owner.func.value
+        return None
+
+    def _plan_inputs(self, graph: Graph) -> bool:
+        """tf.data one-shot iterators become one Python iterator each, made
+        once (``self.iterator_names``); a helper returning an iterator's batch
+        returns its dataset. False, with a report, where that would not
+        give each step the batch TF1 gave it."""
+        self.iterator_names: dict[int, str] = {}
+        helpers = self._input_helpers()
+        reader = self._model_reading_input(graph, helpers)
+        if reader is not None:
+            statement, function = reader
+            self.report(statement, f"`{function}` reads a tf.data iterator itself: this rule moves an input"
+                        " pipeline out of the training step only where the device-setter block reads it (`x, y ="
+                        " tf.data.make_one_shot_iterator(ds).get_next()`) or calls a function that only returns"
+                        " such a batch; here each step would read (or restart) its input inside the model code, or"
+                        " train on one batch taken once; this training was left as TF1",
+                        hint=f"make `{function}` take the batch as arguments (or return just"
+                        " `tf.data.make_one_shot_iterator(dataset).get_next()`), then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        for pipeline in graph.inputs:
+            if pipeline.helper is not None:
+                calls = [c for c in C.calls_in(self.ctx.module)
+                         if isinstance(c.func, cst.Name) and c.func.value == pipeline.helper]
+                if len(calls) != 1:
+                    self.report(pipeline.statement, f"`{pipeline.helper}()` returns a one-shot iterator's batch and"
+                                " is called elsewhere too: it cannot return its dataset for this training alone;"
+                                " this training was left as TF1", hint=f"call `{pipeline.helper}()` once, or make it"
+                                " return the dataset and iterate it here", reference=REFERENCE[self.strategy],
+                                fixed=False)
+                    return False
+            calls = list(self._pipeline_calls(graph, pipeline, helpers))
+            pipeline.endless = any(_method(c) == "repeat" and not c.args for c in calls) and not any(
+                _method(c) in ("take", "take_while") for c in calls)
+            if self.strategy == PSS:
+                shard = next((c for c in calls if _method(c) == "shard"), None)
+                if shard is not None:
+                    self.report(shard, "the input pipeline is sharded per task (`.shard(...)`): each TF1 worker read"
+                                " its own shard, but under ParameterServerStrategy the chief reads the pipeline and"
+                                " hands each batch to whichever worker is free, and it has no worker index; this"
+                                " training was left as TF1", hint="drop the shard (the coordinator already gives each"
+                                " batch to one worker) or build per-worker datasets with"
+                                " coordinator.create_per_worker_dataset, by hand",
+                                reference=REFERENCE[PSS], fixed=False)
+                    return False
+        for pipeline in graph.inputs:
+            self.iterator_names[id(pipeline)] = pipeline.iterator or self._fresh("iterator")
+        return True
+
+    def _model_reading_input(self, graph: Graph, helpers) -> tuple[cst.CSTNode, str] | None:
+        """(statement, function) where a module function the block calls (not
+        an input helper) reads an iterator's batch."""
+        for statement in [st for _, st in graph.compute] + graph.state:
+            stack = [c.func.value for c in C.calls_in(statement) if isinstance(c.func, cst.Name)]
+            seen: set[str] = set()
+            while stack:
+                name = stack.pop()
+                if name in seen or name in helpers:
+                    continue
+                seen.add(name)
+                function = self._module_function(name)
+                if function is None:
+                    continue
+                for call in C.calls_in(function):
+                    if self.qualname(call.func) in ITERATOR_MAKERS or (
+                            _method(call) in ("make_one_shot_iterator", "get_next")
+                            and self.qualname(call.func) is None):
+                        return statement, name
+                    if isinstance(call.func, cst.Name):
+                        stack.append(call.func.value)
+        return None
+
+    def _report_inputs(self, graph: Graph) -> None:
+        for pipeline in graph.inputs:
+            name = self.iterator_names[id(pipeline)]
+            where = ("the chief makes it and hands each batch to the worker that runs the step, so each batch"
+                     " trains once; each TF1 worker read the whole pipeline itself, so with several workers every"
+                     " batch went to each of them, and a finite pipeline lasted a pass per worker"
+                     if self.strategy == PSS else "each worker makes its own, as each TF1 worker read its own")
+            made = f"`{pipeline.helper}()` now returns its dataset, and the" if pipeline.helper is not None else "the"
+            self.report(pipeline.statement, f"{made} one-shot iterator becomes `{name} = iter(...)`, made once:"
+                        f" {where}. Each run of the step takes the next batch with `{name}.get_next()`, which"
+                        " raises tf.errors.OutOfRangeError at the end as the session run did", fixed=True,
+                        severity="info", reference=REFERENCE[self.strategy])
+
+    def _plan_regularization(self, graph: Graph, inner) -> bool:
+        """A loss reading the REGULARIZATION_LOSSES collection: TF2 fills no
+        collection per step (in a tf.function the collection starts with what
+        the model's eager build left in it, and get_variable's regularizer
+        runs once, when the variable is created). Where every term comes from
+        a ``get_variable(..., regularizer=r)`` of the block, the read becomes
+        the sum of those terms (``r(w)``, as TF1 computed them at each run);
+        a term added another way declines the block, with a report."""
+        reads = [(k, call) for k, (_, st) in enumerate(graph.compute) for call in C.calls_in(st)
+                 if self._reads_regularization(call)]
+        if not reads:
+            return True
+        other = self._regularization_source(graph, inner)
+        first = graph.compute[reads[0][0]][1]
+        if other is None and any(call.args for _, call in reads):
+            other = (reads[0][1], "a regularization loss read with arguments (a scope or a name)")
+        if other is not None:
+            node, what = other
+            self.report(first, f"the loss reads the REGULARIZATION_LOSSES collection (`{C.code_of(reads[0][1])}`),"
+                        f" which TF2 does not fill at each step: {what} (`{C.code_of(node).strip()}`) would be counted"
+                        " wrongly or lost (in a tf.function step the collection holds only the values left when the"
+                        " model was built, and get_variable's regularizer runs once, when the variable is created);"
+                        " this training was left as TF1", hint="add the penalty to the loss explicitly (e.g."
+                        " `l2_scale * tf.add_n([tf.nn.l2_loss(w) for w in weights])`, the weights returned by the"
+                        " model code), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        terms = []
+        for variable, regularizer in graph.regularized:
+            code = C.code_of(regularizer)
+            if not isinstance(regularizer, (cst.Name, cst.Attribute, cst.Call)):
+                code = f"({code})"
+            terms.append(f"{code}({variable})")
+        for k, call in reads:
+            names, statement = graph.compute[k]
+            q = self.qualname(call.func) or ""
+            if q.endswith("get_regularization_loss"):
+                new = f"tf.add_n([{', '.join(terms)}])" if terms else "tf.constant(0.0)"
+            else:
+                new = f"[{', '.join(terms)}]"
+            graph.compute[k] = (names, statement.deep_replace(call, C.expr(new)))
+        self.report(first, "the REGULARIZATION_LOSSES collection the loss read is now the sum of the terms of the"
+                    " variables created with a regularizer, computed at each step as TF1's session computed them",
+                    fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        return True
+
+    def _reads_regularization(self, call: cst.Call) -> bool:
+        q = self.qualname(call.func) or ""
+        if q in ("losses.get_regularization_loss", "losses.get_regularization_losses"):
+            return True
+        return q in ("get_collection", "get_collection_ref") and bool(call.args) and _names_regularization(
+            call.args[0].value)
+
+    def _regularization_source(self, graph: Graph, inner) -> tuple[cst.CSTNode, str] | None:
+        """A REGULARIZATION_LOSSES term added other than by a get_variable of
+        the block: add_to_collection, a variable_scope or layer regularizer,
+        a get_variable in a module function the block calls."""
+        code: list[tuple[cst.CSTNode, str | None]] = [(st, None) for st in inner]
+        seen: set[str] = set()
+        while code:
+            node, function = code.pop(0)
+            where = f" in `{function}`" if function else ""
+            for call in C.calls_in(node):
+                q = self.qualname(call.func) or ""
+                if q in ("add_to_collection", "add_to_collections") and call.args and _names_regularization(
+                        call.args[0].value):
+                    return call, f"the term added by add_to_collection{where}"
+                if q in ("variable_scope", "get_variable") and C.arg(call, None, "regularizer") is not None and (
+                        function is not None or q == "variable_scope"):
+                    return call, f"the regularizer of a {q}{where}"
+                keyword = next((a.keyword.value for a in call.args
+                                if a.keyword is not None and a.keyword.value.endswith("_regularizer")), None)
+                if keyword is not None:
+                    return call, f"the `{keyword}`{where}"
+                if isinstance(call.func, cst.Name) and call.func.value not in seen:
+                    seen.add(call.func.value)
+                    helper = self._module_function(call.func.value)
+                    if helper is not None:
+                        code.append((helper, call.func.value))
+        return None
+
+    def _pipeline_calls(self, graph: Graph, pipeline: InputPipeline, helpers):
+        """The method calls of the code building the pipeline's dataset (the
+        block's statements it reads and the module functions they call)."""
+        wanted = C.names_used(pipeline.dataset)
+        code: list[cst.CSTNode] = [pipeline.dataset]
+        for statement in reversed([*graph.state, *graph.pipeline]):
+            names, _, _ = C.assignment(statement)
+            if set(names) & wanted:
+                code.append(statement)
+                wanted |= C.names_used(statement)
+        if pipeline.helper is not None:
+            code.append(helpers[pipeline.helper])
+        seen: set[str] = set()
+        while code:
+            node = code.pop()
+            for call in C.calls_in(node):
+                if _method(call) is not None and self.qualname(call.func) is None:
+                    yield call
+                if isinstance(call.func, cst.Name) and call.func.value not in seen:
+                    seen.add(call.func.value)
+                    function = self._module_function(call.func.value)
+                    if function is not None:
+                        code.append(function)
+
+    def _plan_schedules(self, graph: Graph) -> bool:
+        """Named learning-rate schedules become Keras schedules driven by the
+        optimizer's iterations (``self.schedule_code``: name -> new value,
+        ``self.schedule_reads``: name -> the expression of its current value).
+        False, with a report, where that would not keep TF1's rates."""
+        self.schedule_code: dict[str, str] = {}
+        self.schedule_reads: dict[str, str] = {}
+        for name, call in graph.schedules.items():
+            q = self.qualname(call.func)
+            users = [st for _, st in graph.compute if name in C.names_used(st)]
+            if users:
+                self.report(users[0], f"the learning-rate schedule `{name}` is used by the forward computation:"
+                            " it becomes a Keras schedule object of the optimizer's iterations",
+                            hint=f"read its value as `{name}(optimizer.iterations)` there by hand",
+                            reference=REFERENCE[self.strategy], fixed=False)
+                return False
+            new, why = schedule_call(call, q, graph.advanced_step)
+            if new is not None and self._keras_optimizer(graph):
+                self.schedule_code[name] = C.code_of(new)
+                self.schedule_reads[name] = f"{name}({{optimizer}}.iterations)"
+                continue
+            if new is not None:
+                why = "the optimizer stays a tf.compat.v1 one, which calls its rate without the step"
+            step = schedule_step(call, q)
+            if (q.rsplit(".", 1)[-1] in NO_KERAS_SCHEDULE or new is not None) and isinstance(step, cst.Name) and (
+                    step.value == graph.advanced_step):
+                # TF2's compat.v1 schedule is a function of the global step, which
+                # the step function advances as the train op did; Keras optimizers
+                # call such a function for the current rate
+                self.report(call, f"{why}: kept tf.compat.v1.{q}, which in TF2 returns a function of the global"
+                            " step that the optimizer calls at each step", fixed=True, severity="info",
+                            reference=REFERENCE[self.strategy])
+                self.schedule_reads[name] = f"{name}()"
+                continue
+            self.report(call, f"learning-rate schedule `{name}` not migrated: {why}",
+                        hint="pass the global step the train op advances (minimize(..., global_step=...)), or"
+                        " migrate the schedule by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        return True
+
+    def _used_wrappers(self, prelude, after, session):
+        """Drop the run/schedule wrappers no loop calls (a pipelined loop
+        schedules steps; the others wait for each step's results)."""
+        used = set()
+        for statement in after:
+            used |= C.names_used(statement)
+        unused = set()
+        for run_name, schedule_name in session.schedule_names.items():
+            if run_name not in used:
+                unused.add(run_name)
+                if schedule_name not in used:
+                    unused.add(schedule_name)
+        unused |= {run_name for run_name in session.sync_steps if run_name not in used}
+        kept = [st for st in prelude if not (isinstance(st, cst.FunctionDef) and st.name.value in unused)]
+        return kept
+
+    def _queues_before(self, statements) -> set[int]:
+        """Indexes of `done_queue = tf.FIFOQueue(...)` (or a call of a module
+        function returning one, `create_done_queue(n)`) before the graph block:
+        the ps shutdown queues TF2 has no use for."""
+        makers = self.__dict__.get("_queue_makers")
+        if makers is None:  # the same for the whole module: found once per run
+            makers = self._queue_makers = set()
+            for node in C.walk(self.ctx.module):
+                if type(node) is cst.FunctionDef and any(
+                    type(r) is cst.Return and type(r.value) is cst.Call
+                    and self.qualname(r.value.func) in QUEUE_CLASSES for r in C.walk(node)
+                ):
+                    makers.add(node.name.value)
+        found = set()
+        for k, statement in enumerate(statements):
+            names, value, _ = C.assignment(statement)
+            if len(names) == 1 and isinstance(value, cst.Call) and (
+                self.qualname(value.func) in QUEUE_CLASSES
+                or (isinstance(value.func, cst.Name) and value.func.value in makers)
+            ):
+                found.add(k)
+        return found
+
+    def _starts_session(self, statement) -> bool:
+        session_like = SESSION_CLASSES | {"train.Supervisor"}
+        return any(
+            isinstance(node, cst.Call)
+            and (self.qualname(node.func) in session_like or _method(node) in SUPERVISOR_SESSION_METHODS)
+            for node in C.walk(statement)
+        )
+
+    def _is_graph_tail(self, statement, graph: Graph) -> bool:
+        """Does this statement after the device block still build the graph?"""
+        for node in C.walk(statement):
+            if isinstance(node, cst.Call):
+                q = self.qualname(node.func)
+                if _method(node) in ("run", "should_stop") or (q or "").endswith("Hook"):
+                    return False  # session work, or hooks that configure the session loop
+        if isinstance(statement, cst.With):
+            return all(isinstance(i.item, cst.Call) and self.qualname(i.item.func) == "device" for i in statement.items)
+        _, value, _ = C.assignment(statement)
+        if value is None:
+            return False
+        if isinstance(value, cst.Call) and self.qualname(value.func) in DROPPED_CALLS | QUEUE_CLASSES:
+            return True
+        graph_names = graph.dropped | graph.compute_names | set(graph.placeholder_names) | set(graph.variables)
+        return bool(C.names_used(statement) & graph_names)
+
+    # ------------------------------------------------------------ build
+    def _fresh(self, name: str) -> str:
+        return C.fresh(name, self.taken)
+
+    def _create_strategy(self, device_with, graph: Graph, resolver: str) -> list[cst.BaseStatement]:
+        if self.strategy == PSS:
+            self.coordinator_name = self._fresh("coordinator")
+            self.report(device_with, "asynchronous parameter-server training now runs on ParameterServerStrategy;"
+                        " launch a 'chief' task (coordinator) besides the ps and worker tasks",
+                        fixed=True, severity="info", reference=REFERENCE[PSS])
+            return C.stmts(
+                f"{self.strategy_name} = tf.distribute.ParameterServerStrategy({resolver})\n"
+                f"{self.coordinator_name} = tf.distribute.coordinator.ClusterCoordinator({self.strategy_name})\n"
+            )
+        self.report(graph.sync or device_with,
+                    "SyncReplicasOptimizer training now runs on MultiWorkerMirroredStrategy; the loss is divided by"
+                    " the number of replicas so gradients are averaged as SyncReplicasOptimizer did",
+                    fixed=True, severity="info", reference=REFERENCE[MWMS])
+        return C.stmts(f"{self.strategy_name} = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver={resolver})\n")
+
+    def _report_flattened_ifs(self, graph: Graph) -> None:
+        """`if FLAGS.sync_replicas: opt = SyncReplicasOptimizer(opt)` was taken as
+        built: say so where the test reads a command-line flag, and ask for a
+        person where that flag defaults to off (the legacy job's default run then
+        trains without what the branch builds)."""
+        seen = set()
+        for statement, note in graph.notes:
+            test = C.code_of(statement.test) if note == "flattened-if" else None
+            if test is None or test in seen:
+                continue
+            seen.add(test)
+            flag = self._flag_default(statement.test)
+            if flag is None:
+                continue
+            name, default = flag
+            if default in ("False", "None", "0"):
+                self.report(statement, f"`if {test}:` builds training ops migrated here, but --{name} defaults to"
+                            " off: by default the legacy job trains without them, the migration with them",
+                            hint=f"compare with the legacy job run with --{name}, or migrate its default mode by hand",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            else:
+                self.report(statement, f"the training ops built under `if {test}:` are migrated as if --{name} is on",
+                            fixed=True, severity="info", reference=REFERENCE[self.strategy])
+
+    def _flag_default(self, test: cst.BaseExpression) -> tuple[str, str] | None:
+        """(name, source of its default) of the boolean command-line flag
+        `test` reads: ``FLAGS.name`` defined by ``DEFINE_bool(ean)``, or
+        ``args.name`` from ``add_argument("--name", action="store_true")``."""
+        if not isinstance(test, cst.Attribute):
+            return None
+        name = test.attr.value
+        for call in C.calls_in(self.ctx.module):
+            func = call.func
+            method = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if method in ("DEFINE_boolean", "DEFINE_bool"):
+                flag = C.arg(call, 0, "name") or C.arg(call, 0, "flag_name")
+                if isinstance(flag, cst.SimpleString) and flag.evaluated_value == name:
+                    default = C.arg(call, 1, "default") or C.arg(call, 1, "default_value")
+                    return name, C.code_of(default) if default is not None else "None"
+            elif method == "add_argument" and call.args and isinstance(call.args[0].value, cst.SimpleString):
+                option = call.args[0].value.evaluated_value
+                dest = C.arg(call, None, "dest")
+                dest = dest.evaluated_value if isinstance(dest, cst.SimpleString) else option.lstrip("-").replace("-", "_")
+                if dest != name:
+                    continue
+                default = C.arg(call, None, "default")
+                action = C.arg(call, None, "action")
+                if default is not None:
+                    return name, C.code_of(default)
+                if isinstance(action, cst.SimpleString):
+                    return name, {"store_true": "False", "store_false": "True"}.get(action.evaluated_value, "None")
+                return name, "None"
+        return None
+
+    def _wants_template(self, graph: Graph) -> bool:
+        """Variables created by the forward code itself (a `dense()` helper, a
+        dict comprehension of get_variable calls...) need a template; plain
+        ``tf.Variable`` calls among them need the variable recorder."""
+        helpers, plain_helpers = self._variable_helpers()
+        wanted = False
+        for _, st in graph.compute:
+            used = C.names_used(st)
+            qualnames = {self.qualname(c.func) for c in C.calls_in(st)}
+            if used & helpers or qualnames & VARIABLE_CREATORS:
+                wanted = True
+                self.creates_plain_variables |= bool(used & plain_helpers) or "Variable" in qualnames
+        return wanted
+
+    def _variable_helpers(self) -> tuple[set[str], set[str]]:
+        """Module functions that create variables (``tf.get_variable`` in a
+        ``dense()`` helper, an ``inference()`` calling a ``weight_variable()``
+        helper, say), and those of them that create plain ``tf.Variable`` objects:
+        their variables must be built once, under the strategy, and reused by every
+        step -- a ``make_template`` does that for ``get_variable``, the variable
+        recorder (``_RECORDER``) for ``tf.Variable``."""
+        found = self.__dict__.get("_variable_helpers_found")
+        if found is None:  # the same for the whole module: found once per run
+            found = self._variable_helpers_found = self._find_variable_helpers()
+        return set(found[0]), set(found[1])
+
+    def _find_variable_helpers(self) -> tuple[set[str], set[str]]:
+        qualnames: dict[str, set] = {}
+        callees: dict[str, set] = {}
+        for node in C.walk(self.ctx.module):
+            if type(node) is cst.FunctionDef:
+                name = node.name.value
+                for call in C.calls_in(node):
+                    qualnames.setdefault(name, set()).add(self.qualname(call.func))
+                    if isinstance(call.func, cst.Name):
+                        callees.setdefault(name, set()).add(call.func.value)
+        helpers = {name for name, found in qualnames.items() if found & VARIABLE_CREATORS}
+        plain = {name for name, found in qualnames.items() if "Variable" in found}
+        # a helper calling a helper (inference() -> weight_variable()) creates them too
+        for closed in (helpers, plain):
+            changed = True
+            while changed:
+                changed = False
+                for name, called in callees.items():
+                    if name not in closed and called & closed:
+                        closed.add(name)
+                        changed = True
+        return helpers, plain
+
+    def _build(self, device_with: cst.With, graph: Graph, session: _SessionRegion):
+        out: list[cst.BaseStatement] = []
+        strategy = self.strategy
+        resolver = "cluster_resolver" if self.has_resolver else "tf.distribute.cluster_resolver.TFConfigClusterResolver()"
+        self.strategy_name = self._fresh("strategy")
+        self.strategy_names = getattr(self, "strategy_names", set()) | {self.strategy_name}
+        self.resolver_code = resolver
+        out += self._create_strategy(device_with, graph, resolver)
+        out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
+
+        self.template = None
+        self.creates_plain_variables = False  # set by _wants_template
+        if self._wants_template(graph):
+            self.template = self._fresh("model")
+            out += self._model_function(graph, session)
+            if self.creates_plain_variables:
+                self.recorder = self._fresh("ModelBuiltOnce")
+                recorder = C.stmt(_RECORDER.format(name=self.recorder))
+                out.append(recorder.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+
+        # state under the strategy scope; a hand-made global step counts once per
+        # step (not once per replica) like get_or_create_global_step's
+        self.schedule_code = getattr(self, "schedule_code", {})
+        self.schedule_reads = getattr(self, "schedule_reads", {})
+        scope_body = []
+        for st in graph.state:
+            names, value, _ = C.assignment(st)
+            if names == [graph.global_step] and isinstance(value, cst.Call) and self.qualname(value.func) == "Variable":
+                st = global_step_statement(graph.global_step, st)
+            elif len(names) == 1 and names[0] in self.schedule_code and value is graph.schedules.get(names[0]):
+                # TF1's schedule of the global step; the Keras optimizer calls it with
+                # its iterations, which advance once per applied step as that step did
+                new = C.stmts(
+                    "# The optimizer calls this schedule with its iterations, which advance once per\n"
+                    f"# applied step as {graph.advanced_step} did.\n"
+                    f"{names[0]} = {self.schedule_code[names[0]]}\n")[0]
+                st = new.with_changes(leading_lines=[*st.leading_lines, *new.leading_lines])
+            scope_body.append(st)
+        if graph.global_step is None:
+            graph.global_step = self._fresh("global_step")
+            scope_body.append(global_step_statement(graph.global_step))
+        if graph.optimizer is None:
+            graph.optimizer = self._fresh("optimizer")
+        self.schedule_reads = {n: read.format(optimizer=graph.optimizer) for n, read in self.schedule_reads.items()}
+        if graph.optimizer_call is not None:
+            scope_body.append(C.stmt(f"{graph.optimizer} = {self._optimizer_code(graph)}\n"))
+        else:
+            self._optimizer_from_helper(graph)
+        scope_body += self._iterators(graph)
+        self._report_inputs(graph)
+        if self.template is not None:
+            dummies = []
+            for name, _, call in graph.placeholders:
+                if name not in self.model_params:
+                    continue
+                func = call.func.attr if isinstance(call.func, cst.Attribute) else call.func
+                if isinstance(func, cst.Name) and func.value == "placeholder_with_default":
+                    # its default value is an input the graph accepts by definition
+                    default = C.arg(call, 0, "input")
+                    if default is not None and C.names_used(default) <= {"True", "False", "None"}:
+                        dummies.append(f"tf.constant({C.code_of(default)})")
+                        continue
+                    self.report(call, "placeholder_with_default whose default is not a literal: cannot build the"
+                                " model's variables ahead with it", hint="give the default as a literal value",
+                                fixed=False, reference=REFERENCE[strategy])
+                    dummies.append("tf.zeros([1], tf.float32)")
+                    continue
+                dtype = C.arg(call, 0, "dtype")
+                shape = C.arg(call, 1, "shape")
+                if not isinstance(shape, (cst.List, cst.Tuple)):
+                    self.report(call, "placeholder without a static shape: cannot build the model's variables ahead",
+                                hint="give the placeholder a shape", fixed=False, reference=REFERENCE[strategy])
+                    dims = "[1]"
+                else:
+                    dims = "[" + ", ".join(
+                        "1" if isinstance(el.value, cst.Name) and el.value.value == "None" else C.code_of(el.value)
+                        for el in shape.elements) + "]"
+                dummies.append(f"tf.zeros({dims}, {C.code_of(dtype) if dtype is not None else 'tf.float32'})")
+            for pipeline in graph.inputs:
+                if pipeline.names[0] in self.model_params:
+                    # zeros shaped like the pipeline's batches: building the model takes no batch
+                    zeros = (f"tf.nest.map_structure(lambda spec: tf.zeros([1 if d is None else d for d in spec.shape],"
+                             f" spec.dtype), {self.iterator_names[id(pipeline)]}.element_spec)")
+                    dummies.append(zeros if pipeline.single else "*" + zeros)
+            if self.creates_plain_variables:
+                builder = f"{self.recorder}({self.model_fn})"
+            else:
+                builder = f'tf.compat.v1.make_template("model", {self.model_fn})'
+            scope_body += C.stmts(
+                f"{self.template} = {builder}\n"
+                f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
+                f"{self.template}({', '.join(dummies)})\n"
+            )
+        scope = device_with.with_changes(
+            items=[cst.WithItem(C.expr(f"{self.strategy_name}.scope()"))],
+            body=C.indented(scope_body, device_with.body),
+            leading_lines=[cst.EmptyLine(indent=False)] if self.template is not None else [],
+        )
+        out.append(scope)
+        if graph.var_list is None and not graph.variables and self.template is None:
+            self.report(device_with, "no trainable variables found for the training step",
+                        hint="create the model's variables in the graph block", fixed=False,
+                        reference=REFERENCE[strategy])
+        if graph.var_list is not None:
+            variables = C.code_of(graph.var_list)
+        else:
+            variables = "[" + ", ".join(graph.variables) + "]"
+            if self.template is not None:
+                variables = (variables + " + " if graph.variables else "") + f"{self.template}.trainable_variables"
+        self.trainable_name = self._fresh("trainable_variables")
+        out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
+
+        # one step function per distinct training fetch list, one per evaluation
+        for fetch in session.train_fetches.values():
+            out += self._train_functions(graph, fetch, session)
+        for fetch in session.eval_fetches.values():
+            out += self._eval_function(graph, fetch, session)
+        return out
+
+    def _iterators(self, graph: Graph) -> list[cst.BaseStatement]:
+        """The statements building the input pipelines' datasets, and one
+        Python iterator over each, made once under the strategy."""
+        if not graph.inputs:
+            return []
+        out = list(graph.pipeline)
+        helpers = self._input_helpers()
+        for k, pipeline in enumerate(graph.inputs):
+            name = self.iterator_names[id(pipeline)]
+            if pipeline.helper is not None:
+                # the helper returns the dataset its iterator read
+                helper = helpers[pipeline.helper]
+                replaced = {id(r.value): self._one_shot_dataset(r.value)
+                            for r in C.walk(helper.body) if isinstance(r, cst.Return)}
+                self.helper_rewrites = {**getattr(self, "helper_rewrites", {}),
+                                        C.code_of(helper): transform(helper, _ReplaceNodes(replaced))}
+            comment = (
+                "# TF1's one-shot iterator: each session run of the training op took the next batch.\n"
+                "# One iterator over the dataset, made once; each step is given the next batch.\n"
+            ) if k == 0 else ""
+            out += C.stmts(f"{comment}{name} = iter({C.code_of(pipeline.dataset)})\n")
+        return out
+
+    def _keras_optimizer(self, graph: Graph) -> bool:
+        """Does the block's optimizer become a Keras one? (A TF1 optimizer kept
+        in compat.v1 calls its learning rate with no argument: a Keras
+        schedule, which takes the step, would break it.)"""
+        call = graph.optimizer_call
+        if call is not None and self._momentum_with_changing_rate(graph):
+            return False
+        return call is None or optimizer_call(call, self.qualname(call.func))[0] is not None
+
+    def _changing_rate(self, graph: Graph) -> str | None:
+        """The optimizer's learning rate when it is a schedule: its name, or the
+        schedule function called in the optimizer's own arguments."""
+        learning_rate = C.arg(graph.optimizer_call, 0, "learning_rate")
+        if isinstance(learning_rate, cst.Name) and learning_rate.value in graph.schedules:
+            return learning_rate.value
+        if isinstance(learning_rate, cst.Call) and is_schedule(self.qualname(learning_rate.func)):
+            return C.code_of(learning_rate.func) + "(...)"
+        return None
+
+    def _momentum_with_changing_rate(self, graph: Graph) -> bool:
+        """TF1's MomentumOptimizer scales the whole accumulated momentum by the
+        current rate (var -= lr_t * accum); Keras SGD folds each step's rate
+        into its velocity (v = momentum * v - lr_t * g). Equal while the rate
+        is constant, different once it decays: then TF1's optimizer is kept."""
+        call = graph.optimizer_call
+        q = self.qualname(call.func) or ""
+        return q.rsplit(".", 1)[-1] == "MomentumOptimizer" and self._changing_rate(graph) is not None
+
+    def _optimizer_code(self, graph: Graph) -> str:
+        """The optimizer under the strategy; a TF1 schedule written into its
+        call (`MomentumOptimizer(tf.train.exponential_decay(...), 0.9)`)
+        becomes the Keras schedule, as a named one does."""
+        call = original = graph.optimizer_call
+        learning_rate = C.arg(call, 0, "learning_rate")
+        changing = self._changing_rate(graph)
+        if self._momentum_with_changing_rate(graph):
+            q = self.qualname(call.func)
+            self.report(original, _MOMENTUM_NOTE.format(lr=changing), fixed=True, severity="info",
+                        reference=REFERENCE[self.strategy])
+            return f"tf.compat.v1.{q}({', '.join(C.code_of(a).rstrip(', ') for a in call.args)})"
+        if isinstance(learning_rate, cst.Call) and changing is not None:
+            new, why = schedule_call(learning_rate, self.qualname(learning_rate.func), graph.advanced_step)
+            if new is not None and self._keras_optimizer(graph):
+                call = call.deep_replace(learning_rate, new)
+            elif new is None:
+                self.report(learning_rate, f"the learning-rate schedule was kept as tf.compat.v1 code: {why}",
+                            hint="pass the global step the train op advances, or migrate the schedule by hand",
+                            reference=REFERENCE[self.strategy], fixed=False)
+        code, note = _optimizer_code(call, self.qualname)
+        if note and kept_in_compat_v1(self.qualname(call.func)):
+            # TF1's own optimizer, kept for its numerics: nothing to do by hand
+            self.report(original, note, fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        elif note:
+            self.report(original, note, fixed=False, hint="check the optimizer's numerics",
+                        reference=REFERENCE[self.strategy])
+        return code
+
+    def _optimizer_from_helper(self, graph: Graph) -> None:
+        """`opt = set_optimizer("Adam", lr)`: a module function returning TF1
+        optimizers gets the Keras ones (the same equivalents as in the block;
+        ``self.helper_rewrites``); a helper defined elsewhere, or an optimizer
+        this rule cannot see being built, is reported where it is bound."""
+        name = graph.optimizer
+        binding = None
+        for st in graph.state:
+            names, value, _ = C.assignment(st)
+            if names == [name]:
+                binding = (st, value)
+        if binding is None:
+            return  # built before the block: the program's own business, as before
+        statement, value = binding
+        q = self.qualname(value.func) if isinstance(value, cst.Call) else None
+        if q is not None and q.startswith(("keras.", "optimizers.")):
+            return  # already a Keras optimizer
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and q is None:
+            helper = self._module_function(value.func.value)
+            if helper is not None:
+                self._migrate_optimizer_helper(helper, statement)
+                return
+        what = C.code_of(value.func) + "(...)" if isinstance(value, cst.Call) else C.code_of(value)
+        self.report(statement, f"the optimizer `{name}` comes from `{what}`, which this file does not define: it"
+                    " stays whatever that returns, and a TF1 optimizer does not work in the tf.function step",
+                    hint="make it return a tf.keras.optimizers optimizer with the TF1 numerics (see"
+                    " migrate/codemod/rules/_equivalents.py), or build the optimizer in the device-setter block",
+                    reference=REFERENCE[self.strategy], fixed=False)
+
+    def _module_function(self, name: str) -> cst.FunctionDef | None:
+        """The function of that name defined in this file (at any depth), if only one is."""
+        functions = self.__dict__.get("_module_functions")
+        if functions is None:  # the module's functions by name, listed once per run
+            functions = self._module_functions = {}
+            for n in C.walk(self.ctx.module):
+                if type(n) is cst.FunctionDef:
+                    functions.setdefault(n.name.value, []).append(n)
+        found = functions.get(name, ())
+        return found[0] if len(found) == 1 else None
+
+    def _migrate_optimizer_helper(self, helper: cst.FunctionDef, statement) -> None:
+        """Each `return tf.train.XOptimizer(...)` of the helper becomes the Keras
+        optimizer with the same numerics (or stays, reported, where none has)."""
+        replaced: dict[int, cst.BaseExpression] = {}
+        returns = [n for n in C.walk(helper.body) if isinstance(n, cst.Return) and n.value is not None]
+        for ret in returns:
+            call = ret.value
+            q = self.qualname(call.func) if isinstance(call, cst.Call) else None
+            if q is not None and q.startswith("train.") and q.endswith("Optimizer") and q != "train.SyncReplicasOptimizer":
+                code, note = _optimizer_code(call, self.qualname)
+                replaced[id(call)] = C.expr(code)
+                if note and kept_in_compat_v1(q):
+                    self.report(call, f"`{helper.name.value}` returns tf.{q}(...) here: {note}", fixed=True,
+                                severity="info", reference=REFERENCE[self.strategy])
+                elif note:
+                    self.report(call, f"`{helper.name.value}` returns tf.{q}(...) here: {note}", fixed=False,
+                                hint="check the optimizer's numerics", reference=REFERENCE[self.strategy])
+            elif q is None or not q.startswith(("keras.", "optimizers.")):
+                self.report(ret, f"`{helper.name.value}` returns `{C.code_of(call)}` here, no TF1 optimizer this rule"
+                            " can map: this return was left as it is",
+                            hint="return a tf.keras.optimizers optimizer", reference=REFERENCE[self.strategy],
+                            fixed=False)
+        if replaced:
+            self.helper_rewrites = {**getattr(self, "helper_rewrites", {}),
+                                    C.code_of(helper): transform(helper, _ReplaceNodes(replaced))}
+            self.report(statement, f"the optimizer comes from `{helper.name.value}()`: its TF1 optimizers were"
+                        " replaced by Keras ones with the same numerics", fixed=True, severity="info",
+                        reference=REFERENCE[self.strategy])
+
+    def _model_function(self, graph: Graph, session):
+        """All forward statements as one function of the placeholders."""
+        exports: list[str] = []
+        if isinstance(graph.loss, cst.Name):
+            exports.append(graph.loss.value)
+        for fetch in [*session.train_fetches.values(), *session.eval_fetches.values()]:
+            exports += [n for n in fetch.values if n in graph.compute_names and n not in exports]
+        wanted = set(exports) | C.names_used(graph.loss)
+        statements = [(n, st) for n, st in graph.slice_for(wanted)
+                      if not (graph.grads_name and graph.grads_name in C.names_used(st))]
+        self.model_params = graph.params_for(statements)
+        self.model_exports = exports
+        self.model_fn = self._fresh("model_fn")
+        ret = exports[0] if len(exports) == 1 else ", ".join(exports)
+        fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
+        fn = fn.with_changes(
+            body=fn.body.with_changes(body=[s for _, s in statements] + list(fn.body.body)),
+            leading_lines=[cst.EmptyLine(indent=False)],
+        )
+        return [fn]
+
+    def _forward(self, graph: Graph, wanted: set[str]):
+        """(statements computing `wanted`, their placeholder parameters)."""
+        if self.template is not None:
+            targets = ", ".join(self.model_exports)
+            call = C.stmt(f"{targets} = {self.template}({', '.join(self.model_params)})\n")
+            return [([*self.model_exports], call)], list(self.model_params)
+        statements = graph.slice_for(wanted)
+        params = graph.params_for(statements)
+        for pipeline in graph.inputs:
+            if set(pipeline.names) & wanted and pipeline.names[0] not in params:
+                params += pipeline.names  # a batch fetched as it is
+        return statements, params
+
+    def _train_functions(self, graph: Graph, fetch: _Fetch, session):
+        wanted = set(fetch.values) | C.names_used(graph.loss)
+        statements, params = self._forward(graph, wanted)
+        if graph.apply_arg is not None:
+            statements = graph.slice_for(wanted | C.names_used(graph.apply_arg)) if self.template is None else statements
+        fetch.params = params
+        step_name = self._fresh("train_step")
+        run_name = self._fresh("run_" + step_name)
+        session.train_names[id(fetch)] = run_name
+        if self.strategy == PSS:
+            session.schedule_names[run_name] = self._fresh("schedule_" + step_name)
+        loss_code = C.code_of(graph.loss)
+        tape = self._fresh("tape")
+        grads = self._fresh("gradients")
+        # statements using compute_gradients' result (clipping...) run after the tape
+        forward, backward = [], []
+        for names, st in statements:
+            if graph.grads_name and (graph.grads_name in C.names_used(st) or set(names) & _depends_on(backward)):
+                backward.append((names, st))
+            else:
+                forward.append((names, st))
+        if self.template is not None and graph.grads_name:
+            backward = [(n, st) for n, st in graph.slice_for(C.names_used(graph.apply_arg))
+                        if graph.grads_name in C.names_used(st)]
+        state_fetches = [n for n in fetch.values
+                         if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
+        reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
+        returns = self._replica_returns(fetch, graph, state_fetches)
+        fetch.returned = len(returns)
+        # A step whose fetches are only the train op returns no tensors; an
+        # empty tuple (not None) lets the coordinator fetch it and the
+        # wrappers map over it.
+        ret = "return ()\n"
+        if returns:
+            ret = "return " + (returns[0] if len(returns) == 1 else ", ".join(returns)) + "\n"
+        return self._assemble(graph, fetch, session, params, statements, forward, backward, reads, ret,
+                              step_name, run_name, tape, grads, loss_code)
+
+    def _state_read(self, name: str) -> str:
+        """The value a TF1 fetch of a variable or schedule gave before the
+        step's update: a schedule's rate is that of the step's own update."""
+        return self.schedule_reads.get(name) or f"{name}.read_value()"
+
+    def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
+        returns = []
+        for n in fetch.names:
+            if n == graph.train_op and graph.sync is not None and fetch.token_used:
+                # SyncReplicasOptimizer's train op returned the next global step (its token)
+                returns.append(f"{graph.global_step}.read_value()")
+            elif n in fetch.values:
+                returns.append(f"{n}_value" if n in state_fetches else n)
+        return returns
+
+    def _assemble(self, graph, fetch, session, params, statements, forward, backward, reads, ret,
+                  step_name, run_name, tape, grads, loss_code):
+        scale = ""
+        loss_for_grad = loss_code
+        if self.strategy != PSS:
+            scaled = self._fresh("scaled_loss")
+            averaged_by = "average_gradients" if self.strategy == MIRRORED else "SyncReplicasOptimizer"
+            scale = (
+                f"# {averaged_by} averaged the replicas' gradients; strategies sum them.\n"
+                f"{scaled} = {loss_code} / {self.strategy_name}.num_replicas_in_sync\n"
+            )
+            loss_for_grad = scaled
+        if graph.grads_name:
+            grad_code = (
+                f"{graph.grads_name} = list(zip({tape}.gradient({loss_for_grad}, {self.trainable_name}),"
+                f" {self.trainable_name}))\n"
+            )
+            apply_code = f"{graph.optimizer}.apply_gradients({C.code_of(graph.apply_arg)})\n"
+        else:
+            grad_code = f"{grads} = {tape}.gradient({loss_for_grad}, {self.trainable_name})\n"
+            apply_code = f"{graph.optimizer}.apply_gradients(zip({grads}, {self.trainable_name}))\n"
+        replica = C.stmt(f"def {step_name}_replica({', '.join(params)}):\n    with tf.GradientTape() as {tape}:\n        pass\n")
+        tape_block = [st for _, st in forward] + (C.stmts(scale) if scale else [])
+        if tape_block:
+            tape_block[0] = tape_block[0].with_changes(leading_lines=C.strip_blank_lines(tape_block[0].leading_lines))
+        body = (C.stmts(reads) if reads else []) + [replica.body.body[-1].with_changes(body=C.indented(tape_block))]
+        body += C.stmts(grad_code) + [st for _, st in backward]
+        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + ret)
+        replica = replica.with_changes(body=replica.body.with_changes(body=body))
+        args = C.tuple_code(params)
+        schedule_name = session.schedule_names.get(run_name)
+        outer_code, run, schedule = self._step_code(step_name, run_name, schedule_name, params, args, fetch, graph)
+        if schedule is not None:
+            head, _, rest = schedule.partition("\n")
+            schedule = head + "\n" + self._feed_code(graph, params) + rest
+            session.step_info[schedule_name] = (step_name, list(params), self._feed_code(graph, params))
+        else:
+            if self.strategy == MIRRORED:
+                session.sync_steps[run_name] = (
+                    step_name, list(params), self._feed_code(graph, params), _results_code(run, step_name, params))
+            head, _, rest = run.partition("\n")
+            run = head + "\n" + self._feed_code(graph, params) + rest
+        outer = C.stmt(outer_code)
+        outer = outer.with_changes(body=outer.body.with_changes(body=[replica, *outer.body.body]),
+                                   decorators=[cst.Decorator(C.expr("tf.function"))],
+                                   leading_lines=[cst.EmptyLine(indent=False)])
+        if session.save_steps is not None and session.saves:
+            run += (
+                f"    if {session.manager} is not None and int({graph.global_step}.numpy()) % {session.save_steps} == 0:\n"
+                f"        {session.manager}.save(checkpoint_number={graph.global_step})\n"
+            )
+        run += "    return results\n"
+        wrappers = [C.stmt(run)] if schedule is None else [C.stmt(schedule), C.stmt(run)]
+        return [outer] + [w.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for w in wrappers]
+
+    def _feed_code(self, graph, params) -> str:
+        """The run wrapper's first lines: fed values become tensors of their
+        placeholder's dtype, as feed_dict converted them. (A tf.function also
+        takes NumPy arguments on a path that cost more than the training step
+        itself: measured 2.5 vs 1.25 ms per step for the towers reference.)"""
+        params = [p for p in params if p not in graph.input_names]  # batches of a pipeline are tensors already
+        if not params:
+            return ""
+        dtypes = {}
+        for name, _, call in graph.placeholders:
+            func = call.func.attr if isinstance(call.func, cst.Attribute) else call.func
+            if isinstance(func, cst.Name) and func.value == "placeholder":  # not ..._with_default
+                dtypes[name] = C.arg(call, 0, "dtype")
+        converted = [
+            f"tf.convert_to_tensor({p}, {C.code_of(dtypes[p])})" if dtypes.get(p) is not None
+            else f"tf.convert_to_tensor({p})"
+            for p in params
+        ]
+        return (
+            "    # feed_dict converted fed values to the placeholders' dtypes; tensors also\n"
+            "    # take tf.function's fast path (NumPy arguments cost more than the step)\n"
+            f"    {', '.join(params)} = {', '.join(converted)}\n"
+        )
+
+    def _step_code(self, step_name, run_name, schedule_name, params, args, fetch, graph):
+        """(outer tf.function source, run wrapper source without its return,
+        schedule wrapper source or None)."""
+        if self.strategy == PSS:
+            # one replica per worker: reduce() just unwraps the per-replica value
+            outer_code = (
+                f"def {step_name}({', '.join(params)}):\n"
+                f"    results = {self.strategy_name}.run({step_name}_replica, args={args})\n"
+                f"    return tf.nest.map_structure(\n"
+                f"        lambda value: {self.strategy_name}.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)\n"
+            )
+            schedule = (
+                f"def {schedule_name}({', '.join(params)}):\n"
+                f"    # The chief queues the step for the next free worker; the step's results come\n"
+                f"    # back as a RemoteValue (its fetch() waits for them).\n"
+                f"    return {self.coordinator_name}.schedule({step_name}, args={args})\n"
+            )
+            run = (
+                f"def {run_name}({', '.join(params)}):\n"
+                f"    # The loop needs this step's results before it goes on: wait for them.\n"
+                f"    for attempt in range(3):\n"
+                f"        try:\n"
+                f"            results = {schedule_name}({', '.join(params)}).fetch()\n"
+                f"            break\n"
+                f"        except tf.errors.UnavailableError:\n"
+                f"            # The worker holding this step's result died before it was fetched. The\n"
+                f"            # coordinator recovers the worker; run the step again (closures are\n"
+                f"            # at-least-once, like a TF1 worker retrying after its session failed).\n"
+                f"            if attempt == 2:\n"
+                f"                raise\n"
+            )
+            return outer_code, run, schedule
+        outer_code = (
+            f"def {step_name}({', '.join(params)}):\n"
+            f"    return {self.strategy_name}.run({step_name}_replica, args={args})\n"
+        )
+        run = (
+            f"def {run_name}({', '.join(params)}):\n"
+            f"    results = tf.nest.map_structure(\n"
+            f"        lambda value: {self.strategy_name}.experimental_local_results(value)[0].numpy(),\n"
+            f"        {step_name}({', '.join(params)}))\n"
+        )
+        return outer_code, run, None
+
+    def _eval_casts(self, graph: Graph, params) -> list[cst.BaseStatement]:
+        """Fed values cast to their placeholder's dtype, as feed_dict converted
+        them (TF1's MNIST reader gives float64 one-hot labels for a float32
+        placeholder): an evaluation function is called with the loop's NumPy
+        values, which a tf.function takes in their own dtype."""
+        dtypes = {}
+        for name, _, call in graph.placeholders:
+            func = call.func.attr if isinstance(call.func, cst.Attribute) else call.func
+            dtype = C.arg(call, 0, "dtype")
+            if isinstance(func, cst.Name) and func.value == "placeholder" and dtype is not None:
+                code = C.code_of(dtype)
+                if "string" not in code:
+                    dtypes[name] = code
+        cast = [p for p in params if p in dtypes and p not in graph.input_names]
+        if not cast:
+            return []
+        return C.stmts(
+            "# feed_dict converted fed values to the placeholders' dtypes\n"
+            f"{', '.join(cast)} = {', '.join(f'tf.cast({p}, {dtypes[p]})' for p in cast)}\n"
+        )
+
+    def _eval_function(self, graph: Graph, fetch: _Fetch, session):
+        statements, params = self._forward(graph, set(fetch.values))
+        fetch.params = params
+        base = fetch.values[0] if fetch.values else "values"
+        fn_name = self._fresh(f"compute_{base}")
+        session.eval_names[id(fetch)] = fn_name
+        values = [f"{n}_value" if n in self.schedule_reads else n for n in fetch.values]
+        ret = values[0] if len(values) == 1 else ", ".join(values)
+        fn = C.stmt(f"def {fn_name}({', '.join(params)}):\n    return {ret}\n")
+        reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in fetch.values if n in self.schedule_reads)
+        computed = [st for _, st in statements]
+        casts = self._eval_casts(graph, params)
+        if casts and computed:
+            computed[0] = computed[0].with_changes(leading_lines=C.strip_blank_lines(computed[0].leading_lines))
+        body = (C.stmts(reads) if reads else []) + casts + computed
+        if body:
+            body[0] = body[0].with_changes(leading_lines=C.strip_blank_lines(body[0].leading_lines))
+        fn = fn.with_changes(
+            body=fn.body.with_changes(body=body + list(fn.body.body)),
+            decorators=[cst.Decorator(C.expr("tf.function"))],
+            leading_lines=[cst.EmptyLine(indent=False)],
+        )
+        return [fn]
+
+
+# Layer modules whose functions create variables of their own (initializers and
+# regularizers there do not): TF1's tf.layers, Keras layers, contrib/slim layers.
+_LAYER_MODULES = ("layers.", "keras.layers.", "contrib.layers.", "contrib.slim.")
+_NOT_LAYERS = ("_initializer", "initializer_conv2d", "_regularizer", "arg_scope")
+
+
+_TASK_INDEX = frozenset({"task_index", "task_id"})
+# calls whose reading of the task index is no data share: reporting, naming,
+# per-task random streams (each draws as much as another), cluster plumbing
+_REPORTING_CALLS = frozenset({
+    "print", "info", "warning", "warn", "debug", "error", "format", "log", "sleep",
+    "RandomState", "default_rng", "seed", "Random", "set_random_seed", "set_seed",
+    "Server", "SimpleClusterResolver", "TFConfigClusterResolver", "ClusterSpec", "replica_device_setter", "device",
+})
+
+
+def _reads_task_index(node: cst.CSTNode, tainted: set[str]) -> bool:
+    """Whether ``node`` computes with the task index or a name derived from it,
+    outside what only says who is chief or prints (`task_index == 0`,
+    `is_chief=...`, `print("worker %d" % FLAGS.task_index)`)."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, (cst.Comparison, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+            continue
+        if isinstance(current, cst.Arg) and current.keyword is not None and current.keyword.value == "is_chief":
+            continue
+        if isinstance(current, cst.Call):
+            func = current.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if name in _REPORTING_CALLS:
+                continue
+        if isinstance(current, cst.BinaryOperation) and isinstance(current.operator, cst.Modulo) and isinstance(
+                current.left, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            continue
+        if isinstance(current, cst.Name) and (current.value in tainted or current.value in _TASK_INDEX):
+            return True
+        if isinstance(current, cst.Attribute) and current.attr.value in _TASK_INDEX:
+            return True
+        stack.extend(C.children(current))
+    return False
+
+
+def _catches_end_of_input(handler: cst.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = [el.value for el in handler.type.elements] if isinstance(handler.type, cst.Tuple) else [handler.type]
+    return any(C.code_of(t).rsplit(".", 1)[-1] in ("OutOfRangeError", "Exception", "BaseException") for t in types)
+
+
+def _calls_outside_end_handlers(node):
+    """The calls of `node` outside the body of a `try` catching OutOfRangeError."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, cst.Call):
+            yield current
+        if isinstance(current, cst.Try) and any(_catches_end_of_input(h) for h in current.handlers):
+            stack.extend(current.handlers)
+            stack.extend(n for n in (current.orelse, current.finalbody) if n is not None)
+            continue
+        stack.extend(C.children(current))
+
+
+def _with_functions(module: cst.Module):
+    """(node, innermost enclosing function or None) for every `with` and call."""
+    stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
+    while stack:
+        node, function = stack.pop()
+        kind = type(node)  # exact types: isinstance on libcst's (ABC) classes is slow
+        if kind is cst.With or kind is cst.Call:
+            yield node, function
+        inner = node if kind is cst.FunctionDef else function
+        stack.extend((child, inner) for child in reversed(list(C.children(node))))
+
+
+def _names_regularization(node) -> bool:
+    """`tf.GraphKeys.REGULARIZATION_LOSSES` or its string value."""
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value == "regularization_losses"
+    return isinstance(node, cst.Attribute) and node.attr.value == "REGULARIZATION_LOSSES"
+
+
+def _depends_on(pairs) -> set[str]:
+    out: set[str] = set()
+    for names, _ in pairs:
+        out |= set(names)
+    return out
+
+
+class _SessionRegion:
+    """The statements after the graph block: sessions, hooks, the loop."""
+
+    def __init__(self, rule: GraphToStrategy, graph: Graph, scope=()):
+        self.rule = rule
+        self.graph = graph
+        # the statements of the function (or module) holding the device block: where
+        # a hook passed by name (`hooks=[stop_hook]`) is bound
+        self.scope = list(scope)
+        self.bindings: dict[str, cst.Call | None] = {}
+        self.sessions: set[str] = set()
+        self.supervisors: set[str] = set()
+        self.hooks: dict[str, list[cst.Call]] = {}
+        self.removed_names: set[str] = set()
+        self.train_fetches: dict[str, _Fetch] = {}
+        self.eval_fetches: dict[str, _Fetch] = {}
+        self.train_names: dict[int, str] = {}
+        self.eval_names: dict[int, str] = {}
+        self.fetch_by_call: dict[int, _Fetch] = {}
+        self.feed_dicts: dict[str, cst.Dict] = {}
+        self.last_step: cst.BaseExpression | None = None
+        self.num_steps: cst.BaseExpression | None = None
+        self.checkpoint_dir: cst.BaseExpression | None = None
+        # TF1's save cadence: every `save_steps` global steps or `save_secs` seconds
+        # (MonitoredTrainingSession and Supervisor default to 600 s); `saves` False
+        # when the TF1 code turned saving off (it still restored)
+        self.save_steps: str | None = None
+        self.save_secs: str | None = None
+        self.saves = True
+        self.cadence = ""  # how TF1 chose it, for the generated comment
+        self.save_due = None  # name of the next time-based save's time
+        self.train_sessions: set[str] = set()  # sessions the train op runs in
+        self.manager = "checkpoint_manager"
+        self.ticket_iters: dict[str, str] = {}
+        self.schedule_names: dict[str, str] = {}  # run wrapper -> schedule wrapper (PSS)
+        self.step_info: dict[str, tuple] = {}  # schedule wrapper -> (step function, params, feed code)
+        # MirroredStrategy run wrapper -> (step function, params, feed code, results from `step_results`)
+        self.sync_steps: dict[str, tuple] = {}
+        self.state_names = set(graph.variables) | {graph.global_step or ""} | set(getattr(rule, "schedule_reads", ()))
+        # names bound to a fetched summary op's result (`_, summaries = sess.run([train_op, summary_op])`)
+        self.summary_results: set[str] = set()
+        self.summaries_reported = False
+        self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+
+    # ---------------------------------------------------------------- scan
+    def scan(self, statements) -> None:
+        q = self.rule.qualname
+        for statement in self.scope:
+            for node in C.walk(statement):
+                names, value, _ = C.assignment(node)
+                if len(names) == 1 and isinstance(value, cst.Call):
+                    # bound twice: which call a use means depends on the path taken
+                    self.bindings[names[0]] = None if names[0] in self.bindings else value
+        # lists passed as a session's hooks (`hooks = [...]`, then maybe `hooks.append(...)`)
+        hook_lists = set()
+        for statement in statements:
+            for call in C.calls_in(statement):
+                if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
+                    hooks = C.arg(call, None, "hooks")
+                    if isinstance(hooks, cst.Name):
+                        hook_lists.add(hooks.value)
+        for statement in statements:
+            for node in C.walk(statement):
+                self._hook_list_growth(node, hook_lists)
+                names, value, _ = C.assignment(node)
+                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
+                    self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
+                    self.removed_names.add(names[0])
+                if isinstance(value, cst.Call):
+                    vq = q(value.func)
+                    if vq == "train.Supervisor":
+                        self.supervisors.update(names)
+                        self._supervisor_checkpointing(value)
+                        self.removed_names.update(names)
+                    elif vq in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS:
+                        self.sessions.update(names)
+                        self._session_call(value)
+                        self.removed_names.update(names)
+                    elif vq in CONFIG_CALLS:
+                        self.removed_names.update(names)
+                    elif vq in DROPPED_CALLS or vq in QUEUE_CLASSES or _method(value) in SYNC_METHODS:
+                        # graph plumbing built late (`uninitialized = tf.report_uninitialized_variables()`,
+                        # `sync_hook = opt.make_session_run_hook(is_chief)`)
+                        self.graph.dropped.update(names)
+                        self.removed_names.update(names)
+                if isinstance(value, (cst.List, cst.Tuple)) and names and names[0] not in hook_lists and any(
+                    isinstance(el.value, cst.Call) and (q(el.value.func) or "").endswith("Hook") for el in value.elements
+                ):
+                    self.hooks[names[0]] = [el.value for el in value.elements]
+                    self.removed_names.update(names)
+                if isinstance(value, cst.Dict) and len(names) == 1 and any(
+                    isinstance(el, cst.DictElement) and isinstance(el.key, cst.Name)
+                    and el.key.value in self.graph.placeholder_names for el in value.elements
+                ):
+                    self.feed_dicts[names[0]] = value
+                if isinstance(node, cst.With):
+                    for item in node.items:
+                        call = item.item
+                        if isinstance(call, cst.Call) and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS):
+                            if item.asname is not None:
+                                self.sessions.update(C.target_names(item.asname.name))
+                            self._session_call(call)
+        targets = {}
+        for statement in statements:
+            for node in C.walk(statement):
+                if isinstance(node, cst.Assign) and len(node.targets) == 1:
+                    targets[id(node.value)] = node.targets[0].target
+        for statement in statements:
+            for node in C.walk(statement):
+                if isinstance(node, cst.Call) and _method(node) == "run" and _owner(node) in self.sessions:
+                    fetch = _Fetch(node, self.graph, self.state_names, self._is_dropped_expr)
+                    if id(node) in targets:
+                        fetch.bind(targets[id(node)], self.graph)
+                        target = targets[id(node)]
+                        if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(fetch.names):
+                            self.summary_results.update(
+                                el.value.value for el, name in zip(target.elements, fetch.names)
+                                if name in self.graph.dropped and isinstance(el.value, cst.Name))
+                    self.fetch_by_call[id(node)] = fetch
+                    key = fetch.key()
+                    if fetch.ok and fetch.train:
+                        self.train_fetches.setdefault(key, fetch)
+                        self.train_sessions.add(_owner(node))
+                    elif fetch.ok and not fetch.dropped_only and not fetch.state_only and fetch.values:
+                        self.eval_fetches.setdefault(key, fetch)
+        if self.checkpoint_dir is not None:
+            self.manager = self.rule._fresh("checkpoint_manager")
+            if self.saves and self.save_secs is not None:
+                self.save_due = self.rule._fresh("next_checkpoint_time")
+                self.rule.ctx.require_import("time")
+
+    def _hook_list_growth(self, node, hook_lists) -> None:
+        """`hooks.append(sync_hook)`, `hooks.extend([...])`, `hooks += [...]` on
+        a session's hook list: their hooks join the list's, and the statement
+        goes with it (`self.hook_growth`)."""
+        added = None
+        if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
+            small = node.body[0]
+            lone = small.value if isinstance(small, cst.Expr) else None
+            if isinstance(lone, cst.Call) and _owner(lone) in hook_lists and _method(lone) in ("append", "extend"):
+                value = C.arg(lone, 0, None)
+                if _method(lone) == "append":
+                    added = [value]
+                elif isinstance(value, (cst.List, cst.Tuple)):
+                    added = [el.value for el in value.elements]
+            elif (isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign)
+                  and isinstance(small.target, cst.Name) and small.target.value in hook_lists
+                  and isinstance(small.value, (cst.List, cst.Tuple))):
+                added = [el.value for el in small.value.elements]
+        if added is not None:
+            owner = _owner(node.body[0].value) if isinstance(node.body[0], cst.Expr) else node.body[0].target.value
+            self.hooks.setdefault(owner, []).extend(added)
+            self.hook_growth.add(id(node))
+
+    def _is_dropped_expr(self, node) -> bool:
+        """`tf.global_variables_initializer()` and the like, fetched inline."""
+        return isinstance(node, cst.Call) and self.rule.qualname(node.func) in DROPPED_CALLS
+
+    def _session_call(self, call: cst.Call) -> None:
+        if self.rule.qualname(call.func) == "train.MonitoredTrainingSession":
+            self._session_checkpointing(call)
+        hooks = C.arg(call, None, "hooks")
+        if isinstance(hooks, cst.Name):
+            self.removed_names.add(hooks.value)
+        calls = []
+        if isinstance(hooks, (cst.List, cst.Tuple)):
+            calls = [el.value for el in hooks.elements]
+        elif isinstance(hooks, cst.Name):
+            calls = self.hooks.get(hooks.value, [])
+        self._hook_calls(calls)
+
+    def _hook_calls(self, calls) -> None:
+        q = self.rule.qualname
+        for hook in calls:
+            if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
+                bound = self.bindings.get(hook.value)
+                if bound is None or q(bound.func) is None:
+                    made = f" (a `{C.code_of(bound.func)}`)" if bound is not None else ""
+                    self.rule.report(hook, f"the session hook `{hook.value}` is dropped with the session: it has"
+                                     f" no automatic TF2 mapping here{made}", hint="do what it did inside the training loop by hand",
+                                     reference=REFERENCE[self.rule.strategy], fixed=False)
+                    continue
+                # `stop_hook = tf.train.StopAtStepHook(...)` ... `hooks=[stop_hook]`: the call it names;
+                # its binding goes with the session where nothing else reads the hook
+                if sum(_name_count(st, hook.value) for st in self.scope) == 2:
+                    self.removed_names.add(hook.value)
+                hook = bound
+            if not isinstance(hook, cst.Call):
+                continue
+            hq = q(hook.func)
+            if hq is None and _method(hook) != "make_session_run_hook":
+                # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
+                self.rule.report(hook, f"the session hook `{C.code_of(hook.func)}(...)` is dropped with the session:"
+                                 " it has no automatic TF2 mapping here",
+                                 hint="do what it did inside the training loop by hand",
+                                 reference=REFERENCE[self.rule.strategy], fixed=False)
+            if hq == "train.StopAtStepHook":
+                self.last_step = C.arg(hook, 1, "last_step") or self.last_step
+                self.num_steps = C.arg(hook, 0, "num_steps") or self.num_steps
+            elif hq == "train.CheckpointSaverHook":
+                self._hook_checkpointing(hook)
+            elif hq is not None and hq != "train.StopAtStepHook":
+                self.rule.report(hook, f"{hq} has no automatic TF2 mapping here",
+                                 hint="log, summarize or stop inside the training loop by hand",
+                                 reference=REFERENCE[self.rule.strategy], fixed=False)
+
+    def _directory(self, directory) -> bool:
+        if directory is None or _is_none(directory):
+            return False
+        self.checkpoint_dir = directory
+        return True
+
+    def _cadence(self, steps, secs, default_secs: str | None, names: tuple[str, str, str]) -> None:
+        """`steps`/`secs`: the TF1 arguments (None when not given; a literal None
+        turns that kind off); seconds win when both are given, as TF1 documents.
+        `names`: the TF1 construct and its steps and seconds arguments."""
+        owner, steps_name, secs_name = names
+        self.saves = True
+        if secs is not None and not _is_none(secs):
+            self.save_steps, self.save_secs = None, C.code_of(secs)
+            self.cadence = f"every {self.save_secs} s ({secs_name})"
+        elif steps is not None and not _is_none(steps):
+            self.save_steps, self.save_secs = C.code_of(steps), None
+            self.cadence = f"every {self.save_steps} global steps ({steps_name})"
+        elif steps is None and secs is None and default_secs is not None:
+            self.save_steps, self.save_secs = None, default_secs
+            self.cadence = f"every {default_secs} s ({owner}'s default {secs_name})"
+        else:
+            self.saves = False
+
+    def _session_checkpointing(self, call: cst.Call) -> None:
+        """MonitoredTrainingSession(checkpoint_dir=...): restored on start, saved
+        every save_checkpoint_secs (600 when neither it nor save_checkpoint_steps
+        is given) or save_checkpoint_steps, and at the end; both None: never saved."""
+        if self._directory(C.arg(call, None, "checkpoint_dir")):
+            self._cadence(C.arg(call, None, "save_checkpoint_steps"), C.arg(call, None, "save_checkpoint_secs"),
+                          "600", ("MonitoredTrainingSession", "save_checkpoint_steps", "save_checkpoint_secs"))
+
+    def _hook_checkpointing(self, hook: cst.Call) -> None:
+        if self._directory(C.arg(hook, 0, "checkpoint_dir")):
+            self._cadence(C.arg(hook, 2, "save_steps"), C.arg(hook, 1, "save_secs"), None,
+                          ("CheckpointSaverHook", "save_steps", "save_secs"))
+
+    def _supervisor_checkpointing(self, call: cst.Call) -> None:
+        """Supervisor(logdir=...): restored on start, saved every save_model_secs
+        (600 by default) by the chief; `saver=None` or no save_model_secs: never."""
+        if not self._directory(C.arg(call, None, "logdir")):
+            return
+        saver = C.arg(call, None, "saver")
+        secs = C.arg(call, None, "save_model_secs")
+        if (saver is not None and _is_none(saver)) or (secs is not None and _is_none(secs)) or (
+                isinstance(secs, cst.Integer) and secs.evaluated_value == 0):
+            self.saves = False
+            return
+        self._cadence(None, secs, "600", ("Supervisor", "", "save_model_secs"))
+
+    # ------------------------------------------------------------- rewrite
+    def rewrite(self, statements):
+        rewriter = _SessionRewriter(self)
+        trains = [k for k, st in enumerate(statements) if self._trains(st)]
+        out = []
+        for k, statement in enumerate(statements):
+            if not rewriter.prelude_done and self._opens_training_session_inside(statement):
+                # `if remote: sess = sv.prepare_or_wait_for_session(url) else: sess = ...`:
+                # the checkpoint setup goes before the branching, for every branch
+                out.extend(self.session_prelude())
+                rewriter.prelude_done = rewriter.prelude_outside_with = True
+            new = transform(statement, rewriter)
+            if isinstance(new, cst.FlattenSentinel):
+                out.extend(new.nodes)
+            elif new is not cst.RemovalSentinel.REMOVE:
+                out.append(new)
+            if trains and k == trains[-1] and rewriter.prelude_outside_with:
+                # the session was no `with` block: the final save follows the training
+                out.extend(self.session_epilogue())
+        return out
+
+    def _trains(self, statement) -> bool:
+        return any(self.fetch_by_call.get(id(c)) is not None and self.fetch_by_call[id(c)].train
+                   for c in C.calls_in(statement))
+
+    def opens_training_session(self, statement) -> bool:
+        """`sess = <session>` for the session the train op runs in (or a Supervisor's)."""
+        names, value, _ = C.assignment(statement)
+        if not isinstance(value, cst.Call):
+            return False
+        q = self.rule.qualname(value.func)
+        if _method(value) == "prepare_or_wait_for_session":
+            return True
+        return (q in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS) and bool(
+            set(names) & self.train_sessions)
+
+    def _opens_training_session_inside(self, statement) -> bool:
+        if isinstance(statement, cst.SimpleStatementLine) or not isinstance(statement, (cst.If, cst.Try)):
+            return False
+        return any(isinstance(n, cst.SimpleStatementLine) and self.opens_training_session(n) for n in C.walk(statement))
+
+    def work_queue_take(self, fetch) -> str | None:
+        """Name of the Python iterator replacing a ticket queue's dequeue, if
+        `fetch` dequeues from a queue filled with tf.range(n) (PSS only: one
+        coordinator loop, so one iterator hands out every ticket once)."""
+        g = self.graph
+        if fetch is None or self.rule.strategy != PSS or len(fetch.names) != 1:
+            return None
+        queue = g.dequeues.get(fetch.names[0] or "")
+        if queue is None or queue not in g.queue_ranges:
+            return None
+        if queue not in self.ticket_iters:
+            self.ticket_iters[queue] = self.rule._fresh(f"{queue}_iterator")
+        return self.ticket_iters[queue]
+
+    def endless_loops(self, statements) -> list[cst.While]:
+        """`while not sess.should_stop():` loops that nothing would end once
+        the session is gone: no StopAtStepHook to count to, no break, return,
+        raise or exit in the body (one under `if sess.should_stop():` dies
+        with the session), no other bound in the test, no input pipeline
+        whose end raises OutOfRangeError."""
+        if self.last_step is not None or self.num_steps is not None:
+            return []
+        return [node for statement in statements for node in C.walk(statement)
+                if isinstance(node, cst.While) and self._waits_for_stop(node.test)
+                and any(self._asks_to_stop(n) for n in C.walk(node))
+                and not _has_exit(node.body, self._asks_to_stop) and not self._reads_input(node)]
+
+    def _asks_to_stop(self, node) -> bool:
+        return (isinstance(node, cst.Call) and _method(node) == "should_stop"
+                and _owner(node) in self.sessions | self.supervisors)
+
+    def _waits_for_stop(self, test) -> bool:
+        """Is the loop test true until the session is asked to stop (`not
+        sess.should_stop()`, `True`, `and` of those, `or` with one)?"""
+        if isinstance(test, cst.Name):
+            return test.value == "True"
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            return self._asks_to_stop(test.expression)
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+            return self._waits_for_stop(test.left) and self._waits_for_stop(test.right)
+        if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+            return self._waits_for_stop(test.left) or self._waits_for_stop(test.right)
+        return False
+
+    def _reads_input(self, node, unguarded: bool = False) -> bool:
+        """Does a session run in `node` take a batch from an input pipeline?
+        (`unguarded`: one outside a `try` that catches the pipeline's end.)"""
+        inputs = self.graph.ending_input_names
+        if not inputs:
+            return False
+        for call in _calls_outside_end_handlers(node) if unguarded else C.calls_in(node):
+            fetch = self.fetch_by_call.get(id(call))
+            if fetch is None or not fetch.ok:
+                continue
+            wanted = set(fetch.values) | (C.names_used(self.graph.loss) if fetch.train else set())
+            if set(self.graph.params_for(self.graph.slice_for(wanted))) & inputs:
+                return True
+        return False
+
+    def stop_condition(self) -> cst.BaseExpression:
+        gs = self.graph.global_step
+        if self.last_step is not None:
+            return C.expr(f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
+        if self.num_steps is not None:
+            return C.expr(f"int({gs}.numpy()) >= last_step")
+        return C.expr("False")
+
+    def session_prelude(self) -> list[cst.BaseStatement]:
+        gs = self.graph.global_step
+        out: list[cst.BaseStatement] = []
+        for queue in self.graph.queue_ranges:
+            if any(q == queue for q in self.graph.dequeues.values()):
+                name = self.ticket_iters.setdefault(queue, self.rule._fresh(f"{queue}_iterator"))
+                n = C.code_of(self.graph.queue_ranges[queue])
+                out += C.stmts(
+                    f"# The ps queue of batch ids ({queue}) becomes the coordinator's own:\n"
+                    f"# each id is scheduled once, on whichever worker is free.\n"
+                    f"{name} = iter(range({n}))\n"
+                )
+        if self.num_steps is not None and self.last_step is None:
+            out += C.stmts(f"last_step = int({gs}.numpy()) + {C.code_of(self.num_steps)}\n")
+        if self.checkpoint_dir is not None:
+            tracked_names = [gs, self.graph.optimizer, *self.graph.variables]
+            if self.rule.template is not None:
+                tracked_names.append(self.rule.template)
+            tracked = ", ".join(f"{v}={v}" for v in tracked_names)
+            ckpt = self.rule._fresh("checkpoint")
+            self.checkpoint_name = ckpt
+            directory = C.code_of(self.checkpoint_dir)
+            if not isinstance(self.checkpoint_dir, (cst.Name, cst.Attribute)):
+                name = self.rule._fresh("checkpoint_dir")
+                out += C.stmts(f"{name} = {directory}\n")
+                directory = name
+            if self.rule.strategy == MWMS:
+                directory_code = (
+                    f"{directory} if {self.rule.strategy_name}.cluster_resolver.task_id == 0 else"
+                    f' os.path.join({directory}, "worker_%d" % {self.rule.strategy_name}.cluster_resolver.task_id)'
+                )
+                self.rule.ctx.require_import("os")
+            else:
+                directory_code = directory
+            source = "logdir" if self.supervisors else "checkpoint_dir"
+            if not self.saves:
+                saved = "# The TF1 code saved none (its saver was turned off); neither does this one.\n"
+            else:
+                saved = f"# Saved {self.cadence}, as in TF1, and at the end.\n"
+            out += C.stmts(
+                f"# Checkpoints: what {source} did in TF1, restored on start so a restarted job resumes.\n"
+                + saved +
+                f"{ckpt} = tf.train.Checkpoint({tracked})\n"
+                f"{self.manager} = (\n"
+                f"    tf.train.CheckpointManager({ckpt}, {directory_code}, max_to_keep=5) if {directory} else None)\n"
+                f"if {self.manager} is not None and {self.manager}.latest_checkpoint:\n"
+                f"    {ckpt}.restore({self.manager}.latest_checkpoint)\n"
+            )
+            if self.save_due is not None:
+                out += C.stmts(f"{self.save_due} = time.monotonic() + {self.save_secs}\n")
+        return out
+
+    def timed_save(self, drain: str = "") -> str:
+        """Source of the time-based periodic save (TF1's CheckpointSaverHook
+        timer, or the Supervisor's checkpoint thread); `drain`: what must run
+        before it (the steps still in flight)."""
+        return (
+            f"if {self.manager} is not None and time.monotonic() >= {self.save_due}:\n"
+            + "".join("    " + line + "\n" for line in drain.splitlines())
+            + f"    {self.manager}.save(checkpoint_number={self.graph.global_step})\n"
+            f"    {self.save_due} = time.monotonic() + {self.save_secs}\n"
+        )
+
+    def session_epilogue(self) -> list[cst.BaseStatement]:
+        if self.checkpoint_dir is None or not self.saves:
+            return []
+        gs = self.graph.global_step
+        return C.stmts(
+            f"if {self.manager} is not None:\n    {self.manager}.save(checkpoint_number={gs})\n"
+        )
+
+
+_EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
+
+
+def _has_exit(node, asks_to_stop, in_loop: bool = False) -> bool:
+    """A way out of the loop whose body is `node`: break (not in an inner
+    loop), return, raise or sys.exit(), except under `if sess.should_stop():`,
+    which the migration makes dead code."""
+    for child in C.children(node):
+        if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        if isinstance(child, (cst.Return, cst.Raise)) or (isinstance(child, cst.Break) and not in_loop):
+            return True
+        if isinstance(child, cst.Call) and C.code_of(child.func) in _EXIT_CALLS:
+            return True
+        if isinstance(child, cst.If) and asks_to_stop(child.test):
+            if child.orelse is not None and _has_exit(child.orelse, asks_to_stop, in_loop):
+                return True
+            continue
+        if _has_exit(child, asks_to_stop, in_loop or isinstance(child, (cst.For, cst.While))):
+            return True
+    return False
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def _owner(call: cst.Call) -> str | None:
+    if isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Name):
+        return call.func.value.value
+    return None
+
+
+class _SessionRewriter(cst.CSTTransformer):
+    def __init__(self, region: _SessionRegion):
+        super().__init__()
+        self.r = region
+        self.prelude_done = False
+        self.prelude_outside_with = False  # checkpoint setup emitted for a session made by an assignment
+        self.loop_depth = 0
+
+    def _is_session_with(self, node: cst.With) -> bool:
+        q = self.r.rule.qualname
+        return any(
+            isinstance(i.item, cst.Call)
+            and (q(i.item.func) in SESSION_CLASSES or _method(i.item) in SUPERVISOR_SESSION_METHODS)
+            for i in node.items
+        )
+
+    def visit_While(self, node):
+        self.loop_depth += 1
+
+    def visit_For(self, node):
+        self.loop_depth += 1
+
+    def leave_For(self, original, updated):
+        self.loop_depth -= 1
+        return self._timed_saves(updated, _Pipeliner(self.r, original, updated).result())
+
+    def _timed_saves(self, updated, result):
+        """A loop that waits for each step saves on TF1's timer right after the
+        statement running the step (a pipelined loop has its own)."""
+        if result is not updated or self.r.save_due is None or not isinstance(updated.body, cst.IndentedBlock):
+            return result
+        runs = set(self.r.train_names.values())
+        body = list(updated.body.body)
+        hits = [k for k, st in enumerate(body)
+                if any(isinstance(c.func, cst.Name) and c.func.value in runs for c in C.calls_in(st))]
+        if not hits or any(self.r.save_due in C.names_used(st) for st in body):
+            return result  # no step here, or an inner loop saves already
+        k = hits[-1]
+        body[k + 1 : k + 1] = C.stmts(self.r.timed_save())
+        return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    def leave_IndentedBlock(self, original, updated):
+        if not updated.body:
+            return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        return updated
+
+    def _waits_on_dropped(self, test) -> bool:
+        for node in C.walk(test):
+            if isinstance(node, cst.Call):
+                fetch = self.r.fetch_by_call.get(id(node))
+                if fetch is not None and fetch.dropped_only:
+                    return True
+        return False
+
+    def leave_While(self, original, updated):
+        self.loop_depth -= 1
+        # `while sess.run(tf.report_uninitialized_variables()).size: sleep()` and
+        # other polls of graph plumbing: TF2 strategies wait for their peers
+        if self._waits_on_dropped(original.test):
+            return cst.RemovalSentinel.REMOVE
+        return self._timed_saves(updated, _Pipeliner(self.r, original, updated).result())
+
+    def leave_If(self, original, updated):
+        if self._waits_on_dropped(original.test):
+            return cst.RemovalSentinel.REMOVE
+        if isinstance(updated.orelse, cst.Else) and all(_is_pass(st) for st in C.body_of(updated.orelse.body)) and (
+                not all(_is_pass(st) for st in C.body_of(original.orelse.body))):
+            # `else: sess = sv.prepare_or_wait_for_session(...)` had nothing else
+            updated = updated.with_changes(orelse=None)
+        # `if is_chief: sess.run(init_tokens_op)` and the like lose their whole body
+        body_empty = all(_is_pass(st) for st in C.body_of(updated.body))
+        had_code = not all(_is_pass(st) for st in C.body_of(original.body))
+        if body_empty and had_code:
+            else_empty = isinstance(updated.orelse, cst.Else) and all(
+                _is_pass(st) for st in C.body_of(updated.orelse.body))
+            if updated.orelse is None or else_empty:
+                return cst.RemovalSentinel.REMOVE
+            if isinstance(updated.orelse, cst.Else):
+                return updated.with_changes(test=cst.UnaryOperation(cst.Not(), _parenthesized(updated.test)),
+                                            body=updated.orelse.body, orelse=None)
+        return updated
+
+    def leave_With(self, original, updated):
+        if not self._is_session_with(original):
+            return updated
+        body = list(C.body_of(updated.body))
+        if body and all(_is_pass(s) for s in body):
+            body = []
+        if body and self._ends_quietly(original) and self.r._reads_input(original, unguarded=True):
+            # the session's `with` swallowed the OutOfRangeError of an input pipeline's end
+            guarded = C.stmt(
+                "try:\n    pass\nexcept tf.errors.OutOfRangeError:\n"
+                f"    # {self._session_kind(original)} ended quietly when the input ran out; so does this.\n"
+                "    pass\n")
+            first = body[0].with_changes(leading_lines=C.strip_blank_lines(body[0].leading_lines))
+            body = [guarded.with_changes(body=guarded.body.with_changes(body=[first, *body[1:]]))]
+        prelude = []
+        if not self.prelude_done and any(self.r.fetch_by_call.get(id(c)) and self.r.fetch_by_call[id(c)].train
+                                         for c in C.calls_in(original)):
+            prelude = self.r.session_prelude()
+            body = body + self.r.session_epilogue()
+            self.prelude_done = True
+        new = prelude + body
+        if not new:
+            return cst.RemovalSentinel.REMOVE
+        new[0] = new[0].with_changes(leading_lines=[*updated.leading_lines, *new[0].leading_lines])
+        return cst.FlattenSentinel(new)
+
+    def _ends_quietly(self, node: cst.With) -> bool:
+        return self._session_kind(node) is not None
+
+    def _session_kind(self, node: cst.With) -> str | None:
+        """The session of a `with` that ended on OutOfRangeError without raising it."""
+        for item in node.items:
+            call = item.item
+            if isinstance(call, cst.Call):
+                q = self.r.rule.qualname(call.func)
+                if q in QUIET_SESSIONS:
+                    return q.rsplit(".", 1)[-1]
+                if _method(call) == "managed_session":
+                    return "Supervisor.managed_session"
+        return None
+
+    def leave_SimpleStatementLine(self, original, updated):
+        if id(original) in self.r.hook_growth:
+            return cst.RemovalSentinel.REMOVE
+        names, value, _ = C.assignment(original)
+        if names and set(names) <= self.r.removed_names:
+            if not self.prelude_done and self.r.opens_training_session(original):
+                self.prelude_done = self.prelude_outside_with = True
+                prelude = self.r.session_prelude()
+                if not prelude:
+                    return cst.RemovalSentinel.REMOVE
+                prelude[0] = prelude[0].with_changes(leading_lines=[*original.leading_lines, *prelude[0].leading_lines])
+                return cst.FlattenSentinel(prelude)
+            return cst.RemovalSentinel.REMOVE
+        lone = C.single_expr(original)
+        if isinstance(lone, cst.Call):
+            owner, method = _owner(lone), _method(lone)
+            if owner in self.r.sessions | self.r.supervisors and method in REMOVED_SESSION_METHODS:
+                return cst.RemovalSentinel.REMOVE
+            fetch = self.r.fetch_by_call.get(id(lone))
+            if fetch is not None and (fetch.dropped_only or (fetch.state_only and True)):
+                return cst.RemovalSentinel.REMOVE
+            if method in SUMMARY_WRITES and C.names_used(lone) & (
+                self.r.summary_results | self.r.graph.dropped | self.r.supervisors
+            ):
+                # the TF1 summary op and its writer are gone with the graph
+                if not self.r.summaries_reported:
+                    self.r.summaries_reported = True
+                    self.r.rule.report(
+                        original, "TF1 summaries are not carried over: the summary op, its writer and this"
+                        f" `{method}` call were removed",
+                        hint="write tf.summary.scalar(...) under tf.summary.create_file_writer(logdir).as_default()"
+                        " with the step's returned values",
+                        reference=REFERENCE[self.r.rule.strategy], fixed=False)
+                return cst.RemovalSentinel.REMOVE
+        if names and isinstance(value, cst.Call):
+            fetch = self.r.fetch_by_call.get(id(value))
+            ticket = self.r.work_queue_take(fetch)
+            if ticket is not None and len(names) == 1:
+                # the coordinator hands each batch id out once, as the ps queue did
+                take = C.stmt(f"{names[0]} = next({ticket}, None)\n").with_changes(
+                    leading_lines=original.leading_lines)
+                if self.loop_depth:
+                    return cst.FlattenSentinel([take, C.stmt(f"if {names[0]} is None:\n    break\n")])
+                return take
+            if fetch is not None and fetch.dropped_only:
+                self.r.rule.report(
+                    original,
+                    f"the program uses the value of graph plumbing with no TF2 counterpart ({', '.join(fetch.names)})",
+                    hint="replace it by plain Python (e.g. a counter or the global step); the rule kept the line",
+                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
+                return updated
+            if fetch is not None and fetch.train and fetch.shape == "list":
+                return self._train_assignment(original, updated, fetch)
+        return updated
+
+    def _train_assignment(self, original, updated, fetch: _Fetch):
+        """`_, loss_value = sess.run([train_op, loss], ...)` -> `loss_value = run_train_step(...)`."""
+        small = updated.body[0]
+        if not isinstance(small, cst.Assign) or len(small.targets) != 1:
+            return updated
+        target = small.targets[0].target
+        if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != len(fetch.names):
+            return updated
+        kept = [el.value for el, n in zip(target.elements, fetch.names)
+                if n in fetch.values or (n == self.r.graph.train_op and fetch.token_used)]
+        if not kept:
+            return updated.with_changes(body=[cst.Expr(small.value)])
+        new_target = kept[0] if len(kept) == 1 else cst.Tuple([cst.Element(k) for k in kept], lpar=[], rpar=[])
+        return updated.with_changes(body=[small.with_changes(targets=[cst.AssignTarget(new_target)])])
+
+    def leave_Dict(self, original, updated):
+        names = self.r.graph.placeholder_names
+        if updated.elements and all(
+            isinstance(el, cst.DictElement) and isinstance(el.key, cst.Name) and el.key.value in names
+            for el in updated.elements
+        ) and any(original is d for d in self.r.feed_dicts.values()):
+            return updated.with_changes(elements=[
+                el.with_changes(key=cst.SimpleString(f'"{el.key.value}"')) for el in updated.elements
+            ])
+        return updated
+
+    def leave_UnaryOperation(self, original, updated):
+        # `not sess.should_stop()` with no stop hook: the session never asked to stop
+        if (isinstance(updated.operator, cst.Not) and isinstance(updated.expression, cst.Name)
+                and updated.expression.value == "False" and not isinstance(original.expression, cst.Name)):
+            return cst.Name("True", lpar=updated.lpar, rpar=updated.rpar)
+        return updated
+
+    def leave_BooleanOperation(self, original, updated):
+        # `not sv.should_stop() and step < n` with no stop hook: `True and step < n` is `step < n`
+        if isinstance(updated.operator, cst.And) and not updated.lpar:
+            for side, other, was in ((updated.left, updated.right, original.left),
+                                     (updated.right, updated.left, original.right)):
+                if (isinstance(side, cst.Name) and side.value == "True" and not isinstance(was, cst.Name)
+                        and not isinstance(other, cst.BooleanOperation)):
+                    return other
+        return updated
+
+    def leave_Call(self, original, updated):
+        owner, method = _owner(original), _method(original)
+        if owner in self.r.sessions | self.r.supervisors and method == "should_stop":
+            return self.r.stop_condition()
+        if owner in self.r.sessions and method == "run":
+            fetch = self.r.fetch_by_call.get(id(original))
+            if fetch is None or not fetch.ok:
+                self.r.rule.report(original, "sess.run with fetches this rule cannot map",
+                                   hint="call the training step function with explicit arguments",
+                                   reference=REFERENCE[self.r.rule.strategy], fixed=False)
+                return updated
+            if fetch.state_only:
+                reads = self.r.rule.schedule_reads
+                parts = [f"{reads[n]}.numpy()" if n in reads else f"{n}.numpy()" for n in fetch.names]
+                return C.expr(parts[0] if fetch.shape == "single" else "[" + ", ".join(parts) + "]")
+            if fetch.train:
+                canonical = self.r.train_fetches.get(fetch.key(), fetch)
+                fn = self.r.train_names.get(id(canonical))
+            else:
+                canonical = self.r.eval_fetches.get(fetch.key(), fetch)
+                fn = self.r.eval_names.get(id(canonical))
+                if fn is not None:
+                    fn = f"tf.nest.map_structure(lambda value: value.numpy(), {fn}"
+            if fn is None:
+                return updated
+            self._report_foreign_feeds(fetch, original)
+            args = self._args(fetch, getattr(canonical, "params", []))
+            if args is None:
+                self.r.rule.report(original, "feed_dict does not feed every placeholder the step needs",
+                                   hint="pass the step function's arguments explicitly",
+                                   reference=REFERENCE[self.r.rule.strategy], fixed=False)
+                return updated
+            code = f"{fn}({args})" + (")" if fn.startswith("tf.nest") else "")
+            return C.expr(code)
+        return updated
+
+    def _report_foreign_feeds(self, fetch: _Fetch, run_call: cst.CSTNode) -> None:
+        """A fed key that is no placeholder of the graph block (one a helper
+        function created, a ``keep_prob`` inside ``inference()``, say) has no
+        argument in the step function: say so where it is fed."""
+        if not isinstance(fetch.feed, cst.Dict):
+            return
+        placeholders = {name for name, _, _ in self.r.graph.placeholders}
+        for element in fetch.feed.elements:
+            if (isinstance(element, cst.DictElement) and isinstance(element.key, cst.Name)
+                    and element.key.value not in placeholders):
+                self.r.rule.report(
+                    run_call, f"`{element.key.value}` is fed but is not a placeholder of the graph block:"
+                    " the step function has no argument for it and its value is not passed",
+                    hint="create it in the graph block, or make it a parameter of the function that creates it"
+                    " (a tf.placeholder cannot run in TF2)",
+                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
+
+    def _args(self, fetch: _Fetch, params: list[str]) -> str | None:
+        """The step's arguments: the fed values of its placeholders, then the
+        next batch of each input pipeline it reads (as the session run took it)."""
+        feed = fetch.feed
+        graph = self.r.graph
+        fed = [p for p in params if p not in graph.input_names]
+        batches = [(f"{self.r.rule.iterator_names[id(p)]}.get_next()" if p.single
+                    else f"*{self.r.rule.iterator_names[id(p)]}.get_next()")
+                   for p in graph.inputs if p.names[0] in params]
+        if not fed:
+            return ", ".join(batches)
+        if isinstance(feed, cst.Dict):
+            by_name = {el.key.value: el.value for el in feed.elements
+                       if isinstance(el, cst.DictElement) and isinstance(el.key, cst.Name)}
+            if not set(fed) <= set(by_name):
+                return None
+            return ", ".join([C.code_of(by_name[p]) for p in fed] + batches)
+        if isinstance(feed, cst.Name) and feed.value in self.r.feed_dicts and not batches:
+            return f"**{feed.value}"
+        return None
+
+
+# FileWriter/Supervisor methods that write a TF1 summary op's serialized result
+SUMMARY_WRITES = {"add_summary", "summary_computed", "add_run_metadata", "add_graph"}
+
+
+# statements that leave or re-enter a loop body, or change scopes: a loop tail
+# holding one of them cannot run later, in a function of its own
+_TAIL_BLOCKERS = (cst.Break, cst.Continue, cst.Return, cst.Raise, cst.Yield, cst.Await, cst.Global, cst.Nonlocal,
+                  cst.FunctionDef, cst.ClassDef)
+
+
+def _bound_names(statements) -> set[str]:
+    """Names the statements bind in their own scope (comprehensions excluded)."""
+    out: set[str] = set()
+    for statement in statements:
+        for node in C.walk(statement):
+            if isinstance(node, cst.Assign):
+                for t in node.targets:
+                    out.update(C.target_names(t.target))
+            elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr)):
+                out.update(C.target_names(node.target))
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                out.update(C.target_names(node.asname.name))
+            elif isinstance(node, cst.ExceptHandler) and node.name is not None:
+                out.update(C.target_names(node.name.name))
+            elif isinstance(node, cst.Del):
+                out.update(C.target_names(node.target))
+            elif isinstance(node, (cst.Import, cst.ImportFrom)) and not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    name = alias.asname.name if alias.asname is not None else alias.name
+                    out.update(C.target_names(name) or [C.code_of(name).split(".")[0]])
+    return out
+
+
+def _enclosing_function(module: cst.Module, loop) -> cst.FunctionDef | None:
+    """The innermost function around the loop (found by its code: the session
+    rewriter works on copies of the module's nodes); None at module level or
+    when several loops have the same code."""
+    code = C.code_of(loop)
+    kind = type(loop)
+    found: list[cst.FunctionDef | None] = []
+    stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
+    while stack:  # a plain scan: libcst's .children rebuilds every node it passes
+        node, function = stack.pop()
+        if type(node) is kind and C.code_of(node) == code:
+            found.append(function)
+        inner = node if type(node) is cst.FunctionDef else function
+        stack.extend((child, inner) for child in C.children(node))
+    return found[0] if len(found) == 1 else None
+
+
+def _name_count(node, name: str) -> int:
+    count = 0
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name) and n.value == name:
+            count += 1
+        stack.extend(C.children(n))
+    return count
+
+
+class _Pipeliner:
+    """ParameterServerStrategy: a loop that trains one step per iteration
+    queues each step and runs the rest of its body on the step's results up
+    to a few steps later, so the workers train in parallel as TF1's
+    asynchronous workers did. (Fetching each step's results before the next
+    step is scheduled leaves all workers but one idle.) Steps whose fed
+    arguments can be stacked go out several per closure: the coordinator's
+    thread for a worker runs one closure at a time and copies its results to
+    the chief before the next, a round trip per closure TF1 workers did not pay
+    (measured: 1 step per closure 0.8x the legacy job's steps/s, 4 steps 1.2-1.4x).
+
+    Only when deferring the loop's tail cannot change the program: the tail
+    has no break/continue/return, binds no name used outside it, reads no
+    model state (which would have moved on); and nothing before the step
+    reads model state either (a batch chosen by the global step). The
+    loop's stop condition on the global step counts scheduled steps instead.
+    Otherwise the loop keeps waiting for each step (`run_*` wrapper)."""
+
+    def __init__(self, region: _SessionRegion, original, updated):
+        self.r = region
+        self.rule = region.rule
+        self.original = original
+        self.updated = updated
+
+    def result(self):
+        try:
+            out = self._pipelined()
+        except _NotPipelined:
+            return self.updated
+        return out
+
+    def _refuse(self, why: str = ""):
+        raise _NotPipelined(why)
+
+    def _train_statement(self, statement):
+        """(assignment target or None, call) of `x = run_train_step(...)` / `run_train_step(...)`."""
+        if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+            return None
+        small = statement.body[0]
+        target = None
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target = small.targets[0].target
+            elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else [cst.Element(target)]
+            if not all(isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in elements):
+                return None
+            value = small.value
+        elif isinstance(small, cst.Expr):
+            value = small.value
+        else:
+            return None
+        wrappers = self.r.schedule_names.keys() | self.r.sync_steps.keys()
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in wrappers:
+            return target, value
+        return None
+
+    def _pipelined(self):
+        r, rule, loop = self.r, self.rule, self.updated
+        if rule.strategy not in (PSS, MIRRORED) or loop.orelse is not None or (
+                r.save_steps is not None and not r.graph.global_step):
+            self._refuse()
+        if not isinstance(loop.body, cst.IndentedBlock):
+            self._refuse()
+        body = list(loop.body.body)
+        wrappers = set(r.schedule_names) | set(r.sync_steps)
+        calls = [c for c in C.calls_in(loop) if isinstance(c.func, cst.Name) and c.func.value in wrappers]
+        hits = [k for k, st in enumerate(body) if self._train_statement(st) is not None]
+        if len(calls) != 1 or len(hits) != 1:
+            self._refuse()
+        k = hits[0]
+        target, call = self._train_statement(body[k])
+        pre, tail = body[:k], body[k + 1 :]
+        if any(isinstance(n, _TAIL_BLOCKERS) or (isinstance(n, cst.Call) and C.code_of(n.func) in _EXIT_CALLS)
+               for st in tail for n in C.walk(st)):
+            self._refuse()  # the loop ends (or leaves) on this step's results: no step may run ahead
+        # model state and session work: read before the step, they would see
+        # the model ahead of where the TF1 loop saw it; after, behind or ahead
+        state = set(r.state_names) - {""} | set(r.eval_names.values()) | wrappers | set(r.schedule_names.values())
+        state |= {rule.strategy_name, getattr(rule, "coordinator_name", rule.strategy_name)}
+        gs = r.graph.global_step
+        # the global step lags behind by the steps in flight: the stop condition
+        # and batches chosen by step read a count of the steps scheduled instead
+        counter = rule._fresh("scheduled_steps") if gs else None
+        swap = _GlobalStepReads(gs, counter)
+        pre = [st.visit(swap) for st in pre]
+        if isinstance(loop, cst.While):
+            test = loop.test.visit(swap)
+            head_names = C.names_used(test)
+        else:
+            test = None
+            head_names = C.names_used(loop.iter) | C.names_used(loop.target)
+        if counter is not None and not swap.found and r.save_steps is None:
+            rule.taken.discard(counter)
+            counter = None
+        pre_names = set().union(*(C.names_used(st) for st in pre)) if pre else set()
+        tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
+        if (head_names | pre_names | tail_names) & state:
+            self._refuse()
+        # names the deferred tail binds live only there (and in the step's target)
+        target_names = C.target_names(target) if target is not None else []
+        tail_bound = _bound_names(tail) | set(target_names)
+        scope = _enclosing_function(rule.module_in, self.original) or rule.module_in
+        for name in tail_bound:
+            if name in head_names or name in pre_names or (
+                    _name_count(scope, name) != _name_count(self.original, name)):
+                self._refuse(f"the loop's tail binds {name}, which is used outside the loop")
+            if scope is not rule.module_in and any(
+                    isinstance(n, (cst.Global, cst.Nonlocal)) and name in C.names_used(n) for n in C.walk(scope)):
+                self._refuse(f"{name} is declared global or nonlocal")
+        pre_bound = _bound_names(pre)
+        if isinstance(loop, cst.For):
+            loop_names = C.target_names(loop.target)
+            if not loop_names:
+                self._refuse()  # `for self.i in ...`: a target the tail cannot be handed
+            pre_bound |= set(loop_names)
+        captured = sorted((tail_names - tail_bound) & pre_bound)
+        return self._emit(loop, body[k], target, call, pre, tail, captured, test, counter)
+
+    def _emit(self, loop, train_statement, target, call, pre, tail, captured, test, counter):
+        if call.func.value in self.r.sync_steps:
+            return self._emit_sync(loop, train_statement, target, call, pre, tail, captured, test, counter)
+        r, rule = self.r, self.rule
+        schedule = r.schedule_names[call.func.value]
+        step = schedule.removeprefix("schedule_")
+        info = r.step_info.get(schedule)
+        # Steps go to the workers several per closure when their arguments can be
+        # stacked: plain positional arguments, one per parameter of the step.
+        grouped = (
+            info is not None and bool(info[1]) and len(call.args) == len(info[1])
+            and all(a.keyword is None and not a.star for a in call.args)
+            and not set(info[1]) & _GROUP_LOCALS
+            and not set(info[1]) & r.graph.input_names  # a batch may be a structure: not stacked
+        )
+        finish = rule._fresh(f"finish_{step}")
+        in_flight = rule._fresh("steps_in_flight")
+        window = rule._fresh("max_steps_in_flight")
+        results = rule._fresh("step_results")
+        index = rule._fresh("step_index") if grouped else None
+        params = ", ".join([results, *([index] if grouped else []), *captured])
+        tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
+        keep_target = target is not None and bool(set(C.target_names(target)) & tail_names)
+        fetch = f"{results}.fetch()[{index}]" if grouped else f"{results}.fetch()"
+        fetched = f"{C.code_of(target)} = {fetch}" if keep_target else fetch
+        finish_def = C.stmt(
+            f"def {finish}({params}):\n"
+            f"    # The rest of the loop body, run on this step's results (fetch() waits for them).\n"
+            f"    try:\n"
+            f"        {fetched}\n"
+            f"    except tf.errors.UnavailableError:\n"
+            f"        # The step's worker failed and the coordinator could not recover its results:\n"
+            f"        # skip what the loop did with them (a TF1 worker that died lost its step too).\n"
+            f"        return\n"
+        )
+        if tail:
+            first = tail[0].with_changes(leading_lines=C.strip_blank_lines(tail[0].leading_lines))
+            finish_def = finish_def.with_changes(
+                body=finish_def.body.with_changes(body=[*finish_def.body.body, first, *tail[1:]]))
+        workers = f'{rule.resolver_code}.cluster_spec().num_tasks("worker")'
+        helpers: list[cst.BaseStatement] = []
+        if grouped:
+            per = rule._fresh("steps_per_closure")
+            pending = rule._fresh("pending_steps")
+            steps_fn = rule._fresh(f"{info[0]}s")
+            queue_fn = rule._fresh("queue_pending_steps")
+            setup = (
+                f"# ParameterServerStrategy trains on whichever worker is free. Each closure costs\n"
+                f"# the chief a round trip to its worker, which TF1's workers did not pay, so one\n"
+                f"# closure runs {per} steps ({queue_fn}). The rest of the loop body\n"
+                f"# ({finish}) runs on each step's results up to {window} steps\n"
+                f"# later, so workers overlap as TF1's asynchronous workers did.\n"
+                f"{per} = 4\n"
+                f"{window} = 2 * {per} * {workers}\n"
+                f"{in_flight} = []\n"
+                f"{pending} = []\n"
+            )
+            names = info[1]
+            unpack = ", ".join(names) + ("," if len(names) == 1 else "")
+            feed = "".join("    " + line + "\n" for line in info[2].splitlines())
+            tup = C.tuple_code(names)
+            helpers = [
+                C.stmt(
+                    f"@tf.function\n"
+                    f"def {steps_fn}(*stacked):\n"
+                    f"    # The steps of one closure, in order, on the worker that runs it.\n"
+                    f"    return [{info[0]}(*step) for step in zip(*(tf.unstack(value) for value in stacked))]\n"
+                ),
+                C.stmt(
+                    f"def {queue_fn}():\n"
+                    f"    # Steps whose arguments have the same shapes share a closure, stacked.\n"
+                    f"    groups = []\n"
+                    f"    for arguments, captured in {pending}:\n"
+                    f"        {unpack} = arguments\n"
+                    f"{feed}"
+                    f"        shapes = [value.shape for value in {tup}]\n"
+                    f"        if not groups or groups[-1][0] != shapes:\n"
+                    f"            groups.append((shapes, []))\n"
+                    f"        groups[-1][1].append(({tup}, captured))\n"
+                    f"    for _, steps in groups:\n"
+                    f"        stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]\n"
+                    f"        closure = {rule.coordinator_name}.schedule({steps_fn}, args=tuple(stacked))\n"
+                    f"        {in_flight}.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))\n"
+                    f"    {pending}.clear()\n"
+                ),
+            ]
+        else:
+            setup = (
+                f"# ParameterServerStrategy trains on whichever worker is free: the chief queues\n"
+                f"# each step and runs the rest of the loop body ({finish}) on its results up to\n"
+                f"# {window} steps later, so workers overlap as TF1's asynchronous workers did.\n"
+                f"{window} = 2 * {workers}\n"
+                f"{in_flight} = []\n"
+            )
+        if counter is not None:
+            setup += (f"# the global step lags behind by the steps in flight: count the scheduled ones\n"
+                      f"{counter} = int({r.graph.global_step}.numpy())\n")
+        prelude = C.stmts(setup)
+        prelude[0] = prelude[0].with_changes(leading_lines=[*loop.leading_lines, *prelude[0].leading_lines])
+        finish_def = finish_def.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        helpers = [h.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for h in helpers]
+        if grouped:
+            arguments = C.tuple_code([C.code_of(a.value) for a in call.args])
+            queue = C.stmt(f"{pending}.append(({arguments}, {C.tuple_code(captured) if captured else '()'}))\n")
+            flush = f"{queue_fn}()\n"
+        else:
+            scheduled = call.with_changes(func=cst.Name(schedule))
+            entry = ", ".join([C.code_of(scheduled), *captured]) + ("," if not captured else "")
+            queue = C.stmt(f"{in_flight}.append(({entry}))\n")
+            flush = ""
+        queue = queue.with_changes(leading_lines=train_statement.leading_lines)
+        save = ""
+        if r.save_steps is not None:
+            # a checkpoint holds every step scheduled before it, as in TF1
+            save = (
+                f"if {r.manager} is not None and {counter} % {r.save_steps} == 0:\n"
+                + ("    " + flush if flush else "")
+                + f"    while {in_flight}:\n"
+                f"        {finish}(*{in_flight}.pop(0))\n"
+                f"    {r.manager}.save(checkpoint_number={r.graph.global_step})\n"
+            )
+        elif r.save_due is not None:
+            save = r.timed_save(flush + f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
+        after_queue = C.stmts(
+            (f"{counter} += 1\n" if counter is not None else "")
+            + (f"if len({pending}) == {per}:\n    {flush}" if grouped else "")
+            + f"while len({in_flight}) > {window}:\n    {finish}(*{in_flight}.pop(0))\n"
+            + save
+        )
+        new_loop = loop.with_changes(body=loop.body.with_changes(body=[*pre, queue, *after_queue]),
+                                     leading_lines=[cst.EmptyLine(indent=False)])
+        if test is not None:
+            new_loop = new_loop.with_changes(test=test)
+        drain = C.stmts(flush + f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
+        if info is not None and set(info[1]) & r.graph.ending_input_names:
+            # the input pipeline's end raises OutOfRangeError out of the loop: the steps
+            # queued before it still finish, as TF1's had before its session run failed
+            guarded = C.stmt("try:\n    pass\nfinally:\n    pass\n")
+            guarded = guarded.with_changes(
+                body=guarded.body.with_changes(body=[new_loop.with_changes(leading_lines=[])]),
+                finalbody=guarded.finalbody.with_changes(body=guarded.finalbody.body.with_changes(body=drain)),
+                leading_lines=new_loop.leading_lines)
+            return cst.FlattenSentinel([*prelude, *helpers, finish_def, guarded])
+        return cst.FlattenSentinel([*prelude, *helpers, finish_def, new_loop, *drain])
+
+
+    def _emit_sync(self, loop, train_statement, target, call, pre, tail, captured, test, counter):
+        """MirroredStrategy: the steps run several per tf.function call; the
+        rest of the loop body runs on each step's results after its call."""
+        r, rule = self.r, self.rule
+        step_fn, names, feed_code, results_code = r.sync_steps[call.func.value]
+        if not (names and len(call.args) == len(names)
+                and all(a.keyword is None and not a.star for a in call.args)
+                and not set(names) & _GROUP_LOCALS):
+            self._refuse("the step's arguments cannot be stacked")
+        step = call.func.value.removeprefix("run_")
+        finish = rule._fresh(f"finish_{step}")
+        results = rule._fresh("step_results")
+        per = rule._fresh("steps_per_call")
+        pending = rule._fresh("pending_steps")
+        steps_fn = rule._fresh(f"{step_fn}s")
+        run_fn = rule._fresh("run_pending_steps")
+        tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
+        keep_target = target is not None and bool(set(C.target_names(target)) & tail_names)
+        finish_def = C.stmt(
+            f"def {finish}({', '.join([results, *captured])}):\n"
+            f"    # The rest of the loop body, run on this step's results.\n"
+            + (f"    {C.code_of(target)} = {results_code.replace('step_results', results)}\n" if keep_target else "    pass\n")
+        )
+        body = [st for st in finish_def.body.body if not _is_pass(st)]
+        if tail:
+            first = tail[0].with_changes(leading_lines=C.strip_blank_lines(tail[0].leading_lines))
+            body += [first, *tail[1:]]
+        finish_def = finish_def.with_changes(body=finish_def.body.with_changes(body=body or finish_def.body.body))
+        setup = (
+            f"# A tf.function call costs more than a TF1 session's run of its cached graph:\n"
+            f"# {steps_fn} runs {per} steps per call ({run_fn}), and the rest\n"
+            f"# of the loop body ({finish}) runs on each step's results after that call.\n"
+            f"{per} = 4\n"
+            f"{pending} = []\n"
+        )
+        if counter is not None:
+            setup += (f"# the global step moves on when the pending steps run: count the steps taken\n"
+                      f"{counter} = int({r.graph.global_step}.numpy())\n")
+        unpack = ", ".join(names) + ("," if len(names) == 1 else "")
+        feed = "".join("    " + line + "\n" for line in feed_code.splitlines())
+        tup = C.tuple_code(names)
+        helpers = [
+            C.stmt(
+                f"@tf.function\n"
+                f"def {steps_fn}(*stacked):\n"
+                f"    # The steps of one call, in order.\n"
+                f"    return [{step_fn}(*step) for step in zip(*(tf.unstack(value) for value in stacked))]\n"
+            ),
+            finish_def,
+            C.stmt(
+                f"def {run_fn}():\n"
+                f"    # Steps whose arguments have the same shapes share a call, stacked.\n"
+                f"    groups = []\n"
+                f"    for arguments, captured in {pending}:\n"
+                f"        {unpack} = arguments\n"
+                f"{feed}"
+                f"        shapes = [value.shape for value in {tup}]\n"
+                f"        if not groups or groups[-1][0] != shapes:\n"
+                f"            groups.append((shapes, []))\n"
+                f"        groups[-1][1].append(({tup}, captured))\n"
+                f"    for _, steps in groups:\n"
+                f"        stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]\n"
+                f"        for (_, captured), {results} in zip(steps, {steps_fn}(*stacked)):\n"
+                f"            {finish}({results}, *captured)\n"
+                f"    {pending}.clear()\n"
+            ),
+        ]
+        prelude = C.stmts(setup)
+        prelude[0] = prelude[0].with_changes(leading_lines=[*loop.leading_lines, *prelude[0].leading_lines])
+        helpers = [h.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for h in helpers]
+        arguments = C.tuple_code([C.code_of(a.value) for a in call.args])
+        queue = C.stmt(f"{pending}.append(({arguments}, {C.tuple_code(captured) if captured else '()'}))\n")
+        queue = queue.with_changes(leading_lines=train_statement.leading_lines)
+        save = ""
+        if r.save_steps is not None:
+            # a checkpoint holds every step taken before it, as in TF1
+            save = (
+                f"if {r.manager} is not None and {counter} % {r.save_steps} == 0:\n"
+                f"    {run_fn}()\n"
+                f"    {r.manager}.save(checkpoint_number={r.graph.global_step})\n"
+            )
+        elif r.save_due is not None:
+            save = r.timed_save(f"{run_fn}()\n")
+        after_queue = C.stmts(
+            (f"{counter} += 1\n" if counter is not None else "")
+            + f"if len({pending}) == {per}:\n    {run_fn}()\n"
+            + save
+        )
+        new_loop = loop.with_changes(body=loop.body.with_changes(body=[*pre, queue, *after_queue]),
+                                     leading_lines=[cst.EmptyLine(indent=False)])
+        if test is not None:
+            new_loop = new_loop.with_changes(test=test)
+        drain = C.stmts(f"{run_fn}()\n")
+        return cst.FlattenSentinel([*prelude, *helpers, new_loop, *drain])
+
+
+def _results_code(run: str, step_name: str, params) -> str:
+    """What a run wrapper makes of its step's results, as an expression of
+    `step_results` (the wrapper's own source: `results = <expr of the call>`)."""
+    if "    results = " not in run:
+        return "step_results"
+    expr = run.split("    results = ", 1)[1]
+    expr = " ".join(line.strip() for line in expr.splitlines() if line.strip())
+    return expr.replace(f"{step_name}({', '.join(params)})", "step_results").replace("( ", "(")
+
+
+# names the generated queue function uses for itself
+_GROUP_LOCALS = frozenset(
+    {"arguments", "captured", "groups", "shapes", "closure", "index", "steps", "stacked", "column", "value", "step", "_"}
+)
+
+
+class _NotPipelined(Exception):
+    pass
+
+
+class _GlobalStepReads(cst.CSTTransformer):
+    """`global_step.numpy()` / `int(global_step.numpy())` -> `counter`."""
+
+    def __init__(self, global_step: str | None, counter: str | None):
+        super().__init__()
+        self.reads = {f"{global_step}.numpy()", f"int({global_step}.numpy())"} if global_step and counter else set()
+        self.counter = counter
+        self.found = False
+
+    def leave_Call(self, original, updated):
+        if self.reads and C.code_of(original) in self.reads:
+            self.found = True
+            return cst.Name(self.counter)
+        return updated
+
+
+def _parenthesized(test: cst.BaseExpression) -> cst.BaseExpression:
+    if isinstance(test, (cst.Name, cst.Attribute, cst.Call)) or test.lpar:
+        return test
+    return test.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def _is_none(node) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _is_pass(statement) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and all(isinstance(s, cst.Pass) for s in statement.body)
+
+
+class _ReplaceNodes(cst.CSTTransformer):
+    """Replaces the expressions whose ids are keys of `replaced`."""
+
+    def __init__(self, replaced: dict[int, cst.BaseExpression]):
+        super().__init__()
+        self.replaced = replaced
+
+    def leave_Call(self, original, updated):
+        return self.replaced.get(id(original), updated)
+
+
+class _DropGraphModeSwitches(cst.CSTTransformer):
+    """The program is eager now: `disable_eager_execution()` and friends go."""
+
+    def __init__(self, rule: GraphToStrategy):
+        super().__init__()
+        self.rule = rule
+
+    def leave_SimpleStatementLine(self, original, updated):
+        lone = C.single_expr(original)
+        if isinstance(lone, cst.Call):
+            q = self.rule.qualname(lone.func)
+            if q in GRAPH_MODE_SWITCHES:
+                return cst.RemovalSentinel.REMOVE
+        return updated
+
+    def leave_FunctionDef(self, original, updated):
+        rewrites = getattr(self.rule, "helper_rewrites", None)
+        migrated = rewrites.get(C.code_of(original)) if rewrites else None
+        return updated if migrated is None else migrated
+
+    def leave_With(self, original, updated):
+        """`with tf.Graph().as_default():` around a migrated block: its
+        variables and steps must be eager (a TF1 graph would hold them)."""
+        if not all(
+            isinstance(i.item, cst.Call) and _method(i.item) == "as_default" and i.asname is None
+            and isinstance(i.item.func.value, cst.Call) and self.rule.qualname(i.item.func.value.func) == "Graph"
+            for i in updated.items
+        ) or not C.names_used(updated.body) & self.rule.strategy_names:
+            return updated
+        body = list(C.body_of(updated.body))
+        body[0] = body[0].with_changes(leading_lines=[*updated.leading_lines, *body[0].leading_lines])
+        return cst.FlattenSentinel(body)
+
+
+GraphToStrategy.VALID = [
+    Valid(
+        """
+        import tensorflow as tf
+        with tf.device("/cpu:0"):
+            x = tf.constant(1.0)
+        """
+    ),
+    # already TF2: a Keras schedule under a strategy
+    Valid(
+        """
+        import tensorflow as tf
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        with strategy.scope():
+            lr = tf.keras.optimizers.schedules.ExponentialDecay(0.1, 100, 0.5)
+            opt = tf.keras.optimizers.SGD(learning_rate=lr)
+        """
+    ),
+]
+GraphToStrategy.INVALID = [
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(cluster, server, steps):
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                w = tf.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+            hooks = [tf.train.StopAtStepHook(last_step=steps)]
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=True, hooks=hooks) as sess:
+                while not sess.should_stop():
+                    _, value = sess.run([train_op, loss], feed_dict={x: batch()})
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(cluster, server, steps):
+            strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            with strategy.scope():
+                w = tf.Variable(tf.zeros_initializer()(shape=[3, 1], dtype=tf.float32), name="w")
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+            trainable_variables = [w]
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf.matmul(x, w))
+                    gradients = tape.gradient(loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return loss
+                results = strategy.run(train_step_replica, args=(x,))
+                return tf.nest.map_structure(
+                    lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
+            # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+            # the chief a round trip to its worker, which TF1's workers did not pay, so one
+            # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+            # (finish_train_step) runs on each step's results up to max_steps_in_flight steps
+            # later, so workers overlap as TF1's asynchronous workers did.
+            steps_per_closure = 4
+            max_steps_in_flight = 2 * steps_per_closure * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
+            steps_in_flight = []
+            pending_steps = []
+            # the global step lags behind by the steps in flight: count the scheduled ones
+            scheduled_steps = int(global_step.numpy())
+
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one closure, in order, on the worker that runs it.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def queue_pending_steps():
+                # Steps whose arguments have the same shapes share a closure, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    x, = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    x = tf.convert_to_tensor(x, tf.float32)
+                    shapes = [value.shape for value in (x,)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((x,), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    closure = coordinator.schedule(train_steps, args=tuple(stacked))
+                    steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+                pending_steps.clear()
+
+            def finish_train_step(step_results, step_index):
+                # The rest of the loop body, run on this step's results (fetch() waits for them).
+                try:
+                    step_results.fetch()[step_index]
+                except tf.errors.UnavailableError:
+                    # The step's worker failed and the coordinator could not recover its results:
+                    # skip what the loop did with them (a TF1 worker that died lost its step too).
+                    return
+
+            while not scheduled_steps >= steps:
+                pending_steps.append(((batch(),), ()))
+                scheduled_steps += 1
+                if len(pending_steps) == steps_per_closure:
+                    queue_pending_steps()
+                while len(steps_in_flight) > max_steps_in_flight:
+                    finish_train_step(*steps_in_flight.pop(0))
+            queue_pending_steps()
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+        """,
+        diagnostics=(),
+    ),
+    # the loop's tail decides on the step's value: each step's results are waited for
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(cluster, server, steps):
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                w = tf.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+            hooks = [tf.train.StopAtStepHook(last_step=steps)]
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=True, hooks=hooks) as sess:
+                while not sess.should_stop():
+                    _, value = sess.run([train_op, loss], feed_dict={x: batch()})
+                    if value < 0.01:
+                        break
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(cluster, server, steps):
+            strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            with strategy.scope():
+                w = tf.Variable(tf.zeros_initializer()(shape=[3, 1], dtype=tf.float32), name="w")
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+            trainable_variables = [w]
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf.matmul(x, w))
+                    gradients = tape.gradient(loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return loss
+                results = strategy.run(train_step_replica, args=(x,))
+                return tf.nest.map_structure(
+                    lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
+
+            def schedule_train_step(x):
+                # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                # take tf.function's fast path (NumPy arguments cost more than the step)
+                x = tf.convert_to_tensor(x, tf.float32)
+                # The chief queues the step for the next free worker; the step's results come
+                # back as a RemoteValue (its fetch() waits for them).
+                return coordinator.schedule(train_step, args=(x,))
+
+            def run_train_step(x):
+                # The loop needs this step's results before it goes on: wait for them.
+                for attempt in range(3):
+                    try:
+                        results = schedule_train_step(x).fetch()
+                        break
+                    except tf.errors.UnavailableError:
+                        # The worker holding this step's result died before it was fetched. The
+                        # coordinator recovers the worker; run the step again (closures are
+                        # at-least-once, like a TF1 worker retrying after its session failed).
+                        if attempt == 2:
+                            raise
+                return results
+            while not int(global_step.numpy()) >= steps:
+                value = run_train_step(batch())
+                if value < 0.01:
+                    break
+        """,
+        diagnostics=(),
+    ),
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(cluster, server, is_chief, num_workers):
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                global_step = tf.Variable(0, name="global_step", trainable=False)
+                opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), replicas_to_aggregate=num_workers)
+                train_op = opt.minimize(loss, global_step=global_step)
+                chief_queue_runner = opt.get_chief_queue_runner()
+                init_tokens_op = opt.get_init_tokens_op()
+                init_op = tf.global_variables_initializer()
+            sv = tf.train.Supervisor(is_chief=is_chief, logdir="/tmp/train", init_op=init_op, global_step=global_step)
+            sess = sv.prepare_or_wait_for_session(server.target)
+            if is_chief:
+                sess.run(init_tokens_op)
+                sv.start_queue_runners(sess, [chief_queue_runner])
+            step = 0
+            while step < 100:
+                _, step = sess.run([train_op, global_step], feed_dict={x: batch()})
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+        import os
+        import time
+
+
+        def train(cluster, server, is_chief, num_workers):
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            with strategy.scope():
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                opt = tf.keras.optimizers.SGD(learning_rate=0.1)
+            trainable_variables = [w]
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    global_step_value = global_step.read_value()
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf.matmul(x, w))
+                        # SyncReplicasOptimizer averaged the replicas' gradients; strategies sum them.
+                        scaled_loss = loss / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    opt.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return global_step_value
+                return strategy.run(train_step_replica, args=(x,))
+
+            def run_train_step(x):
+                # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                # take tf.function's fast path (NumPy arguments cost more than the step)
+                x = tf.convert_to_tensor(x, tf.float32)
+                results = tf.nest.map_structure(
+                    lambda value: strategy.experimental_local_results(value)[0].numpy(),
+                    train_step(x))
+                return results
+            checkpoint_dir = "/tmp/train"
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
+            checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
+            checkpoint_manager = (
+                tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
+            if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
+                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            next_checkpoint_time = time.monotonic() + 600
+            step = 0
+            while step < 100:
+                step = run_train_step(batch())
+                if checkpoint_manager is not None and time.monotonic() >= next_checkpoint_time:
+                    checkpoint_manager.save(checkpoint_number=global_step)
+                    next_checkpoint_time = time.monotonic() + 600
+            if checkpoint_manager is not None:
+                checkpoint_manager.save(checkpoint_number=global_step)
+        """,
+        diagnostics=(),
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+
+        with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+            x = tf.placeholder(tf.float32, [None, 3])
+            for i in range(2):
+                w = tf.get_variable("w%d" % i, [3, 1])
+        """,
+        None,
+        diagnostics=('TFM301',),
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+
+        with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+            w = tf.get_variable("w", [3, 1])
+        """,
+        None,
+        diagnostics=('TFM301',),
+    ),
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def weight_variable(shape):
+            return tf.Variable(tf.truncated_normal(shape, stddev=0.1))
+
+
+        def inference(x):
+            w = weight_variable([3, 1])
+            return tf.matmul(x, w)
+
+
+        def train(cluster, server, is_chief):
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                y = inference(x)
+                loss = tf.reduce_mean(tf.square(y))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+            stop = tf.train.StopAtStepHook(last_step=500)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=[stop]) as sess:
+                while not sess.should_stop():
+                    _, step = sess.run([train_op, global_step], feed_dict={x: batch()})
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def weight_variable(shape):
+            return tf.Variable(tf.truncated_normal(shape, stddev=0.1))
+
+
+        def inference(x):
+            w = weight_variable([3, 1])
+            return tf.matmul(x, w)
+
+
+        def train(cluster, server, is_chief):
+            strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+
+            def model_fn(x):
+                y = inference(x)
+                loss = tf.reduce_mean(tf.square(y))
+                return loss
+
+            class ModelBuiltOnce(tf.Module):
+                # TF1 built the model's graph once and every step reused its variables; in TF2
+                # each call of a tf.Variable-creating helper makes new ones. The first call
+                # records the variables the model creates, later calls get them back in order.
+                def __init__(self, model_fn):
+                    super().__init__(name="model")
+                    self.model_fn = model_fn
+                    self.created = []
+
+                def __call__(self, *args):
+                    recorded = iter(list(self.created))
+
+                    def reuse_or_create(next_creator, **kwargs):
+                        variable = next(recorded, None)
+                        if variable is None:
+                            variable = next_creator(**kwargs)
+                            self.created.append(variable)
+                        return variable
+
+                    with tf.variable_creator_scope(reuse_or_create):
+                        return self.model_fn(*args)
+
+            with strategy.scope():
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+                model = ModelBuiltOnce(model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([1, 3], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    global_step_value = global_step.read_value()
+                    with tf.GradientTape() as tape:
+                        loss = model(x)
+                    gradients = tape.gradient(loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return global_step_value
+                results = strategy.run(train_step_replica, args=(x,))
+                return tf.nest.map_structure(
+                    lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
+            # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+            # the chief a round trip to its worker, which TF1's workers did not pay, so one
+            # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+            # (finish_train_step) runs on each step's results up to max_steps_in_flight steps
+            # later, so workers overlap as TF1's asynchronous workers did.
+            steps_per_closure = 4
+            max_steps_in_flight = 2 * steps_per_closure * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
+            steps_in_flight = []
+            pending_steps = []
+            # the global step lags behind by the steps in flight: count the scheduled ones
+            scheduled_steps = int(global_step.numpy())
+
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one closure, in order, on the worker that runs it.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def queue_pending_steps():
+                # Steps whose arguments have the same shapes share a closure, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    x, = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    x = tf.convert_to_tensor(x, tf.float32)
+                    shapes = [value.shape for value in (x,)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((x,), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    closure = coordinator.schedule(train_steps, args=tuple(stacked))
+                    steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+                pending_steps.clear()
+
+            def finish_train_step(step_results, step_index):
+                # The rest of the loop body, run on this step's results (fetch() waits for them).
+                try:
+                    step_results.fetch()[step_index]
+                except tf.errors.UnavailableError:
+                    # The step's worker failed and the coordinator could not recover its results:
+                    # skip what the loop did with them (a TF1 worker that died lost its step too).
+                    return
+
+            while not scheduled_steps >= 500:
+                pending_steps.append(((batch(),), ()))
+                scheduled_steps += 1
+                if len(pending_steps) == steps_per_closure:
+                    queue_pending_steps()
+                while len(steps_in_flight) > max_steps_in_flight:
+                    finish_train_step(*steps_in_flight.pop(0))
+            queue_pending_steps()
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+        """,
+        diagnostics=(),
+    ),
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def inference(x):
+            w = tf.get_variable("w", [3, 1])
+            keep_prob = tf.placeholder(tf.float32)
+            return keep_prob, tf.nn.dropout(tf.matmul(x, w), keep_prob)
+
+
+        def train(cluster, server, is_chief):
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                keep_prob, y = inference(x)
+                loss = tf.reduce_mean(tf.square(y))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+            stop = tf.train.StopAtStepHook(last_step=500)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=[stop]) as sess:
+                while not sess.should_stop():
+                    _, step = sess.run([train_op, global_step], feed_dict={x: batch(), keep_prob: 0.5})
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def inference(x):
+            w = tf.get_variable("w", [3, 1])
+            keep_prob = tf.placeholder(tf.float32)
+            return keep_prob, tf.nn.dropout(tf.matmul(x, w), keep_prob)
+
+
+        def train(cluster, server, is_chief):
+            strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+
+            def model_fn(x):
+                keep_prob, y = inference(x)
+                loss = tf.reduce_mean(tf.square(y))
+                return loss
+
+            with strategy.scope():
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([1, 3], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    global_step_value = global_step.read_value()
+                    with tf.GradientTape() as tape:
+                        loss = model(x)
+                    gradients = tape.gradient(loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return global_step_value
+                results = strategy.run(train_step_replica, args=(x,))
+                return tf.nest.map_structure(
+                    lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
+            # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+            # the chief a round trip to its worker, which TF1's workers did not pay, so one
+            # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+            # (finish_train_step) runs on each step's results up to max_steps_in_flight steps
+            # later, so workers overlap as TF1's asynchronous workers did.
+            steps_per_closure = 4
+            max_steps_in_flight = 2 * steps_per_closure * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
+            steps_in_flight = []
+            pending_steps = []
+            # the global step lags behind by the steps in flight: count the scheduled ones
+            scheduled_steps = int(global_step.numpy())
+
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one closure, in order, on the worker that runs it.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def queue_pending_steps():
+                # Steps whose arguments have the same shapes share a closure, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    x, = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    x = tf.convert_to_tensor(x, tf.float32)
+                    shapes = [value.shape for value in (x,)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((x,), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    closure = coordinator.schedule(train_steps, args=tuple(stacked))
+                    steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+                pending_steps.clear()
+
+            def finish_train_step(step_results, step_index):
+                # The rest of the loop body, run on this step's results (fetch() waits for them).
+                try:
+                    step_results.fetch()[step_index]
+                except tf.errors.UnavailableError:
+                    # The step's worker failed and the coordinator could not recover its results:
+                    # skip what the loop did with them (a TF1 worker that died lost its step too).
+                    return
+
+            while not scheduled_steps >= 500:
+                pending_steps.append(((batch(),), ()))
+                scheduled_steps += 1
+                if len(pending_steps) == steps_per_closure:
+                    queue_pending_steps()
+                while len(steps_in_flight) > max_steps_in_flight:
+                    finish_train_step(*steps_in_flight.pop(0))
+            queue_pending_steps()
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+        """,
+        diagnostics=('TFM301',),
+    ),
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+        tf.app.flags.DEFINE_boolean("sync_replicas", False, "Use SyncReplicasOptimizer")
+        FLAGS = tf.app.flags.FLAGS
+
+
+        def train(server, is_chief, num_workers):
+            with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                tf.summary.scalar("loss", loss)
+                summary_op = tf.summary.merge_all()
+                global_step = tf.Variable(0, name="global_step", trainable=False)
+                opt = tf.train.GradientDescentOptimizer(0.1)
+                if FLAGS.sync_replicas:
+                    opt = tf.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=num_workers)
+                train_op = opt.minimize(loss, global_step=global_step)
+            sv = tf.train.Supervisor(is_chief=is_chief, logdir="/tmp/train", global_step=global_step)
+            sess = sv.prepare_or_wait_for_session(server.target)
+            step = 0
+            while step < 100:
+                _, summary, step = sess.run([train_op, summary_op, global_step], feed_dict={x: batch()})
+                sv.summary_computed(sess, summary)
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+        import os
+        import time
+
+        tf.app.flags.DEFINE_boolean("sync_replicas", False, "Use SyncReplicasOptimizer")
+        FLAGS = tf.app.flags.FLAGS
+
+
+        def train(server, is_chief, num_workers):
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            with strategy.scope():
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                opt = tf.keras.optimizers.SGD(learning_rate=0.1)
+            trainable_variables = [w]
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    global_step_value = global_step.read_value()
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf.matmul(x, w))
+                        # SyncReplicasOptimizer averaged the replicas' gradients; strategies sum them.
+                        scaled_loss = loss / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    opt.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return global_step_value
+                return strategy.run(train_step_replica, args=(x,))
+
+            def run_train_step(x):
+                # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                # take tf.function's fast path (NumPy arguments cost more than the step)
+                x = tf.convert_to_tensor(x, tf.float32)
+                results = tf.nest.map_structure(
+                    lambda value: strategy.experimental_local_results(value)[0].numpy(),
+                    train_step(x))
+                return results
+            checkpoint_dir = "/tmp/train"
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
+            checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
+            checkpoint_manager = (
+                tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
+            if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
+                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            next_checkpoint_time = time.monotonic() + 600
+            step = 0
+            while step < 100:
+                step = run_train_step(batch())
+                if checkpoint_manager is not None and time.monotonic() >= next_checkpoint_time:
+                    checkpoint_manager.save(checkpoint_number=global_step)
+                    next_checkpoint_time = time.monotonic() + 600
+            if checkpoint_manager is not None:
+                checkpoint_manager.save(checkpoint_number=global_step)
+        """,
+        diagnostics=('TFM301', 'TFM301'),
+    ),
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def create_done_queue(num_workers):
+            with tf.device("/job:ps/task:0"):
+                return tf.FIFOQueue(num_workers, tf.int32, shared_name="done_queue")
+
+
+        def train(cluster, server, is_chief, num_workers):
+            done_queue = create_done_queue(num_workers)
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+                done_op = done_queue.enqueue(1)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief) as sess:
+                for _ in range(100):
+                    sess.run(train_op, feed_dict={x: batch()})
+                sess.run(done_op)
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def create_done_queue(num_workers):
+            with tf.device("/job:ps/task:0"):
+                return tf.FIFOQueue(num_workers, tf.int32, shared_name="done_queue")
+
+
+        def train(cluster, server, is_chief, num_workers):
+            strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
+            coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            with strategy.scope():
+                w = tf.Variable(tf.zeros([3, 1]), name="w")
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
+            trainable_variables = [w]
+
+            @tf.function
+            def train_step(x):
+                def train_step_replica(x):
+                    with tf.GradientTape() as tape:
+                        loss = tf.reduce_mean(tf.matmul(x, w))
+                    gradients = tape.gradient(loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return ()
+                results = strategy.run(train_step_replica, args=(x,))
+                return tf.nest.map_structure(
+                    lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
+            # ParameterServerStrategy trains on whichever worker is free. Each closure costs
+            # the chief a round trip to its worker, which TF1's workers did not pay, so one
+            # closure runs steps_per_closure steps (queue_pending_steps). The rest of the loop body
+            # (finish_train_step) runs on each step's results up to max_steps_in_flight steps
+            # later, so workers overlap as TF1's asynchronous workers did.
+            steps_per_closure = 4
+            max_steps_in_flight = 2 * steps_per_closure * tf.distribute.cluster_resolver.TFConfigClusterResolver().cluster_spec().num_tasks("worker")
+            steps_in_flight = []
+            pending_steps = []
+
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one closure, in order, on the worker that runs it.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def queue_pending_steps():
+                # Steps whose arguments have the same shapes share a closure, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    x, = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    x = tf.convert_to_tensor(x, tf.float32)
+                    shapes = [value.shape for value in (x,)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((x,), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    closure = coordinator.schedule(train_steps, args=tuple(stacked))
+                    steps_in_flight.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))
+                pending_steps.clear()
+
+            def finish_train_step(step_results, step_index):
+                # The rest of the loop body, run on this step's results (fetch() waits for them).
+                try:
+                    step_results.fetch()[step_index]
+                except tf.errors.UnavailableError:
+                    # The step's worker failed and the coordinator could not recover its results:
+                    # skip what the loop did with them (a TF1 worker that died lost its step too).
+                    return
+
+            for _ in range(100):
+                pending_steps.append(((batch(),), ()))
+                if len(pending_steps) == steps_per_closure:
+                    queue_pending_steps()
+                while len(steps_in_flight) > max_steps_in_flight:
+                    finish_train_step(*steps_in_flight.pop(0))
+            queue_pending_steps()
+            while steps_in_flight:
+                finish_train_step(*steps_in_flight.pop(0))
+        """,
+    ),
+]

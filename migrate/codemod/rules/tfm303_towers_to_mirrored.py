@@ -1,0 +1,1888 @@
+"""TFM303 towers-to-mirrored."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import NamedTuple
+
+import libcst as cst
+
+from migrate.codemod.engine import Invalid, Valid
+from migrate.codemod.fastcst import transform
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._equivalents import bind_args
+from migrate.codemod.rules._graph import Graph, analyze, extend
+from migrate.codemod.rules._program import MIRRORED, REFERENCE
+from migrate.codemod.rules.tfm301_graph_to_strategy import (
+    SESSION_CLASSES,
+    GraphToStrategy,
+    _DropGraphModeSwitches,
+    _method,
+    _SessionRegion,
+)
+
+# TF1 learning-rate schedules that read the global step; only exponential_decay
+# is mapped (its Keras schedule computes the same expression of the step).
+_TF1_SCHEDULES = {
+    "train.exponential_decay": "ExponentialDecay",
+    "train.piecewise_constant": "PiecewiseConstantDecay",
+    "train.piecewise_constant_decay": "PiecewiseConstantDecay",
+    "train.polynomial_decay": "PolynomialDecay",
+    "train.inverse_time_decay": "InverseTimeDecay",
+    "train.natural_exp_decay": "ExponentialDecay with a natural base",
+    "train.cosine_decay": "CosineDecay",
+    "train.cosine_decay_restarts": "CosineDecayRestarts",
+    "train.linear_cosine_decay": "a LearningRateSchedule subclass",
+    "train.noisy_linear_cosine_decay": "a LearningRateSchedule subclass",
+}
+_ZERO_STEP_CREATORS = {
+    "train.get_or_create_global_step",
+    "train.create_global_step",
+    "contrib.framework.get_or_create_global_step",
+}
+_DEQUEUES = {"dequeue", "dequeue_many", "dequeue_up_to"}
+_INPUT_HINT = (
+    "feed the batch through placeholders (whole, or split with tf.split), or build the input with tf.data and"
+    " strategy.distribute_datasets_from_function(...) and pass each replica its batch (TF2 has no queue runners)"
+)
+_WHERE_HINT = (
+    "put the tower loop directly in a function body, or under `with tf.Graph().as_default()`,"
+    ' `tf.device("...")` or variable/name scopes, then rerun tfmigrate'
+)
+
+
+class _Blocker(NamedTuple):
+    """Why a tower loop is not rewritten, located on ``node``."""
+
+    node: cst.CSTNode
+    message: str
+    hint: str
+
+
+class _Towers:
+    """What the tower loop of an in-graph replicated program tells us."""
+
+    def __init__(self):
+        self.loop: cst.For | None = None
+        self.index = ""
+        self.index_names: set[str] = set()
+        self.count: cst.BaseExpression | None = None
+        self.device: cst.BaseExpression | None = None
+        self.statements: list[cst.BaseStatement] = []  # the per-tower forward computation
+        self.scope_names: set[str] = set()  # `with tf.name_scope(...) as scope` inside the loop
+        self.loss = ""
+        self.loss_expr: cst.BaseExpression | None = None
+        self.loss_node: cst.CSTNode | None = None  # the statement calling compute_gradients
+        self.grads_list = ""
+        self.loss_lists: set[str] = set()
+        self.optimizer = ""
+
+
+class TowersToMirrored(GraphToStrategy):
+    """What it does
+    Rewrites in-graph replication -- a loop building one "tower" per device
+    (``for i in range(num_gpus): with tf.device("/gpu:%d" % i): ...``), each
+    computing its loss on ``tf.split`` slice ``i`` of the batch and
+    ``opt.compute_gradients(loss)``, then one ``opt.apply_gradients(
+    average_gradients(tower_grads))`` -- into ``tf.distribute.MirroredStrategy``
+    over the same devices: the tower body becomes the replica function
+    (``strategy.run``), replica ``i`` gets slice ``i`` of the batch (a
+    placeholder every tower read whole is passed whole to every replica), and
+    the loss is divided by the number of replicas because ``average_gradients``
+    averaged while the strategy sums. Values built from the list of tower
+    losses (``tf.add_n(tower_losses) / n``) are computed from the replicas'
+    local results. The graph may be built under ``with tf.Graph().as_default()``
+    / ``tf.device("/cpu:0")`` or directly in the function body. A learning
+    rate ``lr = tf.train.exponential_decay(lr0, global_step, steps, rate,
+    staircase)`` passed to the optimizer becomes
+    ``tf.keras.optimizers.schedules.ExponentialDecay(lr0, steps, rate,
+    staircase=...)``, which reads ``optimizer.iterations``: like a global step
+    that starts at 0 and that only this ``apply_gradients`` advances, it
+    counts the steps taken. CPU "towers" get logical CPU devices, as
+    ``ConfigProto(device_count={"CPU": n})`` gave them, and
+    ``ReductionToOneDevice`` (the gradients are added on one device, as
+    ``average_gradients`` did; the default collective all-reduce doubles the
+    step time on CPU devices). GPU towers keep the strategy's default. A
+    training loop whose rest of body can run after later steps (see TFM301)
+    runs four steps per ``tf.function`` call (``run_pending_steps``): a call
+    costs more than a TF1 session's run of its cached graph.
+
+    Every tower loop (a ``for`` whose body calls ``tf.device`` and
+    ``compute_gradients``) that is not rewritten gets a located TFM303
+    diagnostic naming the construct that stops it: towers that read no fed
+    placeholder (queue or helper input: use
+    ``strategy.distribute_datasets_from_function``), a tower body reading the
+    tower index or a ``name_scope`` name, an optimizer built elsewhere, a
+    train op grouped with other updates (``ExponentialMovingAverage``),
+    ``tf.train.Saver`` checkpoints, a tower loop inside an ``if`` or at
+    module level, and the like.
+
+    Why
+    The tower loop, ``average_gradients`` and device strings are exactly the
+    bookkeeping MirroredStrategy does; without sessions and placeholders the
+    TF1 code does not run on TF 2.x.
+
+    Example
+        for i in range(FLAGS.num_gpus):
+            with tf.device("/gpu:%d" % i):
+                loss = tower_loss(images_splits[i], labels_splits[i])
+                tower_grads.append(opt.compute_gradients(loss))
+        train_op = opt.apply_gradients(average_gradients(tower_grads), global_step=global_step)
+    becomes ``strategy = tf.distribute.MirroredStrategy(["/gpu:%d" % i for i in
+    range(FLAGS.num_gpus)])``, a ``train_step`` running ``tower_loss`` per
+    replica, and ``run_train_step(images, labels)`` in the loop.
+
+    Fix safety
+    Unsafe in general (structure changes); ``tfmigrate check`` compares the
+    loss trajectories (bit-identical for two towers, also with an
+    ``exponential_decay`` learning rate). Only what is provably the same
+    computation is rewritten: towers fed from input queues or helpers instead
+    of placeholders, a global step that does not start at 0 under a
+    schedule, a ``MomentumOptimizer`` under a decaying learning rate (TF1
+    scales the accumulated momentum by the current rate, Keras does not) and
+    the other constructs above are reported for manual work and left as they
+    are; so is a rewrite that would leave a name of the TF1 graph (a session,
+    a summary op) used but no longer defined.
+    """
+
+    code = "TFM303"
+    name = "towers-to-mirrored"
+    triggers = ("compute_gradients",)
+
+    def transform(self, module: cst.Module) -> cst.Module:
+        self.strategy = MIRRORED
+        self.taken = C.all_names(module)
+        self.has_resolver = False
+        self.converted = False
+        self.module_in = module  # the tree the session loops are found in
+        self.handled: set[str] = set()  # tower loops rewritten or reported (by _loop_key)
+        # what GraphToStrategy's later passes read (no optimizer helpers are migrated here)
+        self.helper_rewrites: dict[str, cst.FunctionDef] = {}
+        self.strategy_names: set[str] = set()
+        module = transform(module, self)
+        self._report_unhandled(self.module_in)
+        if self.converted:
+            module = transform(module, _DropGraphModeSwitches(self))
+        return module
+
+    # ---------------------------------------------------------------- locate
+    def _is_tower_loop(self, st) -> bool:
+        return isinstance(st, cst.For) and any(
+            isinstance(n, cst.Call) and _method(n) == "compute_gradients" for n in C.walk(st)
+        ) and any(isinstance(n, cst.Call) and self.qualname(n.func) == "device" for n in C.walk(st))
+
+    def _tower_loop(self, statements) -> cst.For | None:
+        for st in statements:
+            if self._is_tower_loop(st):
+                return st
+            if isinstance(st, cst.With):
+                found = self._tower_loop(C.body_of(st.body))
+                if found is not None:
+                    return found
+        return None
+
+    def _rewrite_body(self, body):
+        """`with tf.Graph().as_default(), tf.device("/cpu:0"):` blocks holding towers."""
+        out, changed = [], False
+        for i, st in enumerate(body):
+            if (isinstance(st, cst.With) and self._tower_loop(C.body_of(st.body)) is not None
+                    and all(self._dissolvable(item) for item in st.items)):
+                new = self._rewrite_region(st, st, list(C.body_of(st.body)), list(body[i + 1 :]))
+                if new is not None:
+                    out += new
+                    changed = True
+                    continue
+            out.append(st)
+        return out if changed else body
+
+    def leave_FunctionDef(self, original, updated):
+        """Towers built directly in the function body (no enclosing graph block)."""
+        if not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body = list(updated.body.body)
+        for t, st in enumerate(body):
+            if self._bare_tower_loop(st) is None:
+                continue
+            start = self._region_start(body, t)
+            region = [body[start].with_changes(leading_lines=[]), *body[start + 1 :]]
+            block = cst.With(items=[cst.WithItem(cst.Name("_"))],
+                             body=cst.IndentedBlock(body=region, indent=updated.body.indent),
+                             leading_lines=body[start].leading_lines)
+            new = self._rewrite_region(None, block, region, [])
+            if new is None:
+                return updated
+            return updated.with_changes(body=updated.body.with_changes(body=body[:start] + new))
+        return updated
+
+    def _bare_tower_loop(self, st) -> cst.For | None:
+        """The tower loop of a statement that is one, or that holds one under
+        `with` blocks of variable/name scopes and device strings only (a
+        block the graph-block rewrite does not take)."""
+        if self._is_tower_loop(st):
+            return st
+        if isinstance(st, cst.With) and all(self._scope_item(i) for i in st.items) and not all(
+                self._dissolvable(i) for i in st.items):
+            for inner in C.body_of(st.body):
+                found = self._bare_tower_loop(inner)
+                if found is not None:
+                    return found
+        return None
+
+    def _scope_item(self, item: cst.WithItem) -> bool:
+        call = item.item
+        if not isinstance(call, cst.Call):
+            return False
+        q = self.qualname(call.func)
+        if q in ("variable_scope", "name_scope"):
+            return True
+        return q == "device" and item.asname is None and not isinstance(C.arg(call, 0, None), cst.Call)
+
+    def _region_start(self, body, t: int) -> int:
+        """First statement of a function-level graph: the first one calling
+        TensorFlow, after any definition or import before the tower loop."""
+        first = 0
+        for s in range(t):
+            st = body[s]
+            if isinstance(st, (cst.FunctionDef, cst.ClassDef)) or (
+                isinstance(st, cst.SimpleStatementLine)
+                and any(isinstance(x, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal, cst.Return))
+                        for x in st.body)):
+                first = s + 1
+        for s in range(first, t):
+            if any(self.qualname(c.func) is not None for c in C.calls_in(body[s])):
+                return s
+        return t
+
+    def _dissolvable(self, item: cst.WithItem) -> bool:
+        call = item.item
+        if not isinstance(call, cst.Call) or item.asname is not None:
+            return False
+        if _method(call) == "as_default" and isinstance(call.func, cst.Attribute):
+            inner = call.func.value
+            return isinstance(inner, cst.Call) and self.qualname(inner.func) == "Graph"
+        return self.qualname(call.func) == "device" and isinstance(C.arg(call, 0, None), (cst.SimpleString, cst.FormattedString))
+
+    # ---------------------------------------------------------------- rebuild
+    def _rewrite_region(self, anchor, block: cst.With, statements, after):
+        """The graph (and its session loop) in ``statements`` rebuilt on a
+        MirroredStrategy; None when it is not (every reason reported)."""
+        loop = self._tower_loop(statements)
+        if loop is None:
+            return None
+        self.handled.add(_loop_key(loop))
+        anchor = anchor if anchor is not None else loop
+        self.anchor = anchor
+        split = len(statements)
+        for k, st in enumerate(statements):
+            if any(isinstance(n, cst.Call) and (self.qualname(n.func) in SESSION_CLASSES) for n in C.walk(st)):
+                split = k
+                break
+        graph_part, session_part = statements[:split], statements[split:]
+        towers = _Towers()
+        pre, post = [], []
+        for st in self._flatten_scopes(graph_part):
+            if st is loop:
+                self._read_loop(st, towers)
+            elif towers.loop is not None:
+                post.append(st)
+            else:
+                pre.append(st)
+        if towers.loop is None:
+            k = next(k for k, st in enumerate(statements) if any(n is loop for n in C.walk(st)))
+            if k >= split:
+                where = (f"it is built after the session starts (`{_first_line(statements[split])}`);"
+                         " TFM303 needs the graph built before the session")
+            else:
+                where = (f"it is inside `{_header(_blocking_with(statements[k], loop, self))}`, which TFM303 cannot"
+                         ' remove (it dissolves only `tf.Graph().as_default()`, `tf.device("...")` and'
+                         " variable/name scopes)")
+            self._decline(loop, f"tower loop `{_header(loop)}` not migrated: {where}", _WHERE_HINT)
+            return None
+        if not towers.loss or not towers.grads_list:
+            self.report(anchor, f"tower loop `{_header(loop)}` not migrated: no"
+                        " `tower_grads.append(opt.compute_gradients(loss))` in it",
+                        hint="build a MirroredStrategy replica function by hand", reference=REFERENCE[MIRRORED],
+                        fixed=False)
+            return None
+        blockers: list[_Blocker] = []
+        graph = analyze(pre, self.qualname)
+        for node, why in graph.unsupported:
+            blockers.append(_Blocker(node, f"tower loop `{_header(loop)}`: cannot migrate automatically: {why}",
+                             "create variables at the top of the graph block (or in a tf.Module)"))
+        splits = self._splits(graph)
+        header = f"tower loop `{_header(loop)}`"
+        self._check_loop(loop, towers, pre, header, blockers)
+        if towers.count is None:
+            # no `range(n)`: which tower is which (and what `xs[i]` slices) is unknown
+            for node, message, hint in blockers:
+                self._decline(node, message, hint)
+            return None
+        # the per-tower computation, on whole placeholders: the strategy slices
+        pairs = [(st, _replace_splits(st, splits, towers.index)) for st in towers.statements]
+        pre_compute = list(graph.compute)  # computed once before the loop (tf.split is gone)
+        graph.compute = [(_targets(new), new) for _, new in pairs]
+        loss = towers.loss_expr
+        graph.loss = cst.Name(loss.value) if isinstance(loss, cst.Name) else None
+        if graph.loss is None:
+            blockers.append(_Blocker(towers.loss_node, f"{header}: the tower loss `{towers.loss}` is not a name bound in"
+                             " the tower body", "bind the loss to a name (`loss = model.loss`) before compute_gradients"))
+        params = graph.params_for(graph.slice_for(C.names_used(loss)))
+        needed = set().union(*(C.names_used(new) for _, new in pairs)) if pairs else set()
+        bad_splits = needed & set(self.bad_splits)
+        for names, st in pre_compute:
+            if len(names) == 1 and names[0] in bad_splits:
+                blockers.append(_Blocker(st, f"{header}: the towers read `{names[0]}[{towers.index}]` of"
+                                         f" `{_first_line(st)}`, but {self.bad_splits[names[0]]}",
+                                         "split the fed batch along axis 0 into equal slices, or port this by"
+                                         " hand"))
+        if not params and not bad_splits:
+            blockers.append(self._no_input(pairs, towers, header, graph, loss))
+        self._check_tower_body(pairs, towers, header, blockers, index=bool(params) and not bad_splits)
+        graph.optimizer = graph.optimizer or towers.optimizer
+        if graph.optimizer_call is None or graph.optimizer != towers.optimizer:
+            where = next((st for st in pre if towers.optimizer and C.assignment(st)[0] == [towers.optimizer]), None)
+            made = f" is built by `{_first_line(where)}`, not" if where is not None else " is not built by"
+            blockers.append(_Blocker(where or towers.loss_node, f"{header}: the optimizer `{towers.optimizer or '?'}`{made}"
+                             " a tf.train optimizer constructor in this graph block: TFM303 cannot choose its"
+                             " Keras 3 equivalent", "construct the tf.train optimizer in the graph block (it is"
+                             " mapped to the Keras optimizer with the same update), or port this by hand"))
+        self.post = []
+        averaged, apply_call = self._read_post(post, towers, graph, header, blockers)
+        if graph.train_op is None:
+            self.report(anchor, f"{header} not migrated: no `train_op = opt.apply_gradients(...)` after it",
+                        hint="apply the averaged tower gradients with the optimizer's apply_gradients",
+                        reference=REFERENCE[MIRRORED], fixed=False)
+            return None
+        apply_arg = C.arg(apply_call, 0, "grads_and_vars")
+        if not (isinstance(apply_arg, cst.Name) and apply_arg.value in averaged) and not (
+                isinstance(apply_arg, cst.Call) and self._averages(apply_arg, towers)):
+            blockers.append(_Blocker(apply_call, f"{header}: `{_first_line(apply_call)}` applies"
+                             f" `{C.code_of(apply_arg) if apply_arg is not None else '?'}`, not the averaged tower"
+                             " gradients: TFM303 maps only `apply_gradients(average_gradients(tower_grads))`",
+                             "apply the transformed gradients by hand in the replica step"))
+        region = [*graph_part, *session_part, *after]
+        converted = self._schedules(pre, graph, region, apply_call, header, blockers)
+        if params and not bad_splits:
+            for names, st in pre_compute:
+                if set(names) & needed and st not in converted:
+                    blockers.append(_Blocker(st, f"{header}: `{_first_line(st)}` is computed once before the tower"
+                                             " loop and read by every tower; TFM303 moves only the tower body into"
+                                             " the replicas", "compute it inside the tower loop (or from the fed"
+                                             " batch)"))
+                    break
+        self._check_savers(graph_part, session_part + after, header, blockers)
+        for st in graph_part:
+            if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
+                blockers.append(_Blocker(st, f"{header}: `{_first_line(st)}` is defined inside the graph block, which"
+                                 " TFM303 would have to move", "define it outside the graph block"))
+        if blockers:
+            for node, message, hint in sorted(blockers, key=lambda b: _order(statements + after, b.node)):
+                self._decline(node, message, hint)
+            return None
+        # build it; keep it only if it leaves no name of the TF1 graph behind
+        reports, taken, imports = len(self.ctx.reports), set(self.taken), len(self.ctx.imports)
+        strategies = set(self.strategy_names)
+        self.towers = towers
+        self.splits = splits
+        session = _SessionRegion(self, graph)
+        session.scan(session_part)
+        prelude = self._build(block, graph, session)
+        new_part = session.rewrite(session_part)
+        new = self._used_wrappers(prelude, new_part, session) + new_part
+        lost = _introduced(statements + after, new + after)
+        if lost:
+            del self.ctx.reports[reports:]
+            del self.ctx.imports[imports:]
+            self.taken = taken
+            self.strategy_names = strategies
+            self._report_lost(lost, statements, new + after, session, header)
+            return None
+        self.converted = True
+        return new
+
+    def _decline(self, node, message: str, hint: str) -> None:
+        self.report(node, message, hint=hint, reference=REFERENCE[MIRRORED], fixed=False)
+
+    def _flatten_scopes(self, statements):
+        out = []
+        for st in statements:
+            if isinstance(st, cst.With) and all(
+                isinstance(i.item, cst.Call) and self.qualname(i.item.func) in ("variable_scope", "name_scope", "device")
+                for i in st.items
+            ):
+                out += self._flatten_scopes(C.body_of(st.body))
+            else:
+                out.append(st)
+        return out
+
+    def _read_loop(self, loop: cst.For, towers: _Towers) -> None:
+        towers.loop = loop
+        towers.index = C.code_of(loop.target)
+        towers.index_names = set(C.target_names(loop.target))
+        it = loop.iter
+        if (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value in ("range", "xrange")
+                and len(it.args) == 1 and it.args[0].keyword is None and not it.args[0].star):
+            towers.count = C.arg(it, 0, None)
+
+        def visit(statements):
+            for st in statements:
+                if isinstance(st, cst.With):
+                    for item in st.items:
+                        if isinstance(item.item, cst.Call) and self.qualname(item.item.func) == "device":
+                            towers.device = C.arg(item.item, 0, None)
+                        if item.asname is not None:
+                            towers.scope_names.update(C.target_names(item.asname.name))
+                    visit(C.body_of(st.body))
+                    continue
+                lone = C.single_expr(st)
+                names, value, _ = C.assignment(st)
+                if isinstance(lone, cst.Call) and _method(lone) == "reuse_variables":
+                    continue
+                if isinstance(lone, cst.Call) and _method(lone) == "append":
+                    target = lone.func.value.value if isinstance(lone.func.value, cst.Name) else ""
+                    item = C.arg(lone, 0, None)
+                    if isinstance(item, cst.Call) and _method(item) == "compute_gradients":
+                        towers.grads_list = target
+                        self._loss_of(item, st, towers)
+                        if isinstance(item.func.value, cst.Name):
+                            towers.optimizer = item.func.value.value
+                    elif isinstance(item, cst.Name) and item.value in self._grad_names:
+                        towers.grads_list = target
+                    elif isinstance(item, cst.Name):
+                        towers.loss_lists.add(target)
+                    continue
+                if isinstance(value, cst.Call) and _method(value) == "compute_gradients":
+                    self._grad_names.add(names[0])
+                    self._loss_of(value, st, towers)
+                    if isinstance(value.func.value, cst.Name):
+                        towers.optimizer = value.func.value.value
+                    continue
+                towers.statements.append(st)
+
+        self._grad_names: set[str] = set()
+        visit(C.body_of(loop.body))
+
+    @staticmethod
+    def _loss_of(call: cst.Call, statement, towers: _Towers) -> None:
+        """The loss a tower's `compute_gradients(loss)` differentiates."""
+        loss = C.arg(call, 0, "loss")
+        if loss is not None:
+            towers.loss, towers.loss_expr, towers.loss_node = C.code_of(loss), loss, statement
+
+    def _splits(self, graph: Graph):
+        """{split list name: placeholder} from `xs = tf.split(x, n)` (equal
+        slices along the batch axis, what the strategy's replicas take).
+        Other splits: ``self.bad_splits`` (name -> why not)."""
+        splits = {}
+        self.bad_splits: dict[str, str] = {}
+        for names, st in list(graph.compute):
+            _, value, _ = C.assignment(st)
+            if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "split":
+                source = C.arg(value, 0, "value")
+                count = C.arg(value, 1, "num_or_size_splits")
+                axis = C.arg(value, 2, "axis")
+                if axis is not None and not (isinstance(axis, cst.Integer) and axis.evaluated_value == 0):
+                    self.bad_splits[names[0]] = (f"it splits axis `{C.code_of(axis)}`, not the batch axis the"
+                                                 " strategy's replicas are sliced on")
+                elif isinstance(count, (cst.List, cst.Tuple)):
+                    self.bad_splits[names[0]] = ("its slices have sizes of their own, the strategy's replicas"
+                                                 " take equal slices")
+                elif not (isinstance(source, cst.Name) and source.value in graph.placeholder_names):
+                    self.bad_splits[names[0]] = (f"it splits `{C.code_of(source) if source else '?'}`, not a"
+                                                 " placeholder fed by the session")
+                else:
+                    splits[names[0]] = source.value
+                    graph.compute.remove((names, st))
+        return splits
+
+    # ---------------------------------------------------------------- checks
+    def _check_loop(self, loop, towers: _Towers, pre, header, blockers) -> None:
+        """The strategy's device list is built from the loop's count and device string."""
+        if towers.count is None:
+            blockers.append(_Blocker(loop, f"{header}: the loop does not run over `range(n)` towers, so the"
+                             " MirroredStrategy device list cannot be derived from it",
+                             'give MirroredStrategy its device list (["/gpu:0", "/gpu:1", ...]) by hand'))
+        device = towers.device
+        if device is None or not _is_device_string(device):
+            blockers.append(_Blocker(loop, f"{header}: the tower device"
+                             f" `{C.code_of(device) if device is not None else '?'}` is not a device string"
+                             " (a device function or a computed value): MirroredStrategy takes device strings",
+                             'pass MirroredStrategy the device strings (["/gpu:0", "/gpu:1", ...])'))
+            return
+        outside = (C.names_used(device) | (C.names_used(towers.count) if towers.count is not None else set()))
+        outside -= towers.index_names
+        bound_in_loop = _scope_bound(C.body_of(loop.body))
+        for st in pre:
+            bound = _scope_bound([st]) & outside
+            if bound or outside & bound_in_loop:
+                name = min(bound or outside & bound_in_loop)
+                blockers.append(_Blocker(st if bound else loop, f"{header}: its devices read `{name}`, which is computed"
+                                 " inside the graph block; the strategy is created before it",
+                                 "compute it before the graph block"))
+                return
+
+    def _check_tower_body(self, pairs, towers: _Towers, header, blockers, index: bool) -> None:
+        for original, new in pairs:
+            used = C.names_used(new)
+            if used & towers.scope_names:
+                name = min(used & towers.scope_names)
+                blockers.append(_Blocker(original, f"{header}: `{_first_line(original)}` reads `{name}`, the name of the"
+                                 " tower's `name_scope` (`with ... as " + name + "`), which the replicas do not have"
+                                 " (TF1 collections filtered by scope do not exist in TF2)",
+                                 "compute the tower loss without the scope name"))
+                break
+        for original, new in pairs:
+            used = C.names_used(new)
+            if index and used & towers.index_names and not used & set(self.bad_splits):
+                name = min(used & towers.index_names)
+                blockers.append(_Blocker(original, f"{header}: `{_first_line(original)}` reads the tower index `{name}`"
+                                 " (other than as `xs[" + name + "]` of a `tf.split` of a placeholder), which the"
+                                 " replicas do not have",
+                                 "select per-tower data with tf.split of a fed batch, or use"
+                                 " tf.distribute.get_replica_context().replica_id_in_sync_group in a hand-written"
+                                 " replica function"))
+                break
+
+    def _no_input(self, pairs, towers: _Towers, header, graph: Graph, loss):
+        """The decline of towers that read no fed placeholder, located where
+        a tower gets its input (among the statements its loss depends on)."""
+        wanted = {id(st) for _, st in graph.slice_for(C.names_used(loss))}
+        pairs = [(original, new) for original, new in pairs if id(new) in wanted] or pairs
+        use = "; build the input with tf.data and strategy.distribute_datasets_from_function"
+        for original, _ in pairs:
+            if any(isinstance(n, cst.Call) and _method(n) in _DEQUEUES for n in C.walk(original)):
+                return _Blocker(original, f"{header}: the towers read no fed placeholder: each dequeues its batch"
+                                f" from a queue (`{_first_line(original)}`), and TFM303 does not migrate queue"
+                                f" input{use}", _INPUT_HINT)
+        for original, _ in pairs:
+            if C.names_used(original) & towers.index_names:
+                return _Blocker(original, f"{header}: the towers read no fed placeholder: `{_first_line(original)}`"
+                                f" builds each tower's input from the tower index, which the replicas cannot"
+                                f" reproduce{use}", _INPUT_HINT)
+        node = pairs[0][0] if pairs else towers.loss_node
+        return _Blocker(node, f"{header}: the towers read no fed placeholder: `{_first_line(node)}` builds each"
+                        f" tower's input itself (placeholders of its own, a helper or a queue), which TFM303 does not"
+                        f" migrate{use}",
+                        _INPUT_HINT)
+
+    def _averages(self, call: cst.Call, towers: _Towers) -> bool:
+        """`average_gradients(tower_grads)` (any module's function whose name says it averages)."""
+        func = call.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+        return (self.qualname(func) is None and towers.grads_list in C.names_used(call)
+                and any(word in name.lower() for word in ("average", "avg", "mean")))
+
+    def _read_post(self, post, towers: _Towers, graph: Graph, header, blockers):
+        """Sort the statements after the tower loop; (averaged gradient names, apply_gradients call)."""
+        averaged: set[str] = set()
+        apply_call = None
+        for st in post:
+            names, value, _ = C.assignment(st)
+            if isinstance(value, cst.Call) and _method(value) == "apply_gradients" and len(names) == 1:
+                graph.train_op = names[0]
+                apply_call = value
+                gs = C.arg(value, 1, "global_step")
+                if isinstance(gs, cst.Name):
+                    graph.global_step = graph.global_step or gs.value
+                continue
+            if isinstance(value, cst.Call) and towers.grads_list in C.names_used(value) and len(names) == 1 and (
+                    self.qualname(value.func) is None):
+                if self._averages(value, towers):
+                    averaged.add(names[0])  # average_gradients(tower_grads): the strategy's all-reduce
+                else:
+                    blockers.append(_Blocker(st, f"{header}: `{_first_line(st)}` combines the tower gradients with"
+                                     f" `{C.code_of(value.func)}`, which TFM303 does not know to average them",
+                                     "name the function average_gradients if it averages, or port this by hand"))
+                continue
+            if graph.train_op and len(names) == 1 and isinstance(value, cst.Name) and value.value == graph.train_op:
+                graph.train_op = names[0]  # train_op = apply_gradient_op
+                continue
+            if graph.train_op and isinstance(value, cst.Call) and self.qualname(value.func) == "group" and (
+                    graph.train_op in C.names_used(value)):
+                others = [a for a in value.args if not (isinstance(a.value, cst.Name)
+                                                        and a.value.value == graph.train_op) and a.keyword is None]
+                if not others and len(names) == 1:
+                    graph.train_op = names[0]  # tf.group(apply_gradient_op)
+                    continue
+                what = []
+                for a in others:
+                    made = next((_first_line(s) for s in post if isinstance(a.value, cst.Name)
+                                 and C.assignment(s)[0] == [a.value.value]), None)
+                    what.append(f"`{C.code_of(a.value)}`" + (f" (`{made}`)" if made else ""))
+                ema = any(self.qualname(c.func) == "train.ExponentialMovingAverage" for s in post for c in C.calls_in(s))
+                blockers.append(_Blocker(st, f"{header}: the train op `{_first_line(st)}` also runs {', '.join(what)};"
+                                 " TFM303 migrates a train op that only applies the averaged gradients",
+                                 ("create the ExponentialMovingAverage under strategy.scope() and call"
+                                  " `ema.apply(trainable_variables)` after apply_gradients in the replica step"
+                                  " (tf.group gave the two updates no order), or drop it"
+                                  if ema else "run these updates in the replica step by hand")))
+                continue
+            if isinstance(st, cst.For) and any(
+                    isinstance(n, cst.Call) and _method(n) == "compute_gradients" for n in C.walk(st)):
+                blockers.append(_Blocker(st, f"{header}: a second loop computing gradients follows it in the same"
+                                 " graph block", "migrate one training graph at a time"))
+                self.handled.add(_loop_key(st))  # reported here
+                continue
+            if value is not None and C.names_used(st) & towers.loss_lists:
+                self.post.append((names, st))  # e.g. mean_loss = tf.add_n(tower_losses) / n
+                continue
+            extend(graph, st, self.qualname)
+        return averaged, apply_call
+
+    def _schedules(self, pre, graph: Graph, region, apply_call, header, blockers) -> set:
+        """`lr = tf.train.exponential_decay(...)` read by the optimizer -> a
+        Keras ExponentialDecay under the strategy (added to the graph's state)."""
+        converted = set()
+        inserted = 0
+        for k, st in enumerate(pre):
+            names, value, _ = C.assignment(st)
+            if len(names) != 1 or not isinstance(value, cst.Call) or self.qualname(value.func) not in _TF1_SCHEDULES:
+                continue
+            name = names[0]
+            q = self.qualname(value.func)
+            problem, hint, where = None, "", st
+            by_optimizer = graph.optimizer_call is not None and name in C.names_used(graph.optimizer_call)
+            for other in region:
+                for use in _uses(other, name):
+                    if use is st or (graph.optimizer_call is not None and any(
+                            n is graph.optimizer_call for n in C.walk(use))) or self._summary_only(use, name):
+                        continue
+                    problem = (f"`{_first_line(use)}` also reads `{name}`, which becomes a Keras"
+                               " LearningRateSchedule (not a tensor)")
+                    hint, where = f"read `{graph.optimizer}.learning_rate` instead", use
+                    break
+                if problem:
+                    break
+            if problem is None and not by_optimizer:
+                continue  # only summaries read it: dropped with them
+            if problem is None:
+                problem, hint = self._schedule_problem(q, value, name, graph, pre, region, apply_call)
+            if problem is not None:
+                blockers.append(_Blocker(where, f"{header}: learning rate `{_first_line(st)}`: {problem}", hint))
+                continue
+            bound, _ = bind_args(value, ("learning_rate", "global_step", "decay_steps", "decay_rate",
+                                         "staircase", "name"))
+            args = [C.code_of(bound[p]) for p in ("learning_rate", "decay_steps", "decay_rate")]
+            if "staircase" in bound:
+                args.append(f"staircase={C.code_of(bound['staircase'])}")
+            if "name" in bound:
+                args.append(f"name={C.code_of(bound['name'])}")
+            new = C.stmt(f"{name} = tf.keras.optimizers.schedules.ExponentialDecay({', '.join(args)})\n")
+            new = new.with_changes(leading_lines=st.leading_lines)
+            # where the statement was among the state built under the strategy
+            position = len(analyze(pre[:k], self.qualname).state) + inserted
+            graph.state.insert(position, new)
+            inserted += 1
+            converted.add(st)
+        return converted
+
+    def _schedule_problem(self, q, call, name, graph: Graph, pre, region, apply_call):
+        """(why the schedule cannot become a Keras one, hint), or (None, "")."""
+        if q != "train.exponential_decay":
+            return _why(f"TFM303 maps only tf.train.exponential_decay to a Keras schedule; for `{q.split('.')[-1]}`"
+                        f" use tf.keras.optimizers.schedules.{_TF1_SCHEDULES[q]} by hand", "the Keras schedule reads"
+                        " optimizer.iterations, which counts the steps taken, as a global step starting at 0 did")
+        bound, why = bind_args(call, ("learning_rate", "global_step", "decay_steps", "decay_rate", "staircase", "name"))
+        if bound is None or not {"learning_rate", "global_step", "decay_steps", "decay_rate"} <= set(bound):
+            return _why(f"its arguments cannot be mapped ({why or 'an argument is missing'})", "")
+        gs = bound["global_step"]
+        applied = C.arg(apply_call, 1, "global_step") if apply_call is not None else None
+        if not (isinstance(gs, cst.Name) and isinstance(applied, cst.Name) and gs.value == applied.value):
+            return _why(f"it decays on `{C.code_of(gs)}`, not on the global step the tower update advances"
+                        " (apply_gradients(..., global_step=...)); optimizer.iterations counts the update's steps",
+                        "decay on optimizer.iterations by hand")
+        if not self._starts_at_zero(pre, gs.value):
+            return _why(f"the global step `{gs.value}` is not created at 0 in the graph block; the Keras schedule"
+                        " counts optimizer.iterations from 0", "start the global step at 0, or offset the schedule"
+                        " by hand")
+        for other in region:
+            for n in C.calls_in(other):
+                if self._moves(n, gs.value):
+                    return _why(f"`{C.code_of(n)}` also moves the global step, which optimizer.iterations would not"
+                                " follow", "decay on a step count of your own by hand")
+        lr_arg = C.arg(graph.optimizer_call, 0, "learning_rate")
+        if not (isinstance(lr_arg, cst.Name) and lr_arg.value == name):
+            return _why(f"the optimizer takes `{C.code_of(lr_arg) if lr_arg is not None else '?'}`, not `{name}`"
+                        " itself, as its learning rate", "pass the schedule itself as learning_rate")
+        if self.qualname(graph.optimizer_call.func) == "train.MomentumOptimizer":
+            return _why("TF1 MomentumOptimizer multiplies the whole accumulated momentum by the current learning"
+                        " rate, Keras SGD(momentum=...) multiplies each step's gradient: once the rate decays the"
+                        " two trajectories differ", "port the TF1 momentum update by hand, or accept the difference")
+        return None, ""
+
+    def _moves(self, call: cst.Call, variable: str) -> bool:
+        """`gs.assign_add(1)` / `tf.assign(gs, ...)`: a write to the variable."""
+        func = call.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == variable:
+            return func.attr.value.startswith("assign")
+        ref = C.arg(call, 0, "ref")
+        return ((self.qualname(func) or "").split(".")[-1] in ("assign", "assign_add", "assign_sub")
+                and isinstance(ref, cst.Name) and ref.value == variable)
+
+    def _starts_at_zero(self, pre, gs: str) -> bool:
+        for st in pre:
+            names, value, _ = C.assignment(st)
+            if names != [gs] or not isinstance(value, cst.Call):
+                continue
+            q = self.qualname(value.func)
+            if q in _ZERO_STEP_CREATORS:
+                return True
+            if q == "Variable":
+                return _is_zero(C.arg(value, 0, "initial_value"))
+            if q == "get_variable":
+                init = C.arg(value, 3, "initializer")
+                if isinstance(init, cst.Call):
+                    iq = self.qualname(init.func)
+                    if iq == "zeros_initializer":
+                        return True
+                    if iq == "constant_initializer":
+                        first = C.arg(init, 0, "value")
+                        return first is None or _is_zero(first)
+            return False
+        return False
+
+    def _summary_only(self, statement, name: str) -> bool:
+        """Is every read of `name` in the statement an argument of a TF1 summary op?"""
+        reads = _name_nodes(statement, name)
+        inside = set()
+        for call in C.calls_in(statement):
+            if (self.qualname(call.func) or "").startswith("summary."):
+                inside |= {id(n) for n in _name_nodes(call, name)}
+        return bool(reads) and {id(n) for n in reads} <= inside
+
+    def _check_savers(self, graph_part, rest, header, blockers) -> None:
+        savers = {}
+        for st in [*graph_part, *rest]:
+            for node in C.walk(st):
+                names, value, _ = C.assignment(node)
+                if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "train.Saver":
+                    savers[names[0]] = node
+        for name, made in savers.items():
+            for st in [*graph_part, *rest]:
+                use = next((u for u in _uses(st, name) if u is not made), None)
+                if use is not None:
+                    blockers.append(_Blocker(use, f"{header}: `{_first_line(use)}` checkpoints with a TF1 `tf.train.Saver`"
+                                     f" (`{_first_line(made)}`), which TFM303 does not migrate",
+                                     "checkpoint the migrated program with tf.train.Checkpoint(optimizer=...,"
+                                     " model=...) and tf.train.CheckpointManager(directory, max_to_keep=5):"
+                                     " manager.save(checkpoint_number=step)"))
+                    break
+
+    def _report_lost(self, lost, statements, new, session: _SessionRegion, header) -> None:
+        """Say which statements still need names of the TF1 graph, located on
+        input code (a use in generated code is located where the name was made)."""
+        by_use: dict[int, tuple[cst.CSTNode, list[str]]] = {}
+        for name in lost:
+            made = next((u for st in statements for u in _binders(st, name)), None)
+            original = {C.code_of(u).strip() for st in statements for u in _uses(st, name)}
+            uses = [u for st in new for u in _uses(st, name)]
+            use = next((u for u in uses if C.code_of(u).strip() in original), None)
+            node = use or made or self.anchor
+            if name in session.sessions:
+                what = f"the TF1 session `{name}`"
+            else:
+                what = f"`{name}`" + (f" (`{_first_line(made)}`)" if made is not None else "")
+            by_use.setdefault(id(node), (node, []))[1].append(what)
+        for node, whats in by_use.values():
+            where = f"`{_first_line(node)}`" if node is not self.anchor else "the code after the graph"
+            sessions = any("TF1 session" in w for w in whats)
+            self._decline(node, f"{header}: not rewritten, {where} still uses {' and '.join(whats)}, which the"
+                          " migrated program no longer defines",
+                          "fetch only the train op and values the towers compute, or port this statement by hand"
+                          + (" (TF1 summaries, queue runners and Saver need the session)" if sessions else ""))
+
+    # ---------------------------------------------------------------- unhandled loops
+    def _report_unhandled(self, module: cst.Module) -> None:
+        for loop, chain in self._loops_with_ancestors(module, []):
+            if _loop_key(loop) in self.handled:
+                continue
+            self.handled.add(_loop_key(loop))
+            scope = chain
+            for k, node in enumerate(chain):
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                    scope = chain[k + 1 :]
+            in_function = any(isinstance(n, cst.FunctionDef) for n in chain)
+            blocking = [n for n in scope if not isinstance(n, cst.With)]
+            withs = [n for n in scope if isinstance(n, cst.With)
+                     and not all(self._scope_item(i) or self._dissolvable(i) for i in n.items)]
+            if blocking:
+                why = (f"it is inside `{_header(blocking[-1])}`; TFM303 migrates tower loops built directly in a"
+                       " function body or under `with` blocks")
+            elif withs:
+                why = (f"it is inside `{_header(withs[-1])}`, which TFM303 cannot remove (it dissolves only"
+                       ' `tf.Graph().as_default()`, `tf.device("...")` and variable/name scopes)')
+            elif not in_function:
+                why = "it runs at module level; TFM303 migrates towers built inside a function"
+            else:
+                why = "the graph around it does not have the shape TFM303 migrates"
+            self._decline(loop, f"tower loop `{_header(loop)}` not migrated: {why}",
+                          _WHERE_HINT if (blocking or withs or not in_function) else
+                          "build a MirroredStrategy replica function by hand")
+
+    def _loops_with_ancestors(self, node, chain):
+        for st in _child_statements(node):
+            if self._is_tower_loop(st):
+                yield st, chain
+            elif isinstance(st, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
+                yield from self._loops_with_ancestors(st, [*chain, st])
+
+    # ---------------------------------------------------------------- output
+    def _create_strategy(self, block, graph: Graph, resolver: str):
+        t = self.towers
+        devices = f"[{C.code_of(t.device)} for {t.index} in range({C.code_of(t.count)})]"
+        out = []
+        if "cpu" in C.code_of(t.device).lower():
+            out += C.stmts(
+                "# One logical CPU device per tower, as ConfigProto(device_count={\"CPU\": n}) gave the session.\n"
+                "tf.config.set_logical_device_configuration(\n"
+                "    tf.config.list_physical_devices(\"CPU\")[0],\n"
+                f"    [tf.config.LogicalDeviceConfiguration()] * {C.code_of(t.count)})\n"
+                "# The gradients are added on one device, as average_gradients did: on CPU\n"
+                "# devices the default collective all-reduce takes about twice the step time.\n"
+                f"{self.strategy_name} = tf.distribute.MirroredStrategy(\n"
+                f"    {devices}, cross_device_ops=tf.distribute.ReductionToOneDevice())\n"
+            )
+        else:
+            out += C.stmts(f"{self.strategy_name} = tf.distribute.MirroredStrategy({devices})\n")
+        self.report(self.anchor, "in-graph towers now run as MirroredStrategy replicas; the loss is divided by the"
+                    " number of replicas so gradients are averaged as average_gradients did",
+                    fixed=True, severity="info", reference=REFERENCE[MIRRORED])
+        return out
+
+    def _wants_template(self, graph: Graph) -> bool:
+        return True  # towers share their variables: build them once, reuse per replica
+
+    def _step_code(self, step_name, run_name, schedule_name, params, args, fetch, graph):
+        # What the TF1 graph computed from the towers' losses (the mean loss)
+        # stays in the tf.function too: run eagerly, those ops cost more than
+        # a whole training step of the towers reference.
+        names = ", ".join(params)
+        split_sources = set(self.splits.values())
+        sliced = [p for p in params if p in split_sources]
+        lines = [f"def {step_name}({names}):"]
+        if sliced:
+            lines += [
+                f"    def {step_name}_slice({names}):",
+                "        # tower i trained on tf.split slice i of the batch: replica i takes the same slice",
+            ]
+            whole = [p for p in params if p not in split_sources]
+            if whole:
+                lines.append(f"        # ({', '.join(whole)}: every tower read the whole value, so does every replica)")
+            lines += [
+                "        context = tf.distribute.get_replica_context()",
+                f"        {', '.join(sliced)}{',' if len(sliced) == 1 else ''} = (",
+                "            tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),",
+                "                      context.replica_id_in_sync_group)",
+                f"            for value in {C.tuple_code(sliced)})",
+                f"        return {step_name}_replica({names})",
+            ]
+            replica_fn = f"{step_name}_slice"
+        else:
+            replica_fn = f"{step_name}_replica"  # every tower read the whole batch: so does every replica
+        lines += [
+            f"    replica_results = {self.strategy_name}.experimental_local_results(",
+            f"        {self.strategy_name}.run({replica_fn}, args={args if params else '()'}))",
+        ]
+        for lst in sorted(self.towers.loss_lists):
+            lines.append(f"    {lst} = list(replica_results)")
+        if self.towers.loss in fetch.values:
+            lines.append(f"    {self.towers.loss} = replica_results[-1]  # after the TF1 loop: the last tower's")
+        for _, st in self.post:
+            lines.append("    " + C.code_of(st).strip())
+        values = list(fetch.values)
+        lines.append(f"    return {', '.join(values)}" if values else "    return None")
+        outer_code = "\n".join(lines) + "\n"
+        if len(values) > 1:
+            fetched = f"tuple(value.numpy() for value in {step_name}({names}))"
+        elif values:
+            fetched = f"{step_name}({names}).numpy()"
+        else:
+            fetched = None
+        run = f"def {run_name}({names}):\n"
+        run += f"    results = {fetched}\n" if fetched else f"    {step_name}({names})\n    results = None\n"
+        return outer_code, run, None
+
+    def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
+        # each replica returns its tower loss; the run wrapper derives the fetches
+        return [self.towers.loss]
+
+
+def _why(message: str, hint: str) -> tuple[str, str]:
+    return message, hint
+
+
+def _targets(statement) -> list[str]:
+    names, _, _ = C.assignment(statement)
+    return names
+
+
+def _loop_key(loop: cst.For) -> str:
+    return C.code_of(loop.with_changes(leading_lines=[]))
+
+
+def _first_line(node) -> str:
+    """A node's code on one line (a block: its first line), comments skipped, shortened."""
+    if node is None:
+        return "?"
+    lines = [line.strip() for line in C.code_of(node).splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    if not lines:
+        return "?"
+    if isinstance(node, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
+        text = lines[0]
+    else:
+        text = " ".join(lines).replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]")
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _header(node) -> str:
+    return _first_line(node)
+
+
+def _order(statements, node) -> int:
+    """Source order of a reported node among the region's statements."""
+    for k, st in enumerate(statements):
+        if st is node or any(n is node for n in C.walk(st)):
+            return k
+    return len(statements)
+
+
+def _blocking_with(holder, loop, rule: TowersToMirrored):
+    """The innermost statement between `holder` and the loop that is not a
+    scope the rule flattens (a session block, a control-dependency block...)."""
+    found = holder
+    node = holder
+    while isinstance(node, cst.With):
+        if not all(isinstance(i.item, cst.Call) and rule.qualname(i.item.func) in ("variable_scope", "name_scope", "device")
+                   for i in node.items):
+            found = node
+        node = next((st for st in C.body_of(node.body) if any(n is loop for n in C.walk(st))), None)
+    return found
+
+
+def _is_device_string(node) -> bool:
+    if isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Modulo, cst.Add)):
+        return isinstance(node.left, (cst.SimpleString, cst.FormattedString))
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "format":
+        return isinstance(node.func.value, (cst.SimpleString, cst.FormattedString))
+    return False
+
+
+def _is_zero(node) -> bool:
+    return isinstance(node, (cst.Integer, cst.Float)) and node.evaluated_value == 0
+
+
+def _name_nodes(node, name: str) -> list[cst.Name]:
+    """The Name nodes reading `name` (not attribute or keyword names)."""
+    out = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            if n.value == name:
+                out.append(n)
+        elif isinstance(n, (cst.Attribute, cst.Arg)):
+            stack.append(n.value)
+        else:
+            stack.extend(C.children(n))
+    return out
+
+
+def _simple_statements(statement):
+    """The simple statement lines of a statement, nested ones included, in order."""
+    if isinstance(statement, cst.SimpleStatementLine):
+        return [statement]
+    return [n for n in C.walk(statement) if isinstance(n, cst.SimpleStatementLine)]
+
+
+def _uses(statement, name: str):
+    """The innermost simple statements (or block headers) of `statement` reading `name`, in order."""
+    for node in C.walk(statement):
+        if isinstance(node, cst.SimpleStatementLine):
+            if name in C.names_used(node):
+                yield node
+        elif name in _header_names(node):
+            yield node
+
+
+def _header_names(node) -> set[str]:
+    """Names read by the header of a `for`, `if`, `while` or `with` block."""
+    if isinstance(node, cst.For):
+        return C.names_used(node.iter)
+    if isinstance(node, (cst.If, cst.While)):
+        return C.names_used(node.test)
+    if isinstance(node, cst.With):
+        return set().union(*(C.names_used(item.item) for item in node.items))
+    return set()
+
+
+def _binders(statement, name: str):
+    for line in _simple_statements(statement):
+        names, _, _ = C.assignment(line)
+        if name in names:
+            yield line
+
+
+def _scope_bound(statements) -> set[str]:
+    """Names bound by assignments, loop targets and `as` clauses (nested functions excluded)."""
+    out: set[str] = set()
+    stack = list(statements)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            out.add(n.name.value)
+            continue
+        if isinstance(n, cst.Lambda):
+            continue
+        if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For)):
+            out.update(C.target_names(n.target))
+        elif isinstance(n, cst.AsName):
+            out.update(C.target_names(n.name))
+        stack.extend(C.children(n))
+    return out
+
+
+def _child_statements(node):
+    """Statements directly inside a module, compound statement or clause."""
+    out = []
+    for field in ("body", "orelse", "handlers", "finalbody"):
+        value = getattr(node, field, None)
+        if value is None:
+            continue
+        if isinstance(value, cst.BaseSuite):
+            out += list(C.body_of(value))
+        elif isinstance(value, (list, tuple)):
+            out += [v for v in value if isinstance(v, cst.CSTNode)]
+        elif isinstance(value, cst.CSTNode):
+            out.append(value)  # an elif, else or finally clause
+    return out
+
+
+_BUILTINS = frozenset(dir(builtins))
+
+
+def _free_names(statements) -> set[str] | None:
+    """Names the statements read that they do not bind (scope-blind, as the
+    engine's own check); None when the code cannot be analysed."""
+    try:
+        tree = ast.parse(cst.Module(body=list(statements)).code)
+    except (SyntaxError, ValueError):
+        return None
+    loads, bound = set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            (loads if isinstance(n.ctx, ast.Load) else bound).add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, ast.alias):
+            bound.add(n.asname or n.name.partition(".")[0])
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            bound.update(n.names)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+    return loads - bound - _BUILTINS
+
+
+def _introduced(before, after) -> list[str]:
+    """Names the rewritten statements read but no longer bind."""
+    old, new = _free_names(before), _free_names(after)
+    if old is None or new is None:
+        return []
+    return sorted(new - old)
+
+
+class _ReplaceSplits(cst.CSTTransformer):
+    def __init__(self, splits: dict[str, str], index: str):
+        super().__init__()
+        self.splits = splits
+        self.index = index
+
+    def leave_Subscript(self, original, updated):
+        if isinstance(updated.value, cst.Name) and updated.value.value in self.splits and len(updated.slice) == 1:
+            sl = updated.slice[0].slice
+            if isinstance(sl, cst.Index) and C.code_of(sl.value) == self.index:
+                return cst.Name(self.splits[updated.value.value])
+        return updated
+
+
+def _replace_splits(statement, splits, index):
+    return transform(statement, _ReplaceSplits(splits, index))
+
+
+TowersToMirrored.VALID = [
+    Valid(
+        """
+        import tensorflow as tf
+        grads = opt.compute_gradients(loss)
+        """
+    ),
+    # a loop computing gradients without tf.device is not a tower loop: nothing to say
+    Valid(
+        """
+        import tensorflow as tf
+
+
+        def per_example_gradients(opt, losses):
+            out = []
+            for loss in losses:
+                out.append(opt.compute_gradients(loss))
+            return out
+        """
+    ),
+]
+TowersToMirrored.INVALID = [
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def tower_loss(images, labels):
+            w = tf.get_variable("w", [3, 1])
+            return tf.reduce_mean(tf.square(tf.matmul(images, w) - labels))
+
+
+        def train():
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                global_step = tf.train.get_or_create_global_step()
+                opt = tf.train.GradientDescentOptimizer(0.1)
+                images = tf.placeholder(tf.float32, [8, 3])
+                labels = tf.placeholder(tf.float32, [8, 1])
+                images_splits = tf.split(images, FLAGS.num_gpus)
+                labels_splits = tf.split(labels, FLAGS.num_gpus)
+                tower_grads = []
+                with tf.variable_scope(tf.get_variable_scope()):
+                    for i in range(FLAGS.num_gpus):
+                        with tf.device("/gpu:%d" % i):
+                            with tf.name_scope("tower_%d" % i) as scope:
+                                loss = tower_loss(images_splits[i], labels_splits[i])
+                                tf.get_variable_scope().reuse_variables()
+                                grads = opt.compute_gradients(loss)
+                                tower_grads.append(grads)
+                grads = average_gradients(tower_grads)
+                train_op = opt.apply_gradients(grads, global_step=global_step)
+                sess = tf.Session(config=tf.ConfigProto(allow_soft_placement=True))
+                sess.run(tf.global_variables_initializer())
+                for step in range(FLAGS.max_steps):
+                    _, loss_value = sess.run([train_op, loss], feed_dict={images: x, labels: y})
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def tower_loss(images, labels):
+            w = tf.get_variable("w", [3, 1])
+            return tf.reduce_mean(tf.square(tf.matmul(images, w) - labels))
+
+
+        def train():
+            strategy = tf.distribute.MirroredStrategy(["/gpu:%d" % i for i in range(FLAGS.num_gpus)])
+
+            def model_fn(images, labels):
+                loss = tower_loss(images, labels)
+                return loss
+
+            with strategy.scope():
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                tower_grads = []
+                opt = tf.keras.optimizers.SGD(learning_rate=0.1)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([8, 3], tf.float32), tf.zeros([8, 1], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(images, labels):
+                def train_step_replica(images, labels):
+                    with tf.GradientTape() as tape:
+                        loss = model(images, labels)
+                        # average_gradients averaged the replicas' gradients; strategies sum them.
+                        scaled_loss = loss / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    opt.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return loss
+                def train_step_slice(images, labels):
+                    # tower i trained on tf.split slice i of the batch: replica i takes the same slice
+                    context = tf.distribute.get_replica_context()
+                    images, labels = (
+                        tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),
+                                  context.replica_id_in_sync_group)
+                        for value in (images, labels))
+                    return train_step_replica(images, labels)
+                replica_results = strategy.experimental_local_results(
+                    strategy.run(train_step_slice, args=(images, labels)))
+                loss = replica_results[-1]  # after the TF1 loop: the last tower's
+                return loss
+            # A tf.function call costs more than a TF1 session's run of its cached graph:
+            # train_steps runs steps_per_call steps per call (run_pending_steps), and the rest
+            # of the loop body (finish_train_step) runs on each step's results after that call.
+            steps_per_call = 4
+            pending_steps = []
+
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one call, in order.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def finish_train_step(step_results):
+                # The rest of the loop body, run on this step's results.
+                pass
+
+            def run_pending_steps():
+                # Steps whose arguments have the same shapes share a call, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    images, labels = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
+                    shapes = [value.shape for value in (images, labels)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((images, labels), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    for (_, captured), step_results in zip(steps, train_steps(*stacked)):
+                        finish_train_step(step_results, *captured)
+                pending_steps.clear()
+
+            for step in range(FLAGS.max_steps):
+                pending_steps.append(((x, y), ()))
+                if len(pending_steps) == steps_per_call:
+                    run_pending_steps()
+            run_pending_steps()
+        """,
+        diagnostics=(),
+    ),
+    # CPU towers: logical devices, and the gradients added on one device.
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def tower_loss(images, labels):
+            w = tf.get_variable("w", [3, 1])
+            return tf.reduce_mean(tf.square(tf.matmul(images, w) - labels))
+
+
+        def train():
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                global_step = tf.train.get_or_create_global_step()
+                opt = tf.train.GradientDescentOptimizer(0.1)
+                images = tf.placeholder(tf.float32, [8, 3])
+                labels = tf.placeholder(tf.float32, [8, 1])
+                images_splits = tf.split(images, FLAGS.num_gpus)
+                labels_splits = tf.split(labels, FLAGS.num_gpus)
+                tower_grads = []
+                with tf.variable_scope(tf.get_variable_scope()):
+                    for i in range(FLAGS.num_gpus):
+                        with tf.device("/cpu:%d" % i):
+                            with tf.name_scope("tower_%d" % i) as scope:
+                                loss = tower_loss(images_splits[i], labels_splits[i])
+                                tf.get_variable_scope().reuse_variables()
+                                grads = opt.compute_gradients(loss)
+                                tower_grads.append(grads)
+                grads = average_gradients(tower_grads)
+                train_op = opt.apply_gradients(grads, global_step=global_step)
+                sess = tf.Session(config=tf.ConfigProto(device_count={"CPU": FLAGS.num_gpus}))
+                sess.run(tf.global_variables_initializer())
+                for step in range(FLAGS.max_steps):
+                    _, loss_value = sess.run([train_op, loss], feed_dict={images: x, labels: y})
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def tower_loss(images, labels):
+            w = tf.get_variable("w", [3, 1])
+            return tf.reduce_mean(tf.square(tf.matmul(images, w) - labels))
+
+
+        def train():
+            tf.config.set_logical_device_configuration(
+                tf.config.list_physical_devices("CPU")[0],
+                [tf.config.LogicalDeviceConfiguration()] * FLAGS.num_gpus)
+            # The gradients are added on one device, as average_gradients did: on CPU
+            # devices the default collective all-reduce takes about twice the step time.
+            strategy = tf.distribute.MirroredStrategy(
+                ["/cpu:%d" % i for i in range(FLAGS.num_gpus)], cross_device_ops=tf.distribute.ReductionToOneDevice())
+
+            def model_fn(images, labels):
+                loss = tower_loss(images, labels)
+                return loss
+
+            with strategy.scope():
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                tower_grads = []
+                opt = tf.keras.optimizers.SGD(learning_rate=0.1)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([8, 3], tf.float32), tf.zeros([8, 1], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(images, labels):
+                def train_step_replica(images, labels):
+                    with tf.GradientTape() as tape:
+                        loss = model(images, labels)
+                        # average_gradients averaged the replicas' gradients; strategies sum them.
+                        scaled_loss = loss / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    opt.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return loss
+                def train_step_slice(images, labels):
+                    # tower i trained on tf.split slice i of the batch: replica i takes the same slice
+                    context = tf.distribute.get_replica_context()
+                    images, labels = (
+                        tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),
+                                  context.replica_id_in_sync_group)
+                        for value in (images, labels))
+                    return train_step_replica(images, labels)
+                replica_results = strategy.experimental_local_results(
+                    strategy.run(train_step_slice, args=(images, labels)))
+                loss = replica_results[-1]  # after the TF1 loop: the last tower's
+                return loss
+            # A tf.function call costs more than a TF1 session's run of its cached graph:
+            # train_steps runs steps_per_call steps per call (run_pending_steps), and the rest
+            # of the loop body (finish_train_step) runs on each step's results after that call.
+            steps_per_call = 4
+            pending_steps = []
+
+            @tf.function
+            def train_steps(*stacked):
+                # The steps of one call, in order.
+                return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+            def finish_train_step(step_results):
+                # The rest of the loop body, run on this step's results.
+                pass
+
+            def run_pending_steps():
+                # Steps whose arguments have the same shapes share a call, stacked.
+                groups = []
+                for arguments, captured in pending_steps:
+                    images, labels = arguments
+                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
+                    shapes = [value.shape for value in (images, labels)]
+                    if not groups or groups[-1][0] != shapes:
+                        groups.append((shapes, []))
+                    groups[-1][1].append(((images, labels), captured))
+                for _, steps in groups:
+                    stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+                    for (_, captured), step_results in zip(steps, train_steps(*stacked)):
+                        finish_train_step(step_results, *captured)
+                pending_steps.clear()
+
+            for step in range(FLAGS.max_steps):
+                pending_steps.append(((x, y), ()))
+                if len(pending_steps) == steps_per_call:
+                    run_pending_steps()
+            run_pending_steps()
+        """,
+        diagnostics=(),
+    ),
+    # towers built directly in the function body (no graph block) convert like those in one; a
+    # placeholder every tower read whole (keep) is passed whole to every replica
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def fit(batches, towers):
+            sgd = tf.train.GradientDescentOptimizer(0.01)
+            feats = tf.placeholder(tf.float32, [64, 10])
+            goal = tf.placeholder(tf.float32, [64, 1])
+            keep = tf.placeholder(tf.float32, [])
+            feat_parts = tf.split(feats, towers)
+            goal_parts = tf.split(goal, towers)
+            per_tower = []
+            for t in range(towers):
+                with tf.device("/gpu:%d" % t):
+                    err = regression_loss(feat_parts[t], goal_parts[t], keep)
+                    per_tower.append(sgd.compute_gradients(err))
+            step_op = sgd.apply_gradients(mean_of_grads(per_tower))
+            with tf.Session() as sess:
+                sess.run(tf.global_variables_initializer())
+                for f, g in batches:
+                    _, e = sess.run([step_op, err], feed_dict={feats: f, goal: g, keep: 0.9})
+                    if e < 1e-3:
+                        break
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def fit(batches, towers):
+            strategy = tf.distribute.MirroredStrategy(["/gpu:%d" % t for t in range(towers)])
+
+            def model_fn(feats, goal, keep):
+                err = regression_loss(feats, goal, keep)
+                return err
+
+            with strategy.scope():
+                per_tower = []
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                sgd = tf.keras.optimizers.SGD(learning_rate=0.01)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([64, 10], tf.float32), tf.zeros([64, 1], tf.float32), tf.zeros([], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(feats, goal, keep):
+                def train_step_replica(feats, goal, keep):
+                    with tf.GradientTape() as tape:
+                        err = model(feats, goal, keep)
+                        # average_gradients averaged the replicas' gradients; strategies sum them.
+                        scaled_loss = err / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    sgd.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return err
+                def train_step_slice(feats, goal, keep):
+                    # tower i trained on tf.split slice i of the batch: replica i takes the same slice
+                    # (keep: every tower read the whole value, so does every replica)
+                    context = tf.distribute.get_replica_context()
+                    feats, goal = (
+                        tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),
+                                  context.replica_id_in_sync_group)
+                        for value in (feats, goal))
+                    return train_step_replica(feats, goal, keep)
+                replica_results = strategy.experimental_local_results(
+                    strategy.run(train_step_slice, args=(feats, goal, keep)))
+                err = replica_results[-1]  # after the TF1 loop: the last tower's
+                return err
+
+            def run_train_step(feats, goal, keep):
+                # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                # take tf.function's fast path (NumPy arguments cost more than the step)
+                feats, goal, keep = tf.convert_to_tensor(feats, tf.float32), tf.convert_to_tensor(goal, tf.float32), tf.convert_to_tensor(keep, tf.float32)
+                results = train_step(feats, goal, keep).numpy()
+                return results
+            for f, g in batches:
+                e = run_train_step(f, g, 0.9)
+                if e < 1e-3:
+                    break
+        """,
+        diagnostics=(),
+    ),
+    # no tf.split at all: every tower read the whole batch, so every replica gets it whole
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def fit(batches):
+            sgd = tf.train.AdamOptimizer(0.001)
+            feats = tf.placeholder(tf.float32, [None, 10])
+            grads_by_gpu = []
+            for g in range(2):
+                with tf.device("/gpu:{}".format(g)):
+                    err = reconstruction_loss(feats)
+                    grads_by_gpu.append(sgd.compute_gradients(err))
+            step_op = sgd.apply_gradients(average_gradients(grads_by_gpu))
+            with tf.Session() as sess:
+                for f in batches:
+                    _, e = sess.run([step_op, err], feed_dict={feats: f})
+                    if e < 1e-3:
+                        break
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def fit(batches):
+            strategy = tf.distribute.MirroredStrategy(["/gpu:{}".format(g) for g in range(2)])
+
+            def model_fn(feats):
+                err = reconstruction_loss(feats)
+                return err
+
+            with strategy.scope():
+                grads_by_gpu = []
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                sgd = tf.keras.optimizers.Adam(learning_rate=0.001, epsilon=1e-08)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([1, 10], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(feats):
+                def train_step_replica(feats):
+                    with tf.GradientTape() as tape:
+                        err = model(feats)
+                        # average_gradients averaged the replicas' gradients; strategies sum them.
+                        scaled_loss = err / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    sgd.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return err
+                replica_results = strategy.experimental_local_results(
+                    strategy.run(train_step_replica, args=(feats,)))
+                err = replica_results[-1]  # after the TF1 loop: the last tower's
+                return err
+
+            def run_train_step(feats):
+                # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                # take tf.function's fast path (NumPy arguments cost more than the step)
+                feats = tf.convert_to_tensor(feats, tf.float32)
+                results = train_step(feats).numpy()
+                return results
+            for f in batches:
+                e = run_train_step(f)
+                if e < 1e-3:
+                    break
+        """,
+        diagnostics=(),
+    ),
+    # a named exponential_decay of a global step that starts at 0 and that the update advances:
+    # the Keras schedule of optimizer.iterations (summaries of the rate are dropped with the others)
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def fit(batches, towers):
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                counter = tf.train.get_or_create_global_step()
+                # halve the rate every 500 steps
+                rate = tf.train.exponential_decay(0.2, counter, 500, 0.5, staircase=True)
+                sgd = tf.train.GradientDescentOptimizer(rate)
+                feats = tf.placeholder(tf.float32, [64, 10])
+                feat_parts = tf.split(feats, towers)
+                per_tower = []
+                for t in range(towers):
+                    with tf.device("/gpu:%d" % t):
+                        err = reconstruction_loss(feat_parts[t])
+                        per_tower.append(sgd.compute_gradients(err))
+                step_op = sgd.apply_gradients(average_gradients(per_tower), global_step=counter)
+                tf.summary.scalar("rate", rate)
+                with tf.Session() as sess:
+                    for f in batches:
+                        _, e = sess.run([step_op, err], feed_dict={feats: f})
+                        if e < 1e-3:
+                            break
+        """,
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def fit(batches, towers):
+            strategy = tf.distribute.MirroredStrategy(["/gpu:%d" % t for t in range(towers)])
+
+            def model_fn(feats):
+                err = reconstruction_loss(feats)
+                return err
+
+            with strategy.scope():
+                counter = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                # halve the rate every 500 steps
+                rate = tf.keras.optimizers.schedules.ExponentialDecay(0.2, 500, 0.5, staircase=True)
+                per_tower = []
+                sgd = tf.keras.optimizers.SGD(learning_rate=rate)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the TF1 graph did.
+                model(tf.zeros([64, 10], tf.float32))
+            trainable_variables = model.trainable_variables
+
+            @tf.function
+            def train_step(feats):
+                def train_step_replica(feats):
+                    with tf.GradientTape() as tape:
+                        err = model(feats)
+                        # average_gradients averaged the replicas' gradients; strategies sum them.
+                        scaled_loss = err / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    sgd.apply_gradients(zip(gradients, trainable_variables))
+                    counter.assign_add(1)
+                    return err
+                def train_step_slice(feats):
+                    # tower i trained on tf.split slice i of the batch: replica i takes the same slice
+                    context = tf.distribute.get_replica_context()
+                    feats, = (
+                        tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),
+                                  context.replica_id_in_sync_group)
+                        for value in (feats,))
+                    return train_step_replica(feats)
+                replica_results = strategy.experimental_local_results(
+                    strategy.run(train_step_slice, args=(feats,)))
+                err = replica_results[-1]  # after the TF1 loop: the last tower's
+                return err
+
+            def run_train_step(feats):
+                # feed_dict converted fed values to the placeholders' dtypes; tensors also
+                # take tf.function's fast path (NumPy arguments cost more than the step)
+                feats = tf.convert_to_tensor(feats, tf.float32)
+                results = train_step(feats).numpy()
+                return results
+            for f in batches:
+                e = run_train_step(f)
+                if e < 1e-3:
+                    break
+        """,
+        diagnostics=(),
+    ),
+    # crash regression (2-space indent): towers with no fed input, each building its own from the
+    # tower index through a helper module -> declined, located on the tower's input
+    Invalid(
+        """
+        import tensorflow as tf
+        import model_lib
+
+
+        def run(argv=None):
+          with tf.Graph().as_default(), tf.device("/cpu:0"):
+            step = tf.Variable(0, trainable=False)
+            sgd = tf.train.GradientDescentOptimizer(0.1)
+            collected = []
+            for k in range(4):
+              with tf.device("/gpu:%d" % k):
+                cost = model_lib.tower_cost(k)
+                collected.append(sgd.compute_gradients(cost))
+            update = sgd.apply_gradients(model_lib.average_gradients(collected), global_step=step)
+            with tf.Session() as sess:
+              sess.run(tf.global_variables_initializer())
+              for _ in range(10):
+                c, _ = sess.run([cost, update])
+        """,
+        None,
+        diagnostics=('TFM303',),
+    ),
+    # crash regression: function-level towers, no graph block, no placeholder at all
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def run():
+            sgd = tf.train.GradientDescentOptimizer(0.1)
+            collected = []
+            for k in range(2):
+                with tf.device("/gpu:%d" % k):
+                    cost = synthetic_cost()
+                    collected.append(sgd.compute_gradients(cost))
+            update = sgd.apply_gradients(average_gradients(collected))
+            with tf.Session() as sess:
+                for _ in range(10):
+                    sess.run(update)
+        """,
+        None,
+        diagnostics=('TFM303',),
+    ),
+    # the canonical multi-GPU shape: queue input, a name_scope name read by the tower, an
+    # ExponentialMovingAverage grouped with the update, Saver checkpoints: one diagnostic each
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def train(data_dir, gpus, steps):
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                step = tf.train.get_or_create_global_step()
+                rate = tf.train.exponential_decay(0.1, step, 1000, 0.1, staircase=True)
+                sgd = tf.train.GradientDescentOptimizer(rate)
+                images, labels = read_records(data_dir)
+                prefetched = tf.contrib.slim.prefetch_queue.prefetch_queue([images, labels], capacity=2 * gpus)
+                grads_list = []
+                with tf.variable_scope(tf.get_variable_scope()):
+                    for g in range(gpus):
+                        with tf.device("/gpu:%d" % g), tf.name_scope("replica_%d" % g) as ns:
+                            image_batch, label_batch = prefetched.dequeue()
+                            cost = scoped_loss(ns, image_batch, label_batch)
+                            tf.get_variable_scope().reuse_variables()
+                            grads_list.append(sgd.compute_gradients(cost))
+                apply_op = sgd.apply_gradients(average_gradients(grads_list), global_step=step)
+                averager = tf.train.ExponentialMovingAverage(0.999, step)
+                average_op = averager.apply(tf.trainable_variables())
+                train_op = tf.group(apply_op, average_op)
+                saver = tf.train.Saver(tf.global_variables())
+                sess = tf.Session()
+                sess.run(tf.global_variables_initializer())
+                tf.train.start_queue_runners(sess=sess)
+                for i in range(steps):
+                    _, c = sess.run([train_op, cost])
+                    if i % 1000 == 0:
+                        saver.save(sess, data_dir + "/model.ckpt", global_step=i)
+        """,
+        None,
+        diagnostics=('TFM303', 'TFM303', 'TFM303', 'TFM303'),
+    ),
+    # a tower loop inside an `if` is not migrated, and says so
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def build(use_towers):
+            sgd = tf.train.GradientDescentOptimizer(0.1)
+            feats = tf.placeholder(tf.float32, [32, 4])
+            parts = tf.split(feats, 2)
+            collected = []
+            if use_towers:
+                for k in range(2):
+                    with tf.device("/gpu:%d" % k):
+                        cost = net_cost(parts[k])
+                        collected.append(sgd.compute_gradients(cost))
+            return sgd.apply_gradients(average_gradients(collected))
+        """,
+        None,
+        diagnostics=('TFM303',),
+    ),
+    # a tower loop at module level is not migrated, and says so
+    Invalid(
+        """
+        import tensorflow as tf
+
+        sgd = tf.train.GradientDescentOptimizer(0.1)
+        collected = []
+        for k in range(2):
+            with tf.device("/gpu:%d" % k):
+                collected.append(sgd.compute_gradients(net_cost(k)))
+        """,
+        None,
+        diagnostics=('TFM303',),
+    ),
+    # MomentumOptimizer under a decaying rate: Keras SGD(momentum=) differs once the rate changes
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def fit(batches):
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                counter = tf.train.get_or_create_global_step()
+                rate = tf.train.exponential_decay(0.1, counter, 100, 0.5)
+                sgd = tf.train.MomentumOptimizer(rate, 0.9)
+                feats = tf.placeholder(tf.float32, [32, 4])
+                parts = tf.split(feats, 2)
+                collected = []
+                for k in range(2):
+                    with tf.device("/gpu:%d" % k):
+                        cost = net_cost(parts[k])
+                        collected.append(sgd.compute_gradients(cost))
+                update = sgd.apply_gradients(average_gradients(collected), global_step=counter)
+                with tf.Session() as sess:
+                    for f in batches:
+                        sess.run(update, feed_dict={feats: f})
+        """,
+        None,
+        diagnostics=('TFM303',),
+    ),
+    # a global step that does not start at 0: optimizer.iterations would lag behind it
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def fit(batches):
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                counter = tf.Variable(1, trainable=False)
+                rate = tf.train.exponential_decay(0.1, counter, 100, 0.5)
+                sgd = tf.train.GradientDescentOptimizer(rate)
+                feats = tf.placeholder(tf.float32, [32, 4])
+                parts = tf.split(feats, 2)
+                collected = []
+                for k in range(2):
+                    with tf.device("/gpu:%d" % k):
+                        cost = net_cost(parts[k])
+                        collected.append(sgd.compute_gradients(cost))
+                update = sgd.apply_gradients(average_gradients(collected), global_step=counter)
+                with tf.Session() as sess:
+                    for f in batches:
+                        sess.run(update, feed_dict={feats: f})
+        """,
+        None,
+        diagnostics=('TFM303',),
+    ),
+    # an optimizer from a helper: its Keras equivalent cannot be chosen
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def fit(batches):
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                counter = tf.train.get_or_create_global_step()
+                sgd = optimizers.make("sgd", 0.1)
+                feats = tf.placeholder(tf.float32, [32, 4])
+                parts = tf.split(feats, 2)
+                collected = []
+                for k in range(2):
+                    with tf.device("/gpu:%d" % k):
+                        cost = net_cost(parts[k])
+                        collected.append(sgd.compute_gradients(cost))
+                update = sgd.apply_gradients(average_gradients(collected), global_step=counter)
+                with tf.Session() as sess:
+                    for f in batches:
+                        sess.run(update, feed_dict={feats: f})
+        """,
+        None,
+        diagnostics=('TFM303',),
+    ),
+    # a device function instead of a device string
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def fit(batches):
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                counter = tf.train.get_or_create_global_step()
+                sgd = tf.train.GradientDescentOptimizer(0.1)
+                feats = tf.placeholder(tf.float32, [32, 4])
+                parts = tf.split(feats, 2)
+                collected = []
+                for k in range(2):
+                    with tf.device(pin_variables_to_cpu("/gpu:%d" % k)):
+                        cost = net_cost(parts[k])
+                        collected.append(sgd.compute_gradients(cost))
+                update = sgd.apply_gradients(average_gradients(collected), global_step=counter)
+                with tf.Session() as sess:
+                    for f in batches:
+                        sess.run(update, feed_dict={feats: f})
+        """,
+        None,
+        diagnostics=('TFM303',),
+    ),
+    # a summary op fetched on its own would leave the session and the op undefined: declined
+    Invalid(
+        """
+        import tensorflow as tf
+
+
+        def fit(batches):
+            with tf.Graph().as_default(), tf.device("/cpu:0"):
+                sgd = tf.train.GradientDescentOptimizer(0.1)
+                feats = tf.placeholder(tf.float32, [32, 4])
+                parts = tf.split(feats, 2)
+                collected = []
+                for k in range(2):
+                    with tf.device("/gpu:%d" % k):
+                        cost = net_cost(parts[k])
+                        collected.append(sgd.compute_gradients(cost))
+                update = sgd.apply_gradients(average_gradients(collected))
+                tf.summary.scalar("cost", cost)
+                summaries = tf.summary.merge_all()
+                with tf.Session() as sess:
+                    for f in batches:
+                        sess.run(update, feed_dict={feats: f})
+                        written = sess.run(summaries, feed_dict={feats: f})
+        """,
+        None,
+        diagnostics=('TFM303',),
+    ),
+]

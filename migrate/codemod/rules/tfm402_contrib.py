@@ -1,0 +1,285 @@
+"""TFM402 contrib: ``tf.contrib.*`` -> its TF2 home (rewritten when exact, else reported)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.fastcst import transform
+from migrate.codemod.rules.tfm101_tensorflow_import import attribute_chain, load_tf_api
+from migrate.codemod.rules.tfm401_estimator import imported_modules
+from migrate.codemod.tfnames import canonical, dotted
+
+# Exact equivalents tf_upgrade_v2's table lacks (the contrib symbol was an alias).
+_EXTRA_RENAMES = {
+    "contrib.framework.get_or_create_global_step": "compat.v1.train.get_or_create_global_step",
+    "contrib.framework.get_global_step": "compat.v1.train.get_global_step",
+    "contrib.framework.create_global_step": "compat.v1.train.create_global_step",
+    "contrib.framework.assert_global_step": "compat.v1.train.assert_global_step",
+}
+
+# canonical prefix -> hint (most specific first); the TF2 home of well-known contrib APIs
+_HINTS: list[tuple[str, str]] = [
+    ("contrib.layers.xavier_initializer", ("tf.keras.initializers.GlorotUniform(seed=...) (uniform=False:"
+     " GlorotNormal); in graph-mode code tf.compat.v1.glorot_uniform_initializer()")),
+    ("contrib.layers.variance_scaling_initializer", ("tf.keras.initializers.VarianceScaling(scale=factor,"
+     " mode='fan_in'|'fan_out'|'fan_avg', distribution='truncated_normal'|'uniform')")),
+    ("contrib.layers.l2_regularizer", "tf.keras.regularizers.L2(0.5 * scale) (TF1 used scale * sum(w**2) / 2)"),
+    ("contrib.layers.l1_regularizer", "tf.keras.regularizers.L1(scale)"),
+    ("contrib.layers.fully_connected", "tf.keras.layers.Dense(units, activation=...)"),
+    ("contrib.layers.conv2d", "tf.keras.layers.Conv2D"),
+    ("contrib.layers.max_pool2d", "tf.keras.layers.MaxPooling2D"),
+    ("contrib.layers.avg_pool2d", "tf.keras.layers.AveragePooling2D"),
+    ("contrib.layers.batch_norm", "tf.keras.layers.BatchNormalization (mind momentum/epsilon defaults)"),
+    ("contrib.layers.layer_norm", "tf.keras.layers.LayerNormalization"),
+    ("contrib.layers.flatten", "tf.keras.layers.Flatten"),
+    ("contrib.layers.dropout", "tf.keras.layers.Dropout(rate=1 - keep_prob)"),
+    ("contrib.layers.embed_sequence", "tf.keras.layers.Embedding"),
+    ("contrib.layers.optimize_loss", ("a tf.GradientTape step with a tf.keras.optimizers optimizer"
+     " (clip with tf.clip_by_global_norm)")),
+    ("contrib.layers.summarize", "tf.summary.histogram / tf.summary.scalar in a tf.summary writer"),
+    ("contrib.layers", "tf.keras.layers / tf.keras.initializers / tf.keras.regularizers"),
+    ("contrib.slim", "tf.keras layers and models (the tf-slim package `tf_slim` exists for TF2)"),
+    ("contrib.framework.arg_scope", "pass the shared arguments explicitly (or functools.partial)"),
+    ("contrib.framework.get_variables", ("tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES,"
+     " scope) (its first parameter is the collection, not the scope; `suffix` has no counterpart)")),
+    ("contrib.deprecated", ("tf.compat.v1.summary.scalar/histogram/image/audio/merge/merge_all (the old"
+     " `tag` is the new `name`; the old op `name` has no counterpart)")),
+    ("contrib.rnn", "tf.keras.layers.LSTMCell / GRUCell / SimpleRNNCell wrapped in tf.keras.layers.RNN"),
+    ("contrib.cudnn_rnn", "tf.keras.layers.LSTM / GRU (use cuDNN kernels automatically)"),
+    ("contrib.distribute.MirroredStrategy", "tf.distribute.MirroredStrategy(devices=[...])"),
+    ("contrib.distribute.CollectiveAllReduceStrategy", "tf.distribute.MultiWorkerMirroredStrategy"),
+    ("contrib.distribute.ParameterServerStrategy", ("tf.distribute.ParameterServerStrategy(resolver)"
+     " + tf.distribute.coordinator.ClusterCoordinator")),
+    ("contrib.distribute", ("tf.distribute strategies (MirroredStrategy, MultiWorkerMirroredStrategy,"
+     " ParameterServerStrategy)")),
+    ("contrib.opt", ("a tf.keras.optimizers optimizer (AdamW exists in Keras 3); tensorflow-addons is"
+     " end-of-life")),
+    ("contrib.training.HParams", "a dict, dataclass or argparse/absl flags"),
+    ("contrib.training", "a custom training loop with tf.data"),
+    ("contrib.metrics", "tf.keras.metrics"),
+    ("contrib.losses", "tf.keras.losses"),
+    ("contrib.summary", "tf.summary (TF2 summaries: tf.summary.create_file_writer + tf.summary.scalar)"),
+    ("contrib.seq2seq", "Keras 3 layers (tensorflow-addons seq2seq is end-of-life)"),
+    ("contrib.tpu", "tf.distribute.TPUStrategy"),
+    ("contrib.lookup", "tf.lookup"),
+    ("contrib.image", "tf.image / tf.keras.layers preprocessing"),
+    ("contrib.data", "tf.data / tf.data.experimental"),
+    ("contrib.framework", "tf.* / tf.compat.v1.train.* (global step helpers)"),
+    ("contrib.predictor", "tf.saved_model.load(path).signatures['serving_default']"),
+    ("contrib.quantize", "the TensorFlow Model Optimization toolkit (tfmot.quantization.keras)"),
+    ("contrib.eager", "TF2 is eager by default (tf.GradientTape, tf.function)"),
+    ("contrib.keras", "tf.keras"),
+    ("contrib", "the TF2 API listed in the TF 2 migration guide (tf.contrib was removed in TF 2.0)"),
+]
+# handled by TFM401 (estimator rule)
+_SKIP = ("contrib.learn", "contrib.estimator")
+
+
+def _hint(name: str) -> str:
+    for prefix, hint in _HINTS:
+        if name == prefix or name.startswith(prefix + "."):
+            return hint
+    return _HINTS[-1][1]
+
+
+class Contrib(Rule):
+    """Rewrite ``tf.contrib`` symbols with an exact TF2 equivalent; report the rest.
+
+    What it does:
+        Rewrites ``tf.contrib.X`` when TensorFlow's own upgrade table (or a
+        known alias) names an identical TF 2.21 symbol:
+        ``tf.contrib.cluster_resolver.TFConfigClusterResolver`` ->
+        ``tf.distribute.cluster_resolver.TFConfigClusterResolver``,
+        ``tf.contrib.framework.get_or_create_global_step`` ->
+        ``tf.compat.v1.train.get_or_create_global_step``,
+        ``tf.contrib.data.X`` -> ``tf.data.experimental.X``. Every other
+        ``tf.contrib`` use (and each ``tensorflow.contrib`` import) is reported once
+        per statement, naming the TF2 home
+        (``contrib.layers.xavier_initializer`` -> ``tf.keras.initializers.GlorotUniform``,
+        ``contrib.rnn`` cells -> Keras cells ...). ``contrib.learn`` and
+        ``contrib.estimator`` are left to TFM401.
+
+    Why:
+        ``tf.contrib`` was removed in TF 2.0: such programs fail at import.
+
+    Example:
+        ``resolver = tf.contrib.cluster_resolver.TFConfigClusterResolver()``
+        becomes ``resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()``.
+
+    Fix safety:
+        Rewrites only symbols that are the same object (the contrib name was
+        an alias) and take the same arguments: ``contrib.framework.get_variables(scope)``
+        is reported, since ``get_collection``'s first parameter is the collection. Anything whose defaults or numerics differ is reported with
+        the hint, never rewritten. Names imported ``from tensorflow.contrib...``
+        are reported (the import itself must go).
+    """
+
+    code = "TFM402"
+    name = "contrib"
+    triggers = ("contrib",)
+
+    VALID = (
+        Valid(
+            """
+            import tensorflow as tf
+
+            resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            contrib = {"a": 1}
+            print(contrib["a"])
+            """
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import tensorflow as tf
+
+            resolver = tf.contrib.cluster_resolver.TFConfigClusterResolver()
+            global_step = tf.contrib.framework.get_or_create_global_step()
+            ds = ds.apply(tf.contrib.data.map_and_batch(parse, 32))
+            """,
+            """
+            import tensorflow as tf
+
+            resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            ds = ds.apply(tf.data.experimental.map_and_batch(parse, 32))
+            """,
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+            w = tf.get_variable("w", [784, 10], initializer=tf.contrib.layers.xavier_initializer())
+            cell = tf.contrib.rnn.BasicLSTMCell(128)
+            h = tf.contrib.layers.fully_connected(tf.contrib.layers.flatten(x), 10)
+            """,
+            None,
+            diagnostics=("TFM402", "TFM402", "TFM402"),
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+            head_vars = tf.contrib.framework.get_variables("head")
+            tf.contrib.deprecated.scalar_summary("loss", loss)
+            """,
+            None,
+            diagnostics=("TFM402", "TFM402"),
+        ),
+        Invalid(
+            """
+            import tensorflow.compat.v1 as tf
+            import tensorflow.contrib.slim as slim
+            from tensorflow.contrib import rnn
+
+            net = slim.conv2d(images, 32, [3, 3])
+            cell = rnn.GRUCell(64)
+            est = tf.contrib.learn.Estimator(model_fn)
+            """,
+            None,
+            diagnostics=("TFM402",) * 4,
+        ),
+        Invalid(
+            """
+            import tensorflow as tf1
+            strategy = tf1.contrib.distribute.MirroredStrategy(num_gpus=2)
+            resolver = tf1.contrib.cluster_resolver.SimpleClusterResolver(spec)
+            """,
+            """
+            import tensorflow as tf1
+            strategy = tf1.contrib.distribute.MirroredStrategy(num_gpus=2)
+            resolver = tf1.distribute.cluster_resolver.SimpleClusterResolver(spec)
+            """,
+            diagnostics=("TFM402",),
+        ),
+    )
+
+    def transform(self, module: cst.Module) -> cst.Module:
+        if not self.ctx.names.any:
+            return module
+        api = load_tf_api()
+        self.renames = {**api.contrib_renames, **_EXTRA_RENAMES}
+        self.v1 = api.v1
+        self._site: list[cst.CSTNode] = []
+        self._reported: set[int] = set()
+        return transform(module, self)
+
+    def _contrib_name(self, node: cst.CSTNode) -> str | None:
+        """The canonical ``contrib.*`` name of a chain (TFM401's included), or None."""
+        q = self.qualname(node)
+        if q is None or not (q == "contrib" or q.startswith("contrib.")):
+            return None
+        return q
+
+    # ---------------------------------------------------------------- sites
+    def visit_SimpleStatementLine(self, node) -> None:
+        self._site.append(node)
+
+    def leave_SimpleStatementLine(self, original_node, updated_node):
+        self._site.pop()
+        return updated_node
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        self._check_import(node)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        self._check_import(node)
+        return False
+
+    def _check_import(self, node: cst.Import | cst.ImportFrom) -> None:
+        for path in imported_modules(node):
+            name = canonical(path) or ""
+            if name.startswith("contrib") and not name.startswith(_SKIP):
+                self.report(
+                    node,
+                    f"`{path}` does not exist in TF 2 (tf.contrib was removed): this import fails",
+                    hint=f"use {_hint(name)}",
+                    fixed=False,
+                )
+                return
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return self._contrib_name(node) is None
+
+    def _handle(self, original, updated):
+        name = self._contrib_name(original)
+        if name is None or name.startswith(_SKIP):
+            return updated
+        d = dotted(original) or ""
+        head = d.partition(".")[0]
+        binding = self.ctx.names.bindings.get(head, "")
+        new = self._rename(name)
+        # rewrite only chains spelled from the TF root (`tf.contrib.X`); a
+        # name imported from tensorflow.contrib needs its import removed by hand
+        if new is not None and binding in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2"):
+            if binding == "tensorflow.compat.v1" and not new.startswith("compat.v1."):
+                bare = new
+                new = bare if bare in self.v1 else "compat.v2." + bare
+            elif binding == "tensorflow.compat.v1":
+                new = new[len("compat.v1.") :]
+            self.report(original, f"`tf.{name}` -> `tf.{new}`", fixed=True, severity="info")
+            return attribute_chain(f"{head}.{new}")
+        site = self._site[-1] if self._site else original
+        if id(site) not in self._reported:
+            self._reported.add(id(site))
+            self.report(
+                original,
+                f"`tf.{name}` was removed with tf.contrib (TF 2.0)",
+                hint=f"use {_hint(name)}",
+                fixed=False,
+            )
+        return updated
+
+    def _rename(self, name: str) -> str | None:
+        if name in self.renames:
+            return self.renames[name]
+        return None
+
+    def leave_Attribute(self, original_node, updated_node):
+        return self._handle(original_node, updated_node)
+
+    def leave_Name(self, original_node, updated_node):
+        return self._handle(original_node, updated_node)

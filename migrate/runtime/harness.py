@@ -1,0 +1,973 @@
+"""Boot hook of ``tfmigrate check``: observe an unmodified training program.
+
+Activated in a cluster task with ``TFMIGRATE_BOOT_HOOKS=migrate.runtime.harness``
+(see :mod:`migrate.runtime.taskboot`); configured by environment variables, so the
+program itself is never edited:
+
+``TFMIGRATE_HARNESS`` (comma-separated features)
+    ``record``  record per-step training losses (below);
+    ``init``    dump the initial values of trainable variables (npz);
+    ``robust``  defuse the known hang points of legacy ps/worker code;
+    ``isolate`` keep checkpoints inside the harness directory: a path the
+                script hard-codes (``checkpoint_dir="/tmp/train_logs"``)
+                maps to ``<dir>/checkpoints/tmp/train_logs``, so one run
+                never restores what another run (or the other side) saved;
+    ``hide``    hide ``TFMIGRATE_LOSS_LOG`` from the program, so only the
+                harness records losses (to verify the harness itself);
+    ``tf1layers`` where Keras 3 left ``tf.compat.v1.layers`` without its
+                functions (no tf-keras), provide TF1's dense, conv2d,
+                max_pooling2d, average_pooling2d, flatten and dropout from
+                :mod:`migrate.codemod.tf1_layers` -- the code TFM104 writes into
+                migrations -- so a legacy program that uses them can run;
+    ``contrib`` provide the ``tf.contrib`` members of
+                :data:`migrate.runtime.legacy_compat.CONTRIB_PROVIDED` (global-step
+                aliases, the layers of :mod:`migrate.codemod.tf1_layers`, xavier,
+                l1/l2 regularizers), exactly as TF 1.x ran them;
+    ``mnist``   serve ``tensorflow.examples.tutorials.mnist.input_data``
+                (removed in TF 2, it downloaded MNIST) from
+                :mod:`migrate.runtime.mnist_standin`: the same API on deterministic
+                synthetic data, the same for both sides of a check.
+``TFMIGRATE_HARNESS_DIR``   where the harness writes (default: beside the loss log,
+                            else a new temp dir)
+``TFMIGRATE_ALIGN_INIT``    npz of initial values to carry into this job by name
+``TFMIGRATE_SEED``          seed numpy, ``random`` and TensorFlow's global seeds
+``TFMIGRATE_HARNESS_BARRIER``  with ``robust``: how many tasks train; each
+                            waits at its first training step until all got there
+
+What it records, per task (``TFMIGRATE_TASK``), in the harness directory:
+
+- legacy graph programs: ``Optimizer.compute_gradients``/``apply_gradients``
+  are wrapped to remember which train op belongs to which loss tensor (the
+  mean of the losses whose gradients it applies: one per tower). A patched
+  ``Session.run`` adds that loss to any fetch containing the train op and
+  writes it down; the caller gets exactly its original results. This also
+  covers ``MonitoredSession``/``Supervisor``, which end in ``Session.run``.
+  File ``harness-losses-<task>.jsonl`` (the :mod:`migrate.runtime.losslog` format,
+  ``step`` = the task's n-th training step, plus ``time``: when it returned).
+- tf.function programs (the migrations): ``GradientTape.gradient(target)``
+  attaches a ``tf.print`` of the loss (``target``, or ``target.op.inputs[0]``
+  when target is the loss divided or multiplied by a constant, as in
+  ``loss / strategy.num_replicas_in_sync``) and of the replica id. The print
+  goes to ``file://`` so it works where the function runs, also on a remote
+  ParameterServerStrategy worker (all tasks share this machine). The loss is
+  printed as the bits of a float64, so nothing is lost to formatting. File
+  ``harness-print-<task>.txt``, lines ``TFMH <replica id> <int64 bits> <unix time>``.
+- ``harness-init-<task>.npz``: trainable variables' initial values (legacy:
+  read just before the task's first training step; tf.function programs:
+  captured when each variable is created).
+- ``harness-notes-<task>.json``: which hang defusers and alignments fired.
+
+Nothing here may break the program: every observer swallows its own errors.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import struct
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+FEATURES_ENV = "TFMIGRATE_HARNESS"
+DIR_ENV = "TFMIGRATE_HARNESS_DIR"
+ALIGN_ENV = "TFMIGRATE_ALIGN_INIT"
+SEED_ENV = "TFMIGRATE_SEED"
+BARRIER_ENV = "TFMIGRATE_HARNESS_BARRIER"  # number of tasks that train
+LOSS_LOG_ENV = "TFMIGRATE_LOSS_LOG"
+
+PRINT_TAG = "TFMH"
+RECOVERY_WAIT_CAP_SECS = 1.0
+STOP_GRACE_CAP_SECS = 2.0
+BARRIER_MAX_SECS = 60.0
+
+
+def task_name() -> str:
+    return os.environ.get("TFMIGRATE_TASK", "worker:0")
+
+
+def _file_stem(task: str) -> str:
+    return task.replace(":", "-").replace("/", "_")
+
+
+def losses_path(directory: Path, task: str) -> Path:
+    return directory / f"harness-losses-{_file_stem(task)}.jsonl"
+
+
+def print_path(directory: Path, task: str) -> Path:
+    return directory / f"harness-print-{_file_stem(task)}.txt"
+
+
+def init_path(directory: Path, task: str) -> Path:
+    return directory / f"harness-init-{_file_stem(task)}.npz"
+
+
+def own_init_path(directory: Path, task: str) -> Path:
+    """The migrated program's own initial draws of the values ``align`` replaced."""
+    return directory / f"harness-own-init-{_file_stem(task)}.npz"
+
+
+def notes_path(directory: Path, task: str) -> Path:
+    return directory / f"harness-notes-{_file_stem(task)}.json"
+
+
+def decode_print_line(line: str) -> tuple[str, float] | None:
+    """``TFMH <replica> <bits> [<unix time>]`` -> (replica id, loss), else None."""
+    parts = line.split()
+    if len(parts) not in (3, 4) or parts[0] != PRINT_TAG:
+        return None
+    try:
+        bits = int(parts[2])
+    except ValueError:
+        return None
+    return parts[1], struct.unpack("<d", struct.pack("<q", bits))[0]
+
+
+def print_line_time(line: str) -> float | None:
+    """The time stamp of a ``TFMH`` line (when the step's loss was computed)."""
+    parts = line.split()
+    if len(parts) != 4 or parts[0] != PRINT_TAG:
+        return None
+    try:
+        return float(parts[3])
+    except ValueError:
+        return None
+
+
+def strip_variable_name(name: str) -> str:
+    return name.removesuffix(":0")
+
+
+def match_names(wanted: list[str], available: list[str]) -> dict[str, str]:
+    """Pair each name of ``wanted`` with the one name of ``available`` that is
+    equal to it, or of which it is a ``/``-suffix, or vice versa (scopes such
+    as a template's ``model/`` prefix differ between legacy and migration).
+    Ambiguous or missing names are left out."""
+    out: dict[str, str] = {}
+    for w in wanted:
+        if w in available:
+            out[w] = w
+            continue
+        hits = [a for a in available if a.endswith("/" + w) or w.endswith("/" + a)]
+        if len(hits) == 1:
+            out[w] = hits[0]
+    return out
+
+
+class _Harness:
+    def __init__(self) -> None:
+        self.features = {
+            f.strip() for f in os.environ.get(FEATURES_ENV, "record").split(",") if f.strip()
+        }
+        self.task = task_name()
+        loss_log = os.environ.get(LOSS_LOG_ENV)
+        # Never the working directory: outside a launcher, a private temp dir.
+        default_dir = (
+            Path(loss_log).parent
+            if loss_log
+            else Path(tempfile.gettempdir()) / f"tfmigrate-harness-{os.getpid()}"
+        )
+        self.dir = Path(os.environ.get(DIR_ENV) or default_dir)
+        self.lock = threading.Lock()
+        self.notes: dict[str, object] = {"task": self.task, "fired": []}
+        self.train_ops: dict[object, object] = {}  # train Operation -> loss Tensor
+        self.pending_losses: list[object] = []
+        self.depth = threading.local()
+        self.steps_recorded = 0
+        self.started = False  # this task ran its first training step
+        self.init_saved = False  # tf.function programs: initial values saved at the first trace
+        self.created_init: dict[str, object] = {}
+        self.own_init: dict[str, object] = {}
+        self.align_seen: dict[str, int] = {}
+        self.capture_seen: dict[str, int] = {}
+        self.align_values: dict[str, object] = {}
+        self.aligned: list[str] = []
+        if "hide" in self.features:
+            os.environ.pop(LOSS_LOG_ENV, None)
+
+    # ------------------------------------------------------------ notes
+
+    def fired(self, what: str) -> None:
+        with self.lock:
+            fired = self.notes["fired"]
+            if what not in fired:
+                fired.append(what)
+        self.write_notes()
+
+    def failed(self, error: Exception) -> None:
+        """An observer failed: note it (the program carries on unobserved)."""
+        with self.lock:
+            errors = self.notes.setdefault("errors", [])
+            if len(errors) < 20:
+                errors.append(repr(error)[:300])
+
+    def write_notes(self) -> None:
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self.notes["aligned"] = list(self.aligned)
+            notes_path(self.dir, self.task).write_text(json.dumps(self.notes), encoding="utf-8")
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------ install
+
+    def install(self) -> None:
+        import tensorflow as tf
+
+        self.tf = tf
+        seed = os.environ.get(SEED_ENV)
+        if seed:
+            self.seed(int(seed))
+        if "record" in self.features or "init" in self.features:
+            self.patch_optimizers()
+            self.patch_session_run()
+        if "record" in self.features:
+            self.patch_gradient_tape()
+        if "init" in self.features or os.environ.get(ALIGN_ENV):
+            self.patch_variable_creation()
+        if "robust" in self.features:
+            self.patch_hang_points()
+        if "isolate" in self.features:
+            self.patch_checkpoint_paths()
+        if "tf1layers" in self.features:
+            self.provide_tf1_layers()
+        if "mnist" in self.features:
+            self.provide_mnist_reader()
+        if "contrib" in self.features:
+            self.provide_contrib()
+        atexit.register(self.at_exit)
+
+    def seed(self, seed: int) -> None:
+        import random
+
+        import numpy as np
+
+        random.seed(seed)
+        np.random.seed(seed)
+        self.tf.random.set_seed(seed)
+        # Graph-mode programs build in the global default graph after
+        # disable_eager_execution(), or in a `with tf.Graph().as_default():` of
+        # their own; a graph's seed is its own, so every graph gets it.
+        self.tf.compat.v1.get_default_graph().seed = seed
+        from tensorflow.python.framework import ops
+
+        original_init = ops.Graph.__init__
+
+        def init_seeded(graph, *args, **kwargs):
+            original_init(graph, *args, **kwargs)
+            if type(graph) is not ops.Graph:
+                return  # a tf.function's graph takes the seed of its context itself
+            try:
+                graph.seed = seed
+            except Exception as e:  # noqa: BLE001 - observing must never break the program
+                self.failed(e)
+
+        ops.Graph.__init__ = init_seeded
+        self.notes["seed"] = seed
+
+    # ------------------------------------------------------------ legacy: train ops
+
+    def _depth(self) -> int:
+        return getattr(self.depth, "value", 0)
+
+    def patch_optimizers(self) -> None:
+        from tensorflow.python.training import optimizer as optimizer_lib
+
+        harness = self
+        base = optimizer_lib.Optimizer
+        classes = [base]
+        stack = list(base.__subclasses__())
+        while stack:
+            cls = stack.pop()
+            classes.append(cls)
+            stack.extend(cls.__subclasses__())
+
+        def wrap_compute(original):
+            def compute_gradients(self, loss, *args, **kwargs):
+                if harness._depth() == 0 and not callable(loss):
+                    harness.pending_losses.append(loss)
+                harness.depth.value = harness._depth() + 1
+                try:
+                    return original(self, loss, *args, **kwargs)
+                finally:
+                    harness.depth.value -= 1
+
+            return compute_gradients
+
+        def wrap_apply(original):
+            def apply_gradients(self, *args, **kwargs):
+                outer = harness._depth() == 0
+                harness.depth.value = harness._depth() + 1
+                try:
+                    result = original(self, *args, **kwargs)
+                finally:
+                    harness.depth.value -= 1
+                if outer:
+                    harness.register_train_op(result)
+                return result
+
+            return apply_gradients
+
+        for cls in classes:
+            if "compute_gradients" in cls.__dict__:
+                cls.compute_gradients = wrap_compute(cls.__dict__["compute_gradients"])
+            if "apply_gradients" in cls.__dict__:
+                cls.apply_gradients = wrap_apply(cls.__dict__["apply_gradients"])
+
+    def register_train_op(self, train_op) -> None:
+        losses, self.pending_losses = self.pending_losses, []
+        try:
+            tf = self.tf
+            if not losses or tf.executing_eagerly():
+                return
+            op = getattr(train_op, "op", train_op)
+            losses = [t for t in losses if getattr(t, "graph", None) is op.graph]
+            if not losses:
+                return
+            # One loss per tower: averaged by ``check`` in float64, like the
+            # per-replica losses of a migration.
+            self.train_ops[op] = losses
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    def _find_train_op(self, fetches, depth: int = 0):
+        if depth > 6 or not self.train_ops:
+            return None
+        if isinstance(fetches, dict):
+            items = fetches.values()
+        elif isinstance(fetches, (list, tuple)):
+            items = fetches
+        else:
+            op = getattr(fetches, "op", fetches)
+            try:
+                return op if op in self.train_ops else None
+            except TypeError:
+                return None
+        for item in items:
+            found = self._find_train_op(item, depth + 1)
+            if found is not None:
+                return found
+        return None
+
+    def patch_session_run(self) -> None:
+        from tensorflow.python.client import session as session_lib
+
+        harness = self
+        original = session_lib.BaseSession.run
+
+        def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
+            train_op = harness._find_train_op(fetches) if harness.train_ops else None
+            if train_op is None or getattr(harness.depth, "in_run", False):
+                return original(self, fetches, feed_dict, options, run_metadata)
+            loss = harness.train_ops[train_op]
+            harness.depth.in_run = True
+            try:
+                if not harness.started:
+                    harness.started = True
+                    # Initial values first: once the barrier opens, other
+                    # workers may update the shared variables.
+                    if "init" in harness.features:
+                        harness.dump_graph_init(self, train_op.graph)
+                    harness.start_barrier()
+                results, loss_value = original(
+                    self, (fetches, loss), feed_dict, options, run_metadata
+                )
+            finally:
+                harness.depth.in_run = False
+            harness.record_losses(loss_value)
+            return results
+
+        session_lib.BaseSession.run = run
+
+    def start_barrier(self) -> None:
+        """Hold this task's first training step until every worker reached
+        its own (files in the harness directory; at most BARRIER_MAX_SECS).
+        Otherwise a chief that is ready first can train the whole job before
+        a non-chief has its session, the "late non-chief" of legacy code."""
+        wanted = os.environ.get(BARRIER_ENV, "")
+        if "robust" not in self.features or not wanted.isdigit():
+            return
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.dir / f"harness-ready-{_file_stem(self.task)}").touch()
+            deadline = time.monotonic() + BARRIER_MAX_SECS
+            while time.monotonic() < deadline:
+                if len(list(self.dir.glob("harness-ready-*"))) >= int(wanted):
+                    self.fired("start barrier")
+                    return
+                time.sleep(0.05)
+            self.fired("start barrier timed out")
+        except OSError as e:
+            self.failed(e)
+
+    def record_losses(self, values) -> None:
+        """Record this task's next training step: one loss, or one per tower
+        of an in-graph step (``check`` averages them in float64, as it does
+        the per-replica losses of a migration), with the time it ended (the
+        job's order of updates for asynchronous runs)."""
+        if "record" not in self.features:
+            return
+        try:
+            many = len(values) > 1
+            now = time.time()
+            lines = [
+                json.dumps(
+                    {
+                        "step": self.steps_recorded,
+                        "task": f"{self.task}/tower:{i}" if many else self.task,
+                        "loss": float(v),
+                        "time": now,
+                    }
+                )
+                for i, v in enumerate(values)
+            ]
+            self.steps_recorded += 1
+            self.dir.mkdir(parents=True, exist_ok=True)
+            with open(losses_path(self.dir, self.task), "a", encoding="utf-8") as f:
+                f.write("".join(line + "\n" for line in lines))
+        except (OSError, TypeError, ValueError):
+            pass
+
+    def dump_graph_init(self, session, graph) -> None:
+        try:
+            variables = graph.get_collection(self.tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
+            values = session.run(variables) if variables else []
+            self.save_init({strip_variable_name(v.name): val for v, val in zip(variables, values)})
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    def save_init(self, values: dict, path_of=init_path) -> None:
+        import numpy as np
+
+        if not values:
+            return
+        if path_of(self.dir, self.task).exists():
+            return  # a restarted task (fault injection) restores, it does not initialise
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            # np.savez keys cannot hold "/" reliably: store names separately.
+            names = list(values)
+            arrays = {f"v{i}": np.asarray(values[n]) for i, n in enumerate(names)}
+            np.savez(path_of(self.dir, self.task), __names__=np.array(names), **arrays)
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    # ------------------------------------------------------------ tf.function: tape
+
+    def patch_gradient_tape(self) -> None:
+        from tensorflow.python.eager import backprop
+
+        harness = self
+        original = backprop.GradientTape.gradient
+
+        def gradient(self, target, sources, *args, **kwargs):
+            result = original(self, target, sources, *args, **kwargs)
+            harness.observe_target(target)
+            return result
+
+        backprop.GradientTape.gradient = gradient
+
+    def observe_target(self, target) -> None:
+        tf = self.tf
+        try:
+            if not isinstance(target, tf.Tensor) or target.shape.rank != 0:
+                return
+            if not target.dtype.is_floating:
+                return
+            if self.created_init and not self.init_saved:
+                # the model exists once its first step is traced: its initial values
+                # are saved now, not only at exit (check may stop the job early)
+                self.init_saved = True
+                self.save_init(self.created_init)
+                self.save_init(self.own_init, own_init_path)
+            if tf.executing_eagerly() and not tf.inside_function():
+                self.record_losses([float(target.numpy())])
+                return
+            loss = _unscaled_loss(target)
+            context = tf.distribute.get_replica_context()
+            replica = context.replica_id_in_sync_group if context is not None else 0
+            bits = tf.bitcast(tf.cast(loss, tf.float64), tf.int64)
+            self.dir.mkdir(parents=True, exist_ok=True)
+            tf.print(
+                PRINT_TAG,
+                replica,
+                bits,
+                tf.timestamp(),
+                output_stream="file://" + str(print_path(self.dir, self.task).resolve()),
+            )
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    # ------------------------------------------------------------ variables
+
+    def patch_variable_creation(self) -> None:
+        import numpy as np
+        from tensorflow.python.ops import variables
+
+        harness = self
+        align = os.environ.get(ALIGN_ENV)
+        if align:
+            try:
+                with np.load(align) as data:
+                    names = [str(n) for n in data["__names__"]]
+                    self.align_values = {n: data[f"v{i}"] for i, n in enumerate(names)}
+            except (OSError, KeyError, ValueError):
+                self.align_values = {}
+        original = variables.VariableMetaclass.__call__
+        local = threading.local()
+
+        def call(cls, *args, **kwargs):
+            outer = not getattr(local, "busy", False)
+            if not outer:
+                return original(cls, *args, **kwargs)
+            local.busy = True
+            try:
+                if harness.align_values:
+                    args, kwargs = harness.align_initial_value(args, kwargs)
+                var = original(cls, *args, **kwargs)
+            finally:
+                local.busy = False
+            harness.capture_initial_value(var)
+            return var
+
+        variables.VariableMetaclass.__call__ = call
+
+    def align_initial_value(self, args, kwargs):
+        tf = self.tf
+        try:
+            if len(args) == 1 and "initial_value" not in kwargs:
+                # tf.Variable(initial, name=...): the one positional argument is the
+                # initial value in every Variable class's signature
+                args, kwargs = (), {**kwargs, "initial_value": args[0]}
+            if args or "initial_value" not in kwargs:
+                return args, kwargs
+            if kwargs.get("trainable") is False:
+                return args, kwargs
+            name = strip_variable_name(str(kwargs.get("name") or "Variable"))
+            # eager code (a migrated model built under variable_scope) keeps its
+            # scope in the eager context, not in the default graph
+            scope = tf.get_current_name_scope().rstrip("/")
+            full = self.graph_unique(f"{scope}/{name}" if scope else name, self.align_seen)
+            name = full.rpartition("/")[2]
+            matched = match_names([full], list(self.align_values)) or match_names(
+                [name], list(self.align_values)
+            )
+            if not matched:
+                return args, kwargs
+            legacy = next(iter(matched.values()))
+            value = self.align_values[legacy]
+            original_value = kwargs["initial_value"]
+            initial = original_value() if callable(original_value) else original_value
+            initial = tf.convert_to_tensor(initial)
+            if tuple(initial.shape) != tuple(value.shape):
+                return args, kwargs
+            kwargs = dict(kwargs)
+            if tf.executing_eagerly():
+                self.own_init[full] = initial.numpy()  # what the migration itself drew
+            kwargs["initial_value"] = tf.constant(value, dtype=initial.dtype)
+            self.aligned.append(f"{full}<-{legacy}")
+            self.fired("align_init")
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+        return args, kwargs
+
+    @staticmethod
+    def graph_unique(name: str, seen: dict[str, int]) -> str:
+        """``name`` as a TF1 graph named its n-th use: ``Variable``,
+        ``Variable_1``... (eager TF2 names every unnamed tf.Variable
+        ``Variable``; the legacy graph's names are what values pair by)."""
+        count = seen.get(name, 0)
+        seen[name] = count + 1
+        return f"{name}_{count}" if count else name
+
+    def capture_initial_value(self, var) -> None:
+        if "init" not in self.features or not self.tf.executing_eagerly():
+            return
+        try:
+            if self.tf.inside_function() or not var.trainable:
+                return
+            self.created_init[self.graph_unique(strip_variable_name(var.name), self.capture_seen)] = var.numpy()
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    # ------------------------------------------------------------ tf.compat.v1.layers
+
+    def provide_tf1_layers(self) -> None:
+        import contextlib
+        import types
+
+        import tensorflow.compat.v1 as v1  # noqa: PLR0402 - the module programs import, not always tf.compat.v1
+
+        # Keras 3 raises "`dense` is not available with Keras 3"; tf-keras with
+        # TF_USE_LEGACY_KERAS has the originals, which then run
+        with contextlib.suppress(Exception):
+            v1.layers.dense  # noqa: B018
+            return
+        try:
+            from migrate.codemod import tf1_layers
+
+            harness = self
+
+            used: set[str] = set()
+
+            def announced(name, function):
+                def layer(*args, **kwargs):
+                    if name not in used:
+                        used.add(name)
+                        harness.fired(f"tf.compat.v1.layers.{name} run as tfmigrate's TF1 code (Keras 3 removed it)")
+                    return function(*args, **kwargs)
+
+                return layer
+
+            provided = {
+                name: announced(name, getattr(tf1_layers, f"tf1_{name}"))
+                for name in ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout")
+            }
+
+            class Layers(types.ModuleType):
+                def __getattr__(self, name):
+                    raise AttributeError(
+                        f"`tf.compat.v1.layers.{name}` is not available with Keras 3; tfmigrate check"
+                        f" provides only {', '.join(sorted(provided))} (install tf-keras for the rest)"
+                    )
+
+            module = Layers("tensorflow.compat.v1.layers")
+            module.__dict__.update(provided)
+            for namespace in {id(v1): v1, id(self.tf.compat.v1): self.tf.compat.v1}.values():
+                namespace.layers = module
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    def provide_contrib(self) -> None:
+        import sys
+        import types
+
+        try:
+            import tensorflow.compat.v1 as v1  # noqa: PLR0402 - the module programs import
+
+            from migrate.codemod import tf1_layers
+            from migrate.runtime.legacy_compat import CONTRIB_PROVIDED
+
+            def xavier_initializer(uniform=True, seed=None, dtype=v1.float32):
+                # TF1: variance_scaling_initializer(1.0, "FAN_AVG", uniform) = glorot uniform
+                if not uniform:
+                    raise NotImplementedError("tfmigrate check provides xavier_initializer(uniform=True) only")
+                return v1.glorot_uniform_initializer(seed=seed, dtype=dtype)
+
+            def regularizer(kind):
+                def make(scale, scope=None):
+                    if scale == 0.0:
+                        return lambda _: None
+
+                    def apply(weights):
+                        with v1.name_scope(scope, f"{kind}_regularizer", [weights]) as name:
+                            my_scale = v1.convert_to_tensor(scale, dtype=weights.dtype.base_dtype, name="scale")
+                            penalty = v1.nn.l2_loss(weights) if kind == "l2" else v1.reduce_sum(v1.abs(weights))
+                            return v1.multiply(my_scale, penalty, name=name)
+
+                    return apply
+
+                return make
+
+            layers = {
+                "fully_connected": tf1_layers.tf1_fully_connected, "conv2d": tf1_layers.tf1_contrib_conv2d,
+                "convolution2d": tf1_layers.tf1_contrib_conv2d, "max_pool2d": tf1_layers.tf1_max_pool2d,
+                "avg_pool2d": tf1_layers.tf1_avg_pool2d, "flatten": tf1_layers.tf1_contrib_flatten,
+                "dropout": tf1_layers.tf1_contrib_dropout, "xavier_initializer": xavier_initializer,
+                "l2_regularizer": regularizer("l2"), "l1_regularizer": regularizer("l1"),
+            }
+            implementations = {
+                "framework.get_or_create_global_step": v1.train.get_or_create_global_step,
+                "framework.get_global_step": v1.train.get_global_step,
+                "framework.create_global_step": v1.train.create_global_step,
+                "slim.get_or_create_global_step": v1.train.get_or_create_global_step,
+                "slim.get_global_step": v1.train.get_global_step,
+                **{f"layers.{k}": f for k, f in layers.items()},
+                **{f"slim.{k}": f for k, f in layers.items()},
+            }
+            assert set(implementations) == set(CONTRIB_PROVIDED)
+
+            class Namespace(types.ModuleType):
+                def __getattr__(self, name):
+                    raise AttributeError(
+                        f"`{self.__name__}.{name}` does not exist in TensorFlow 2; tfmigrate check provides"
+                        f" only tf.contrib.{', tf.contrib.'.join(sorted(CONTRIB_PROVIDED))}"
+                    )
+
+            harness = self
+
+            used: set[str] = set()
+
+            def announced(member, function):
+                def provided(*args, **kwargs):
+                    if member not in used:
+                        used.add(member)
+                        harness.fired(f"tf.contrib.{member} run as tfmigrate's TF1 code (TF 2 removed tf.contrib)")
+                    return function(*args, **kwargs)
+
+                return provided
+
+            contrib = Namespace("tensorflow.contrib")
+            contrib.__path__ = []
+            sys.modules["tensorflow.contrib"] = contrib
+            for module_name in ("framework", "layers", "slim"):
+                module = Namespace(f"tensorflow.contrib.{module_name}")
+                module.__path__ = []
+                sys.modules[module.__name__] = module
+                setattr(contrib, module_name, module)
+            for member, function in implementations.items():
+                module_name, name = member.split(".")
+                setattr(getattr(contrib, module_name), name, announced(member, function))
+            for namespace in {id(v1): v1, id(self.tf): self.tf, id(self.tf.compat.v1): self.tf.compat.v1}.values():
+                namespace.contrib = contrib
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    def provide_mnist_reader(self) -> None:
+        import sys
+        import types
+
+        try:
+            from migrate.runtime import mnist_standin
+
+            harness = self
+
+            def read_data_sets(*args, **kwargs):
+                harness.fired(
+                    "tensorflow.examples.tutorials.mnist.input_data.read_data_sets served by tfmigrate's"
+                    " synthetic stand-in (TF 2 removed the reader)"
+                )
+                return mnist_standin.read_data_sets(*args, **kwargs)
+
+            reader = types.ModuleType("tensorflow.examples.tutorials.mnist.input_data")
+            reader.__dict__.update(
+                read_data_sets=read_data_sets, DataSet=mnist_standin.DataSet,
+                dense_to_one_hot=mnist_standin.dense_to_one_hot,
+            )
+            parent = sys.modules["tensorflow"]
+            path = "tensorflow"
+            for part in ("examples", "tutorials", "mnist"):
+                path += "." + part
+                module = sys.modules.get(path)
+                if module is None:
+                    module = types.ModuleType(path)
+                    module.__path__ = []  # a package: its children import from sys.modules
+                    sys.modules[path] = module
+                setattr(parent, part, module)
+                parent = module
+            sys.modules[reader.__name__] = reader
+            parent.input_data = reader
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+
+    # ------------------------------------------------------------ checkpoints
+
+    def isolated_path(self, path):
+        """``path`` (a checkpoint directory or file prefix) inside this run's
+        harness directory; paths already there are kept (``{run_dir}``
+        arguments, a restarted chief reading what it saved)."""
+        if not path or not isinstance(path, (str, os.PathLike)):
+            return path
+        try:
+            base = self.dir.resolve()
+            full = Path(os.path.abspath(os.fspath(path)))
+            if full == base or base in full.parents:
+                return path
+            mapped = base / "checkpoints" / str(full).lstrip(os.sep)
+            mapped.parent.mkdir(parents=True, exist_ok=True)
+            self.fired(f"checkpoints redirected: {os.fspath(path)} -> {mapped}")
+            return str(mapped)
+        except Exception as e:  # noqa: BLE001 - observing must never break the program
+            self.failed(e)
+            return path
+
+    def patch_checkpoint_paths(self) -> None:
+        import inspect
+        import sys
+
+        from tensorflow.python.checkpoint import checkpoint_management
+        from tensorflow.python.training import monitored_session, supervisor
+        from tensorflow.python.training import saver as saver_lib
+
+        harness = self
+        self.tf.compat.v1.train.MonitoredTrainingSession  # noqa: B018 - load the lazy API module
+
+        def mapped(function, *names):
+            """``function`` with its ``names`` arguments isolated; the same
+            object replaces the original in every module that exports it."""
+            signature = inspect.signature(function)
+
+            def wrapper(*args, **kwargs):
+                try:
+                    bound = signature.bind(*args, **kwargs)
+                    for name in names:
+                        if name in bound.arguments:
+                            bound.arguments[name] = harness.isolated_path(bound.arguments[name])
+                    args, kwargs = bound.args, bound.kwargs
+                except TypeError:
+                    pass  # let the original report the bad call
+                return function(*args, **kwargs)
+
+            return wrapper
+
+        functions = [
+            (monitored_session.MonitoredTrainingSession, ("checkpoint_dir", "summary_dir")),
+            (checkpoint_management.latest_checkpoint, ("checkpoint_dir",)),
+            (checkpoint_management.get_checkpoint_state, ("checkpoint_dir",)),
+        ]
+        for original, names in functions:
+            replacement = mapped(original, *names)
+            for module in list(sys.modules.values()):
+                for attr, value in list(getattr(module, "__dict__", {}).items()):
+                    if value is original:
+                        setattr(module, attr, replacement)
+        for cls, method, names in (
+            (supervisor.Supervisor, "__init__", ("logdir",)),
+            (saver_lib.Saver, "save", ("save_path",)),
+            (saver_lib.Saver, "restore", ("save_path",)),
+            (checkpoint_management.CheckpointManager, "__init__", ("directory",)),
+        ):
+            setattr(cls, method, mapped(getattr(cls, method), *names))
+
+    # ------------------------------------------------------------ hang points
+
+    def patch_hang_points(self) -> None:
+        """Defuse what makes unmodified legacy ps/worker code hang or stall,
+        from outside (each verified by ``tests/test_check.py`` on a fixture
+        without the in-script remedies)."""
+        from tensorflow.python.client import session as session_lib
+        from tensorflow.python.training import coordinator, session_manager
+        from tensorflow.python.training import sync_replicas_optimizer as sync_lib
+
+        harness = self
+        job, _, index = self.task.partition(":")
+
+        # Non-chiefs poll for the chief's initialization every 30 s.
+        sm_init = session_manager.SessionManager.__init__
+
+        def sm_init_capped(self, *args, **kwargs):
+            sm_init(self, *args, **kwargs)
+            if self._recovery_wait_secs > RECOVERY_WAIT_CAP_SECS:
+                self._recovery_wait_secs = RECOVERY_WAIT_CAP_SECS
+                harness.fired("recovery_wait_secs capped")
+
+        session_manager.SessionManager.__init__ = sm_init_capped
+
+        # Closing waits up to 120 s for a sync chief's blocked queue runner;
+        # what happens after the grace period is unchanged, only sooner.
+        join = coordinator.Coordinator.join
+
+        def join_capped(self, threads=None, stop_grace_period_secs=120, ignore_live_threads=False):
+            if stop_grace_period_secs > STOP_GRACE_CAP_SECS:
+                stop_grace_period_secs = STOP_GRACE_CAP_SECS
+                harness.fired("stop grace period capped")
+            try:
+                return join(self, threads, stop_grace_period_secs, ignore_live_threads)
+            except RuntimeError as e:
+                # A sync chief's token queue runner stays blocked once the
+                # other workers are done: TF1 raised this after the grace
+                # period (Supervisor.stop), after training. Its threads are
+                # daemons; what is left only ends the program.
+                stragglers = str(e).partition("still running:")[2].split()
+                if not stragglers or not all(n.startswith("QueueRunnerThread") for n in stragglers):
+                    raise
+                harness.fired("blocked queue-runner threads left at stop")
+                return None
+
+        coordinator.Coordinator.join = join_capped
+
+        # Default num_tokens=-1 hands the chief spare tokens: it then trains
+        # steps alone instead of in lockstep.
+        sync = sync_lib.SyncReplicasOptimizer
+        init_tokens = sync.get_init_tokens_op
+        make_hook = sync.make_session_run_hook
+
+        def get_init_tokens_op(self, num_tokens=-1):
+            if num_tokens == -1:
+                num_tokens = 0
+                harness.fired("sync num_tokens=0")
+            return init_tokens(self, num_tokens)
+
+        def make_session_run_hook(self, is_chief, num_tokens=-1):
+            if num_tokens == -1:
+                num_tokens = 0
+                harness.fired("sync num_tokens=0")
+            return make_hook(self, is_chief, num_tokens)
+
+        sync.get_init_tokens_op = get_init_tokens_op
+        sync.make_session_run_hook = make_session_run_hook
+
+        # The common loop "while not should_stop(): step = run(global_step);
+        # run(train_op)" calls run after another worker's last step made a
+        # StopAtStepHook request a stop: MonitoredSession raises
+        # RuntimeError. End the loop the way exhausted input does instead
+        # (OutOfRangeError, which the session's ``with`` block swallows).
+        from tensorflow.python.framework import errors
+        from tensorflow.python.training import monitored_session
+
+        ms_run = monitored_session._MonitoredSession.run
+
+        def run_or_stop(self, *args, **kwargs):
+            try:
+                return ms_run(self, *args, **kwargs)
+            except RuntimeError as e:
+                if "should_stop" not in str(e):
+                    raise
+                harness.fired("run after stop ended as OutOfRange")
+                raise errors.OutOfRangeError(None, None, "stop requested by another worker") from e
+
+        monitored_session._MonitoredSession.run = run_or_stop
+
+        # Without device_filters a worker's session waits for every task of
+        # the cluster, so a worker starting after the chief exited hangs.
+        if job in ("worker", "master", "chief") and index.isdigit():
+            filters = ["/job:ps", f"/job:{job}/task:{index}"]
+            session_init = session_lib.Session.__init__
+
+            def session_init_filtered(self, target="", graph=None, config=None):
+                remote = isinstance(target, str) and target.startswith("grpc://")
+                if remote and (config is None or not list(config.device_filters)):
+                    new = harness.tf.compat.v1.ConfigProto()
+                    if config is not None:
+                        new.CopyFrom(config)
+                    new.device_filters.extend(filters)
+                    config = new
+                    harness.fired("device_filters added")
+                session_init(self, target, graph, config)
+
+            session_lib.Session.__init__ = session_init_filtered
+
+    # ------------------------------------------------------------ exit
+
+    def at_exit(self) -> None:
+        if self.created_init:
+            self.save_init(self.created_init)
+        self.save_init(self.own_init, own_init_path)
+        self.notes["steps_recorded"] = self.steps_recorded
+        self.write_notes()
+
+
+def _unscaled_loss(target):
+    """``loss / c`` or ``loss * c`` with a constant ``c`` -> ``loss``."""
+    op = target.op
+    if op.type in ("RealDiv", "Div", "Mul", "TrueDiv") and len(op.inputs) == 2:
+        first, second = op.inputs
+        if second.op.type == "Const" and first.shape.rank == 0:
+            return first
+        if op.type == "Mul" and first.op.type == "Const" and second.shape.rank == 0:
+            return second
+    return target
+
+
+def _activated() -> bool:
+    # Install only inside a task booted with this hook; importing the module
+    # elsewhere (e.g. for its helpers) must not import TensorFlow.
+    hooks = os.environ.get("TFMIGRATE_BOOT_HOOKS", "")
+    return __name__ in [h.strip() for h in hooks.split(",")]
+
+
+if _activated():
+    _harness = _Harness()
+    _harness.install()

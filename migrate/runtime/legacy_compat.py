@@ -1,0 +1,337 @@
+"""Run a legacy script written for TensorFlow 1.x on TensorFlow 2 as TF1.
+
+``tfmigrate check`` runs the legacy program as it is. Most legacy scripts
+import TensorFlow the TF1 way (``import tensorflow as tf``) and call names
+TF2 moved under ``tf.compat.v1`` (``tf.train.Server``, ``tf.placeholder``,
+``tf.app.flags``...), in graph mode. TF2 still has all of that in
+``tensorflow.compat.v1``; TensorFlow's own guide runs TF1 code on TF2 by
+changing only the import::
+
+    import tensorflow.compat.v1 as tf
+    tf.disable_v2_behavior()
+
+:func:`prepare` makes exactly that change (every ``import tensorflow``/``from
+tensorflow import X`` binding now names ``tensorflow.compat.v1``, and TF 1.x
+behaviour -- graph mode, reference variables, v1 control flow and shapes --
+is switched on right after the first TensorFlow import), and converts
+Python 2 syntax to Python 3 as the codemod does, nothing else:
+the training code is the user's. A script that already runs on TF2 (it
+imports ``tensorflow.compat.v1`` or switches eager execution off itself) is
+left alone. What TF2 cannot run in any spelling (``tensorflow.contrib``,
+``tensorflow.examples``) is reported, so ``check`` can say why the legacy
+side cannot start instead of showing an ImportError.
+
+Never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.codemod.rules._cst import walk
+from migrate.codemod.tfnames import TFNames, dotted
+
+__all__ = ["Prepared", "prepare"]
+
+# Module attributes a TF2 program uses to leave eager mode (any spelling):
+# their presence means the script already runs on TF2 as TF1.
+_GRAPH_MODE_SWITCHES = ("disable_eager_execution", "disable_v2_behavior")
+# Packages TF 2.x removed entirely: no import spelling brings them back.
+_REMOVED = ("tensorflow.contrib", "tensorflow.examples")
+# ...except TF1's MNIST reader, which check serves on both sides (migrate/runtime/mnist_standin.py)
+MNIST_READER = "tensorflow.examples.tutorials.mnist"
+
+
+@dataclass
+class Prepared:
+    source: str  # what to run (the input itself when nothing was changed)
+    changed: bool = False
+    changes: list[str] = field(default_factory=list)  # what was changed, for the report
+    blockers: list[str] = field(default_factory=list)  # imports TF2 cannot satisfy, located
+    reads_mnist: bool = False  # imports TF1's MNIST reader, which check provides
+    uses_contrib: bool = False  # uses tf.contrib members, which check provides (CONTRIB_PROVIDED)
+
+
+def _module_name(node: cst.BaseExpression | None) -> str:
+    return dotted(node) or "" if node is not None else ""
+
+
+def _line(module: cst.Module, node: cst.CSTNode) -> int:
+    # cheap: the statement's first line in the printed module
+    code = module.code
+    text = module.code_for_node(node).strip().splitlines()[0]
+    index = code.find(text)
+    return code.count("\n", 0, index) + 1 if index >= 0 else 0
+
+
+class _ToCompatV1(cst.CSTTransformer):
+    """TF1 bindings of ``tensorflow`` become bindings of ``tensorflow.compat.v1``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changes: list[str] = []
+        self.alias: str | None = None  # a local name bound to compat.v1, for the graph-mode switch
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
+        names = []
+        for alias in updated.names:
+            full = _module_name(alias.name)
+            if full == "tensorflow":
+                local = alias.asname.name.value if alias.asname else "tensorflow"
+                alias = alias.with_changes(
+                    name=cst.parse_expression("tensorflow.compat.v1"),
+                    asname=cst.AsName(name=cst.Name(local)),
+                )
+                self.changes.append(f"`import tensorflow{' as ' + local if local != 'tensorflow' else ''}`"
+                                    f" -> `import tensorflow.compat.v1 as {local}`")
+                self.alias = self.alias or local
+            names.append(alias)
+        return updated.with_changes(names=names)
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        if updated.relative:
+            return updated
+        full = _module_name(updated.module)
+        if full == "tensorflow" and not isinstance(updated.names, cst.ImportStar):
+            kept = [a for a in updated.names if _module_name(a.name) not in ("compat",)]
+            if len(kept) == len(updated.names):
+                self.changes.append("`from tensorflow import ...` -> `from tensorflow.compat.v1 import ...`")
+                return updated.with_changes(module=cst.parse_expression("tensorflow.compat.v1"))
+        return updated
+
+
+def _switches_graph_mode(module: cst.Module) -> bool:
+    for node in walk(module):
+        if isinstance(node, cst.Attribute) and node.attr.value in _GRAPH_MODE_SWITCHES:
+            return True
+        if isinstance(node, cst.ImportAlias) and _module_name(node.name) in _GRAPH_MODE_SWITCHES:
+            return True
+    return False
+
+
+def _imports_compat_v1(module: cst.Module) -> bool:
+    for node in walk(module):
+        if isinstance(node, cst.Import):
+            if any(_module_name(a.name).startswith("tensorflow.compat.v1") for a in node.names):
+                return True
+        elif isinstance(node, cst.ImportFrom) and not node.relative:
+            full = _module_name(node.module)
+            if full.startswith("tensorflow.compat.v1"):
+                return True
+            if (
+                full == "tensorflow.compat"
+                and not isinstance(node.names, cst.ImportStar)
+                and any(_module_name(a.name) == "v1" for a in node.names)
+            ):
+                return True
+    return False
+
+
+# tf.contrib members check provides on the legacy side (harness feature
+# `contrib`), each exactly what TF 1.x ran: global-step aliases, the layers
+# TFM104 writes out (migrate/codemod/tf1_layers.py), xavier (uniform) and l1/l2
+# regularizers. Anything else under tf.contrib still blocks the run.
+CONTRIB_PROVIDED = frozenset({
+    "framework.get_or_create_global_step", "framework.get_global_step", "framework.create_global_step",
+    *(f"{module}.{name}" for module in ("layers", "slim") for name in (
+        "fully_connected", "conv2d", "convolution2d", "max_pool2d", "avg_pool2d", "flatten", "dropout",
+        "xavier_initializer", "l2_regularizer", "l1_regularizer")),
+    "slim.get_or_create_global_step", "slim.get_global_step",
+})
+_CONTRIB_MODULES = frozenset({"", "framework", "layers", "slim"})
+
+
+def contrib_member(full: str) -> str | None:
+    """``"layers.fully_connected"`` for ``tensorflow.contrib.layers.fully_connected``."""
+    if full == "tensorflow.contrib":
+        return ""
+    return full[len("tensorflow.contrib.") :] if full.startswith("tensorflow.contrib.") else None
+
+
+def contrib_provided(full: str) -> bool:
+    member = contrib_member(full)
+    return member is not None and (member in CONTRIB_PROVIDED or member in _CONTRIB_MODULES)
+
+
+def _is_mnist_reader(name: str) -> bool:
+    return name == MNIST_READER or name.startswith(MNIST_READER + ".")
+
+
+def reads_mnist(source: str) -> bool:
+    """Whether the source imports TF1's MNIST reader (``input_data``)."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return False
+    for node in walk(module):
+        if isinstance(node, cst.Import) and any(_is_mnist_reader(_module_name(a.name)) for a in node.names):
+            return True
+        if isinstance(node, cst.ImportFrom) and not node.relative:
+            base = _module_name(node.module)
+            if _is_mnist_reader(base) or (
+                base == "tensorflow.examples.tutorials"
+                and not isinstance(node.names, cst.ImportStar)
+                and any(_module_name(a.name) == "mnist" for a in node.names)
+            ):
+                return True
+    return False
+
+
+def _blockers(module: cst.Module) -> list[str]:
+    """Imports of removed packages, except those a ``try:`` guards (the script
+    has a fallback)."""
+    guarded = {id(n) for t in walk(module) if isinstance(t, cst.Try) for n in walk(t.body)}
+    tf_names = TFNames.from_module(module)
+    found = []
+    used: set[str] = set()
+    inner = {id(n.value) for n in walk(module) if isinstance(n, cst.Attribute)}
+    for node in walk(module):
+        if id(node) in guarded:
+            continue
+        if isinstance(node, cst.Attribute):
+            if id(node) in inner:
+                continue  # only whole chains: tf.contrib.layers.fully_connected, not tf.contrib
+            full = tf_names.full_name(node) or ""
+            if not full.startswith(_REMOVED) or _is_mnist_reader(full) or contrib_provided(full):
+                continue
+            # the shortest prefix of the chain that is gone, once per name
+            while "." in full and not contrib_provided(full.rsplit(".", 1)[0]) and full.rsplit(".", 1)[0].startswith(_REMOVED):
+                full = full.rsplit(".", 1)[0]
+            if full not in used:
+                used.add(full)
+                found.append(f"line {_line(module, node)}: uses {full}, which TensorFlow 2 removed")
+            continue
+        names: list[str] = []
+        if isinstance(node, cst.Import):
+            names = [_module_name(a.name) for a in node.names]
+        elif isinstance(node, cst.ImportFrom) and not node.relative:
+            base = _module_name(node.module)
+            names = [base]
+            if base.startswith(("tensorflow.contrib", "tensorflow")) and not isinstance(node.names, cst.ImportStar):
+                names = [f"{base}.{_module_name(a.name)}" for a in node.names]
+        for name in names:
+            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials" or contrib_provided(name):
+                continue
+            if any(name == r or name.startswith(r + ".") for r in _REMOVED):
+                found.append(f"line {_line(module, node)}: imports `{name}`, which TensorFlow 2 removed")
+                break
+    return found
+
+
+def python3_source(source: str) -> tuple[str, str | None]:
+    """The source as Python 3 runs it, and what was converted: the CLI's
+    Python 2 pre-pass (print statements, ``xrange``, ``d.iteritems()``...).
+    Raises :class:`migrate.codemod.engine.MigrationError` when it is neither."""
+    from migrate.codemod import py2
+
+    if py2.python2_uses(source) or not py2.is_python3(source):
+        converted, note = py2.convert(source)
+        return converted, note.message
+    return source, None
+
+
+class _AllowOverride(cst.CSTTransformer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        from migrate.codemod.rules.tfm102_absl_flags import ABSL_OWN_FLAGS
+
+        func = dotted(updated.func) or ""
+        if not func.rpartition(".")[2].startswith("DEFINE_") or not updated.args:
+            return updated
+        first = updated.args[0]
+        if first.keyword is not None or not isinstance(first.value, cst.SimpleString):
+            return updated
+        name = first.value.evaluated_value
+        if name not in ABSL_OWN_FLAGS or any(a.keyword and a.keyword.value == "allow_override" for a in updated.args):
+            return updated
+        self.names.append(name)
+        args = list(updated.args)
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(cst.Arg(keyword=cst.Name("allow_override"), value=cst.Name("True"),
+                            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                  whitespace_after=cst.SimpleWhitespace(""))))
+        return updated.with_changes(args=args)
+
+
+def _allow_absl_own_flags(source: str) -> tuple[str, list[str]] | None:
+    """A flag absl defines itself (``--log_dir``: TF 1.x's tutorials used it)
+    raises DuplicateFlagError on TF 2 unless it may override absl's."""
+    if "DEFINE_" not in source:
+        return None
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return None
+    fixer = _AllowOverride()
+    new = module.visit(fixer)
+    return (new.code, fixer.names) if fixer.names else None
+
+
+def prepare(source: str) -> Prepared:
+    """The legacy source as TF2 runs TF1 code (see the module docstring)."""
+    prepared = _prepare(source)
+    overridden = _allow_absl_own_flags(prepared.source)
+    if overridden is not None:
+        prepared.source, names = overridden
+        prepared.changed = True
+        prepared.changes.append(
+            f"{', '.join('--' + n for n in names)} defined with allow_override=True (absl, which TF 2"
+            " imports, defines it too: DuplicateFlagError otherwise)"
+        )
+    prepared.reads_mnist = reads_mnist(prepared.source)
+    prepared.uses_contrib = "contrib" in prepared.source and not prepared.blockers
+    return prepared
+
+
+def _prepare(source: str) -> Prepared:
+    from migrate.codemod.engine import MigrationError
+
+    try:
+        source, converted = python3_source(source)
+    except MigrationError:
+        return Prepared(source)  # the caller's parse reports where
+    done = [converted] if converted else []
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return Prepared(source, bool(done), done)
+    blockers = _blockers(module)
+    if _switches_graph_mode(module) or _imports_compat_v1(module):
+        return Prepared(source, bool(done), done, blockers)
+    to_v1 = _ToCompatV1()
+    new = module.visit(to_v1)
+    if not to_v1.changes:
+        return Prepared(source, bool(done), done, blockers)
+    # Graph mode right after the first top-level TensorFlow import (else after
+    # the docstring and __future__ imports, with an import of its own).
+    index, alias = None, None
+    for i, statement in enumerate(module.body):
+        if isinstance(statement, cst.SimpleStatementLine):
+            finder = _ToCompatV1()
+            statement.visit(finder)
+            if finder.changes:
+                index, alias = i + 1, finder.alias
+                break
+    switch = []
+    if index is None or alias is None:
+        alias = "tfmigrate_tf1"
+        switch.append(cst.parse_statement(f"import tensorflow.compat.v1 as {alias}\n"))
+    if index is None:
+        index = 0
+        for i, statement in enumerate(module.body):
+            first = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) else None
+            docstring = i == 0 and isinstance(first, cst.Expr) and isinstance(first.value, cst.SimpleString)
+            future = isinstance(first, cst.ImportFrom) and _module_name(first.module) == "__future__"
+            if not (docstring or future):
+                break
+            index = i + 1
+    switch.append(cst.parse_statement(f"{alias}.disable_v2_behavior()\n"))
+    body = list(new.body)
+    body[index:index] = switch
+    changes = [*done, *to_v1.changes, f"`{alias}.disable_v2_behavior()` added after the import"]
+    return Prepared(new.with_changes(body=body).code, True, changes, blockers)
