@@ -7,6 +7,7 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _dataflow
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -454,6 +455,8 @@ class GraphToStrategy(Rule):
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers())
         reported = len(self.ctx.reports)
+        # host work built no graph (a dataset reader): it runs once, before the strategy
+        hoisted = _dataflow.host_statements(graph, self.qualname)
         if graph.train_op is None or graph.loss is None:
             self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :])
             return body
@@ -486,6 +489,10 @@ class GraphToStrategy(Rule):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
+            chosen = _dataflow.plumbing_choice(statement, graph.dropped)
+            if chosen:
+                graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
+                continue
             if self._is_graph_tail(statement, graph):
                 extend(graph, statement, self.qualname)
             else:
@@ -506,6 +513,7 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
         new_after = session.rewrite(after)
         self.converted = True
@@ -517,7 +525,28 @@ class GraphToStrategy(Rule):
                         " unwrapped: under a strategy, variables go where the strategy puts them (shared, as the"
                         " device setter shared these) and ops run on the replica's device", fixed=True,
                         severity="info", reference=REFERENCE[self.strategy])
-        return before + self._used_wrappers(prelude, new_after, session) + new_after
+        out = hoisted + self._used_wrappers(prelude, new_after, session) + new_after
+        if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
+            self.converted, self.helper_rewrites, self.strategy_names = undo
+            return body
+        return before + out
+
+    def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
+        """Decline, with the statement that reads it, a rewrite that would
+        leave a name read but no longer bound (a graph value or a session the
+        program still uses where this rule migrates nothing)."""
+        lost = _dataflow.unbound_reads(old, new, self.ctx.module)
+        if not lost:
+            return False
+        del self.ctx.reports[reported:]
+        by_reader: dict[int, tuple[cst.CSTNode, list[str]]] = {}
+        for name, reader in lost:
+            by_reader.setdefault(id(reader), (reader, []))[1].append(name)
+        for reader, names in by_reader.values():
+            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors),
+                        hint="migrate this use by hand (or build it in the step function's results), then migrate"
+                        " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_task_sharded_data(self, before, after) -> None:
         """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
@@ -1761,6 +1790,14 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
+
+    def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
+        """The session call a `with` item opens: the call itself, or the one
+        bound to the name it enters (`with mts as sess:`)."""
+        if isinstance(item, cst.Name) and item.value in self.session_objects:
+            return self.session_objects[item.value]
+        return item
 
     # ---------------------------------------------------------------- scan
     def scan(self, statements) -> None:
@@ -1796,6 +1833,8 @@ class _SessionRegion:
                         self.sessions.update(names)
                         self._session_call(value)
                         self.removed_names.update(names)
+                        if len(names) == 1:  # `mts = tf.train.MonitoredTrainingSession(...)`, `with mts as sess:`
+                            self.session_objects[names[0]] = value
                     elif vq in CONFIG_CALLS:
                         self.removed_names.update(names)
                     elif vq in DROPPED_CALLS or vq in QUEUE_CLASSES or _method(value) in SYNC_METHODS:
@@ -1815,11 +1854,12 @@ class _SessionRegion:
                     self.feed_dicts[names[0]] = value
                 if isinstance(node, cst.With):
                     for item in node.items:
-                        call = item.item
+                        call = self.session_call(item.item)
                         if isinstance(call, cst.Call) and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS):
                             if item.asname is not None:
                                 self.sessions.update(C.target_names(item.asname.name))
-                            self._session_call(call)
+                            if call is item.item:
+                                self._session_call(call)
         targets = {}
         for statement in statements:
             for node in C.walk(statement):
@@ -2198,8 +2238,8 @@ class _SessionRewriter(cst.CSTTransformer):
     def _is_session_with(self, node: cst.With) -> bool:
         q = self.r.rule.qualname
         return any(
-            isinstance(i.item, cst.Call)
-            and (q(i.item.func) in SESSION_CLASSES or _method(i.item) in SUPERVISOR_SESSION_METHODS)
+            isinstance(call := self.r.session_call(i.item), cst.Call)
+            and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS)
             for i in node.items
         )
 
@@ -2301,7 +2341,7 @@ class _SessionRewriter(cst.CSTTransformer):
     def _session_kind(self, node: cst.With) -> str | None:
         """The session of a `with` that ended on OutOfRangeError without raising it."""
         for item in node.items:
-            call = item.item
+            call = self.r.session_call(item.item)
             if isinstance(call, cst.Call):
                 q = self.r.rule.qualname(call.func)
                 if q in QUIET_SESSIONS:
@@ -2361,7 +2401,9 @@ class _SessionRewriter(cst.CSTTransformer):
                     hint="replace it by plain Python (e.g. a counter or the global step); the rule kept the line",
                     reference=REFERENCE[self.r.rule.strategy], fixed=False)
                 return updated
-            if fetch is not None and fetch.train and fetch.shape == "list":
+            if fetch is not None and fetch.shape == "list" and (fetch.train or (
+                    fetch.ok and not fetch.state_only and fetch.values)):
+                # the step or evaluation function returns only the fetched values it computes
                 return self._train_assignment(original, updated, fetch)
         return updated
 
@@ -2412,6 +2454,9 @@ class _SessionRewriter(cst.CSTTransformer):
         owner, method = _owner(original), _method(original)
         if owner in self.r.sessions | self.r.supervisors and method == "should_stop":
             return self.r.stop_condition()
+        state_read = _dataflow.session_state_read(original, self.r.rule.qualname, self.r.sessions, self.r.graph)
+        if state_read is not None:
+            return state_read
         if owner in self.r.sessions and method == "run":
             fetch = self.r.fetch_by_call.get(id(original))
             if fetch is None or not fetch.ok:
