@@ -329,3 +329,103 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str]) -> str:
     if other:
         parts.append(f"it uses {listed(other)}, bound by TF1 session code this rule removes")
     return "training not migrated: " + "; ".join(parts)
+
+
+def placeholder_from_helper(inner: list[cst.BaseStatement], module: cst.Module, qualname):
+    """`y_conv, keep_prob = deepnn(x)` where the module function `deepnn`
+    creates `keep_prob = tf.placeholder(...)` itself and returns it (TF1's
+    deep MNIST tutorial): the placeholder is made in the graph block instead
+    and passed to the helper as a parameter, so it becomes an argument of the
+    step like the block's own placeholders. Only for a helper called once,
+    with plain parameters, returning a tuple of names. Returns (the block's
+    new statements, {helper's code: migrated helper}), or None."""
+    functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef}
+    if not functions:
+        return None
+    for k, statement in enumerate(inner):
+        names, value, assign = C.assignment(statement)
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in functions):
+            continue
+        target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
+        if not isinstance(target, (cst.Tuple, cst.List)) or len(names) != len(target.elements):
+            continue
+        helper = functions[value.func.value]
+        plan = _helper_placeholder(helper, len(names), qualname)
+        if plan is None or any(isinstance(a.value, cst.StarredElement) or a.star or a.keyword for a in value.args):
+            continue
+        calls = sum(1 for c in C.calls_in(module) if isinstance(c.func, cst.Name) and c.func.value == helper.name.value)
+        if calls != 1:
+            continue
+        index, placeholder_statement, new_helper = plan
+        program_name = names[index]
+        kept = [el.value for j, el in enumerate(target.elements) if j != index]
+        new_target = kept[0] if len(kept) == 1 else cst.Tuple([cst.Element(v) for v in kept])
+        new_call = value.with_changes(args=[*value.args, cst.Arg(cst.Name(program_name))]) if not value.args else \
+            value.with_changes(args=[*value.args[:-1], value.args[-1].with_changes(
+                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(cst.Name(program_name))])
+        placeholder_call = C.assignment(placeholder_statement)[1]
+        made = C.stmt(f"{program_name} = {C.code_of(placeholder_call)}\n").with_changes(
+            leading_lines=statement.leading_lines)
+        called = statement.with_changes(body=[statement.body[0].with_changes(
+            targets=[cst.AssignTarget(new_target)], value=new_call)], leading_lines=[])
+        return inner[:k] + [made, called] + inner[k + 1:], {C.code_of(helper): new_helper}
+    return None
+
+
+def _helper_placeholder(helper: cst.FunctionDef, arity: int, qualname):
+    """(index in the returned tuple, the placeholder statement, the helper
+    taking it as its last parameter) for a helper whose body makes one
+    placeholder at its top level and returns it among ``arity`` names."""
+    params = helper.params
+    if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None or (
+            params.kwonly_params or params.posonly_params or any(p.default is not None for p in params.params)):
+        return None
+    body = list(C.body_of(helper.body))
+    if not body or not isinstance(body[-1], cst.SimpleStatementLine) or type(body[-1].body[0]) is not cst.Return:
+        return None
+    returned = body[-1].body[0].value
+    if not isinstance(returned, (cst.Tuple, cst.List)) or len(returned.elements) != arity or not all(
+            isinstance(el.value, cst.Name) for el in returned.elements):
+        return None
+    returned_names = [el.value.value for el in returned.elements]
+    made = [(j, st) for j, st in enumerate(body)
+            if len(C.assignment(st)[0]) == 1 and isinstance(C.assignment(st)[1], cst.Call)
+            and (qualname(C.assignment(st)[1].func) or "").split(".")[-1] == "placeholder"
+            and C.assignment(st)[0][0] in returned_names]
+    if len(made) != 1:
+        return None
+    position, statement = made[0]
+    name = C.assignment(statement)[0][0]
+    if any(name in _bound([st]) for j, st in enumerate(body) if j != position):
+        return None
+    index = returned_names.index(name)
+    rest = [el.value for j, el in enumerate(returned.elements) if j != index]
+    new_return = body[-1].with_changes(body=[body[-1].body[0].with_changes(
+        value=rest[0] if len(rest) == 1 else cst.Tuple([cst.Element(v) for v in rest], lpar=[], rpar=[]))])
+    new_body = [st for j, st in enumerate(body) if j != position][:-1] + [new_return]
+    if position < len(body) - 1 and statement.leading_lines:
+        following = new_body[position]
+        new_body[position] = following.with_changes(
+            leading_lines=[*statement.leading_lines, *following.leading_lines])
+    new_params = params.with_changes(params=[*params.params, cst.Param(cst.Name(name))])
+    if params.params:
+        last = params.params[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new_params = params.with_changes(params=[*params.params[:-1], last, cst.Param(cst.Name(name))])
+    return index, statement, helper.with_changes(params=new_params, body=helper.body.with_changes(body=new_body))
+
+
+def fed_literal(name: str, fetches) -> str | None:
+    """The number fed to the placeholder ``name`` by the session runs (the
+    first one found; every feed must be a number literal), else None: a
+    value the model can be built with, as the TF1 program ran it."""
+    found = None
+    for fetch in fetches:
+        feed = fetch.feed
+        if not isinstance(feed, cst.Dict):
+            continue
+        for element in feed.elements:
+            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.Name) and element.key.value == name:
+                if not isinstance(element.value, (cst.Float, cst.Integer)):
+                    return None
+                found = found or C.code_of(element.value)
+    return found

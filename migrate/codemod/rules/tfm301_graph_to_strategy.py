@@ -451,6 +451,10 @@ class GraphToStrategy(Rule):
         if session_inside:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         queues = self._queues_before(body[:i])
+        # a placeholder a model helper makes and returns (keep_prob) is made here and passed in
+        helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
+        if helper_moves is not None:
+            inner, helper_moves = helper_moves
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers())
@@ -529,6 +533,8 @@ class GraphToStrategy(Rule):
         if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
             self.converted, self.helper_rewrites, self.strategy_names = undo
             return body
+        if helper_moves:
+            self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
@@ -538,10 +544,13 @@ class GraphToStrategy(Rule):
         lost = _dataflow.unbound_reads(old, new, self.ctx.module)
         if not lost:
             return False
-        del self.ctx.reports[reported:]
         by_reader: dict[int, tuple[cst.CSTNode, list[str]]] = {}
         for name, reader in lost:
             by_reader.setdefault(id(reader), (reader, []))[1].append(name)
+        # what the rewrite said about those statements (why a run there was not mapped) still holds
+        inside = {id(node) for reader, _ in by_reader.values() for node in C.walk(reader)}
+        self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
+                                       if r[1] == self.code and not r[5] and id(r[0]) in inside]
         for reader, names in by_reader.values():
             self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors),
                         hint="migrate this use by hand (or build it in the step function's results), then migrate"
@@ -1202,6 +1211,12 @@ class GraphToStrategy(Rule):
                     continue
                 dtype = C.arg(call, 0, "dtype")
                 shape = C.arg(call, 1, "shape")
+                fed = None if shape is not None else _dataflow.fed_literal(
+                    name, [*session.train_fetches.values(), *session.eval_fetches.values()])
+                if fed is not None:
+                    # a number fed in every run (keep_prob: 0.5): the model is built with it
+                    dummies.append(f"tf.constant({fed}, {C.code_of(dtype) if dtype is not None else 'tf.float32'})")
+                    continue
                 if not isinstance(shape, (cst.List, cst.Tuple)):
                     self.report(call, "placeholder without a static shape: cannot build the model's variables ahead",
                                 hint="give the placeholder a shape", fixed=False, reference=REFERENCE[strategy])
