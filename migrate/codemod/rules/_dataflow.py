@@ -307,14 +307,15 @@ def binding_counts(nodes) -> Counter:
     return counts
 
 
-def unbound_reason(names: list[str], graph: Graph, sessions: set[str]) -> str:
-    """Why reading ``names`` in one statement stops the rewrite, in the
-    program's terms."""
+def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: cst.CSTNode) -> str:
+    """Why reading ``names`` in the statement ``reader`` stops the rewrite,
+    in the program's terms."""
     def listed(group):
         return ", ".join(f"`{n}`" for n in group)
     values = graph_names(graph)
     used_sessions = [n for n in names if n in sessions]
-    fed = [n for n in names if n in graph.placeholder_names and n not in used_sessions]
+    runs = any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "run" for c in C.calls_in(reader))
+    fed = [n for n in names if runs and n in graph.placeholder_names and n not in used_sessions]
     ops = [n for n in names if n in values and n not in fed and n not in used_sessions]
     other = [n for n in names if n not in used_sessions + fed + ops]
     parts = []
@@ -375,7 +376,7 @@ def placeholder_from_helper(inner: list[cst.BaseStatement], module: cst.Module, 
 def _helper_placeholder(helper: cst.FunctionDef, arity: int, qualname):
     """(index in the returned tuple, the placeholder statement, the helper
     taking it as its last parameter) for a helper whose body makes one
-    placeholder at its top level and returns it among ``arity`` names."""
+    placeholder at its top level and returns it among ``arity`` values."""
     params = helper.params
     if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None or (
             params.kwonly_params or params.posonly_params or any(p.default is not None for p in params.params)):
@@ -384,10 +385,10 @@ def _helper_placeholder(helper: cst.FunctionDef, arity: int, qualname):
     if not body or not isinstance(body[-1], cst.SimpleStatementLine) or type(body[-1].body[0]) is not cst.Return:
         return None
     returned = body[-1].body[0].value
-    if not isinstance(returned, (cst.Tuple, cst.List)) or len(returned.elements) != arity or not all(
-            isinstance(el.value, cst.Name) for el in returned.elements):
+    if not isinstance(returned, (cst.Tuple, cst.List)) or len(returned.elements) != arity or any(
+            isinstance(el, cst.StarredElement) for el in returned.elements):
         return None
-    returned_names = [el.value.value for el in returned.elements]
+    returned_names = [el.value.value if isinstance(el.value, cst.Name) else None for el in returned.elements]
     made = [(j, st) for j, st in enumerate(body)
             if len(C.assignment(st)[0]) == 1 and isinstance(C.assignment(st)[1], cst.Call)
             and (qualname(C.assignment(st)[1].func) or "").split(".")[-1] == "placeholder"

@@ -552,7 +552,7 @@ class GraphToStrategy(Rule):
         self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
         for reader, names in by_reader.values():
-            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors),
+            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader),
                         hint="migrate this use by hand (or build it in the step function's results), then migrate"
                         " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
         return True
