@@ -420,7 +420,7 @@ def migrate_notebook(
         return None, line
 
     try:
-        result = migrate_source(program, path=path, select=select, ignore=ignore)
+        result = migrate_source(program, path=path, select=select, ignore=ignore, top_level_await=True)
     except MigrationError as e:
         cell, line = locate(e.line)
         raise NotebookError(e.message, line, e.column, cell) from None

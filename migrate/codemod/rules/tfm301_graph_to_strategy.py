@@ -2100,7 +2100,8 @@ class _SessionRegion:
             tracked_names = [gs, self.graph.optimizer, *self.graph.variables]
             if self.rule.template is not None:
                 tracked_names.append(self.rule.template)
-            tracked = ", ".join(f"{v}={v}" for v in tracked_names)
+            # once each: a step counter the program made with tf.Variable is one of its variables too
+            tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
             ckpt = self.rule._fresh("checkpoint")
             self.checkpoint_name = ckpt
             directory = C.code_of(self.checkpoint_dir)
