@@ -190,8 +190,17 @@ _CONTRIB_NAMESPACES = frozenset(
 )
 
 
+def _tf1_name(full: str) -> str:
+    """``tensorflow.compat.v1.contrib.X`` (a script on compat.v1, or the prepared copy) is ``tensorflow.contrib.X``."""
+    for prefix in ("tensorflow.compat.v1.", "tensorflow.compat.v1.compat.v1."):
+        if full.startswith((prefix + "contrib", prefix + "examples")):
+            return "tensorflow." + full[len(prefix):]
+    return full
+
+
 def contrib_member(full: str) -> str | None:
     """``"layers.fully_connected"`` for ``tensorflow.contrib.layers.fully_connected``."""
+    full = _tf1_name(full)
     if full == "tensorflow.contrib":
         return ""
     return full[len("tensorflow.contrib.") :] if full.startswith("tensorflow.contrib.") else None
@@ -307,6 +316,9 @@ def _blockers(module: cst.Module) -> list[str]:
     def line(node: cst.CSTNode) -> int:
         return positions[node].start.line if node in positions else _line(module, node)
 
+    from migrate.codemod.rules.tfm101_tensorflow_import import load_tf_api
+
+    api = load_tf_api()
     guarded = {id(n) for t in walk(module) if isinstance(t, cst.Try) for n in walk(t.body)}
     tf_names = TFNames.from_module(module)
     found = []
@@ -319,7 +331,15 @@ def _blockers(module: cst.Module) -> list[str]:
         if isinstance(node, cst.Attribute):
             if id(node) in inner:
                 continue  # only whole chains: tf.contrib.layers.fully_connected, not tf.contrib
-            full = tf_names.full_name(node) or ""
+            full = _tf1_name(tf_names.full_name(node) or "")
+            change = api.pre1.get(tf_names.qualname(node) or "")
+            if change is not None and change.removed and change.old and full not in used:
+                used.add(full)
+                found.append(
+                    f"line {line(node)}: uses {dotted(node)}, which TensorFlow 1.0 removed (its successor tf.{change.to}"
+                    " takes other arguments, so the legacy program cannot run unchanged)"
+                )
+                continue
             member = contrib_member(full)
             if member is not None and contrib_canonical(member) in _CONTRIB_MNIST_SELECTED:
                 if not _selects_mnist(node, parents.get(id(node))):
@@ -404,6 +424,43 @@ def _allow_absl_own_flags(source: str) -> tuple[str, list[str]] | None:
     return (new.code, fixer.names) if fixer.names else None
 
 
+class _Pre1Renames(cst.CSTTransformer):
+    """``tf.merge_all_summaries`` -> ``tf.summary.merge_all``: names TF 1.0
+    gave functions it kept unchanged (tf_api.json's ``pre1`` entries whose calls
+    did not change); a legacy script written for TF 0.x calls the same function."""
+
+    def __init__(self, names: TFNames) -> None:
+        super().__init__()
+        from migrate.codemod.rules.tfm101_tensorflow_import import load_tf_api
+
+        self.names = names
+        self.api = load_tf_api()
+        self.renamed: list[str] = []
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.BaseExpression) -> cst.BaseExpression:
+        name = self.names.qualname(original)
+        change = self.api.pre1.get(name or "")
+        head = (dotted(original) or "").split(".")[0]
+        bound = self.names.bindings.get(head)
+        if change is None or not change.removed or change.old or bound not in ("tensorflow", "tensorflow.compat.v1"):
+            return updated
+        new = f"{head}.{'compat.v1.' if bound == 'tensorflow' else ''}{change.to}"
+        text = f"`{dotted(original)}` -> `{new}`"
+        if text not in self.renamed:
+            self.renamed.append(text)
+        return cst.parse_expression(new)
+
+
+def _pre1_renames(source: str) -> tuple[str, list[str]] | None:
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return None
+    renamer = _Pre1Renames(TFNames.from_module(module))
+    new = module.visit(renamer)
+    return (new.code, renamer.renamed) if renamer.renamed else None
+
+
 def prepare(source: str) -> Prepared:
     """The legacy source as TF2 runs TF1 code (see the module docstring)."""
     prepared = _prepare(source)
@@ -415,6 +472,11 @@ def prepare(source: str) -> Prepared:
             f"{', '.join('--' + n for n in names)} defined with allow_override=True (absl, which TF 2"
             " imports, defines it too: DuplicateFlagError otherwise)"
         )
+    renamed = _pre1_renames(prepared.source)
+    if renamed is not None:
+        prepared.source, names = renamed
+        prepared.changed = True
+        prepared.changes.append(f"{', '.join(names)} (TF 1.0's names for the same functions; TF 1.0 removed the old ones)")
     prepared.reads_mnist = reads_mnist(prepared.source)
     prepared.uses_contrib = "contrib" in prepared.source and not prepared.blockers
     return prepared
