@@ -529,3 +529,29 @@ def _prepare(source: str) -> Prepared:
     body[index:index] = switch
     changes = [*done, *to_v1.changes, f"`{alias}.disable_v2_behavior()` added after the import"]
     return Prepared(new.with_changes(body=body).code, True, changes, blockers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m migrate.runtime.legacy_compat FILE...``: what check would
+    change, provide and refuse on each legacy script's side, without running it."""
+    import sys
+    from pathlib import Path
+
+    refused = 0
+    for name in argv if argv is not None else sys.argv[1:]:
+        prepared = prepare(Path(name).read_text(encoding="utf-8"))
+        provided = [what for what, used in (("tf.contrib members", prepared.uses_contrib),
+                                            ("the MNIST reader", prepared.reads_mnist)) if used]
+        print(f"{name}: {'refused' if prepared.blockers else 'accepted'}")
+        for change in prepared.changes:
+            print(f"  changed: {change}")
+        if provided:
+            print(f"  provided: {', '.join(provided)}")
+        for blocker in prepared.blockers:
+            print(f"  refused: {blocker}")
+        refused += bool(prepared.blockers)
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
