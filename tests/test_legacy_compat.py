@@ -336,6 +336,9 @@ def test_provided_contrib_members_compute_what_tf1_computed(tmp_path):
     assert result["same_function"] and result["mnist_spellings_agree"]
     assert result["initializer_difference"] == {"xavier_normal": 0.0, "xavier_uniform": 0.0, "variance_scaling": 0.0}
     assert result["penalties"] == [0.5 * 55 / 2, 0.25 * 15]
+    assert result["regularization_losses"] == [0.5 * (3 * 4 * 2.0**2) / 2]  # once: the reused call adds none
+    assert result["devices"] == ["/job:ps/task:0/device:CPU:0", "/job:ps/task:1/device:CPU:0",
+                                 "/job:ps/task:0/device:CPU:0"]
     assert "is not decorated with @add_arg_scope" in result["undecorated"]
     assert "tensorflow.contrib.slim.batch_norm` does not exist in TensorFlow 2" in result["missing"]
     fired = json.loads((tmp_path / "h" / "harness-notes-worker-0.json").read_text())["fired"]

@@ -184,6 +184,56 @@ def _initializers(v1) -> dict[str, Callable]:
     }
 
 
+def _regularized(v1, layer: Callable) -> Callable:
+    """A contrib layer taking ``weights_regularizer``/``biases_regularizer`` as
+    TF1's did: each regularizer applied to the variable the call created (not
+    to a reused one), its loss added to ``REGULARIZATION_LOSSES``."""
+
+    @functools.wraps(layer)
+    def regularized(*args, weights_regularizer=None, biases_regularizer=None, **kwargs):
+        if weights_regularizer is None and biases_regularizer is None:
+            return layer(*args, **kwargs)
+        before = {id(v) for v in v1.global_variables()}
+        outputs = layer(*args, **kwargs)
+        for variable in v1.global_variables():
+            kind = variable.op.name.rpartition("/")[2]
+            regularizer = {"weights": weights_regularizer, "biases": biases_regularizer}.get(kind)
+            if id(variable) in before or regularizer is None:
+                continue
+            with v1.name_scope(f"{variable.op.name}/Regularizer/"):
+                loss = regularizer(variable)
+            if loss is not None:
+                v1.add_to_collection(v1.GraphKeys.REGULARIZATION_LOSSES, loss)
+        return outputs
+
+    return regularized
+
+
+class VariableDeviceChooser:
+    """TF1's ``tf.contrib.framework.VariableDeviceChooser``: variables placed
+    round-robin on the tasks of ``job_name`` (a device function)."""
+
+    def __init__(self, num_tasks=0, job_name="ps", device_type="CPU", device_index=0, replica=None):
+        self._job_name = job_name
+        self._device_type = device_type
+        self._device_index = device_index
+        self._replica = replica
+        self._num_tasks = num_tasks
+        self._next_task_id = 0
+
+    def __call__(self, op):
+        from tensorflow.compat import v1
+
+        device_spec = v1.DeviceSpec(replica=self._replica, device_type=self._device_type,
+                                    device_index=self._device_index)
+        if self._num_tasks > 0:
+            task_id = self._next_task_id
+            self._next_task_id = (self._next_task_id + 1) % self._num_tasks
+            device_spec.job = self._job_name
+            device_spec.task = task_id
+        return device_spec.to_string()
+
+
 def _resolve(tf, path: str):
     obj = tf
     for part in path.split("."):
@@ -199,9 +249,9 @@ def implementations(tf, v1) -> dict[str, Callable]:
 
     # TF1 decorated its layers with add_arg_scope; conv2d and convolution2d
     # were one function
-    conv2d = tf1_layers.tf1_contrib_conv2d
+    conv2d = _regularized(v1, tf1_layers.tf1_contrib_conv2d)
     members = {
-        "layers.fully_connected": tf1_layers.tf1_fully_connected,
+        "layers.fully_connected": _regularized(v1, tf1_layers.tf1_fully_connected),
         "layers.conv2d": conv2d,
         "layers.convolution2d": conv2d,
         "layers.max_pool2d": tf1_layers.tf1_max_pool2d,
@@ -217,6 +267,7 @@ def implementations(tf, v1) -> dict[str, Callable]:
         "framework.current_arg_scope": current_arg_scope,
         "framework.has_arg_scope": has_arg_scope,
         "framework.arg_scoped_arguments": arg_scoped_arguments,
+        "framework.VariableDeviceChooser": VariableDeviceChooser,
         "learn.datasets.mnist.read_data_sets": mnist_standin.read_data_sets,
         "learn.datasets.mnist.load_mnist": mnist_standin.load_mnist,
         "learn.datasets.load_dataset": _load_dataset,

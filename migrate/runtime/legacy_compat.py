@@ -146,6 +146,7 @@ _CONTRIB_INITIALIZERS = frozenset({
 _CONTRIB_FRAMEWORK = frozenset({
     "get_or_create_global_step", "get_global_step", "create_global_step",
     "arg_scope", "add_arg_scope", "current_arg_scope", "has_arg_scope", "arg_scoped_arguments",
+    "VariableDeviceChooser",
 })
 _CONTRIB_MNIST = frozenset({"learn.datasets.mnist.read_data_sets", "learn.datasets.mnist.load_mnist"})
 # contrib.learn's data set registry: provided for MNIST only, so a use must

@@ -88,6 +88,28 @@ def initializer_draws():
     return {k: float(np.abs(values[k] - expected[k]).max()) for k in values}, [float(p) for p in penalties]
 
 
+def regularized_losses():
+    """weights_regularizer through arg_scope: one loss per created variable, none for a reused one."""
+    graph = tf.Graph()
+    with graph.as_default():
+        inputs = tf.constant(np.ones((2, 3), np.float32))
+        with slim.arg_scope([slim.fully_connected], weights_regularizer=slim.l2_regularizer(0.5)):
+            slim.fully_connected(inputs, 4, scope="dense", weights_initializer=tf.constant_initializer(2.0))
+            slim.fully_connected(inputs, 4, scope="dense", reuse=True)
+        losses = tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)
+        with tf.Session() as session:
+            session.run(tf.global_variables_initializer())
+            return [float(v) for v in session.run(losses)]
+
+
+def chosen_devices():
+    """Round robin over the ps tasks, one task per op placed (what slim's variable(device=...) asked)."""
+    chooser = tf.contrib.framework.VariableDeviceChooser(num_tasks=2)
+    graph = tf.Graph()
+    with graph.as_default():
+        return [chooser(tf.no_op(name=f"op{i}")) for i in range(3)]
+
+
 def main():
     data = read_data_sets("/not/read", one_hot=False, reshape=False)
     images = data.train.images[:5]
@@ -126,6 +148,8 @@ def main():
         "mnist_spellings_agree": bool(np.array_equal(images, via_module) and np.array_equal(images, via_learn)),
         "initializer_difference": draws,
         "penalties": penalties,
+        "regularization_losses": regularized_losses(),
+        "devices": chosen_devices(),
         "undecorated": undecorated,
         "missing": missing,
     }))
