@@ -79,6 +79,7 @@ SERVER_START_SECONDS = 90.0
 CLUSTER_FORM_SECONDS = 60.0
 LOG_WATCH_SECONDS = 0.5
 CLUSTER_ENV = "TFMIGRATE_CLUSTER"  # the launcher's cluster, for check's harness
+_ERROR_LINE = re.compile(r"^(?:[\w.]+(?:Error|Exception|Exit)|INFO:tensorflow:Error reported to Coordinator)\b.*")
 _SERVER_STARTED = re.compile(r"Started server with target: grpc://([^\s:]+):(\d+)")
 _SESSION_WAITING = re.compile(
     r"CreateSession still waiting for response from worker: /job:([\w-]+)/replica:\d+/task:(\d+)"
@@ -352,9 +353,16 @@ def _last_lines(path: Path, count: int = LAST_LOG_LINES, limit: int = 400) -> st
             tail = f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()][-count:]
+    all_lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    lines = all_lines[-count:]
     text = " | ".join(lines)
-    return text if len(text) <= limit else "..." + text[-limit:]
+    text = text if len(text) <= limit else "..." + text[-limit:]
+    # A task often logs its shutdown after the error that ended it: name the
+    # error itself when the tail does not show it.
+    errors = [ln for ln in all_lines if _ERROR_LINE.match(ln)]
+    if errors and errors[-1] not in lines:
+        text = f"{errors[-1][:limit]} ... {text}"
+    return text
 
 
 def extract_stack_dump(text: str) -> str | None:
