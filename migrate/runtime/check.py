@@ -497,7 +497,7 @@ def _run_side(
             args=script_args,
             role_style=spec.launcher_style,
             task_args=spec.task_args if (spec.argv_roles or spec.role_match) else None,
-            task_env=spec.task_env if spec.role_env else None,
+            task_env=spec.task_env if (spec.role_env or spec.fixed_task) else None,
             flag_names=spec.flag_names or None,
             server_only=spec.server_only,
             timeout=opts.timeout,

@@ -525,7 +525,7 @@ class _ClusterRun:
         self.fired: set[int] = set()  # indexes into self.faults
         self.events: list[FaultEvent] = []
         self.tasks = [
-            _Task(job, i, job in server_only, self.log_dir)
+            _Task(job, i, job in server_only or f"{job}:{i}" in server_only, self.log_dir)
             for job, count in jobs.items()
             for i in range(count)
         ]
@@ -1048,7 +1048,7 @@ def run_cluster(
     ``--task_index``, ``--<job>_hosts`` for every job; spellings via
     ``flag_names``, a ``None`` spelling drops that flag), ``"tf_config"`` (env
     ``TF_CONFIG``) or ``"none"`` (no role info and no ports). ``server_only``
-    jobs never finish by themselves; they are started first, awaited until
+    jobs (or single tasks, ``"worker:1"``) never finish by themselves; they are started first, awaited until
     their ports accept TCP, and ended by the launcher once every other task
     exited 0. ``env`` adds environment (a ``None`` value removes a variable).
     ``faults`` kill (and optionally restart) chosen tasks. Logs and loss logs

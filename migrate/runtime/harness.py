@@ -35,6 +35,11 @@ program itself is never edited:
                             launcher's loopback ports; session targets naming a mapped
                             address follow. The mapping is written to the notes
                             (``cluster_map``) for the report.
+``TFMIGRATE_STD_SERVER``    with ``TFMIGRATE_CLUSTER``: this task is not the program but a
+                            standard TensorFlow server for its place in the launcher's
+                            cluster (what a script that hard-codes its own role, e.g. an
+                            in-graph client ``Server(cluster, "worker", 2)``, expects the
+                            other tasks to run)
 ``TFMIGRATE_HARNESS_DIR``   where the harness writes (default: beside the loss log,
                             else a new temp dir)
 ``TFMIGRATE_ALIGN_INIT``    npz of initial values to carry into this job by name
@@ -86,6 +91,7 @@ SEED_ENV = "TFMIGRATE_SEED"
 BARRIER_ENV = "TFMIGRATE_HARNESS_BARRIER"  # number of tasks that train
 LOSS_LOG_ENV = "TFMIGRATE_LOSS_LOG"
 CLUSTER_ENV = "TFMIGRATE_CLUSTER"
+STD_SERVER_ENV = "TFMIGRATE_STD_SERVER"
 
 PRINT_TAG = "TFMH"
 RECOVERY_WAIT_CAP_SECS = 1.0
@@ -240,6 +246,8 @@ class _Harness:
             self.patch_hang_points()
         if os.environ.get(CLUSTER_ENV):
             self.patch_cluster()
+            if os.environ.get(STD_SERVER_ENV):
+                self.serve_forever()
         if "isolate" in self.features:
             self.patch_checkpoint_paths()
         if "tf1layers" in self.features:
@@ -805,6 +813,14 @@ class _Harness:
                 for index, address in enumerate(addresses):
                     self.cluster_map.setdefault(f"{job}:{index}", {"script": None, "launcher": address})
         return mapped
+
+    def serve_forever(self) -> None:
+        """Be a standard server for this task of the launcher's cluster."""
+        job, _, index = self.task.partition(":")
+        cluster = self.tf.train.ClusterSpec(self.launcher_cluster)
+        server = self.tf.distribute.Server(cluster, job_name=job, task_index=int(index), start=True)
+        print(f"tfmigrate check: standard server for {self.task} at {server.target}", flush=True)
+        server.join()
 
     def patch_cluster(self) -> None:
         from tensorflow.python.training import server_lib

@@ -78,7 +78,7 @@ DEFAULT_WORKERS = 2
 # spellings of the role flags (normalized: "-" -> "_"), most common first
 ROLE_FLAGS = {
     "job": ("job_name", "job_type", "job"),
-    "index": ("task_index", "task_id", "task_idx", "index"),
+    "index": ("task_index", "task_id", "task_idx", "index", "task"),
 }
 
 # environment variables scripts take their role from (Kubernetes/docker
@@ -323,6 +323,32 @@ def _argv_positions(tree: ast.Module) -> dict[str, int]:
     return found
 
 
+def _fixed_role(tree: ast.Module) -> tuple[str, int, int] | None:
+    """``tf.train.Server(cluster, job_name="worker", task_index=2)`` with
+    literals: the script is always that task (an in-graph client), the rest
+    of its cluster is expected to run standard servers. (job, index, line)."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or _call_name(node) != "Server":
+            continue
+        keywords = {k.arg: k.value for k in node.keywords}
+        if node.args and isinstance(node.args[0], (ast.Name, ast.Call)) and len(node.args) == 1 and not keywords:
+            # Server(SERVER_DEF): the role is the ServerDef's
+            definition = node.args[0]
+            if isinstance(definition, ast.Name):
+                definition = next(
+                    (a.value for a in ast.walk(tree) if isinstance(a, ast.Assign)
+                     and any(isinstance(t, ast.Name) and t.id == definition.id for t in a.targets)),
+                    None,
+                )
+            if isinstance(definition, ast.Call) and _call_name(definition) == "ServerDef":
+                keywords = {k.arg: k.value for k in definition.keywords}
+        job = keywords.get("job_name", node.args[1] if len(node.args) > 1 else None)
+        index = keywords.get("task_index", node.args[2] if len(node.args) > 2 else None)
+        if _string(job) and isinstance(index, ast.Constant) and isinstance(index.value, int):
+            return job.value, index.value, node.lineno
+    return None
+
+
 def _server_line(tree: ast.Module) -> int | None:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _call_name(node) == "Server":
@@ -339,26 +365,37 @@ def _first_line(tree: ast.Module, names: set[str]) -> int | None:
     return min(lines) if lines else None
 
 
-def _role_by_host_match(tree: ast.Module, cluster: ScriptCluster | None) -> tuple[str, int] | None:
+def _role_by_host_match(tree: ast.Module, path: str | None = None) -> tuple[str, int, dict] | None:
     """``if FLAGS.ip in ps_hosts: job_name = "ps"``: a script that finds its
-    role by looking a flag's value up in its own literal host lists.
-    (option name, line), when the lists are the script's literal cluster."""
-    if cluster is None or not cluster.hosts:
-        return None
+    role by looking an option's value up in its own literal host lists.
+    (option, line, {job: hosts})."""
+    resolver = _ClusterResolver(tree, os.path.dirname(os.path.abspath(path)) if path else None)
+    option, line, hosts = None, None, {}
     for node in ast.walk(tree):
         if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
             continue
         test = node.test
-        if (
+        if not (
             len(test.ops) == 1
             and isinstance(test.ops[0], ast.In)
             and isinstance(test.left, ast.Attribute)
             and isinstance(test.comparators[0], ast.Name)
         ):
-            for assign in ast.walk(node):
-                if isinstance(assign, ast.Assign) and any(_string(assign.value) == job for job, _ in cluster.jobs):
-                    return test.left.attr, node.lineno
-    return None
+            continue
+        try:
+            found = resolver.resolve(test.comparators[0])
+        except _Unresolved:
+            continue
+        if found.kind != "list" or not found.hosts:
+            continue
+        jobs = {
+            sub.value for stmt in node.body for sub in ast.walk(stmt)
+            if isinstance(sub, ast.Constant) and sub.value in ("ps", "worker", "chief", "master")
+        }
+        if len(jobs) == 1 and option in (None, test.left.attr):
+            option, line = test.left.attr, line or node.lineno
+            hosts[jobs.pop()] = found.hosts
+    return (option, line, hosts) if option else None
 
 
 class TopologyError(Exception):
@@ -382,9 +419,10 @@ class ProgramInfo:
     script_cluster: ScriptCluster | None = None  # the cluster shape the script fixes itself
     role_env: tuple[tuple[str, str], ...] = ()  # role -> environment variable it is read from
     argv_roles: tuple[tuple[str, int], ...] = ()  # role -> sys.argv position
-    role_match: tuple[str, int] | None = None  # (option, line): role found by host lookup
+    role_match: tuple[str, int, dict] | None = None  # (option, line, {job: hosts}): role by host lookup
     server_line: int | None = None  # where the script builds its tf.train.Server
     rank_env: tuple[str, int] | None = None  # (variable, line) a rank-only role source
+    fixed_role: tuple[str, int, int] | None = None  # (job, index, line): the role it hard-codes
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -420,14 +458,18 @@ class LaunchSpec:
     argv_roles: dict[str, int] = field(default_factory=dict)
     role_match: tuple[str, dict[str, tuple[str, ...]]] | None = None
     script_cluster: dict | None = None  # the cluster the script fixes (for the report)
+    fixed_task: str | None = None  # "worker:2": the task a script hard-coding its role is
 
     @property
     def launcher_style(self) -> str:
         """run_cluster's role_style: roles by env/argv/host lookup still get
         the launcher's ports (as "flags" with no role flags)."""
-        return "flags" if self.role_style in ("env", "argv", "match") else self.role_style
+        return "flags" if self.role_style in ("env", "argv", "match", "fixed") else self.role_style
 
     def task_env(self, job: str, index: int) -> dict[str, str]:
+        if self.fixed_task is not None:
+            # every other task of its cluster: a standard server (harness)
+            return {} if f"{job}:{index}" == self.fixed_task else {"TFMIGRATE_STD_SERVER": "1"}
         return {
             var: job if role == "job" else str(index) for role, var in self.role_env.items()
         }
@@ -449,6 +491,7 @@ class LaunchSpec:
             "role_env": dict(self.role_env),
             "argv_roles": dict(self.argv_roles),
             "role_match": None if self.role_match is None else self.role_match[0],
+            "fixed_task": self.fixed_task,
             "script_cluster": self.script_cluster,
             "strategy": self.strategy,
             "jobs": dict(self.jobs),
@@ -497,9 +540,10 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
         if any(v in env_reads for v in names)
     )
     argv_roles = tuple(sorted(_argv_positions(tree).items()))
-    role_match = _role_by_host_match(tree, cluster)
+    role_match = _role_by_host_match(tree, path)
     rank = next((v for v in RANK_ENV if v in env_reads), None)
-    role_flags = {*ROLE_FLAGS["job"][:2], *ROLE_FLAGS["index"][:2]}
+    fixed = _fixed_role(tree)
+    role_flags = {*ROLE_FLAGS["job"], *ROLE_FLAGS["index"]}
     if reads_tf_config(module) and not {"ps_hosts", "worker_hosts"} & options:
         role_style = "tf_config"
     elif {"ps_hosts", "worker_hosts"} & options or role_flags & options:
@@ -512,6 +556,8 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
         role_style = "argv"
     elif role_match is not None:
         role_style = "match"
+    elif fixed is not None and cluster is not None:
+        role_style = "fixed"
     else:
         role_style = "none"
     return ProgramInfo(
@@ -531,6 +577,7 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
         role_match,
         _server_line(tree),
         (rank, _first_line(tree, {rank}) or 0) if rank else None,
+        fixed,
     )
 
 
@@ -627,7 +674,9 @@ def legacy_launch(
     strategy = info.strategy
     notes: list[str] = []
     count = workers if workers is not None else DEFAULT_WORKERS
-    if strategy == MIRRORED or (strategy is None and info.role_style == "none" and info.script_cluster is None):
+    if (strategy == MIRRORED and info.role_style != "fixed") or (
+        strategy is None and info.role_style == "none" and info.script_cluster is None
+    ):
         spec = LaunchSpec(strategy, {"worker": 1}, "none", ())
         _knob_args(info, spec, TOWER_KNOBS, count, "tower-count")
     elif info.role_style == "none":
@@ -644,14 +693,26 @@ def legacy_launch(
         else:
             jobs = {"ps": 1, "worker": count}
         server_only = tuple(job for job in ("ps",) if job in jobs)
+        if info.role_style == "fixed":
+            job, index, line = info.fixed_role
+            if index >= jobs.get(job, 0):
+                raise TopologyError(
+                    f"the script hard-codes its role {job}:{index} (line {line}) outside its own cluster"
+                    f" ({', '.join(f'{j}:{n}' for j, n in jobs.items())}, line {info.script_cluster.line})"
+                )
+            server_only = tuple(f"{j}:{i}" for j, n in jobs.items() for i in range(n) if (j, i) != (job, index))
+            notes.append(f"the script is always {job}:{index} (line {line}); the other tasks of its cluster"
+                         " run standard TensorFlow servers")
         spec = LaunchSpec(strategy, jobs, info.role_style, server_only)
         spec.notes += notes
+        if info.role_style == "fixed":
+            spec.fixed_task = f"{info.fixed_role[0]}:{info.fixed_role[1]}"
         if info.role_style == "env":
             spec.role_env = dict(info.role_env)
         elif info.role_style == "argv":
             spec.argv_roles = dict(info.argv_roles)
         elif info.role_style == "match":
-            spec.role_match = (info.role_match[0], dict(info.script_cluster.hosts))
+            spec.role_match = (info.role_match[0], dict(info.role_match[2]))
         if info.script_cluster is not None:
             spec.script_cluster = info.script_cluster.as_dict()
             if info.script_cluster.choice is not None:
@@ -773,6 +834,9 @@ class _ClusterResolver:
         self.depth = depth
         self.assignments: dict[str, list[ast.AST]] = {}
         self.imports: dict[str, tuple[str, str | None]] = {}  # local -> (module, name or None)
+        self.functions = {
+            node.name: node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign):
                 for target in node.targets:
@@ -984,6 +1048,20 @@ class _ClusterResolver:
             cluster = next((k.value for k in node.keywords if k.arg == "cluster"), None)
             if cluster is not None:
                 return self.resolve(cluster)
+        if isinstance(node.func, ast.Name) and name in self.functions and id(node) not in self.seen:
+            # cluster_from_env(): what the function returns where literal
+            function = self.functions[name]
+            self.seen.add(id(node))
+            try:
+                for ret in (n for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None):
+                    try:
+                        found = self.resolve(ret.value)
+                    except _Unresolved:
+                        continue
+                    found.via |= {f"env:{env}" for env in _env_read_names(function)}
+                    return found
+            finally:
+                self.seen.discard(id(node))
         if name in ("literal_eval", "loads", "eval"):
             envs = set()
             for arg in node.args:
@@ -1084,8 +1162,9 @@ def find_script_cluster(tree: ast.Module, path: str | None = None) -> ScriptClus
             how = f"the {envs[0]} environment variable, else literal host lists"
         elif modules:
             how = f"literal host lists in the sibling module {modules[0]}"
-        elif isinstance(node, ast.Call) and "ClusterDef" in {_call_name(n) for n in ast.walk(node) if isinstance(n, ast.Call)} | {
-            _call_name(v) for v in resolver_values(resolver, target) if isinstance(v, ast.Call)
+        elif "ClusterDef" in {
+            _call_name(n) for value in (node, *resolver_values(resolver, target))
+            for n in ast.walk(value) if isinstance(n, ast.Call)
         }:
             how = "a literal ClusterDef"
         elif not isinstance(node, ast.Call):
