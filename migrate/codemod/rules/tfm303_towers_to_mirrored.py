@@ -14,6 +14,11 @@ from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._equivalents import bind_args
 from migrate.codemod.rules._graph import Graph, analyze, extend
 from migrate.codemod.rules._program import MIRRORED, REFERENCE
+from migrate.codemod.rules._tower_shapes import (
+    device_function_target,
+    index_slices,
+    replace_index_slices,
+)
 from migrate.codemod.rules.tfm301_graph_to_strategy import (
     SESSION_CLASSES,
     GraphToStrategy,
@@ -77,6 +82,8 @@ class _Towers:
         self.grads_list = ""
         self.loss_lists: set[str] = set()
         self.optimizer = ""
+        self.index_slices: dict[str, str] = {}  # placeholder -> `i * k:(i + 1) * k` (see _tower_shapes)
+        self.variable_device = ""  # where a device function put the variables
 
 
 class TowersToMirrored(GraphToStrategy):
@@ -305,6 +312,7 @@ class TowersToMirrored(GraphToStrategy):
                         hint="build a MirroredStrategy replica function by hand", reference=REFERENCE[MIRRORED],
                         fixed=False)
             return None
+        pre += self._optimizer_from_loop(towers)
         blockers: list[_Blocker] = []
         graph = analyze(pre, self.qualname)
         for node, why in graph.unsupported:
@@ -319,7 +327,16 @@ class TowersToMirrored(GraphToStrategy):
                 self._decline(node, message, hint)
             return None
         # the per-tower computation, on whole placeholders: the strategy slices
-        pairs = [(st, _replace_splits(st, splits, towers.index)) for st in towers.statements]
+        sliced = index_slices(towers.statements, towers.index_names,
+                              set(graph.placeholder_names) - set(splits.values()),
+                              _scope_bound(C.body_of(loop.body)))
+        towers.index_slices = sliced.slices
+        pairs = [(st, replace_index_slices(_replace_splits(st, splits, towers.index), sliced.slices,
+                                           towers.index_names)) for st in towers.statements]
+        for node, why in sliced.problems:
+            blockers.append(_Blocker(node, f"{header}: {why}; TFM303 gives each replica one slice of a fed"
+                                     " placeholder", "slice each fed placeholder once per tower, by the tower"
+                                     " index, or port this by hand"))
         pre_compute = list(graph.compute)  # computed once before the loop (tf.split is gone)
         graph.compute = [(_targets(new), new) for _, new in pairs]
         loss = towers.loss_expr
@@ -504,6 +521,9 @@ class TowersToMirrored(GraphToStrategy):
                              " MirroredStrategy device list cannot be derived from it",
                              'give MirroredStrategy its device list (["/gpu:0", "/gpu:1", ...]) by hand'))
         device = towers.device
+        if isinstance(device, cst.Call) and (found := device_function_target(device, self.module_in)) is not None:
+            device, towers.variable_device = found  # the ops' device string; the variables are mirrored
+            towers.device = device
         if device is None or not _is_device_string(device):
             blockers.append(_Blocker(loop, f"{header}: the tower device"
                              f" `{C.code_of(device) if device is not None else '?'}` is not a device string"
@@ -521,6 +541,28 @@ class TowersToMirrored(GraphToStrategy):
                                  " inside the graph block; the strategy is created before it",
                                  "compute it before the graph block"))
                 return
+
+    def _optimizer_from_loop(self, towers: _Towers) -> list[cst.BaseStatement]:
+        """`opt = tf.train.XOptimizer(...)` built by every tower (the last one
+        applies the averaged gradients) -> built once before the loop: only
+        apply_gradients makes optimizer state, compute_gradients reads none."""
+        if not towers.optimizer:
+            return []
+        bound = _scope_bound(C.body_of(towers.loop.body))
+        for k, st in enumerate(towers.statements):
+            names, value, _ = C.assignment(st)
+            if names != [towers.optimizer] or not isinstance(value, cst.Call):
+                continue
+            q = self.qualname(value.func) or ""
+            if not (q.startswith("train.") and q.endswith("Optimizer")) or q == "train.SyncReplicasOptimizer":
+                return []
+            if C.names_used(value) & (bound | towers.index_names):
+                return []  # each tower's optimizer differs
+            if any(towers.optimizer in C.names_used(other) for other in towers.statements[:k]):
+                return []
+            del towers.statements[k]
+            return [st]
+        return []
 
     def _check_tower_body(self, pairs, towers: _Towers, header, blockers, index: bool) -> None:
         for original, new in pairs:
@@ -848,6 +890,11 @@ class TowersToMirrored(GraphToStrategy):
         self.report(self.anchor, "in-graph towers now run as MirroredStrategy replicas; the loss is divided by the"
                     " number of replicas so gradients are averaged as average_gradients did",
                     fixed=True, severity="info", reference=REFERENCE[MIRRORED])
+        if t.variable_device:
+            self.report(self.anchor, f"the towers' device function put the variables on {t.variable_device} and the"
+                        f" other ops on {C.code_of(t.device)}: the replicas run on those devices and MirroredStrategy"
+                        " keeps a synchronized copy of each variable on every replica's device",
+                        fixed=True, severity="info", reference=REFERENCE[MIRRORED])
         return out
 
     def _wants_template(self, graph: Graph) -> bool:
@@ -860,23 +907,31 @@ class TowersToMirrored(GraphToStrategy):
         names = ", ".join(params)
         split_sources = set(self.splits.values())
         sliced = [p for p in params if p in split_sources]
+        by_index = {p: self.towers.index_slices[p] for p in params if p in self.towers.index_slices}
         lines = [f"def {step_name}({names}):"]
-        if sliced:
-            lines += [
-                f"    def {step_name}_slice({names}):",
-                "        # tower i trained on tf.split slice i of the batch: replica i takes the same slice",
-            ]
-            whole = [p for p in params if p not in split_sources]
+        if sliced or by_index:
+            lines.append(f"    def {step_name}_slice({names}):")
+            if sliced:
+                lines.append("        # tower i trained on tf.split slice i of the batch: replica i takes the same slice")
+            if by_index:
+                index = self.towers.index
+                lines.append(f"        # tower {index} sliced its rows of the batch by its index: replica {index} takes the"
+                             " same rows")
+            whole = [p for p in params if p not in split_sources and p not in by_index]
             if whole:
                 lines.append(f"        # ({', '.join(whole)}: every tower read the whole value, so does every replica)")
-            lines += [
-                "        context = tf.distribute.get_replica_context()",
-                f"        {', '.join(sliced)}{',' if len(sliced) == 1 else ''} = (",
-                "            tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),",
-                "                      context.replica_id_in_sync_group)",
-                f"            for value in {C.tuple_code(sliced)})",
-                f"        return {step_name}_replica({names})",
-            ]
+            lines.append("        context = tf.distribute.get_replica_context()")
+            if sliced:
+                lines += [
+                    f"        {', '.join(sliced)}{',' if len(sliced) == 1 else ''} = (",
+                    "            tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),",
+                    "                      context.replica_id_in_sync_group)",
+                    f"            for value in {C.tuple_code(sliced)})",
+                ]
+            if by_index:
+                lines.append(f"        {index} = context.replica_id_in_sync_group")
+                lines += [f"        {p} = {p}[{code}]" for p, code in by_index.items()]
+            lines.append(f"        return {step_name}_replica({names})")
             replica_fn = f"{step_name}_slice"
         else:
             replica_fn = f"{step_name}_replica"  # every tower read the whole batch: so does every replica
