@@ -84,6 +84,8 @@ class _Towers:
         self.optimizer = ""
         self.index_slices: dict[str, str] = {}  # placeholder -> `i * k:(i + 1) * k` (see _tower_shapes)
         self.variable_device = ""  # where a device function put the variables
+        self.first_tower_names: set[str] = set()  # bound under `if i == 0:` (the first tower only)
+        self.first_tower_guard: cst.If | None = None
 
 
 class TowersToMirrored(GraphToStrategy):
@@ -452,6 +454,14 @@ class TowersToMirrored(GraphToStrategy):
                             towers.scope_names.update(C.target_names(item.asname.name))
                     visit(C.body_of(st.body))
                     continue
+                if self._first_tower_only(st, towers):
+                    # computed by the first tower only: every replica computes it (the
+                    # forward ops change nothing), the first replica's value is the one read
+                    towers.first_tower_guard = st
+                    for inner in C.body_of(st.body):
+                        towers.first_tower_names.update(_targets(inner))
+                        towers.statements.append(inner)
+                    continue
                 lone = C.single_expr(st)
                 names, value, _ = C.assignment(st)
                 if isinstance(lone, cst.Call) and _method(lone) == "reuse_variables":
@@ -479,6 +489,23 @@ class TowersToMirrored(GraphToStrategy):
 
         self._grad_names: set[str] = set()
         visit(C.body_of(loop.body))
+
+    def _first_tower_only(self, st, towers: _Towers) -> bool:
+        """`if i == 0:` (no else) holding assignments of forward values only."""
+        if not (isinstance(st, cst.If) and st.orelse is None and isinstance(st.test, cst.Comparison)):
+            return False
+        test = st.test
+        if not (isinstance(test.left, cst.Name) and test.left.value in towers.index_names
+                and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal)
+                and _is_zero(test.comparisons[0].comparator)):
+            return False
+        for inner in C.body_of(st.body):
+            names, value, _ = C.assignment(inner)
+            if not names or value is None or any(
+                    isinstance(n, cst.Call) and _method(n) in ("compute_gradients", "append", "minimize")
+                    for n in C.walk(inner)):
+                return False
+        return True
 
     @staticmethod
     def _loss_of(call: cst.Call, statement, towers: _Towers) -> None:
@@ -905,36 +932,10 @@ class TowersToMirrored(GraphToStrategy):
         # stays in the tf.function too: run eagerly, those ops cost more than
         # a whole training step of the towers reference.
         names = ", ".join(params)
-        split_sources = set(self.splits.values())
-        sliced = [p for p in params if p in split_sources]
-        by_index = {p: self.towers.index_slices[p] for p in params if p in self.towers.index_slices}
         lines = [f"def {step_name}({names}):"]
-        if sliced or by_index:
-            lines.append(f"    def {step_name}_slice({names}):")
-            if sliced:
-                lines.append("        # tower i trained on tf.split slice i of the batch: replica i takes the same slice")
-            if by_index:
-                index = self.towers.index
-                lines.append(f"        # tower {index} sliced its rows of the batch by its index: replica {index} takes the"
-                             " same rows")
-            whole = [p for p in params if p not in split_sources and p not in by_index]
-            if whole:
-                lines.append(f"        # ({', '.join(whole)}: every tower read the whole value, so does every replica)")
-            lines.append("        context = tf.distribute.get_replica_context()")
-            if sliced:
-                lines += [
-                    f"        {', '.join(sliced)}{',' if len(sliced) == 1 else ''} = (",
-                    "            tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),",
-                    "                      context.replica_id_in_sync_group)",
-                    f"            for value in {C.tuple_code(sliced)})",
-                ]
-            if by_index:
-                lines.append(f"        {index} = context.replica_id_in_sync_group")
-                lines += [f"        {p} = {p}[{code}]" for p, code in by_index.items()]
-            lines.append(f"        return {step_name}_replica({names})")
-            replica_fn = f"{step_name}_slice"
-        else:
-            replica_fn = f"{step_name}_replica"  # every tower read the whole batch: so does every replica
+        wrapper = self._slice_wrapper(step_name, params)
+        lines += wrapper
+        replica_fn = f"{step_name}_slice" if wrapper else f"{step_name}_replica"
         lines += [
             f"    replica_results = {self.strategy_name}.experimental_local_results(",
             f"        {self.strategy_name}.run({replica_fn}, args={args if params else '()'}))",
@@ -957,6 +958,82 @@ class TowersToMirrored(GraphToStrategy):
         run = f"def {run_name}({names}):\n"
         run += f"    results = {fetched}\n" if fetched else f"    {step_name}({names})\n    results = None\n"
         return outer_code, run, None
+
+    def _slice_wrapper(self, fn_name: str, params) -> list[str]:
+        """Lines of `{fn_name}_slice`, giving replica i the rows tower i read
+        (a tf.split slice, or the tower's index slice) before calling
+        `{fn_name}_replica`; none when every tower read whole values."""
+        names = ", ".join(params)
+        split_sources = set(self.splits.values())
+        sliced = [p for p in params if p in split_sources]
+        by_index = {p: self.towers.index_slices[p] for p in params if p in self.towers.index_slices}
+        if not sliced and not by_index:
+            return []
+        lines = [f"    def {fn_name}_slice({names}):"]
+        if sliced:
+            lines.append("        # tower i trained on tf.split slice i of the batch: replica i takes the same slice")
+        if by_index:
+            index = self.towers.index
+            lines.append(f"        # tower {index} sliced its rows of the batch by its index: replica {index} takes the"
+                         " same rows")
+        whole = [p for p in params if p not in split_sources and p not in by_index]
+        if whole:
+            lines.append(f"        # ({', '.join(whole)}: every tower read the whole value, so does every replica)")
+        lines.append("        context = tf.distribute.get_replica_context()")
+        if sliced:
+            lines += [
+                f"        {', '.join(sliced)}{',' if len(sliced) == 1 else ''} = (",
+                "            tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),",
+                "                      context.replica_id_in_sync_group)",
+                f"            for value in {C.tuple_code(sliced)})",
+            ]
+        if by_index:
+            lines.append(f"        {index} = context.replica_id_in_sync_group")
+            lines += [f"        {p} = {p}[{code}]" for p, code in by_index.items()]
+        lines.append(f"        return {fn_name}_replica({names})")
+        return lines
+
+    def _tower_values(self, values) -> bool:
+        """Are these fetched values all computed by the towers (not after the loop)?"""
+        bound = {n for st in self.towers.statements for n in _targets(st)} | {self.towers.loss}
+        return bool(values) and set(values) <= bound
+
+    def _eval_function(self, graph: Graph, fetch, session):
+        """A fetch of values the towers computed: TF1's names held the last
+        tower's tensors (the first tower's, under `if i == 0:`), computed on
+        that tower's rows; the replicas compute them on the same rows."""
+        if self.template is None or not self._tower_values(fetch.values):
+            return super()._eval_function(graph, fetch, session)
+        params = list(self.model_params)
+        fetch.params = params
+        names = ", ".join(params)
+        fn_name = self._fresh(f"compute_{fetch.values[0]}")
+        session.eval_names[id(fetch)] = fn_name
+        exports = list(self.model_exports)
+        lines = [f"def {fn_name}({names}):"]
+        casts = self._eval_casts(graph, params)
+        lines += ["    " + line for st in casts for line in C.code_of(st).strip().splitlines()]
+        lines += [
+            f"    def {fn_name}_replica({names}):",
+            f"        {', '.join(exports)}{',' if len(exports) == 1 else ''} = {self.template}({names})",
+            f"        return {C.tuple_code(fetch.values)}",
+        ]
+        wrapper = self._slice_wrapper(fn_name, params)
+        lines += wrapper
+        replica_fn = f"{fn_name}_slice" if wrapper else f"{fn_name}_replica"
+        lines += [
+            f"    replica_results = {self.strategy_name}.experimental_local_results(",
+            f"        {self.strategy_name}.run({replica_fn}, args={C.tuple_code(params)}))",
+        ]
+        for k, value in enumerate(fetch.values):
+            if value in self.towers.first_tower_names:
+                lines.append(f"    {value} = replica_results[0][{k}]  # the first tower computed it")
+            else:
+                lines.append(f"    {value} = replica_results[-1][{k}]  # after the TF1 loop: the last tower's")
+        lines.append(f"    return {', '.join(fetch.values)}")
+        fn = C.stmt("\n".join(lines) + "\n")
+        return [fn.with_changes(decorators=[cst.Decorator(C.expr("tf.function"))],
+                                leading_lines=[cst.EmptyLine(indent=False)])]
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
         # each replica returns its tower loss; the run wrapper derives the fetches
