@@ -940,10 +940,20 @@ class TowersToMirrored(GraphToStrategy):
             f"    replica_results = {self.strategy_name}.experimental_local_results(",
             f"        {self.strategy_name}.run({replica_fn}, args={args if params else '()'}))",
         ]
+        returned = self._replica_returns(fetch, graph, [])
         for lst in sorted(self.towers.loss_lists):
-            lines.append(f"    {lst} = list(replica_results)")
-        if self.towers.loss in fetch.values:
-            lines.append(f"    {self.towers.loss} = replica_results[-1]  # after the TF1 loop: the last tower's")
+            if len(returned) == 1:
+                lines.append(f"    {lst} = list(replica_results)")
+            else:
+                lines.append(f"    {lst} = [values[0] for values in replica_results]")
+        for k, value in enumerate(returned):
+            if value != self.towers.loss and value in self.towers.first_tower_names:
+                lines.append(f"    {value} = replica_results[0][{k}]  # the first tower computed it")
+            elif value != self.towers.loss:
+                lines.append(f"    {value} = replica_results[-1][{k}]  # after the TF1 loop: the last tower's")
+            elif value in fetch.values:
+                last = "replica_results[-1]" + ("[0]" if len(returned) > 1 else "")
+                lines.append(f"    {value} = {last}  # after the TF1 loop: the last tower's")
         for _, st in self.post:
             lines.append("    " + C.code_of(st).strip())
         values = list(fetch.values)
@@ -1036,8 +1046,10 @@ class TowersToMirrored(GraphToStrategy):
                                 leading_lines=[cst.EmptyLine(indent=False)])]
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
-        # each replica returns its tower loss; the run wrapper derives the fetches
-        return [self.towers.loss]
+        # each replica returns its tower loss (and the tower values fetched
+        # with the train op); the step derives the fetches from them
+        bound = {n for st in self.towers.statements for n in _targets(st)}
+        return [self.towers.loss, *(n for n in fetch.values if n in bound and n != self.towers.loss)]
 
 
 def _why(message: str, hint: str) -> tuple[str, str]:
