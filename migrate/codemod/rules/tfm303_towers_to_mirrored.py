@@ -159,6 +159,11 @@ class TowersToMirrored(GraphToStrategy):
     name = "towers-to-mirrored"
     triggers = ("compute_gradients",)
 
+    @classmethod
+    def applies_to(cls, source: str) -> bool:
+        # also towers that only compute losses, one minimize after the loop
+        return "compute_gradients" in source or ("minimize" in source and "device" in source)
+
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = MIRRORED
         self.taken = C.all_names(module)
@@ -171,6 +176,7 @@ class TowersToMirrored(GraphToStrategy):
         self.strategy_names: set[str] = set()
         module = transform(module, self)
         self._report_unhandled(self.module_in)
+        self._report_loss_towers(self.module_in)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         return module
@@ -889,6 +895,65 @@ class TowersToMirrored(GraphToStrategy):
                           _WHERE_HINT if (blocking or withs or not in_function) else
                           "build a MirroredStrategy replica function by hand")
 
+    def _report_loss_towers(self, module: cst.Module) -> None:
+        """Tower loops that only compute losses (one `minimize` of their
+        combination after the loop), and towers written out one `with
+        tf.device(...)` block each: located reasons, no rewrite."""
+        for body, chain in _statement_lists(module, []):
+            self._report_unrolled(body)
+            for st in body:
+                if not (isinstance(st, cst.For) and self._device_calls(st)) or _loop_key(st) in self.handled:
+                    continue
+                appended = _appended_names(st)
+                if not appended:
+                    continue
+                minimize = next((c for other in body for c in C.calls_in(other)
+                                 if _method(c) == "minimize"), None)
+                if minimize is None:
+                    continue
+                self.handled.add(_loop_key(st))
+                lists = ", ".join(f"`{n}`" for n in sorted(appended))
+                where = ""
+                holder = next((n for n in reversed(chain) if not isinstance(n, (cst.With, cst.FunctionDef))), None)
+                if not any(isinstance(n, cst.FunctionDef) for n in chain):
+                    where = ("; the towers are also built at module level"
+                             + (f" (inside `{_header(holder)}`)" if holder is not None else "")
+                             + ", and TFM303 migrates towers built inside a function")
+                self._decline(st, f"tower loop `{_header(st)}` not migrated: the towers only compute losses (appended"
+                              f" to {lists}) and one `{_first_line(minimize)}` after the loop differentiates their"
+                              " combination; TFM303 migrates towers that each compute their gradients"
+                              f" (`opt.compute_gradients(loss)`, then average_gradients){where}",
+                              "under MirroredStrategy each replica computes its slice's loss, e.g."
+                              " tf.nn.compute_average_loss(per_example_loss, global_batch_size=...) for the mean over"
+                              " the whole batch, and the strategy sums the replicas' gradients; port this by hand or"
+                              " compute gradients per tower")
+
+    def _device_calls(self, node) -> list[cst.Call]:
+        return [n for n in C.walk(node) if isinstance(n, cst.Call) and self.qualname(n.func) == "device"]
+
+    def _report_unrolled(self, body) -> None:
+        """Two or more sibling `with tf.device(...)` blocks each computing
+        gradients: towers written out by hand, no loop."""
+        towers = [st for st in body if isinstance(st, cst.With) and any(
+            isinstance(i.item, cst.Call) and self.qualname(i.item.func) == "device" for i in st.items)
+            and any(isinstance(n, cst.Call) and _method(n) == "compute_gradients" for n in C.walk(st))]
+        if len(towers) < 2 or _loop_key(towers[0]) in self.handled:
+            return
+        self.handled.add(_loop_key(towers[0]))
+        devices = [C.code_of(i.item.args[0].value) for t in towers for i in t.items
+                   if isinstance(i.item, cst.Call) and self.qualname(i.item.func) == "device" and i.item.args]
+        jobs = [d for d in devices if "/job:" in d or "/task:" in d]
+        message = (f"{len(towers)} towers written out one `with tf.device(...)` block each"
+                   f" ({', '.join(f'`{d}`' for d in devices)}), not built by a loop over range(n)")
+        hint = "build the towers in a loop over range(n) with the device string of tower i, then rerun tfmigrate"
+        if len(set(jobs)) > 1:
+            message += (": they run on other tasks of a cluster, driven by this one client, which MirroredStrategy"
+                        " (one machine's devices) cannot do")
+            hint = ("run the program on every worker under tf.distribute.MultiWorkerMirroredStrategy (TF_CONFIG"
+                    " names the workers), each worker training on the share of the batch its tower was fed and the"
+                    " strategy averaging the gradients as average_gradients did; port this by hand")
+        self._decline(towers[0], f"towers not migrated: {message}", hint)
+
     def _loops_with_ancestors(self, node, chain):
         for st in _child_statements(node):
             if self._is_tower_loop(st):
@@ -1059,6 +1124,25 @@ def _why(message: str, hint: str) -> tuple[str, str]:
 def _targets(statement) -> list[str]:
     names, _, _ = C.assignment(statement)
     return names
+
+
+def _statement_lists(node, chain):
+    """Every statement list of the module with its enclosing compound statements."""
+    body = list(_child_statements(node))
+    yield body, chain
+    for st in body:
+        if isinstance(st, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
+            yield from _statement_lists(st, [*chain, st])
+
+
+def _appended_names(loop: cst.For) -> set[str]:
+    """Lists the loop body appends a name to (`losses.append(cost)`)."""
+    out = set()
+    for n in C.walk(loop):
+        if isinstance(n, cst.Call) and _method(n) == "append" and isinstance(n.func.value, cst.Name) and (
+                isinstance(C.arg(n, 0, None), cst.Name)):
+            out.add(n.func.value.value)
+    return out
 
 
 def _loop_key(loop: cst.For) -> str:
