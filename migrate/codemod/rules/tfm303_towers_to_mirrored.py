@@ -1091,7 +1091,7 @@ class TowersToMirrored(GraphToStrategy):
         lines += [
             f"    def {fn_name}_replica({names}):",
             f"        {', '.join(exports)}{',' if len(exports) == 1 else ''} = {self.template}({names})",
-            f"        return {C.tuple_code(fetch.values)}",
+            f"        return {', '.join(fetch.values)}",
         ]
         wrapper = self._slice_wrapper(fn_name, params)
         lines += wrapper
@@ -1101,10 +1101,11 @@ class TowersToMirrored(GraphToStrategy):
             f"        {self.strategy_name}.run({replica_fn}, args={C.tuple_code(params)}))",
         ]
         for k, value in enumerate(fetch.values):
+            item = f"[{k}]" if len(fetch.values) > 1 else ""
             if value in self.towers.first_tower_names:
-                lines.append(f"    {value} = replica_results[0][{k}]  # the first tower computed it")
+                lines.append(f"    {value} = replica_results[0]{item}  # the first tower computed it")
             else:
-                lines.append(f"    {value} = replica_results[-1][{k}]  # after the TF1 loop: the last tower's")
+                lines.append(f"    {value} = replica_results[-1]{item}  # after the TF1 loop: the last tower's")
         lines.append(f"    return {', '.join(fetch.values)}")
         fn = C.stmt("\n".join(lines) + "\n")
         return [fn.with_changes(decorators=[cst.Decorator(C.expr("tf.function"))],
