@@ -165,3 +165,40 @@ def device_function_target(call: cst.Call, module: cst.Module) -> tuple[cst.Base
     used = C.names_used(other) & set(bound)
     where = C.code_of(bound[min(used)]) if used else C.code_of(other)
     return device, where
+
+
+def _later_tower_test(node, index_names: set[str]) -> bool:
+    """`i > 0`, `(i != 0)`, `i >= 1`, `bool(i)`: true for every tower but the first."""
+    while isinstance(node, cst.BaseExpression) and node.lpar:
+        node = node.with_changes(lpar=[], rpar=[])
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "bool" and len(node.args) == 1:
+        arg = node.args[0].value
+        return isinstance(arg, cst.Name) and arg.value in index_names
+    if not (isinstance(node, cst.Comparison) and len(node.comparisons) == 1):
+        return False
+    left, op, right = node.left, node.comparisons[0].operator, node.comparisons[0].comparator
+    if not (isinstance(left, cst.Name) and left.value in index_names and isinstance(right, cst.Integer)):
+        return False
+    value = right.evaluated_value
+    return (isinstance(op, (cst.GreaterThan, cst.NotEqual)) and value == 0) or (
+        isinstance(op, cst.GreaterThanEqual) and value == 1)
+
+
+class _FirstTowerReuse(cst.CSTTransformer):
+    def __init__(self, index_names: set[str]):
+        super().__init__()
+        self.index_names = index_names
+
+    def leave_Arg(self, original, updated):
+        if updated.keyword is not None and updated.keyword.value == "reuse" and _later_tower_test(
+                updated.value, self.index_names):
+            return updated.with_changes(value=cst.Name("False"))
+        return updated
+
+
+def first_tower_reuse(statement, index_names: set[str]):
+    """`model(x, reuse=i > 0)` -> `model(x, reuse=False)`: the first tower
+    built the variables and the later ones reused them; the migrated model is
+    built once by its first call and reuses them on every later call
+    (make_template), and reuse=False inherits that reuse."""
+    return transform(statement, _FirstTowerReuse(index_names))

@@ -16,6 +16,7 @@ from migrate.codemod.rules._graph import Graph, analyze, extend
 from migrate.codemod.rules._program import MIRRORED, REFERENCE
 from migrate.codemod.rules._tower_shapes import (
     device_function_target,
+    first_tower_reuse,
     index_slices,
     replace_index_slices,
 )
@@ -339,8 +340,9 @@ class TowersToMirrored(GraphToStrategy):
                               set(graph.placeholder_names) - set(splits.values()),
                               _scope_bound(C.body_of(loop.body)))
         towers.index_slices = sliced.slices
-        pairs = [(st, replace_index_slices(_replace_splits(st, splits, towers.index), sliced.slices,
-                                           towers.index_names)) for st in towers.statements]
+        pairs = [(st, first_tower_reuse(replace_index_slices(_replace_splits(st, splits, towers.index),
+                                                             sliced.slices, towers.index_names), towers.index_names))
+                 for st in towers.statements]
         for node, why in sliced.problems:
             blockers.append(_Blocker(node, f"{header}: {why}; TFM303 gives each replica one slice of a fed"
                                      " placeholder", "slice each fed placeholder once per tower, by the tower"
@@ -1001,10 +1003,13 @@ class TowersToMirrored(GraphToStrategy):
         wrapper = self._slice_wrapper(step_name, params)
         lines += wrapper
         replica_fn = f"{step_name}_slice" if wrapper else f"{step_name}_replica"
-        lines += [
-            f"    replica_results = {self.strategy_name}.experimental_local_results(",
-            f"        {self.strategy_name}.run({replica_fn}, args={args if params else '()'}))",
-        ]
+        if fetch.values or self.towers.loss_lists or self.post:
+            lines += [
+                f"    replica_results = {self.strategy_name}.experimental_local_results(",
+                f"        {self.strategy_name}.run({replica_fn}, args={args if params else '()'}))",
+            ]
+        else:  # only the train op is run: no replica's result is read
+            lines.append(f"    {self.strategy_name}.run({replica_fn}, args={args if params else '()'})")
         returned = self._replica_returns(fetch, graph, [])
         for lst in sorted(self.towers.loss_lists):
             if len(returned) == 1:
