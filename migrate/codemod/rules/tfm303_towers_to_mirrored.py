@@ -1142,11 +1142,11 @@ def _statement_lists(node, chain):
 
 
 def _appended_names(loop: cst.For) -> set[str]:
-    """Lists the loop body appends a name to (`losses.append(cost)`)."""
+    """Lists the loop body appends to (`losses.append(cost)`)."""
     out = set()
     for n in C.walk(loop):
         if isinstance(n, cst.Call) and _method(n) == "append" and isinstance(n.func.value, cst.Name) and (
-                isinstance(C.arg(n, 0, None), cst.Name)):
+                C.arg(n, 0, None) is not None):
             out.add(n.func.value.value)
     return out
 
