@@ -7,6 +7,7 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _dataflow
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -450,10 +451,16 @@ class GraphToStrategy(Rule):
         if session_inside:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         queues = self._queues_before(body[:i])
+        # a placeholder a model helper makes and returns (keep_prob) is made here and passed in
+        helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
+        if helper_moves is not None:
+            inner, helper_moves = helper_moves
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers())
         reported = len(self.ctx.reports)
+        # host work built no graph (a dataset reader): it runs once, before the strategy
+        hoisted = _dataflow.host_statements(graph, self.qualname)
         if graph.train_op is None or graph.loss is None:
             self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :])
             return body
@@ -486,6 +493,10 @@ class GraphToStrategy(Rule):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
+            chosen = _dataflow.plumbing_choice(statement, graph.dropped)
+            if chosen:
+                graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
+                continue
             if self._is_graph_tail(statement, graph):
                 extend(graph, statement, self.qualname)
             else:
@@ -506,6 +517,7 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
         new_after = session.rewrite(after)
         self.converted = True
@@ -517,7 +529,33 @@ class GraphToStrategy(Rule):
                         " unwrapped: under a strategy, variables go where the strategy puts them (shared, as the"
                         " device setter shared these) and ops run on the replica's device", fixed=True,
                         severity="info", reference=REFERENCE[self.strategy])
-        return before + self._used_wrappers(prelude, new_after, session) + new_after
+        out = hoisted + self._used_wrappers(prelude, new_after, session) + new_after
+        if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
+            self.converted, self.helper_rewrites, self.strategy_names = undo
+            return body
+        if helper_moves:
+            self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        return before + out
+
+    def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
+        """Decline, with the statement that reads it, a rewrite that would
+        leave a name read but no longer bound (a graph value or a session the
+        program still uses where this rule migrates nothing)."""
+        lost = _dataflow.unbound_reads(old, new, self.ctx.module)
+        if not lost:
+            return False
+        by_reader: dict[int, tuple[cst.CSTNode, list[str]]] = {}
+        for name, reader in lost:
+            by_reader.setdefault(id(reader), (reader, []))[1].append(name)
+        # what the rewrite said about those statements (why a run there was not mapped) still holds
+        inside = {id(node) for reader, _ in by_reader.values() for node in C.walk(reader)}
+        self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
+                                       if r[1] == self.code and not r[5] and id(r[0]) in inside]
+        for reader, names in by_reader.values():
+            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader),
+                        hint="migrate this use by hand (or build it in the step function's results), then migrate"
+                        " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_task_sharded_data(self, before, after) -> None:
         """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
@@ -1173,6 +1211,12 @@ class GraphToStrategy(Rule):
                     continue
                 dtype = C.arg(call, 0, "dtype")
                 shape = C.arg(call, 1, "shape")
+                fed = None if shape is not None else _dataflow.fed_literal(
+                    name, [*session.train_fetches.values(), *session.eval_fetches.values()])
+                if fed is not None:
+                    # a number fed in every run (keep_prob: 0.5): the model is built with it
+                    dummies.append(f"tf.constant({fed}, {C.code_of(dtype) if dtype is not None else 'tf.float32'})")
+                    continue
                 if not isinstance(shape, (cst.List, cst.Tuple)):
                     self.report(call, "placeholder without a static shape: cannot build the model's variables ahead",
                                 hint="give the placeholder a shape", fixed=False, reference=REFERENCE[strategy])
@@ -1761,6 +1805,14 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
+
+    def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
+        """The session call a `with` item opens: the call itself, or the one
+        bound to the name it enters (`with mts as sess:`)."""
+        if isinstance(item, cst.Name) and item.value in self.session_objects:
+            return self.session_objects[item.value]
+        return item
 
     # ---------------------------------------------------------------- scan
     def scan(self, statements) -> None:
@@ -1796,6 +1848,8 @@ class _SessionRegion:
                         self.sessions.update(names)
                         self._session_call(value)
                         self.removed_names.update(names)
+                        if len(names) == 1:  # `mts = tf.train.MonitoredTrainingSession(...)`, `with mts as sess:`
+                            self.session_objects[names[0]] = value
                     elif vq in CONFIG_CALLS:
                         self.removed_names.update(names)
                     elif vq in DROPPED_CALLS or vq in QUEUE_CLASSES or _method(value) in SYNC_METHODS:
@@ -1815,11 +1869,12 @@ class _SessionRegion:
                     self.feed_dicts[names[0]] = value
                 if isinstance(node, cst.With):
                     for item in node.items:
-                        call = item.item
+                        call = self.session_call(item.item)
                         if isinstance(call, cst.Call) and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS):
                             if item.asname is not None:
                                 self.sessions.update(C.target_names(item.asname.name))
-                            self._session_call(call)
+                            if call is item.item:
+                                self._session_call(call)
         targets = {}
         for statement in statements:
             for node in C.walk(statement):
@@ -2199,8 +2254,8 @@ class _SessionRewriter(cst.CSTTransformer):
     def _is_session_with(self, node: cst.With) -> bool:
         q = self.r.rule.qualname
         return any(
-            isinstance(i.item, cst.Call)
-            and (q(i.item.func) in SESSION_CLASSES or _method(i.item) in SUPERVISOR_SESSION_METHODS)
+            isinstance(call := self.r.session_call(i.item), cst.Call)
+            and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS)
             for i in node.items
         )
 
@@ -2302,7 +2357,7 @@ class _SessionRewriter(cst.CSTTransformer):
     def _session_kind(self, node: cst.With) -> str | None:
         """The session of a `with` that ended on OutOfRangeError without raising it."""
         for item in node.items:
-            call = item.item
+            call = self.r.session_call(item.item)
             if isinstance(call, cst.Call):
                 q = self.r.rule.qualname(call.func)
                 if q in QUIET_SESSIONS:
@@ -2362,7 +2417,9 @@ class _SessionRewriter(cst.CSTTransformer):
                     hint="replace it by plain Python (e.g. a counter or the global step); the rule kept the line",
                     reference=REFERENCE[self.r.rule.strategy], fixed=False)
                 return updated
-            if fetch is not None and fetch.train and fetch.shape == "list":
+            if fetch is not None and fetch.shape == "list" and (fetch.train or (
+                    fetch.ok and not fetch.state_only and fetch.values)):
+                # the step or evaluation function returns only the fetched values it computes
                 return self._train_assignment(original, updated, fetch)
         return updated
 
@@ -2413,6 +2470,9 @@ class _SessionRewriter(cst.CSTTransformer):
         owner, method = _owner(original), _method(original)
         if owner in self.r.sessions | self.r.supervisors and method == "should_stop":
             return self.r.stop_condition()
+        state_read = _dataflow.session_state_read(original, self.r.rule.qualname, self.r.sessions, self.r.graph)
+        if state_read is not None:
+            return state_read
         if owner in self.r.sessions and method == "run":
             fetch = self.r.fetch_by_call.get(id(original))
             if fetch is None or not fetch.ok:
