@@ -29,6 +29,7 @@ from migrate.codemod.rules._graph import (
     is_device_item,
     pinned_variables,
 )
+from migrate.codemod.rules._session_loop import hook_arguments, hook_list_names
 from migrate.codemod.rules._program import (
     MIRRORED,
     MWMS,
@@ -482,11 +483,12 @@ class GraphToStrategy(Rule):
         # graph statements after the device block (queues on the ps, config
         # protos, extra ops) belong to the same graph, up to the first session
         kept = []
+        hook_lists = hook_list_names(after, self.qualname, self._is_session_call)
         for k, statement in enumerate(after):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
-            if self._is_graph_tail(statement, graph):
+            if not set(C.assignment(statement)[0]) & hook_lists and self._is_graph_tail(statement, graph):
                 extend(graph, statement, self.qualname)
             else:
                 kept.append(statement)
@@ -955,6 +957,9 @@ class GraphToStrategy(Rule):
             ):
                 found.add(k)
         return found
+
+    def _is_session_call(self, call: cst.Call) -> bool:
+        return self.qualname(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS
 
     def _starts_session(self, statement) -> bool:
         session_like = SESSION_CLASSES | {"train.Supervisor"}
@@ -1776,9 +1781,7 @@ class _SessionRegion:
         for statement in statements:
             for call in C.calls_in(statement):
                 if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
-                    hooks = C.arg(call, None, "hooks")
-                    if isinstance(hooks, cst.Name):
-                        hook_lists.add(hooks.value)
+                    hook_lists.update(h.value for h in hook_arguments(call, q) if isinstance(h, cst.Name))
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
@@ -1879,14 +1882,15 @@ class _SessionRegion:
     def _session_call(self, call: cst.Call) -> None:
         if self.rule.qualname(call.func) == "train.MonitoredTrainingSession":
             self._session_checkpointing(call)
-        hooks = C.arg(call, None, "hooks")
-        if isinstance(hooks, cst.Name):
-            self.removed_names.add(hooks.value)
         calls = []
-        if isinstance(hooks, (cst.List, cst.Tuple)):
-            calls = [el.value for el in hooks.elements]
-        elif isinstance(hooks, cst.Name):
-            calls = self.hooks.get(hooks.value, [])
+        for hooks in hook_arguments(call, self.rule.qualname):
+            if isinstance(hooks, cst.Name):
+                self.removed_names.add(hooks.value)
+                calls += self.hooks.get(hooks.value, [])
+            elif isinstance(hooks, (cst.List, cst.Tuple)):
+                calls += [el.value for el in hooks.elements]
+            else:
+                calls.append(hooks)
         self._hook_calls(calls)
 
     def _hook_calls(self, calls) -> None:
