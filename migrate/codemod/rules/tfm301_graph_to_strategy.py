@@ -29,7 +29,6 @@ from migrate.codemod.rules._graph import (
     is_device_item,
     pinned_variables,
 )
-from migrate.codemod.rules._session_loop import hook_arguments, hook_list_names
 from migrate.codemod.rules._program import (
     MIRRORED,
     MWMS,
@@ -38,6 +37,8 @@ from migrate.codemod.rules._program import (
     STRATEGY_CLASS,
     detect_strategy,
 )
+from migrate.codemod.rules._session_loop import hook_arguments, hook_list_names
+from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.tfnames import dotted
 
 SESSION_CLASSES = {
@@ -479,7 +480,7 @@ class GraphToStrategy(Rule):
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         self._report_pinned_before(before)
-        after = session_inside + body[i + 1 :]
+        after = carry_summaries(self, graph, inner, session_inside + body[i + 1 :], REFERENCE[self.strategy])
         # graph statements after the device block (queues on the ps, config
         # protos, extra ops) belong to the same graph, up to the first session
         kept = []
@@ -2104,7 +2105,8 @@ class _SessionRegion:
             tracked_names = [gs, self.graph.optimizer, *self.graph.variables]
             if self.rule.template is not None:
                 tracked_names.append(self.rule.template)
-            tracked = ", ".join(f"{v}={v}" for v in tracked_names)
+            # a global step made by tf.Variable is also one of the block's variables: tracked once
+            tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
             ckpt = self.rule._fresh("checkpoint")
             self.checkpoint_name = ckpt
             directory = C.code_of(self.checkpoint_dir)
