@@ -243,7 +243,8 @@ def carry_summaries(rule, graph, inner, after, reference: str):
     left = set(rewriter.results) & set().union(*(C.names_used(st) for st in new)) if new else set()
     for node, why in plan.left:
         rule.report(node, f"summary not carried over: {why}; TF2 writes this summary nowhere",
-                    hint="write it with tf.summary.<kind>(name, value, step=step) under the writer's as_default()",
+                    hint="return the value from the training step and write it with the matching TF2 tf.summary"
+                    " function (tf.summary.image takes floats in [0, 1]) and step= under the writer's as_default()",
                     reference=reference, fixed=False)
     if not plan.carried or left:
         return after
@@ -253,5 +254,7 @@ def carry_summaries(rule, graph, inner, after, reference: str):
     rule.report(first, "TF1 summaries are now TF2 tf.summary writes: the step returns the summarized values, and"
                 " each `add_summary` writes them under the writer (tf.summary.create_file_writer) at the same"
                 " point of the loop and global step; a FileWriter's graph argument is not written (TF2 has no"
-                " session graph)", fixed=True, severity="info", reference=reference)
+                " session graph). TF 2's tf.summary functions are implemented by the tensorboard package, which"
+                " TensorFlow 2.21 no longer installs: add it to the program's requirements", fixed=True,
+                severity="info", reference=reference)
     return new
