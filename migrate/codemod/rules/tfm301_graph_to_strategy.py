@@ -38,6 +38,8 @@ from migrate.codemod.rules._program import (
     STRATEGY_CLASS,
     detect_strategy,
 )
+from migrate.codemod.rules._session_loop import carry_program_hooks, hook_arguments, hook_list_names
+from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.tfnames import dotted
 
 SESSION_CLASSES = {
@@ -263,6 +265,11 @@ class GraphToStrategy(Rule):
         self.strategy_names: set[str] = set()
         self.helper_rewrites: dict[str, cst.FunctionDef] = {}  # helper's code -> migrated helper
         self.declined_blocks: list[str] = []  # whitespace-free code of the device blocks left as TF1
+        # the program's own SessionRunHooks: class code -> plain class; hook objects whose
+        # request_stop() ends the loop; classes reported as not carried over
+        self.class_rewrites: dict[str, cst.ClassDef] = {}
+        self.hook_stops: list[str] = []
+        self.declined_hooks: dict[str, str] = {}  # class name -> why
         module = transform(module, self)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
@@ -485,10 +492,14 @@ class GraphToStrategy(Rule):
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         self._report_pinned_before(before)
-        after = session_inside + body[i + 1 :]
+        after = carry_summaries(self, graph, inner, session_inside + body[i + 1 :], REFERENCE[self.strategy])
+        rewrites, self.class_rewrites = self.class_rewrites, {}
+        after = carry_program_hooks(self, graph, body, after, REFERENCE[self.strategy])
+        rewrites, self.class_rewrites = self.class_rewrites, rewrites
         # graph statements after the device block (queues on the ps, config
         # protos, extra ops) belong to the same graph, up to the first session
         kept = []
+        hook_lists = hook_list_names(after, self.qualname, self._is_session_call)
         for k, statement in enumerate(after):
             if self._starts_session(statement):
                 kept += after[k:]
@@ -497,7 +508,7 @@ class GraphToStrategy(Rule):
             if chosen:
                 graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
                 continue
-            if self._is_graph_tail(statement, graph):
+            if not set(C.assignment(statement)[0]) & hook_lists and self._is_graph_tail(statement, graph):
                 extend(graph, statement, self.qualname)
             else:
                 kept.append(statement)
@@ -508,12 +519,14 @@ class GraphToStrategy(Rule):
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
             del self.ctx.reports[reported:]
+            own = "".join(f"; the program's hook `{name}` that may have ended it cannot become calls in the loop:"
+                          f" {why}" for name, why in self.declined_hooks.items())
             for loop in endless:
                 self.report(loop, f"`while {C.code_of(loop.test)}:` would never end in TF2: the session has no"
                             " StopAtStepHook (last_step/num_steps) the loop could count to, and the loop has no"
                             " break, return or other bound and reads no input pipeline that could run out (a"
-                            " request_stop() or a hook of the program's own ended it in TF1); this training was"
-                            " left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"
+                            f" request_stop() or a hook of the program's own ended it in TF1){own}; this training"
+                            " was left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
@@ -521,6 +534,7 @@ class GraphToStrategy(Rule):
         prelude = self._build(device_with, graph, session)
         new_after = session.rewrite(after)
         self.converted = True
+        self.class_rewrites.update(rewrites)
         if self.strategy == PSS:
             self._report_task_sharded_data(before, after)
         for nested in graph.unwrapped_devices:
@@ -993,6 +1007,9 @@ class GraphToStrategy(Rule):
             ):
                 found.add(k)
         return found
+
+    def _is_session_call(self, call: cst.Call) -> bool:
+        return self.qualname(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS
 
     def _starts_session(self, statement) -> bool:
         session_like = SESSION_CLASSES | {"train.Supervisor"}
@@ -1828,9 +1845,7 @@ class _SessionRegion:
         for statement in statements:
             for call in C.calls_in(statement):
                 if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
-                    hooks = C.arg(call, None, "hooks")
-                    if isinstance(hooks, cst.Name):
-                        hook_lists.add(hooks.value)
+                    hook_lists.update(h.value for h in hook_arguments(call, q) if isinstance(h, cst.Name))
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
@@ -1934,14 +1949,15 @@ class _SessionRegion:
     def _session_call(self, call: cst.Call) -> None:
         if self.rule.qualname(call.func) == "train.MonitoredTrainingSession":
             self._session_checkpointing(call)
-        hooks = C.arg(call, None, "hooks")
-        if isinstance(hooks, cst.Name):
-            self.removed_names.add(hooks.value)
         calls = []
-        if isinstance(hooks, (cst.List, cst.Tuple)):
-            calls = [el.value for el in hooks.elements]
-        elif isinstance(hooks, cst.Name):
-            calls = self.hooks.get(hooks.value, [])
+        for hooks in hook_arguments(call, self.rule.qualname):
+            if isinstance(hooks, cst.Name):
+                self.removed_names.add(hooks.value)
+                calls += self.hooks.get(hooks.value, [])
+            elif isinstance(hooks, (cst.List, cst.Tuple)):
+                calls += [el.value for el in hooks.elements]
+            else:
+                calls.append(hooks)
         self._hook_calls(calls)
 
     def _hook_calls(self, calls) -> None:
@@ -1949,6 +1965,9 @@ class _SessionRegion:
         for hook in calls:
             if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
                 bound = self.bindings.get(hook.value)
+                if bound is not None and isinstance(bound.func, cst.Name) and (
+                        bound.func.value in self.rule.declined_hooks):
+                    continue  # reported where its class does what a TF2 loop cannot
                 if bound is None or q(bound.func) is None:
                     made = f" (a `{C.code_of(bound.func)}`)" if bound is not None else ""
                     self.rule.report(hook, f"the session hook `{hook.value}` is dropped with the session: it has"
@@ -1963,6 +1982,8 @@ class _SessionRegion:
             if not isinstance(hook, cst.Call):
                 continue
             hq = q(hook.func)
+            if isinstance(hook.func, cst.Name) and hook.func.value in self.rule.declined_hooks:
+                continue  # reported where its class does what a TF2 loop cannot
             if hq is None and _method(hook) != "make_session_run_hook":
                 # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
                 self.rule.report(hook, f"the session hook `{C.code_of(hook.func)}(...)` is dropped with the session:"
@@ -2090,7 +2111,7 @@ class _SessionRegion:
         raise or exit in the body (one under `if sess.should_stop():` dies
         with the session), no other bound in the test, no input pipeline
         whose end raises OutOfRangeError."""
-        if self.last_step is not None or self.num_steps is not None:
+        if self.last_step is not None or self.num_steps is not None or self.rule.hook_stops:
             return []
         return [node for statement in statements for node in C.walk(statement)
                 if isinstance(node, cst.While) and self._waits_for_stop(node.test)
@@ -2131,11 +2152,14 @@ class _SessionRegion:
 
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
+        stops = [f"{hook}.stop_requested" for hook in self.rule.hook_stops]
         if self.last_step is not None:
-            return C.expr(f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
-        if self.num_steps is not None:
-            return C.expr(f"int({gs}.numpy()) >= last_step")
-        return C.expr("False")
+            stops.insert(0, f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
+        elif self.num_steps is not None:
+            stops.insert(0, f"int({gs}.numpy()) >= last_step")
+        if len(stops) > 1:
+            return C.expr("(" + " or ".join(stops) + ")")
+        return C.expr(stops[0] if stops else "False")
 
     def session_prelude(self) -> list[cst.BaseStatement]:
         gs = self.graph.global_step
@@ -3039,6 +3063,10 @@ class _DropGraphModeSwitches(cst.CSTTransformer):
             if q in GRAPH_MODE_SWITCHES:
                 return cst.RemovalSentinel.REMOVE
         return updated
+
+    def leave_ClassDef(self, original, updated):
+        migrated = self.rule.class_rewrites.get(C.code_of(original))
+        return updated if migrated is None else migrated
 
     def leave_FunctionDef(self, original, updated):
         rewrites = getattr(self.rule, "helper_rewrites", None)
