@@ -19,7 +19,7 @@ rewrites."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 
@@ -60,7 +60,7 @@ class Source:
 
 
 @dataclass
-class _Pick:
+class Pick:
     """What the consumer takes of a value: element i of a tuple, key k of a dict."""
 
     index: int | None = None
@@ -84,9 +84,7 @@ def _statements(body, conditional: bool = False):
     nested blocks included (a binding inside if/for/while/try is conditional;
     inside with it is not), in source order."""
     for statement in body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            yield statement, conditional
-        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        if isinstance(statement, (cst.SimpleStatementLine, cst.FunctionDef, cst.ClassDef)):
             yield statement, conditional
         elif isinstance(statement, cst.With):
             yield from _statements(_body(statement.body), conditional)
@@ -138,7 +136,7 @@ def _binding(statement: cst.CSTNode, name: str):
                         return small.value, pick
             elif isinstance(small, cst.AnnAssign) and small.value is not None:
                 if isinstance(small.target, cst.Name) and small.target.value == name:
-                    return small.value, _Pick()
+                    return small.value, Pick()
             elif isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name) and (
                     small.target.value == name):
                 return "bound", None
@@ -157,19 +155,19 @@ def _binding(statement: cst.CSTNode, name: str):
     return None
 
 
-def _pick_in_target(target: cst.BaseExpression, name: str) -> _Pick | None:
+def _pick_in_target(target: cst.BaseExpression, name: str) -> Pick | None:
     if isinstance(target, cst.Name):
-        return _Pick() if target.value == name else None
+        return Pick() if target.value == name else None
     if isinstance(target, (cst.Tuple, cst.List)):
         for i, element in enumerate(target.elements):
             if isinstance(element, cst.StarredElement):
                 if name in _names_in(element.value):
-                    return _Pick(index=-1)  # starred: not traced
+                    return Pick(index=-1)  # starred: not traced
                 continue
             if isinstance(element.value, cst.Name) and element.value.value == name:
-                return _Pick(index=i)
+                return Pick(index=i)
             if name in _names_in(element.value):
-                return _Pick(index=-1)  # nested unpacking: not traced
+                return Pick(index=-1)  # nested unpacking: not traced
     return None
 
 
@@ -291,7 +289,7 @@ class Tracer:
         """Where the value of ``expr``, read by statement ``at`` of ``scope``
         (a FunctionDef or the unit's Module), is defined."""
         unit = unit or self.root
-        return self._sources(expr, scope, at, unit, _Pick(), (), 0)
+        return self._sources(expr, scope, at, unit, Pick(), (), 0)
 
     def _sources(self, expr, scope, at, unit, pick, via, depth) -> list[Source]:
         function = scope if isinstance(scope, cst.FunctionDef) else None
@@ -304,21 +302,21 @@ class Tracer:
         if isinstance(expr, (cst.Tuple, cst.List)) and pick.index is not None and pick.index >= 0:
             elements = expr.elements
             if pick.index < len(elements) and not any(isinstance(e, cst.StarredElement) for e in elements):
-                return self._sources(elements[pick.index].value, scope, at, unit, _Pick(), via, depth + 1)
+                return self._sources(elements[pick.index].value, scope, at, unit, Pick(), via, depth + 1)
             return [Source(expr, "unknown", unit, function, via)]
         if isinstance(expr, cst.Dict) and pick.key is not None:
             for element in expr.elements:
                 if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString) and (
                         element.key.evaluated_value == pick.key):
-                    return self._sources(element.value, scope, at, unit, _Pick(), via, depth + 1)
+                    return self._sources(element.value, scope, at, unit, Pick(), via, depth + 1)
             return [Source(expr, "unknown", unit, function, via)]
         if isinstance(expr, cst.Subscript) and pick.index is None and pick.key is None and len(expr.slice) == 1:
             index = expr.slice[0].slice
             if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
                 key = index.value.evaluated_value
-                return self._sources(expr.value, scope, at, unit, _Pick(key=key), via, depth + 1)
+                return self._sources(expr.value, scope, at, unit, Pick(key=key), via, depth + 1)
             if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-                return self._sources(expr.value, scope, at, unit, _Pick(index=int(index.value.value)), via,
+                return self._sources(expr.value, scope, at, unit, Pick(index=int(index.value.value)), via,
                                      depth + 1)
         if isinstance(expr, cst.Call):
             found = self.callee(expr, unit)
@@ -378,7 +376,7 @@ class Tracer:
             elif inner_pick.index == -1:
                 out.append(Source(value, "unknown", unit, function, via))
             else:
-                combined = _Pick(index=inner_pick.index, key=None) if inner_pick.index is not None else pick
+                combined = Pick(index=inner_pick.index, key=None) if inner_pick.index is not None else pick
                 if inner_pick.index is not None and (pick.index is not None or pick.key is not None):
                     out.append(Source(value, "unknown", unit, function, via))  # a pick of a pick: not traced
                     continue

@@ -6,6 +6,7 @@ import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
+from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
@@ -262,6 +263,7 @@ class GraphToStrategy(Rule):
         self.strategy_names: set[str] = set()
         self.helper_rewrites: dict[str, cst.FunctionDef] = {}  # helper's code -> migrated helper
         self.declined_blocks: list[str] = []  # whitespace-free code of the device blocks left as TF1
+        self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
         module = transform(module, self)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
@@ -284,7 +286,7 @@ class GraphToStrategy(Rule):
         covered = None
         for node, function in _with_functions(module):
             if isinstance(node, cst.With):
-                why = self._device_setter_left(node, setter_names, setter_functions)
+                why = self._device_setter_left(node, setter_names, setter_functions, function)
             elif isinstance(node, cst.Call):
                 why = self._session_left(node, function)
             else:
@@ -327,7 +329,7 @@ class GraphToStrategy(Rule):
                         functions[node.name.value] = "a property" if is_property else "a function"
         return names, functions
 
-    def _device_setter_left(self, node: cst.With, setter_names, setter_functions) -> str | None:
+    def _device_setter_left(self, node: cst.With, setter_names, setter_functions, function=None) -> str | None:
         """Why this `with tf.device(<device function>):` was not migrated, or
         None when it is no device-setter block."""
         for item in node.items:
@@ -349,7 +351,10 @@ class GraphToStrategy(Rule):
                 how = (f"its device function comes from `{C.code_of(target)}`, a function returning"
                        " replica_device_setter(...), which this rule does not follow")
             else:
-                continue
+                how = explain_device(self._program(), target, function or self.ctx.module, node) if (
+                    target is not None) else None
+                if how is None:
+                    continue
             if len(node.items) != 1:
                 how = "the `with` holds other items besides tf.device(...)"
             elif how is None:
@@ -405,7 +410,27 @@ class GraphToStrategy(Rule):
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
 
     def leave_Module(self, original, updated):
-        return updated.with_changes(body=self._rewrite_body(list(updated.body)))
+        updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
+        if getattr(self, "migrated_setter_helpers", None):
+            updated = self._drop_setter_helpers(updated)
+        return updated
+
+    def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
+        """A function that only built the device setter of migrated blocks goes
+        with them, when nothing else in the file refers to it (its name, or a
+        string equal to it: getattr, __all__)."""
+        names = {fn.name.value for fn in self.migrated_setter_helpers}
+        kept: set[str] = set()
+        for statement in module.body:
+            is_helper = isinstance(statement, cst.FunctionDef) and statement.name.value in names
+            for node in C.walk(statement.body if is_helper else statement):
+                if type(node) is cst.Name and node.value in names:
+                    kept.add(node.value)
+                elif type(node) is cst.SimpleString and node.evaluated_value in names:
+                    kept.add(node.evaluated_value)
+        dropped = names - kept
+        return module.with_changes(body=[st for st in module.body if not (
+            isinstance(st, cst.FunctionDef) and st.name.value in dropped)])
 
     # ------------------------------------------------------------ locate
     def _device_block(self, body):
@@ -418,22 +443,32 @@ class GraphToStrategy(Rule):
             target = C.arg(item, 0, None)
             if isinstance(target, cst.Call) and self.qualname(target.func) == "train.replica_device_setter":
                 return i, None
+            helper = self._program().device_helper(target)  # `with tf.device(make_setter(cluster)):`
+            if helper is not None and helper.function is not None:
+                self.setter_helper = helper.function
+                return i, None
             if isinstance(target, cst.Name):
                 for j in range(i):
                     names, value, _ = C.assignment(body[j])
-                    if (
-                        names == [target.value]
-                        and isinstance(value, cst.Call)
-                        and self.qualname(value.func) == "train.replica_device_setter"
-                    ):
+                    if names != [target.value]:
+                        continue
+                    if isinstance(value, cst.Call) and self.qualname(value.func) == "train.replica_device_setter":
+                        return i, j
+                    helper = self._program().device_helper(value)  # `setter = make_setter(cluster)`
+                    if helper is not None and helper.function is not None:
+                        self.setter_helper = helper.function
                         return i, j
         return None
 
     def _rewrite_body(self, body):
+        self.setter_helper = None
         found = self._device_block(body)
         if found is None:
             return body
+        helper = self.setter_helper
         out = self._rewrite_device_block(body, found)
+        if out is not body and helper is not None:
+            self.__dict__.setdefault("migrated_setter_helpers", []).append(helper)
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
@@ -476,6 +511,7 @@ class GraphToStrategy(Rule):
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
         self._report_flattened_ifs(graph)
+        self._report_model_builders(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         self._report_pinned_before(before)
         after = session_inside + body[i + 1 :]
@@ -1067,7 +1103,37 @@ class GraphToStrategy(Rule):
             if used & helpers or qualnames & VARIABLE_CREATORS:
                 wanted = True
                 self.creates_plain_variables |= bool(used & plain_helpers) or "Variable" in qualnames
+            for builder in self._program().model_builders(st):  # the model of a sibling module
+                wanted = True
+                self.creates_plain_variables |= builder.plain
         return wanted
+
+    def _program(self) -> ProgramModel:
+        """The program model of this file and its project (built once per run)."""
+        found = self.__dict__.get("_program_model")
+        if found is None:
+            found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
+        return found
+
+    def _report_model_builders(self, graph: Graph) -> None:
+        """A note for each model built by a sibling module's function: read
+        there (present) or taken as an opaque builder (absent)."""
+        for _, st in graph.compute:
+            for builder in self._program().model_builders(st):
+                if builder.opaque:
+                    why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
+                           f" (no {builder.module.name.replace('.', '/')}.py beside this file): it was taken as the"
+                           " model builder creating the model's variables, recorded on its first call under the"
+                           " strategy's scope and reused by every step")
+                    hint = (f"check that `{builder.function}()` creates its variables in the same order at each call"
+                            " (no Python-side randomness or state deciding which), or migrate it with this file")
+                else:
+                    why = (f"the model's variables are created by `{builder.function}()` of the project module"
+                           f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
+                           " step")
+                    hint = ""
+                self.report(builder.call, why, hint=hint, fixed=True, severity="info",
+                            reference=REFERENCE[self.strategy])
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
         """Module functions that create variables (``tf.get_variable`` in a
