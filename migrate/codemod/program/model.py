@@ -120,6 +120,8 @@ class ProgramModel:
                                 " (single-machine and distributed modes chosen inside it)")
         if index is not None:
             return DeviceHelper(None, f"`{name}()` returns the device setter together with other values")
+        if any(s.function is None for s in setters):
+            return DeviceHelper(None, f"`{name}()` returns a device setter the module built once, at its top")
         if not all(_pure(a.value) for a in value.args):
             return DeviceHelper(None, f"the call `{code_of(value)}` computes its arguments with calls")
         for node in own_scope(fn.body):

@@ -77,6 +77,10 @@ _MOMENTUM_NOTE = (
 
 
 
+# reads of graph collections, which a model builder of another module may fill
+_COLLECTION_READS = frozenset({"get_collection", "get_collection_ref", "losses.get_regularization_loss",
+                               "losses.get_regularization_losses", "losses.get_losses", "losses.get_total_loss"})
+
 # tf.compat.v1.make_template reuses get_variable's variables only; a model whose
 # helpers call tf.Variable gets this recorder instead.
 _RECORDER = """class {name}(tf.Module):
@@ -510,8 +514,9 @@ class GraphToStrategy(Rule):
             return body
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
+        if not self._report_model_builders(graph):
+            return body
         self._report_flattened_ifs(graph)
-        self._report_model_builders(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         self._report_pinned_before(before)
         after = session_inside + body[i + 1 :]
@@ -1115,11 +1120,27 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
-    def _report_model_builders(self, graph: Graph) -> None:
+    def _report_model_builders(self, graph: Graph) -> bool:
         """A note for each model built by a sibling module's function: read
-        there (present) or taken as an opaque builder (absent)."""
+        there (present) or taken as an opaque builder (absent). A loss that
+        reads a collection such a builder may fill declines: TF2 fills no
+        collection at each step (the builder's terms would be lost)."""
+        builders = [b for _, st in graph.compute for b in self._program().model_builders(st)]
+        if not builders:
+            return True
         for _, st in graph.compute:
-            for builder in self._program().model_builders(st):
+            for call in C.calls_in(st):
+                if self.qualname(call.func) in _COLLECTION_READS:
+                    builder = builders[0]
+                    self.report(call, f"the loss reads a collection (`{C.code_of(call)}`) that the model builder"
+                                f" `{builder.code}(...)` of `{builder.module.name}` may fill: TF2 fills no collection"
+                                " at each step (a tf.function step sees only what the model's first build left,"
+                                " and a variable's regularizer runs once), so its terms would be lost; this training"
+                                " was left as TF1", hint="return the penalty terms from the model code and add them"
+                                " to the loss explicitly, then migrate again", reference=REFERENCE[self.strategy],
+                                fixed=False)
+                    return False
+        for builder in builders:
                 if builder.opaque:
                     why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
                            f" (no {builder.module.name.replace('.', '/')}.py beside this file): it was taken as the"
@@ -1134,6 +1155,7 @@ class GraphToStrategy(Rule):
                     hint = ""
                 self.report(builder.call, why, hint=hint, fixed=True, severity="info",
                             reference=REFERENCE[self.strategy])
+        return True
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
         """Module functions that create variables (``tf.get_variable`` in a
