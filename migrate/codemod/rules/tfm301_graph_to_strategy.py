@@ -402,6 +402,18 @@ class GraphToStrategy(Rule):
             text = "".join(C.code_of(call).split())
             if any(text in code for code in reported):
                 continue
+            chain = self._reached_from_device_block(module, call)
+            if chain is not None:
+                self.report(call, "SyncReplicasOptimizer left in place: it is built in a helper the device-setter"
+                            f" block reaches through {' -> '.join(chain)}, and the training it belongs to was not"
+                            " migrated (the block's other TFM301 diagnostics say why; TFM300 inlines such a helper"
+                            " into the block only when it is a function of this file called as `a, b = helper(...)`"
+                            " there, with one `return` of names at its end); it still needs TF1's parameter servers"
+                            " and sessions",
+                            hint="move the graph code of the helper into the device-setter block (or migrate to"
+                            " tf.distribute.MultiWorkerMirroredStrategy by hand, dividing the loss by the number of"
+                            " replicas as SyncReplicasOptimizer averaged)", reference=REFERENCE[MWMS], fixed=False)
+                continue
             self.report(call, "SyncReplicasOptimizer left in place: TFM301 migrates synchronous training built in"
                         " a `with tf.device(tf.train.replica_device_setter(...)):` block of its own, and this one"
                         " is not in such a block (its variables are placed another way, or the `with` has other"
@@ -409,6 +421,21 @@ class GraphToStrategy(Rule):
                         hint="rebuild the training on tf.distribute.MultiWorkerMirroredStrategy by hand, dividing"
                         " the loss by the number of replicas as SyncReplicasOptimizer averaged",
                         reference=REFERENCE[MWMS], fixed=False)
+
+    def _reached_from_device_block(self, module: cst.Module, node: cst.CSTNode) -> list[str] | None:
+        """The chain of helper calls by which a `with tf.device(<function>):`
+        block of the module reaches the function holding ``node``."""
+        tracer = self._program().tracer
+        for with_node in C.walk(module):
+            if type(with_node) is not cst.With or not any(
+                    isinstance(i.item, cst.Call) and self.qualname(i.item.func) == "device"
+                    and isinstance(C.arg(i.item, 0, "device_name"), (cst.Call, cst.Name, cst.Attribute))
+                    for i in with_node.items):
+                continue
+            chain = tracer.reaches(with_node.body, tracer.root, node)
+            if chain is not None:
+                return chain
+        return None
 
     def leave_IndentedBlock(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
