@@ -521,7 +521,7 @@ class GraphToStrategy(Rule):
                         inputs=self._input_helpers())
         reported = len(self.ctx.reports)
         if graph.train_op is None or graph.loss is None:
-            self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :])
+            self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :], body[:i])
             return body
         for node, why in graph.unsupported:
             self.report(node, f"cannot migrate automatically: {why}",
@@ -615,7 +615,7 @@ class GraphToStrategy(Rule):
                             reference=REFERENCE[PSS], fixed=False)
                 return
 
-    def _report_missing_train_op(self, device_with, graph: Graph, inner, after) -> None:
+    def _report_missing_train_op(self, device_with, graph: Graph, inner, after, before=()) -> None:
         """No `minimize`/`apply_gradients` in the block: say where the train op
         the session runs comes from, when a helper call or object built it
         (`global_step, loss, train_op = build_model()`, `model = Model(...)`
@@ -653,6 +653,19 @@ class GraphToStrategy(Rule):
                         hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
                         " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
             return
+        for statement in before:
+            names, value, _ = C.assignment(statement)
+            hit = [n for n in fetched if n in names]
+            if hit and value is not None and any(_method(c) in ("minimize", "apply_gradients")
+                                                 for c in C.calls_in(value)):
+                self.report(statement, f"the train op the session runs (`{fetched[hit[0]]}`) is built before the"
+                            " device-setter block, outside it: the device setter does not place its variables, so"
+                            " each TF1 worker trained a copy of its own on its own task (a strategy would share"
+                            " them: another program); this training was left as TF1", hint="build the model and"
+                            " its train op inside the `with tf.device(tf.train.replica_device_setter(...)):` block"
+                            " if the workers were meant to share them, then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+                return
         self.report(device_with, "no train op in this device-setter block: no `minimize(...)` or"
                     " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
                     hint="build the optimizer's train op in the block, or a tf.function step by hand",
