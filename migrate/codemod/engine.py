@@ -592,6 +592,11 @@ def _migrate(
                 # TF1 server on the same task (its port is taken): all or nothing
                 dropped += [r for r in rules if r.code == "TFM301" and r.code in applied]
                 gated.extend(_cluster_kept(r, leftover, tree) for r in dropped)
+            if prepared:
+                # why the training stayed TF1 once the builder was inlined: the
+                # run without the inlining only sees the builder's call
+                gated.extend(replace(d, message=f"{d.message} (found with the graph builder inlined)")
+                             for d in diagnostics if d.code == "TFM301" and not d.fixed and d.severity != "info")
             dropped += prepared
         else:
             # A rewrite must not read names it no longer defines (a statement
