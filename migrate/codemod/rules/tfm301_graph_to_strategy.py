@@ -246,8 +246,19 @@ class GraphToStrategy(Rule):
     ``get_variable(..., regularizer=r)`` terms; a term added another way
     declines the block (TF2 fills no collection per step). TF1's
     RMSPropOptimizer stays (``tf.compat.v1``, TF1's numerics under every
-    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. Anything
-    the rule cannot map (a placeholder created inside a helper, a train op
+    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. A
+    placeholder a model helper makes and returns (``y, keep_prob =
+    net(x)``, TF1's deep MNIST tutorial) is made in the block and passed to
+    the helper, a step argument like the block's own; a shapeless one fed a
+    number in every run builds the model with that number. A dataset reader
+    built in the block (``input_data.read_data_sets``) runs once before the
+    strategy; ``tf.train.global_step(sess, gs)`` reads the variable; a
+    session bound to a name and entered later (``with mts as sess:``) is the
+    training session. Where the rewrite would leave a name the program still
+    reads unbound (a session or graph value used outside the runs it maps),
+    the block is declined at the statement reading it (``_dataflow.py``).
+    Anything the rule cannot map (a placeholder created inside a helper that
+    does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
     iterators, an asynchronous pipeline sharded per task, a
     SyncReplicasOptimizer outside a device-setter block) is reported for
@@ -3690,18 +3701,17 @@ GraphToStrategy.INVALID = [
         import tensorflow.compat.v1 as tf
 
 
-        def inference(x):
+        def inference(x, keep_prob):
             w = tf.get_variable("w", [3, 1])
-            keep_prob = tf.placeholder(tf.float32)
-            return keep_prob, tf.nn.dropout(tf.matmul(x, w), keep_prob)
+            return tf.nn.dropout(tf.matmul(x, w), keep_prob)
 
 
         def train(cluster, server, is_chief):
             strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
             coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 
-            def model_fn(x):
-                keep_prob, y = inference(x)
+            def model_fn(x, keep_prob):
+                y = inference(x, keep_prob)
                 loss = tf.reduce_mean(tf.square(y))
                 return loss
 
@@ -3711,20 +3721,20 @@ GraphToStrategy.INVALID = [
                 optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
-                model(tf.zeros([1, 3], tf.float32))
+                model(tf.zeros([1, 3], tf.float32), tf.constant(0.5, tf.float32))
             trainable_variables = model.trainable_variables
 
             @tf.function
-            def train_step(x):
-                def train_step_replica(x):
+            def train_step(x, keep_prob):
+                def train_step_replica(x, keep_prob):
                     global_step_value = global_step.read_value()
                     with tf.GradientTape() as tape:
-                        loss = model(x)
+                        loss = model(x, keep_prob)
                     gradients = tape.gradient(loss, trainable_variables)
                     optimizer.apply_gradients(zip(gradients, trainable_variables))
                     global_step.assign_add(1)
                     return global_step_value
-                results = strategy.run(train_step_replica, args=(x,))
+                results = strategy.run(train_step_replica, args=(x, keep_prob))
                 return tf.nest.map_structure(
                     lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
             # ParameterServerStrategy trains on whichever worker is free. Each closure costs
@@ -3748,14 +3758,14 @@ GraphToStrategy.INVALID = [
                 # Steps whose arguments have the same shapes share a closure, stacked.
                 groups = []
                 for arguments, captured in pending_steps:
-                    x, = arguments
+                    x, keep_prob = arguments
                     # feed_dict converted fed values to the placeholders' dtypes; tensors also
                     # take tf.function's fast path (NumPy arguments cost more than the step)
-                    x = tf.convert_to_tensor(x, tf.float32)
-                    shapes = [value.shape for value in (x,)]
+                    x, keep_prob = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(keep_prob, tf.float32)
+                    shapes = [value.shape for value in (x, keep_prob)]
                     if not groups or groups[-1][0] != shapes:
                         groups.append((shapes, []))
-                    groups[-1][1].append(((x,), captured))
+                    groups[-1][1].append(((x, keep_prob), captured))
                 for _, steps in groups:
                     stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
                     closure = coordinator.schedule(train_steps, args=tuple(stacked))
@@ -3772,7 +3782,7 @@ GraphToStrategy.INVALID = [
                     return
 
             while not scheduled_steps >= 500:
-                pending_steps.append(((batch(),), ()))
+                pending_steps.append(((batch(), 0.5), ()))
                 scheduled_steps += 1
                 if len(pending_steps) == steps_per_closure:
                     queue_pending_steps()
@@ -3782,7 +3792,7 @@ GraphToStrategy.INVALID = [
             while steps_in_flight:
                 finish_train_step(*steps_in_flight.pop(0))
         """,
-        diagnostics=('TFM301',),
+        diagnostics=(),
     ),
     Invalid(
         """
