@@ -326,7 +326,8 @@ def test_a_run_feeding_too_little_keeps_its_own_reason_next_to_the_decline():
     assert result.output == dedent(source)
     messages = {d.message for d in manual(result) if d.line == line_of(source, "print(sess.run(loss")}
     assert any(m.startswith("training not migrated: it uses the TF1 session `sess`") for m in messages)
-    assert "feed_dict does not feed every placeholder the step needs" in messages
+    assert "feed_dict does not feed every placeholder the step needs (`keep` not fed: TF1 raised an error here too)" in (
+        messages)
 
 
 def test_nothing_to_migrate_is_left_alone():
@@ -340,3 +341,54 @@ def test_nothing_to_migrate_is_left_alone():
     result = migrate(source)
     assert result.output == dedent(source)
     assert not result.diagnostics
+
+
+def test_a_placeholder_with_a_default_left_unfed_is_not_called_an_error():
+    source = UNMIGRATED_USE.replace(
+        "        x = tf.placeholder(tf.float32, [None, 4])\n",
+        "        x = tf.placeholder(tf.float32, [None, 4])\n"
+        "        keep = tf.placeholder_with_default(1.0, [])\n"
+        "        scale = tf.placeholder(tf.float32, [])\n")
+    source = source.replace("tf.matmul(x, w)", "tf.nn.dropout(tf.matmul(x, w), keep) * scale")
+    source = source.replace("feed_dict={x: batch()})", "feed_dict={x: batch(), keep: 0.5, scale: 1.0})")
+    source = source.replace("export_graph(sess.graph.as_graph_def())",
+                            "print(sess.run(loss, feed_dict={x: batch()}))")
+    result = migrate(source)
+    [unfed] = [d.message for d in manual(result) if d.message.startswith("feed_dict does not feed")]
+    assert "(`scale` not fed: TF1 raised an error here too)" in unfed and "`keep`" not in unfed
+
+
+CHOSEN_SUMMARY = SYNC_CHOICE.replace(
+    "    # each task picks its own initialization of the sync machinery\n",
+    "    # only the chief writes summaries\n"
+    "    if is_chief:\n"
+    "        summaries = tf.summary.merge_all()\n"
+    "    else:\n"
+    "        summaries = None\n"
+    "    # each task picks its own initialization of the sync machinery\n")
+
+
+def test_a_summary_op_chosen_by_an_if_is_plumbing_too():
+    result = migrate(CHOSEN_SUMMARY)
+    assert not manual(result)
+    assert "summaries" not in result.output and "merge_all" not in result.output
+
+
+def test_an_if_choosing_only_none_is_no_plumbing():
+    source = SYNC_CHOICE.replace(
+        "    # each task picks its own initialization of the sync machinery\n",
+        "    if is_chief:\n        marker = None\n    else:\n        marker = None\n"
+        "    # each task picks its own initialization of the sync machinery\n")
+    assert "marker = None" in migrate(source).output
+
+
+def test_graph_values_published_as_globals_are_named_on_the_global_statement():
+    source = UNMIGRATED_USE.replace(
+        "        x = tf.placeholder(tf.float32, [None, 4])\n",
+        "        global x\n        x = tf.placeholder(tf.float32, [None, 4])\n")
+    source = source.replace("export_graph(sess.graph.as_graph_def())", "pass")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert "publishes `x` as module globals" in reason.message
+    assert reason.line == line_of(source, "global x")

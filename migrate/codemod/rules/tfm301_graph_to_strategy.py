@@ -583,7 +583,7 @@ class GraphToStrategy(Rule):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
-            chosen = _dataflow.plumbing_choice(statement, graph.dropped)
+            chosen = _dataflow.plumbing_choice(statement, graph.dropped, self.qualname)
             if chosen:
                 graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
                 continue
@@ -2660,7 +2660,9 @@ class _SessionRewriter(cst.CSTTransformer):
             self._report_foreign_feeds(fetch, original)
             args = self._args(fetch, getattr(canonical, "params", []))
             if args is None:
-                self.r.rule.report(original, "feed_dict does not feed every placeholder the step needs",
+                unfed = _dataflow.unfed_placeholders(fetch.feed, getattr(canonical, "params", []), self.r.graph)
+                what = f" ({', '.join(f'`{n}`' for n in unfed)} not fed: TF1 raised an error here too)" if unfed else ""
+                self.r.rule.report(original, f"feed_dict does not feed every placeholder the step needs{what}",
                                    hint="pass the step function's arguments explicitly",
                                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
                 return updated
