@@ -392,3 +392,55 @@ def test_graph_values_published_as_globals_are_named_on_the_global_statement():
     [reason] = manual(result)
     assert "publishes `x` as module globals" in reason.message
     assert reason.line == line_of(source, "global x")
+
+
+DONE_SIGNALS = """
+import tensorflow.compat.v1 as tf
+
+
+def signal_queue(shard, workers):
+    return tf.FIFOQueue(workers, tf.int32, shared_name="finished%d" % shard)
+
+
+def signal_queues(shards, workers):
+    return [signal_queue(shard, workers) for shard in range(shards)]
+
+
+def train(cluster, server, is_chief, shards, workers):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 4])
+        w = tf.Variable(tf.zeros([4, 1]), name="w")
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+        # tell every ps shard this worker is finished
+        finished = []
+        for queue in signal_queues(shards, workers):
+            token = queue.enqueue(1)
+            finished.append(token)
+    sv = tf.train.Supervisor(is_chief=is_chief, global_step=step)
+    with sv.managed_session(server.target) as sess:
+        for _ in range(100):
+            sess.run(train_op, feed_dict={x: batch()})
+        for token in finished:
+            sess.run(token)
+"""
+
+
+def test_done_signals_to_the_ps_tasks_go_with_the_ps_shutdown():
+    result = migrate(DONE_SIGNALS)
+    assert not manual(result)
+    assert "ParameterServerStrategy" in result.output
+    # the queue makers only the signals used go with them
+    assert "def signal_queue" not in result.output
+    train = result.output[result.output.index("def train("):]
+    for gone in ("finished", "enqueue", "for queue in", "for token in", "compute_"):
+        assert gone not in train
+    assert "run_train_step(batch())" in result.output or "pending_steps.append(((batch(),)" in result.output
+
+
+def test_a_signal_loop_doing_more_than_enqueueing_is_kept():
+    source = DONE_SIGNALS.replace("            finished.append(token)\n",
+                                  "            finished.append(token)\n            print(queue)\n")
+    result = migrate(source)
+    assert "print(queue)" in result.output and "def signal_queues(" in result.output

@@ -475,3 +475,105 @@ def unfed_placeholders(feed, params: list[str], graph: Graph) -> list[str]:
     plain = {name for name, _, call in graph.placeholders
              if C.code_of(call.func).rsplit(".", 1)[-1] == "placeholder"}  # no default to fall back on
     return [p for p in params if p in plain and p not in fed]
+
+
+def queue_makers(module: cst.Module, qualname, queue_classes) -> set[str]:
+    """Module functions returning a TF queue, or queues made by such
+    functions (`create_done_queues()` returning `[create_done_queue(i) ...]`)."""
+    returns: dict[str, list[cst.BaseExpression]] = {}
+    for node in C.walk(module):
+        if type(node) is cst.FunctionDef:
+            returns[node.name.value] = [r.value for r in C.walk(node.body) if type(r) is cst.Return and r.value]
+    makers: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, values in returns.items():
+            if name in makers:
+                continue
+            if any(qualname(c.func) in queue_classes or (isinstance(c.func, cst.Name) and c.func.value in makers)
+                   for value in values for c in C.calls_in(value)):
+                makers.add(name)
+                changed = True
+    return makers
+
+
+def done_signals(statements, makers: set[str]) -> tuple[set[int], set[str]]:
+    """The statements building TF1's "done" signals to the ps tasks, which
+    TF2 has no use for (a ParameterServerStrategy's ps serve until the job
+    ends; MultiWorkerMirrored has none): `for q in create_done_queues():`
+    whose body only enqueues (`op = q.enqueue(1)`, `ops.append(op)`), and
+    the `ops = []` list it fills. Returns (ids of those statements, the
+    names they bind, the lists included)."""
+    dropped: set[int] = set()
+    names: set[str] = set()
+    lists: set[str] = set()
+    for statement in statements:
+        if not (isinstance(statement, cst.For) and isinstance(statement.target, cst.Name)
+                and isinstance(statement.iter, cst.Call) and isinstance(statement.iter.func, cst.Name)
+                and statement.iter.func.value in makers and statement.orelse is None):
+            continue
+        queue = statement.target.value
+        ops: set[str] = set()
+        filled: set[str] = set()
+        for inner in C.body_of(statement.body):
+            bound, value, _ = C.assignment(inner)
+            lone = C.single_expr(inner)
+            call = value if value is not None else lone
+            if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+                break
+            owner, method = call.func.value, call.func.attr.value
+            if isinstance(owner, cst.Name) and owner.value == queue and method in ("enqueue", "enqueue_many"):
+                ops.update(bound)
+            elif (lone is not None and method == "append" and isinstance(owner, cst.Name) and len(call.args) == 1
+                  and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value in ops):
+                filled.add(owner.value)
+            else:
+                break
+        else:
+            dropped.add(id(statement))
+            names |= {queue} | ops | filled
+            lists |= filled
+    for statement in statements:
+        bound, value, _ = C.assignment(statement)
+        if len(bound) == 1 and bound[0] in lists and isinstance(value, cst.List) and not value.elements:
+            dropped.add(id(statement))
+        for loop in C.walk(statement):
+            # `for op in enq_ops: sess.run(op)`: its op is a signal too (the session stage drops the loop)
+            if type(loop) is cst.For and runs_dropped_ops(loop, lists, None):
+                names.add(loop.target.value)
+    return dropped, names
+
+
+def runs_dropped_ops(loop: cst.For, dropped: set[str], sessions: set[str] | None) -> bool:
+    """`for op in enq_ops: sess.run(op)` over a dropped list of signal ops
+    (``sessions`` None: whatever runs them)."""
+    if not (isinstance(loop.iter, cst.Name) and loop.iter.value in dropped and isinstance(loop.target, cst.Name)):
+        return False
+    for inner in C.body_of(loop.body):
+        call = C.single_expr(inner)
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "run"
+                and isinstance(call.func.value, cst.Name) and (sessions is None or call.func.value.value in sessions)
+                and len(call.args) == 1 and isinstance(call.args[0].value, cst.Name)
+                and call.args[0].value.value == loop.target.value):
+            return False
+    return True
+
+
+def drop_unused_functions(module: cst.Module, candidates: set[str]) -> cst.Module:
+    """Remove the module-level functions among ``candidates`` nothing reads
+    any more (the ps "done" queue makers once their signals are gone), and
+    then those only they read."""
+    while True:
+        read: set[str] = set()
+        for statement in module.body:
+            if type(statement) is cst.FunctionDef and statement.name.value in candidates:
+                read |= free_reads([statement]) - {statement.name.value}
+            else:
+                read |= free_reads([statement])
+        unused = [st for st in module.body if type(st) is cst.FunctionDef and st.name.value in candidates
+                  and st.name.value not in read]
+        if not unused:
+            return module
+        gone = {id(st) for st in unused}
+        module = module.with_changes(body=[st for st in module.body if id(st) not in gone])

@@ -287,7 +287,10 @@ class GraphToStrategy(Rule):
         self.hook_stops: list[str] = []
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
+        self.signals_dropped = False  # a block's "done" signals to the ps were dropped
         module = transform(module, self)
+        if self.converted and self.signals_dropped:
+            module = _dataflow.drop_unused_functions(module, self._signal_makers)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         self._report_sync_left(module)
@@ -539,7 +542,14 @@ class GraphToStrategy(Rule):
         helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
         if helper_moves is not None:
             inner, helper_moves = helper_moves
-        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
+        # "done" signals to the ps tasks (`for q in create_done_queues(): ops.append(q.enqueue(1))`)
+        makers = self.__dict__.get("_signal_makers")
+        if makers is None:  # the same for the whole module
+            makers = self._signal_makers = _dataflow.queue_makers(self.ctx.module, self.qualname, QUEUE_CLASSES)
+        signals, signal_names = _dataflow.done_signals([*inner, *session_inside, *body[i + 1:]], makers)
+        inner = [st for st in inner if id(st) not in signals]
+        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
+                        | signal_names,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers())
         reported = len(self.ctx.reports)
@@ -583,6 +593,8 @@ class GraphToStrategy(Rule):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
+            if id(statement) in signals:
+                continue
             chosen = _dataflow.plumbing_choice(statement, graph.dropped, self.qualname)
             if chosen:
                 graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
@@ -628,6 +640,7 @@ class GraphToStrategy(Rule):
             return body
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        self.signals_dropped = self.signals_dropped or bool(signals)
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
@@ -2430,6 +2443,8 @@ class _SessionRewriter(cst.CSTTransformer):
 
     def leave_For(self, original, updated):
         self.loop_depth -= 1
+        if _dataflow.runs_dropped_ops(original, self.r.graph.dropped, self.r.sessions):
+            return cst.RemovalSentinel.REMOVE  # the ps tasks' "done" signals: TF2's ps serve to the end
         return self._timed_saves(updated, _Pipeliner(self.r, original, updated).result())
 
     def _timed_saves(self, updated, result):
