@@ -444,3 +444,29 @@ def test_a_signal_loop_doing_more_than_enqueueing_is_kept():
                                   "            finished.append(token)\n            print(queue)\n")
     result = migrate(source)
     assert "print(queue)" in result.output and "def signal_queues(" in result.output
+
+
+def test_a_summary_run_alone_for_a_summary_write_goes_with_the_write():
+    # only the chief builds the merged op; its serialized result is only written
+    source = CHOSEN_SUMMARY.replace(
+        "        sess.run(train_op, feed_dict={x: batch()})\n",
+        "        sess.run(train_op, feed_dict={x: batch()})\n"
+        "        if is_chief:\n"
+        "            serialized = sess.run(summaries, feed_dict={x: batch()})\n"
+        "            sv.summary_computed(sess, serialized)\n")
+    result = migrate(source)
+    assert "serialized" not in result.output and "summary_computed" not in result.output
+    assert any("TF1 summaries are not carried over" in d.message for d in manual(result))
+    assert "MultiWorkerMirroredStrategy" in result.output
+
+
+def test_a_summary_result_read_by_other_code_is_not_dropped():
+    source = CHOSEN_SUMMARY.replace(
+        "        sess.run(train_op, feed_dict={x: batch()})\n",
+        "        sess.run(train_op, feed_dict={x: batch()})\n"
+        "        serialized = sess.run(summaries, feed_dict={x: batch()})\n"
+        "        sv.summary_computed(sess, serialized)\n"
+        "        archive(serialized)\n")
+    result = migrate(source)
+    assert "archive(serialized)" in result.output
+    assert "serialized = " in result.output

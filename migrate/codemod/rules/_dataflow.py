@@ -577,3 +577,21 @@ def drop_unused_functions(module: cst.Module, candidates: set[str]) -> cst.Modul
             return module
         gone = {id(st) for st in unused}
         module = module.with_changes(body=[st for st in module.body if id(st) not in gone])
+
+
+def only_written_as_summary(target, statements, writes: set[str]) -> bool:
+    """Is ``target`` (the name a session run's result is bound to) read only
+    as an argument of summary writes (`writer.add_summary(summary, step)`,
+    `sv.summary_computed(sess, summary)`) in the statements?"""
+    if not isinstance(target, cst.Name):
+        return False
+    name = target.value
+    inside_writes = 0
+    for statement in statements:
+        for call in C.calls_in(statement):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in writes:
+                inside_writes += sum(1 for a in call.args if isinstance(a.value, cst.Name) and a.value.value == name)
+    reads = sum(1 for statement in statements for node in C.walk(statement)
+                if type(node) is cst.Name and node.value == name)
+    bindings = binding_counts(statements)[name]
+    return inside_writes > 0 and reads == inside_writes + bindings

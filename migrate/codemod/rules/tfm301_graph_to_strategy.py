@@ -2058,6 +2058,9 @@ class _SessionRegion:
                             self.summary_results.update(
                                 el.value.value for el, name in zip(target.elements, fetch.names)
                                 if name in self.graph.dropped and isinstance(el.value, cst.Name))
+                        elif fetch.dropped_only and _dataflow.only_written_as_summary(target, statements, SUMMARY_WRITES):
+                            # `summary = sess.run(summary_op)` for `writer.add_summary(summary)`: gone with them
+                            self.summary_results.add(target.value)
                     self.fetch_by_call[id(node)] = fetch
                     key = fetch.key()
                     if fetch.ok and fetch.train:
@@ -2588,6 +2591,8 @@ class _SessionRewriter(cst.CSTTransformer):
                 if self.loop_depth:
                     return cst.FlattenSentinel([take, C.stmt(f"if {names[0]} is None:\n    break\n")])
                 return take
+            if fetch is not None and fetch.dropped_only and set(names) <= self.r.summary_results:
+                return cst.RemovalSentinel.REMOVE
             if fetch is not None and fetch.dropped_only:
                 self.r.rule.report(
                     original,
