@@ -595,3 +595,84 @@ def only_written_as_summary(target, statements, writes: set[str]) -> bool:
                 if type(node) is cst.Name and node.value == name)
     bindings = binding_counts(statements)[name]
     return inside_writes > 0 and reads == inside_writes + bindings
+
+
+class _SessionDefaults(cst.CSTTransformer):
+    """`with sess.as_default(): ... t.eval(feed)` -> `... sess.run(t, feed)`,
+    and `t.eval(session=sess, feed_dict=feed)` -> `sess.run(t, feed)`:
+    TF1's other spellings of a session run, in the one the rule migrates."""
+
+    def __init__(self):
+        super().__init__()
+        self.defaults: list[str] = []
+        self.changed = False
+
+    @staticmethod
+    def _default_of(node: cst.With) -> str | None:
+        if len(node.items) != 1 or node.items[0].asname is not None:
+            return None
+        call = node.items[0].item
+        if (isinstance(call, cst.Call) and not call.args and isinstance(call.func, cst.Attribute)
+                and call.func.attr.value == "as_default" and isinstance(call.func.value, cst.Name)):
+            return call.func.value.value
+        return None
+
+    def visit_With(self, node):
+        self.defaults.append(self._default_of(node))
+
+    def leave_With(self, original, updated):
+        session = self.defaults.pop()
+        if session is None:
+            return updated
+        self.changed = True
+        body = list(C.body_of(updated.body))
+        body[0] = body[0].with_changes(leading_lines=[*updated.leading_lines, *body[0].leading_lines])
+        return cst.FlattenSentinel(body)
+
+    def leave_Call(self, original, updated):
+        if not (isinstance(updated.func, cst.Attribute) and updated.func.attr.value == "eval"
+                and isinstance(updated.func.value, cst.Name)):
+            return updated
+        session = next((s for s in reversed(self.defaults) if s), None)
+        feed = None
+        for arg in updated.args:
+            keyword = arg.keyword.value if arg.keyword is not None else None
+            if (keyword is None and feed is None) or keyword == "feed_dict":
+                feed = arg.value
+            elif arg.keyword is not None and arg.keyword.value == "session" and isinstance(arg.value, cst.Name):
+                session = arg.value.value
+            else:
+                return updated
+        if session is None:
+            return updated
+        self.changed = True
+        tensor = updated.func.value.value
+        return C.expr(f"{session}.run({tensor}" + (f", feed_dict={C.code_of(feed)})" if feed is not None else ")"))
+
+
+def session_runs(statements: list[cst.BaseStatement]) -> list[cst.BaseStatement]:
+    """The statements with `t.eval(...)` in a session's default scope spelled
+    as that session's run (the list itself when there is none)."""
+    out = []
+    changed = False
+    for statement in statements:
+        rewriter = _SessionDefaults()
+        new = statement.visit(rewriter)
+        if not rewriter.changed:
+            out.append(statement)
+            continue
+        changed = True
+        if isinstance(new, cst.FlattenSentinel):
+            out.extend(new.nodes)
+        elif new is not cst.RemovalSentinel.REMOVE:
+            out.append(new)
+    return out if changed else statements
+
+
+def first_feed_of(name: str, statements) -> cst.CSTNode | None:
+    """The first statement feeding ``name`` (a `{name: value}` feed entry)."""
+    for statement in statements:
+        for node in C.walk(statement):
+            if type(node) is cst.DictElement and isinstance(node.key, cst.Name) and node.key.value == name:
+                return _innermost_reader(statement, name) or statement
+    return None

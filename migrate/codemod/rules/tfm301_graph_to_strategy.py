@@ -581,7 +581,9 @@ class GraphToStrategy(Rule):
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         self._report_pinned_before(before)
-        after = carry_summaries(self, graph, inner, session_inside + body[i + 1 :], REFERENCE[self.strategy])
+        # `with sess.as_default(): t.eval(feed)` is a run of the session
+        after = carry_summaries(self, graph, inner, _dataflow.session_runs(session_inside + body[i + 1 :]),
+                                REFERENCE[self.strategy])
         rewrites, self.class_rewrites = self.class_rewrites, {}
         after = carry_program_hooks(self, graph, body, after, REFERENCE[self.strategy])
         rewrites, self.class_rewrites = self.class_rewrites, rewrites
@@ -635,6 +637,19 @@ class GraphToStrategy(Rule):
                         " device setter shared these) and ops run on the replica's device", fixed=True,
                         severity="info", reference=REFERENCE[self.strategy])
         out = hoisted + self._used_wrappers(prelude, new_after, session) + new_after
+        if session.foreign_feeds:
+            # a step cannot be given a value it has no argument for: the training stays TF1
+            self.converted, self.helper_rewrites, self.strategy_names = undo
+            del self.ctx.reports[reported:]
+            for name in sorted(session.foreign_feeds):
+                key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
+                self.report(key or device_with, f"training not migrated: `{name}` is fed to the session but is not a"
+                            " placeholder of the device-setter block (it is made elsewhere: before the block or"
+                            " inside a helper), so no step function has an argument for it",
+                            hint="create it in the graph block, or make it a parameter of the function that creates"
+                            " it (a tf.placeholder cannot run in TF2), then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            return body
         if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
             self.converted, self.helper_rewrites, self.strategy_names = undo
             return body
@@ -1975,6 +1990,7 @@ class _SessionRegion:
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
+        self.foreign_feeds: set[str] = set()  # fed keys that are no placeholder of the block
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one
@@ -2700,6 +2716,7 @@ class _SessionRewriter(cst.CSTTransformer):
         for element in fetch.feed.elements:
             if (isinstance(element, cst.DictElement) and isinstance(element.key, cst.Name)
                     and element.key.value not in placeholders):
+                self.r.foreign_feeds.add(element.key.value)
                 self.r.rule.report(
                     run_call, f"`{element.key.value}` is fed but is not a placeholder of the graph block:"
                     " the step function has no argument for it and its value is not passed",
