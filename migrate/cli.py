@@ -421,7 +421,10 @@ def migrate_command(argv: list[str]) -> int:
         force_exclude=args.force_exclude,
         skip_dirs=skip_dirs,
         collect_others=out is not None,
+        pattern_origins=_pattern_origins(args, cfg),
     )
+    for given, why in found.skipped:
+        print(f"tfmigrate: {given}: not processed: {why}", file=sys.stderr)
     target_of = _output_targets(paths, out, found) if out is not None else None
 
     tasks = [
@@ -461,6 +464,20 @@ def migrate_command(argv: list[str]) -> int:
                 )
     results.sort(key=lambda r: r.path)
     return _report(results, mode, args.format)
+
+
+def _pattern_origins(args: argparse.Namespace, cfg: config.Config) -> dict[str, str]:
+    """Exclude pattern -> where it was set, for the message of a path that
+    yields no file."""
+    origins: dict[str, str] = {}
+    where = f"[tool.tfmigrate] {{}} in {cfg.path}"
+    if args.exclude is not None:
+        origins.update(dict.fromkeys(_patterns(args.exclude) or [], "--exclude"))
+    elif cfg.exclude is not None:
+        origins.update(dict.fromkeys(cfg.exclude, where.format("exclude")))
+    origins.update(dict.fromkeys(cfg.extend_exclude, where.format("extend-exclude")))
+    origins.update(dict.fromkeys(_patterns(args.extend_exclude) or [], "--extend-exclude"))
+    return origins
 
 
 def _warn_unknown_codes(codes: list[str] | None, option: str) -> None:
