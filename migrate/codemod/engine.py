@@ -252,6 +252,19 @@ class _Locator:
         self._ends: dict[tuple[int, int], tuple[int, int]] | None = None
         self._masks: dict[int, list[tuple[int, int]]] | None = None
 
+    def fresh(self) -> _Locator:
+        """A locator for another run over the same input: no report seen yet;
+        the spans and ends found so far are shared (they depend only on the input)."""
+        other = _Locator.__new__(_Locator)
+        other.__dict__.update(self.__dict__)
+        other.seen = {}
+        return other
+
+    def share(self, fresh: _Locator) -> None:
+        """Keep what ``fresh`` (from :meth:`fresh`) found about the input."""
+        self._masks = self._masks if self._masks is not None else fresh._masks
+        self._ends = self._ends if self._ends is not None else fresh._ends
+
     def _masked(self) -> dict[int, list[tuple[int, int]]]:
         """Line -> column spans of comments and strings: text there is not
         code (``# import tensorflow as tf`` on line 1, a usage docstring)."""
@@ -401,18 +414,15 @@ def first_line_code(node: cst.CSTNode) -> tuple[str, bool]:
 _EMPTY = cst.Module(body=[])
 
 
-def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator) -> list[Diagnostic]:
+def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, positions_of) -> list[Diagnostic]:
     if not ctx.reports:
         return []
-    positions = None
     out = []
     for node, code, message, hint, reference, fixed, severity in ctx.reports:
         where = locator.locate(node)
         if where is None:
             # new code with no counterpart in the input: position in this rule's input tree
-            if positions is None:
-                positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-            pos = positions.get(node)
+            pos = positions_of(module).get(node)
             where = (pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1) if pos else (1, 1, 1, 1)
         line, col, end_line, end_col = where
         out.append(
@@ -555,8 +565,9 @@ def _migrate(
         raise MigrationError(f"syntax error: {e.message}", e.raw_line, e.raw_column + 1) from None
 
     rules = [r for r in selected_rules(select, ignore) if r.applies_to(source)]
-    module, diagnostics, applied = _run_rules(original, rules, source, path, tree)
-    output = _checked_code(module, applied, source, path)
+    runs = _Runs(original, source, path, tree)
+    module, diagnostics, applied = runs.run(rules)
+    output = runs.checked_code(module, applied)
     gated: list[Diagnostic] = []
     training_rules_ran = any(r.code in _TRAINING_RULES for r in rules)
     while output is not source:
@@ -581,6 +592,11 @@ def _migrate(
                 # TF1 server on the same task (its port is taken): all or nothing
                 dropped += [r for r in rules if r.code == "TFM301" and r.code in applied]
                 gated.extend(_cluster_kept(r, leftover, tree) for r in dropped)
+            if prepared:
+                # why the training stayed TF1 once the builder was inlined: the
+                # run without the inlining only sees the builder's call
+                gated.extend(replace(d, message=f"{d.message} (found with the graph builder inlined)")
+                             for d in diagnostics if d.code == "TFM301" and not d.fixed and d.severity != "info")
             dropped += prepared
         else:
             # A rewrite must not read names it no longer defines (a statement
@@ -588,42 +604,100 @@ def _migrate(
             # rule could not take over that code; a name read before the
             # statement that now binds it): find the rule whose change did
             # that, keep its input, and say what is left to do by hand.
-            introduced = _introduced_names(tree, output[1])
+            introduced = runs.introduced_names(output[1])
             if not introduced:
                 break
-            dropped = _culprits(original, rules, applied, source, path, tree)
+            dropped = _culprits(runs, rules, applied)
             gated.extend(_unsafe_rewrite(r, introduced, tree, diagnostics) for r in dropped)
         rules = [r for r in rules if r not in dropped]
-        module, diagnostics, applied = _run_rules(original, rules, source, path, tree)
-        output = _checked_code(module, applied, source, path)
+        module, diagnostics, applied = runs.run(rules)
+        output = runs.checked_code(module, applied)
     if output is not source:
-        _compile_gate(output, original, rules, applied, source, path, tree, top_level_await)
+        _compile_gate(output, runs, rules, applied, top_level_await)
     diagnostics.extend(gated)
     output = output if output is source else output[0]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
     return MigrationResult(source, output, _dedupe(diagnostics), applied)
 
 
-def _run_rules(module: cst.Module, rules: list[type[Rule]], source: str, path: str, tree: ast.Module):
-    """(module with the rules' changes and the imports they need, diagnostics, applied codes)"""
-    diagnostics: list[Diagnostic] = []
-    applied: list[str] = []
-    pending_imports: list[tuple[str, str | None, str | None]] = []
-    locator = _Locator(source, tree)
-    for rule_cls in rules:
-        ctx = RuleContext(module, path)
-        new_module = rule_cls(ctx).transform(module)
-        diagnostics.extend(_resolve_reports(ctx, module, locator))
-        pending_imports.extend(ctx.imports)
-        if new_module is not module and not new_module.deep_equals(module):
-            applied.append(rule_cls.code)
-            module = new_module
-    if applied:
-        if _uses_unbound_tf(module):
-            # rules spell new code from `tf`; make sure it is TensorFlow's root
-            pending_imports.append(("tensorflow", None, "tf"))
-        module = _add_imports(module, pending_imports)
-    return module, diagnostics, applied
+class _Runs:
+    """The rules' runs over one input. The gates above rerun the rules with
+    some left out (up to one run per applied rule, to find the culprit): a
+    rule's rewrite and reports depend only on the module it is handed and the
+    path, so each rule is transformed once per distinct input module, and a
+    rerun redoes only the rules after the first one left out that changed
+    the code. Reports are located again on every run (the locator counts the
+    k-th report of a text per run), and outputs are parsed and checked for
+    undefined names once each."""
+
+    def __init__(self, original: cst.Module, source: str, path: str, tree: ast.Module):
+        self.original = original
+        self.source = source
+        self.path = path
+        self.tree = tree
+        self.locator = _Locator(source, tree)
+        # (rule, id(input module)) -> (input module, output module, ctx, changed)
+        self._transforms: dict[tuple[type[Rule], int], tuple[cst.Module, cst.Module, RuleContext, bool]] = {}
+        # id(module) -> (module, its libcst positions)
+        self._positions: dict[int, tuple[cst.Module, object]] = {}
+        # id(module) -> (module, _checked_code of it)
+        self._checked: dict[int, tuple[cst.Module, object]] = {}
+        self._undefined_in_source: frozenset[str] | None = None
+
+    def run(self, rules: list[type[Rule]]):
+        """(module with the rules' changes and the imports they need, diagnostics, applied codes)"""
+        diagnostics: list[Diagnostic] = []
+        applied: list[str] = []
+        pending_imports: list[tuple[str, str | None, str | None]] = []
+        locator = self.locator.fresh()
+        module = self.original
+        for rule_cls in rules:
+            key = (rule_cls, id(module))
+            known = self._transforms.get(key)
+            if known is None or known[0] is not module:
+                ctx = RuleContext(module, self.path)
+                new_module = rule_cls(ctx).transform(module)
+                changed = new_module is not module and not new_module.deep_equals(module)
+                known = self._transforms[key] = (module, new_module, ctx, changed)
+            _, new_module, ctx, changed = known
+            diagnostics.extend(_resolve_reports(ctx, module, locator, self._module_positions))
+            pending_imports.extend(ctx.imports)
+            if changed:
+                applied.append(rule_cls.code)
+                module = new_module
+        self.locator.share(locator)
+        if applied:
+            if _uses_unbound_tf(module):
+                # rules spell new code from `tf`; make sure it is TensorFlow's root
+                pending_imports.append(("tensorflow", None, "tf"))
+            module = _add_imports(module, pending_imports)
+        return module, diagnostics, applied
+
+    def _module_positions(self, module: cst.Module):
+        known = self._positions.get(id(module))
+        if known is None or known[0] is not module:
+            positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+            known = self._positions[id(module)] = (module, positions)
+        return known[1]
+
+    def checked_code(self, module: cst.Module, applied: list[str]):
+        """:func:`_checked_code`, once per module (``_add_imports`` hands back
+        the module it was given when no import is missing)."""
+        if not applied:
+            return self.source
+        known = self._checked.get(id(module))
+        if known is None or known[0] is not module:
+            known = self._checked[id(module)] = (module, _checked_code(module, applied, self.source, self.path))
+        return known[1]
+
+    def introduced_names(self, output: ast.Module) -> list[str]:
+        """Names ``output`` reads undefined that the input did not."""
+        undefined_after = undefined_names(output)
+        if not undefined_after:
+            return []
+        if self._undefined_in_source is None:
+            self._undefined_in_source = undefined_names(self.tree)
+        return sorted(undefined_after - self._undefined_in_source)
 
 
 def _checked_code(module: cst.Module, applied: list[str], source: str, path: str):
@@ -660,11 +734,12 @@ def compile_error(code: str | ast.Module, path: str, top_level_await: bool = Fal
     return None
 
 
-def _compile_gate(output, original, rules, applied, source, path, tree, top_level_await) -> None:
+def _compile_gate(output, runs: _Runs, rules, applied, top_level_await) -> None:
     """Raise a located :class:`MigrationError` naming the rule whose change
     makes the output not compile: the first rule, in run order, after whose
     change the code no longer compiles (all the applied ones when only their
     combination fails). The file is then left as it is."""
+    source, path, tree = runs.source, runs.path, runs.tree
     error = compile_error(output[1], path, top_level_await)
     if error is None:
         return
@@ -677,8 +752,8 @@ def _compile_gate(output, original, rules, applied, source, path, tree, top_leve
     for k, rule_cls in enumerate(rules, 1):
         if rule_cls.code not in applied:
             continue
-        module, _, applied_now = _run_rules(original, rules[:k], source, path, tree)
-        code = _checked_code(module, applied_now, source, path)
+        module, _, applied_now = runs.run(rules[:k])
+        code = runs.checked_code(module, applied_now)
         if code is not source and compile_error(code[1], path, top_level_await) is not None:
             culprits = [rule_cls]
             break
@@ -712,20 +787,13 @@ def _input_position(source: str, output: str, line: int, column: int) -> tuple[i
     return 1, 1
 
 
-def _introduced_names(before: ast.Module, after: ast.Module) -> list[str]:
-    undefined_after = undefined_names(after)
-    if not undefined_after:
-        return []
-    return sorted(undefined_after - undefined_names(before))
-
-
-def _culprits(original, rules, applied, source, path, tree) -> list[type[Rule]]:
+def _culprits(runs: _Runs, rules: list[type[Rule]], applied: list[str]) -> list[type[Rule]]:
     """The applied rules to leave out so that no name is left undefined: the
     latest single one that suffices, else the latest ones cumulatively."""
     def still_broken(kept: list[type[Rule]]) -> bool:
-        module, _, applied_now = _run_rules(original, kept, source, path, tree)
-        output = _checked_code(module, applied_now, source, path)
-        return output is not source and bool(_introduced_names(tree, output[1]))
+        module, _, applied_now = runs.run(kept)
+        output = runs.checked_code(module, applied_now)
+        return output is not runs.source and bool(runs.introduced_names(output[1]))
 
     candidates = [r for r in reversed(rules) if r.code in applied]
     for rule_cls in candidates:
