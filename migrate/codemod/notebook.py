@@ -433,7 +433,9 @@ def migrate_notebook(
                 " limit); use --max-file-size 0 to process them anyway"
             )
         try:
-            result = migrate_source(program, path=path, select=select, ignore=ignore, top_level_await=True)
+            result = migrate_source(
+                program, path=path, select=select, ignore=ignore, cell_marker=rf"{CELL_MARKER}\(\d+\)[ \t]*\r?$"
+            )
             break
         except MigrationError as e:
             # Python 3 whose indentation mixes tabs the way the CST parser cannot read
