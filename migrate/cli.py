@@ -9,8 +9,9 @@
     tfmigrate check ... / reference ...   equivalence check / reference programs
 
 Exit codes: 0 nothing to change and no manual work; 1 changes pending or
-manual work reported; 2 some input could not be processed (the others still
-were) or a usage error.
+manual work reported; 2 some input could not be processed or a path named on
+the command line yields no file (the others still were; each says why), or a
+usage error.
 
 ``TFMIGRATE_EXTRA_RULES=module:Class,...`` appends plugin rules to the
 registry (for plugins and tests). This module never imports TensorFlow.
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Other commands: tfmigrate rules | demo | check | reference (see `tfmigrate CMD -h`)."
         " A path literally named like a command can be given as ./NAME."
         " Exit codes: 0 nothing to do, 1 changes pending or manual work reported,"
-        " 2 some file could not be processed or usage error."
+        " 2 some file could not be processed, a named path yields no file, or usage error."
         f" Plugins/tests: {EXTRA_RULES_ENV}=module:Class,... adds rules.",
     )
     parser.add_argument(
