@@ -109,3 +109,17 @@ def test_discover_reports_each_reason_once(tmp_path):
         " 2 files not Python or a notebook (.py, .ipynb)"
     )
     assert found.errors == [(tmp_path / "mixed", why)]
+
+
+def test_a_named_file_that_is_not_python_says_so(tmp_path):
+    write(tmp_path / "notes.txt", "tensorflow\n")
+    write(tmp_path / "launch", "#!/usr/bin/env python3\n" + LEGACY)  # a script: processed
+    proc = run_tfmigrate("--format", "json", "notes.txt", "launch", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert errors_in_json(proc) == {
+        "notes.txt": "not a Python or notebook file (.py, .ipynb, or a script whose #! line runs python)"
+    }
+    assert [f["status"] for f in json.loads(proc.stdout)["files"] if f["path"] == "launch"] == ["changed"]
+    # pre-commit (--force-exclude) decides itself which files are Python: no failure there
+    hook = run_tfmigrate("--force-exclude", "notes.txt", cwd=tmp_path)
+    assert hook.returncode == 0 and "notes.txt: not processed: not a Python or notebook file" in hook.stderr

@@ -224,8 +224,27 @@ def discover(
         if why is not None:
             result.skipped.append((given, f"excluded by the exclude pattern {why} (--force-exclude)"))
             continue
+        if not _python_or_notebook(given):
+            why = "not a Python or notebook file (.py, .ipynb, or a script whose #! line runs python)"
+            # pre-commit names files its own way (SConstruct is Python to it): skip them quietly there
+            (result.skipped if force_exclude else result.errors).append((given, why))
+            continue
         add(given)
     return result
+
+
+def _python_or_notebook(path: Path) -> bool:
+    """A named file tfmigrate reads: a Python or notebook suffix, or a
+    ``#!`` line that runs python (an unreadable file is let through: reading
+    it reports why)."""
+    if path.suffix in (*SOURCE_SUFFIXES, ".pyw", ".pyi"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return True
+    return first.startswith(b"#!") and b"python" in first
 
 
 def _walk(root, excluded, skip, result: Discovery, add, collect_others: bool) -> _Skips:
