@@ -388,7 +388,7 @@ def migrate_notebook(
     """Migrate the code cells of notebook ``raw`` as one program.
 
     ``python2``: code cells written for Python 2 go through the same
-    pre-pass as ``.py`` files, cell by cell (:func:`_python2_cells`), each
+    pre-pass as ``.py`` files, cell by cell (:class:`_Python2Cells`), each
     conversion reported as TFM001 on its cell."""
     text, nb = load(raw)
     language = _language(nb)
