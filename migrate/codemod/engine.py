@@ -25,7 +25,13 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
-from migrate.codemod.fastcst import cached_walk, clear_caches, module_code, transform
+from migrate.codemod.fastcst import (
+    cached_walk,
+    clear_caches,
+    module_code,
+    statement_position,
+    transform,
+)
 from migrate.codemod.tfnames import TFNames
 
 DOCS_BASE = "legacy_reference/"
@@ -413,7 +419,7 @@ def first_line_code(node: cst.CSTNode) -> tuple[str, bool]:
 _EMPTY = cst.Module(body=[])
 
 
-def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, positions_of) -> list[Diagnostic]:
+def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, position_of) -> list[Diagnostic]:
     if not ctx.reports:
         return []
     out = []
@@ -421,7 +427,7 @@ def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, po
         where = locator.locate(node)
         if where is None:
             # new code with no counterpart in the input: position in this rule's input tree
-            pos = positions_of(module).get(node)
+            pos = position_of(module, node)
             where = (pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1) if pos else (1, 1, 1, 1)
         line, col, end_line, end_col = where
         out.append(
@@ -627,6 +633,8 @@ class _Runs:
         self._transforms: dict[tuple[type[Rule], int], tuple[cst.Module, cst.Module, RuleContext, bool]] = {}
         # id(module) -> (module, its libcst positions)
         self._positions: dict[int, tuple[cst.Module, object]] = {}
+        # (id(module), id(node)) -> (module, node, its position there)
+        self._node_positions: dict[tuple[int, int], tuple[cst.Module, cst.CSTNode, object]] = {}
         # id(module) -> (module, _checked_code of it)
         self._checked: dict[int, tuple[cst.Module, object]] = {}
         self._undefined_in_source: frozenset[str] | None = None
@@ -647,7 +655,7 @@ class _Runs:
                 changed = new_module is not module and not new_module.deep_equals(module)
                 known = self._transforms[key] = (module, new_module, ctx, changed)
             _, new_module, ctx, changed = known
-            diagnostics.extend(_resolve_reports(ctx, module, locator, self._module_positions))
+            diagnostics.extend(_resolve_reports(ctx, module, locator, self._position))
             pending_imports.extend(ctx.imports)
             if changed:
                 applied.append(rule_cls.code)
@@ -660,12 +668,24 @@ class _Runs:
             module = _add_imports(module, pending_imports)
         return module, diagnostics, applied
 
-    def _module_positions(self, module: cst.Module):
+    def _position(self, module: cst.Module, node: cst.CSTNode):
+        """libcst's position of ``node`` in ``module``, generating only the
+        top-level statement holding it when it is found there exactly once."""
+        key = (id(module), id(node))
+        known = self._node_positions.get(key)
+        if known is not None and known[0] is module and known[1] is node:
+            return known[2]
+        try:
+            position = statement_position(module, node)
+            self._node_positions[key] = (module, node, position)
+            return position
+        except LookupError:
+            pass
         known = self._positions.get(id(module))
         if known is None or known[0] is not module:
             positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
             known = self._positions[id(module)] = (module, positions)
-        return known[1]
+        return known[1].get(node)
 
     def checked_code(self, module: cst.Module, applied: list[str]):
         """:func:`_checked_code`, once per module (``_add_imports`` hands back
