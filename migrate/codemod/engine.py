@@ -12,6 +12,7 @@ Rules live one per file in :mod:`migrate.codemod.rules`; each is a libcst transf
 from __future__ import annotations
 
 import ast
+import difflib
 import sys
 import textwrap
 import tokenize
@@ -540,16 +541,19 @@ def migrate_source(
     path: str = "<string>",
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
+    top_level_await: bool = False,
 ) -> MigrationResult:
     """Run the selected rules over ``source`` and return the result.
 
     Raises :class:`MigrationError` when the source is not valid Python 3 or
-    the rewritten code would not parse (nothing is ever written then).
+    the rewritten code would not compile (nothing is ever written then).
+    ``top_level_await``: ``await`` outside a function compiles (notebook
+    cells, which IPython runs that way).
     """
     if not mentions_tensorflow(source):
         return MigrationResult(source, source)
     try:
-        return _migrate(source, path, select, ignore)
+        return _migrate(source, path, select, ignore, top_level_await)
     finally:
         # the caches of node walks, code and names hold this source's trees
         clear_caches()
@@ -557,7 +561,9 @@ def migrate_source(
         _AST_NODES.clear()
 
 
-def _migrate(source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None) -> MigrationResult:
+def _migrate(
+    source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None, top_level_await: bool
+) -> MigrationResult:
     tree = _syntax_check(source, path)
     try:
         module = original = cst.parse_module(source)
@@ -592,6 +598,11 @@ def _migrate(source: str, path: str, select: Iterable[str] | None, ignore: Itera
                 # TF1 server on the same task (its port is taken): all or nothing
                 dropped += [r for r in rules if r.code == "TFM301" and r.code in applied]
                 gated.extend(_cluster_kept(r, leftover, tree) for r in dropped)
+            if prepared:
+                # why the training stayed TF1 once the builder was inlined: the
+                # run without the inlining only sees the builder's call
+                gated.extend(replace(d, message=f"{d.message} (found with the graph builder inlined)")
+                             for d in diagnostics if d.code == "TFM301" and not d.fixed and d.severity != "info")
             dropped += prepared
         else:
             # A rewrite must not read names it no longer defines (a statement
@@ -607,6 +618,8 @@ def _migrate(source: str, path: str, select: Iterable[str] | None, ignore: Itera
         rules = [r for r in rules if r not in dropped]
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
+    if output is not source:
+        _compile_gate(output, runs, rules, applied, top_level_await)
     diagnostics.extend(gated)
     output = output if output is source else output[0]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
@@ -724,6 +737,74 @@ def _checked_code(module: cst.Module, applied: list[str], source: str, path: str
             1,
             1,
         ) from None
+
+
+def compile_error(code: str | ast.Module, path: str, top_level_await: bool = False) -> SyntaxError | None:
+    """What ``compile()`` refuses in ``code`` (source or its ``ast``), else None.
+    ``ast.parse`` is not enough: a repeated keyword argument, a duplicate
+    parameter, ``return`` or ``await`` outside a function parse but do not
+    compile."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
+    try:
+        compile(code, path, "exec", flags=flags, dont_inherit=True)
+    except SyntaxError as e:
+        return e
+    except ValueError as e:  # e.g. null bytes in a source
+        return SyntaxError(str(e))
+    return None
+
+
+def _compile_gate(output, runs: _Runs, rules, applied, top_level_await) -> None:
+    """Raise a located :class:`MigrationError` naming the rule whose change
+    makes the output not compile: the first rule, in run order, after whose
+    change the code no longer compiles (all the applied ones when only their
+    combination fails). The file is then left as it is."""
+    source, path, tree = runs.source, runs.path, runs.tree
+    error = compile_error(output[1], path, top_level_await)
+    if error is None:
+        return
+    refused = compile_error(tree, path, top_level_await)
+    if refused is not None:  # Python refuses the input too: nothing a rule did
+        raise MigrationError(
+            f"syntax error: {refused.msg} (the file parses but does not compile)", refused.lineno, refused.offset
+        )
+    culprits = [r for r in rules if r.code in applied]
+    for k, rule_cls in enumerate(rules, 1):
+        if rule_cls.code not in applied:
+            continue
+        module, _, applied_now = runs.run(rules[:k])
+        code = runs.checked_code(module, applied_now)
+        if code is not source and compile_error(code[1], path, top_level_await) is not None:
+            culprits = [rule_cls]
+            break
+    names = ", ".join(f"{r.code} ({r.name})" for r in culprits)
+    out_lines = output[0].splitlines()
+    shown = out_lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(out_lines) else ""
+    line, column = _input_position(source, output[0], error.lineno or 1, error.offset or 1)
+    raise MigrationError(
+        f"internal error: the rewrite by {names} does not compile ({error.msg}, line {error.lineno} of the"
+        f" rewritten code{': `' + shown[:80] + '`' if shown else ''}); file left unchanged, please report this",
+        line,
+        column,
+    )
+
+
+def _input_position(source: str, output: str, line: int, column: int) -> tuple[int, int]:
+    """The input line an output line comes from (for new code: the first
+    line of the input it replaces, or the line it is inserted before); the
+    column when the line is unchanged, else the input line's first column
+    with code."""
+    a, b = source.splitlines(), output.splitlines()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if j1 <= line - 1 < j2:
+            if tag == "equal":
+                return i1 + line - 1 - j1 + 1, column
+            at = min(i1, max(len(a) - 1, 0))
+            while at + 1 < len(a) and not a[at].strip():
+                at += 1
+            text = a[at] if a else ""
+            return at + 1, len(text) - len(text.lstrip()) + 1
+    return 1, 1
 
 
 def _culprits(runs: _Runs, rules: list[type[Rule]], applied: list[str]) -> list[type[Rule]]:
