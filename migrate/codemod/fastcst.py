@@ -477,8 +477,22 @@ _MODULE_NODES: list[list] = []
 _STATEMENT_WALKS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode], list[int]]] = {}
 
 
+# type -> whether it is a statement (``isinstance`` on libcst's ABCs is slow)
+_IS_STATEMENT: dict[type, bool] = {}
+
+
+def _is_statement(kind: type) -> bool:
+    found = _IS_STATEMENT.get(kind)
+    if found is None:
+        found = _IS_STATEMENT[kind] = issubclass(kind, cst.BaseStatement)
+    return found
+
+
 def _subtree(node: cst.CSTNode) -> tuple[list[cst.CSTNode], list[int]]:
-    """``list(walk(node))`` and the size of each of those nodes' subtrees."""
+    """``list(walk(node))`` and the size of each of those nodes' subtrees.
+    Kept for every statement: a rule that changes one line of a function
+    rebuilds the statements on the path to it only, so the walk of the new
+    function splices the kept walks of all its other statements."""
     found = _STATEMENT_WALKS.get(id(node))
     if found is not None and found[0] is node:
         return found[1], found[2]
@@ -491,6 +505,11 @@ def _subtree(node: cst.CSTNode) -> tuple[list[cst.CSTNode], list[int]]:
         n = pop()
         if type(n) is int:  # the end of the subtree of nodes[n]
             sizes[n] = len(nodes) - n
+            continue
+        if n is not node and (_IS_STATEMENT.get(type(n)) or _is_statement(type(n))):
+            child_nodes, child_sizes = _subtree(n)
+            nodes += child_nodes
+            sizes += child_sizes
             continue
         i = len(nodes)
         append(n)
