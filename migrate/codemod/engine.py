@@ -12,7 +12,9 @@ Rules live one per file in :mod:`migrate.codemod.rules`; each is a libcst transf
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
+import itertools
 import sys
 import textwrap
 import tokenize
@@ -256,6 +258,8 @@ class _Locator:
         self.tree = tree
         self.seen: dict[str, int] = {}
         self._ends: dict[tuple[int, int], tuple[int, int]] | None = None
+        self._text: str | None = None  # the lines joined by newlines, and where each starts in it
+        self._starts: list[int] = []
         self._masks: dict[int, list[tuple[int, int]]] | None = None
 
     def fresh(self) -> _Locator:
@@ -270,6 +274,8 @@ class _Locator:
         """Keep what ``fresh`` (from :meth:`fresh`) found about the input."""
         self._masks = self._masks if self._masks is not None else fresh._masks
         self._ends = self._ends if self._ends is not None else fresh._ends
+        if self._text is None:
+            self._text, self._starts = fresh._text, fresh._starts
 
     def _masked(self) -> dict[int, list[tuple[int, int]]]:
         """Line -> column spans of comments and strings: text there is not
@@ -330,16 +336,24 @@ class _Locator:
         return masks
 
     def _find(self, snippet: str, nth: int) -> tuple[int, int] | None:
+        """The ``nth`` hit of ``snippet`` in code (else in comments and strings),
+        hits in line and column order. ``snippet`` is one stripped line (no line
+        break), so it is searched in the lines joined by newlines."""
         code_hits, other_hits = [], []
         masks = self._masked()
-        for i, line in enumerate(self.lines, 1):
-            col = line.find(snippet)
-            while col >= 0:
-                inside = any(a <= col < b for a, b in masks.get(i, ()))
-                (other_hits if inside else code_hits).append((i, col + 1))
-                if len(code_hits) > nth:
-                    return code_hits[nth]
-                col = line.find(snippet, col + 1)
+        if self._text is None:
+            self._text = "\n".join(self.lines)
+            self._starts = list(itertools.accumulate((len(line) + 1 for line in self.lines[:-1]), initial=0))
+        text, starts = self._text, self._starts
+        at = text.find(snippet)
+        while at >= 0:
+            i = bisect.bisect_right(starts, at)  # 1-based line
+            col = at - starts[i - 1]
+            inside = any(a <= col < b for a, b in masks.get(i, ()))
+            (other_hits if inside else code_hits).append((i, col + 1))
+            if len(code_hits) > nth:
+                return code_hits[nth]
+            at = text.find(snippet, at + 1)
         hits = code_hits or other_hits
         if not hits:
             return None
