@@ -12,6 +12,7 @@ Rules live one per file in :mod:`migrate.codemod.rules`; each is a libcst transf
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
 import itertools
 import re
@@ -28,7 +29,13 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
-from migrate.codemod.fastcst import cached_walk, clear_caches, module_code, transform
+from migrate.codemod.fastcst import (
+    cached_walk,
+    clear_caches,
+    module_code,
+    statement_position,
+    transform,
+)
 from migrate.codemod.tfnames import TFNames
 
 DOCS_BASE = "legacy_reference/"
@@ -252,6 +259,8 @@ class _Locator:
         self.tree = tree
         self.seen: dict[str, int] = {}
         self._ends: dict[tuple[int, int], tuple[int, int]] | None = None
+        self._text: str | None = None  # the lines joined by newlines, and where each starts in it
+        self._starts: list[int] = []
         self._masks: dict[int, list[tuple[int, int]]] | None = None
 
     def fresh(self) -> _Locator:
@@ -266,6 +275,8 @@ class _Locator:
         """Keep what ``fresh`` (from :meth:`fresh`) found about the input."""
         self._masks = self._masks if self._masks is not None else fresh._masks
         self._ends = self._ends if self._ends is not None else fresh._ends
+        if self._text is None:
+            self._text, self._starts = fresh._text, fresh._starts
 
     def _masked(self) -> dict[int, list[tuple[int, int]]]:
         """Line -> column spans of comments and strings: text there is not
@@ -326,16 +337,24 @@ class _Locator:
         return masks
 
     def _find(self, snippet: str, nth: int) -> tuple[int, int] | None:
+        """The ``nth`` hit of ``snippet`` in code (else in comments and strings),
+        hits in line and column order. ``snippet`` is one stripped line (no line
+        break), so it is searched in the lines joined by newlines."""
         code_hits, other_hits = [], []
         masks = self._masked()
-        for i, line in enumerate(self.lines, 1):
-            col = line.find(snippet)
-            while col >= 0:
-                inside = any(a <= col < b for a, b in masks.get(i, ()))
-                (other_hits if inside else code_hits).append((i, col + 1))
-                if len(code_hits) > nth:
-                    return code_hits[nth]
-                col = line.find(snippet, col + 1)
+        if self._text is None:
+            self._text = "\n".join(self.lines)
+            self._starts = list(itertools.accumulate((len(line) + 1 for line in self.lines[:-1]), initial=0))
+        text, starts = self._text, self._starts
+        at = text.find(snippet)
+        while at >= 0:
+            i = bisect.bisect_right(starts, at)  # 1-based line
+            col = at - starts[i - 1]
+            inside = any(a <= col < b for a, b in masks.get(i, ()))
+            (other_hits if inside else code_hits).append((i, col + 1))
+            if len(code_hits) > nth:
+                return code_hits[nth]
+            at = text.find(snippet, at + 1)
         hits = code_hits or other_hits
         if not hits:
             return None
@@ -416,7 +435,7 @@ def first_line_code(node: cst.CSTNode) -> tuple[str, bool]:
 _EMPTY = cst.Module(body=[])
 
 
-def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, positions_of) -> list[Diagnostic]:
+def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, position_of) -> list[Diagnostic]:
     if not ctx.reports:
         return []
     out = []
@@ -424,7 +443,7 @@ def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, po
         where = locator.locate(node)
         if where is None:
             # new code with no counterpart in the input: position in this rule's input tree
-            pos = positions_of(module).get(node)
+            pos = position_of(module, node)
             where = (pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1) if pos else (1, 1, 1, 1)
         line, col, end_line, end_col = where
         out.append(
@@ -644,6 +663,8 @@ class _Runs:
         self._transforms: dict[tuple[type[Rule], int], tuple[cst.Module, cst.Module, RuleContext, bool]] = {}
         # id(module) -> (module, its libcst positions)
         self._positions: dict[int, tuple[cst.Module, object]] = {}
+        # (id(module), id(node)) -> (module, node, its position there)
+        self._node_positions: dict[tuple[int, int], tuple[cst.Module, cst.CSTNode, object]] = {}
         # id(module) -> (module, _checked_code of it)
         self._checked: dict[int, tuple[cst.Module, object]] = {}
         self._undefined_in_source: frozenset[str] | None = None
@@ -664,7 +685,7 @@ class _Runs:
                 changed = new_module is not module and not new_module.deep_equals(module)
                 known = self._transforms[key] = (module, new_module, ctx, changed)
             _, new_module, ctx, changed = known
-            diagnostics.extend(_resolve_reports(ctx, module, locator, self._module_positions))
+            diagnostics.extend(_resolve_reports(ctx, module, locator, self._position))
             pending_imports.extend(ctx.imports)
             if changed:
                 applied.append(rule_cls.code)
@@ -677,12 +698,24 @@ class _Runs:
             module = _add_imports(module, pending_imports)
         return module, diagnostics, applied
 
-    def _module_positions(self, module: cst.Module):
+    def _position(self, module: cst.Module, node: cst.CSTNode):
+        """libcst's position of ``node`` in ``module``, generating only the
+        top-level statement holding it when it is found there exactly once."""
+        key = (id(module), id(node))
+        known = self._node_positions.get(key)
+        if known is not None and known[0] is module and known[1] is node:
+            return known[2]
+        try:
+            position = statement_position(module, node)
+            self._node_positions[key] = (module, node, position)
+            return position
+        except LookupError:
+            pass
         known = self._positions.get(id(module))
         if known is None or known[0] is not module:
             positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
             known = self._positions[id(module)] = (module, positions)
-        return known[1]
+        return known[1].get(node)
 
     def checked_code(self, module: cst.Module, applied: list[str]):
         """:func:`_checked_code`, once per module (``_add_imports`` hands back

@@ -308,10 +308,13 @@ class GraphToStrategy(Rule):
             if covered is None:
                 covered = self._covered()
             text = "".join(C.code_of(node).split())
-            scope = "".join(C.code_of(function).split()) if function is not None else None
-            if any(text in code for code in covered) or (
-                    scope is not None and any(block in scope for block in self.declined_blocks)):
+            if any(text in code for code in covered):
                 continue
+            if function is not None and self.declined_blocks:
+                # (the function's code only when a block was declined: it can be the whole script)
+                scope = "".join(C.code_of(function).split())
+                if any(block in scope for block in self.declined_blocks):
+                    continue
             self.report(node, why, hint="build the graph in a `with tf.device(tf.train.replica_device_setter(...)):`"
                         " block of the function that runs its session loop (or migrate to"
                         f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again",
