@@ -174,6 +174,9 @@ CONTRIB_PROVIDED = frozenset({
     *_CONTRIB_MNIST_SELECTED,
     *CONTRIB_MOVED,
 })
+# contrib.learn's modules as a whole are not imported: of them check serves the
+# MNIST reader only (imported as its own module, or reached by a use check can judge)
+_CONTRIB_LEARN_MODULES = frozenset({"learn", "learn.datasets", "learn.python"})
 # Other names TF 1.x gave the same modules: (spelling, canonical module).
 # slim re-exported contrib.layers and contrib.framework's members (below), and
 # slim.layers was contrib.layers' own module.
@@ -365,7 +368,11 @@ def _blockers(module: cst.Module) -> list[str]:
             if base.startswith(("tensorflow.contrib", "tensorflow")) and not isinstance(node.names, cst.ImportStar):
                 names = [f"{base}.{_module_name(a.name)}" for a in node.names]
         for name in names:
-            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials" or contrib_provided(name):
+            member = contrib_member(name)
+            whole_learn = member is not None and contrib_canonical(member) in _CONTRIB_LEARN_MODULES
+            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials" or (
+                contrib_provided(name) and not whole_learn
+            ):
                 continue
             if any(name == r or name.startswith(r + ".") for r in _REMOVED):
                 found.append(_removed(name, "imports", line(node)))
