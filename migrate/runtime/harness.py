@@ -27,6 +27,19 @@ program itself is never edited:
                 (removed in TF 2, it downloaded MNIST) from
                 :mod:`migrate.runtime.mnist_standin`: the same API on deterministic
                 synthetic data, the same for both sides of a check.
+``TFMIGRATE_CLUSTER``       the launcher's cluster (JSON ``{job: [address, ...]}``): whatever
+                            cluster the program builds (``ClusterSpec``, ``ClusterDef``,
+                            ``ServerDef``, a ``TF_CONFIG`` it writes, a resolver's spec) is
+                            mapped onto it task by task (job and index), so hard-coded
+                            hosts (``pc-01:2222``, docker names, remote IPs) become the
+                            launcher's loopback ports; session targets naming a mapped
+                            address follow. The mapping is written to the notes
+                            (``cluster_map``) for the report.
+``TFMIGRATE_STD_SERVER``    with ``TFMIGRATE_CLUSTER``: this task is not the program but a
+                            standard TensorFlow server for its place in the launcher's
+                            cluster (what a script that hard-codes its own role, e.g. an
+                            in-graph client ``Server(cluster, "worker", 2)``, expects the
+                            other tasks to run)
 ``TFMIGRATE_HARNESS_DIR``   where the harness writes (default: beside the loss log,
                             else a new temp dir)
 ``TFMIGRATE_ALIGN_INIT``    npz of initial values to carry into this job by name
@@ -77,6 +90,8 @@ ALIGN_ENV = "TFMIGRATE_ALIGN_INIT"
 SEED_ENV = "TFMIGRATE_SEED"
 BARRIER_ENV = "TFMIGRATE_HARNESS_BARRIER"  # number of tasks that train
 LOSS_LOG_ENV = "TFMIGRATE_LOSS_LOG"
+CLUSTER_ENV = "TFMIGRATE_CLUSTER"
+STD_SERVER_ENV = "TFMIGRATE_STD_SERVER"
 
 PRINT_TAG = "TFMH"
 RECOVERY_WAIT_CAP_SECS = 1.0
@@ -229,6 +244,10 @@ class _Harness:
             self.patch_variable_creation()
         if "robust" in self.features:
             self.patch_hang_points()
+        if os.environ.get(CLUSTER_ENV):
+            self.patch_cluster()
+            if os.environ.get(STD_SERVER_ENV):
+                self.serve_forever()
         if "isolate" in self.features:
             self.patch_checkpoint_paths()
         if "tf1layers" in self.features:
@@ -688,6 +707,107 @@ class _Harness:
             parent.input_data = reader
         except Exception as e:  # noqa: BLE001 - observing must never break the program
             self.failed(e)
+
+    # ------------------------------------------------------------ the cluster
+
+    def map_cluster(self, cluster: dict) -> dict | None:
+        """``{job: {index: address}}`` as the program built it -> the
+        launcher's (None: leave it alone). Every job the launcher runs takes
+        the launcher's tasks; jobs it runs that the program's cluster lacks
+        (a migration's ``chief``) are added; other jobs stay as they are.
+        Clusters sharing no job with the launcher's (empty ones, TF's own
+        ``localhost`` job) are left alone."""
+        launcher = self.launcher_cluster
+        if not cluster or not set(cluster) & set(launcher):
+            return None
+        mapped = {}
+        for job, tasks in cluster.items():
+            if job not in launcher:
+                mapped[job] = dict(tasks)
+                continue
+            mapped[job] = dict(enumerate(launcher[job]))
+            for index, address in tasks.items():
+                key = f"{job}:{index}"
+                if key in self.cluster_map:
+                    continue
+                new = launcher[job][index] if index < len(launcher[job]) else None
+                self.cluster_map[key] = {"script": address, "launcher": new}
+                if new is not None and address != new:
+                    self.address_map[address] = new
+        for job, addresses in launcher.items():
+            if job not in mapped:
+                mapped[job] = dict(enumerate(addresses))
+                for index, address in enumerate(addresses):
+                    self.cluster_map.setdefault(f"{job}:{index}", {"script": None, "launcher": address})
+        return mapped
+
+    def serve_forever(self) -> None:
+        """Be a standard server for this task of the launcher's cluster."""
+        job, _, index = self.task.partition(":")
+        cluster = self.tf.train.ClusterSpec(self.launcher_cluster)
+        server = self.tf.distribute.Server(cluster, job_name=job, task_index=int(index), start=True)
+        print(f"tfmigrate check: standard server for {self.task} at {server.target}", flush=True)
+        server.join()
+
+    def patch_cluster(self) -> None:
+        from tensorflow.python.training import server_lib
+
+        harness = self
+        try:
+            self.launcher_cluster = {
+                job: list(addresses) for job, addresses in json.loads(os.environ[CLUSTER_ENV]).items()
+            }
+        except (ValueError, AttributeError):
+            return
+        self.cluster_map: dict[str, dict] = {}
+        self.address_map: dict[str, str] = {}
+        self.notes["cluster_map"] = self.cluster_map
+        spec_init = server_lib.ClusterSpec.__init__
+
+        def init(spec, cluster):
+            spec_init(spec, cluster)
+            try:
+                mapped = harness.map_cluster(spec._cluster_spec)
+                if mapped is not None and mapped != spec._cluster_spec:
+                    spec._cluster_spec = {job: mapped[job] for job in sorted(mapped)}
+                    spec._make_cluster_def()
+                    harness.fired("cluster mapped onto the launcher's ports")
+            except Exception as e:  # noqa: BLE001 - observing must never break the program
+                harness.failed(e)
+
+        server_lib.ClusterSpec.__init__ = init
+        make_server_def = server_lib._make_server_def
+
+        def make_server_def_mapped(*args, **kwargs):
+            server_def = make_server_def(*args, **kwargs)
+            try:
+                # a ServerDef passed as such never goes through ClusterSpec
+                mapped = server_lib.ClusterSpec(server_def.cluster)
+                server_def.cluster.CopyFrom(mapped.as_cluster_def())
+            except Exception as e:  # noqa: BLE001
+                harness.failed(e)
+            return server_def
+
+        server_lib._make_server_def = make_server_def_mapped
+
+        from tensorflow.python.client import session as session_lib
+
+        session_init = session_lib.BaseSession.__init__
+
+        def session_init_mapped(session, target="", graph=None, config=None):
+            try:
+                if isinstance(target, bytes):
+                    target = target.decode()
+                if isinstance(target, str) and target.startswith("grpc://"):
+                    address = target[len("grpc://"):]
+                    if address in harness.address_map:
+                        target = "grpc://" + harness.address_map[address]
+                        harness.fired("session target mapped onto the launcher's ports")
+            except Exception as e:  # noqa: BLE001
+                harness.failed(e)
+            session_init(session, target, graph, config)
+
+        session_lib.BaseSession.__init__ = session_init_mapped
 
     # ------------------------------------------------------------ checkpoints
 
