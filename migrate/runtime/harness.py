@@ -40,6 +40,8 @@ program itself is never edited:
                             cluster (what a script that hard-codes its own role, e.g. an
                             in-graph client ``Server(cluster, "worker", 2)``, expects the
                             other tasks to run)
+``TFMIGRATE_TF_CONFIG``     with ``TFMIGRATE_CLUSTER``: also set ``TF_CONFIG`` for this task
+                            (a script reading its role from flags or from TF_CONFIG)
 ``TFMIGRATE_HARNESS_DIR``   where the harness writes (default: beside the loss log,
                             else a new temp dir)
 ``TFMIGRATE_ALIGN_INIT``    npz of initial values to carry into this job by name
@@ -92,6 +94,7 @@ BARRIER_ENV = "TFMIGRATE_HARNESS_BARRIER"  # number of tasks that train
 LOSS_LOG_ENV = "TFMIGRATE_LOSS_LOG"
 CLUSTER_ENV = "TFMIGRATE_CLUSTER"
 STD_SERVER_ENV = "TFMIGRATE_STD_SERVER"
+TF_CONFIG_TOO_ENV = "TFMIGRATE_TF_CONFIG"
 
 PRINT_TAG = "TFMH"
 RECOVERY_WAIT_CAP_SECS = 1.0
@@ -834,6 +837,12 @@ class _Harness:
             return
         self.cluster_map: dict[str, dict] = {}
         self.address_map: dict[str, str] = {}
+        if os.environ.get(TF_CONFIG_TOO_ENV) and not os.environ.get("TF_CONFIG"):
+            # a script taking its role from flags and from TF_CONFIG alike
+            job, _, index = self.task.partition(":")
+            os.environ["TF_CONFIG"] = json.dumps(
+                {"cluster": self.launcher_cluster, "task": {"type": job, "index": int(index or 0)}}
+            )
         self.notes["cluster_map"] = self.cluster_map
         spec_init = server_lib.ClusterSpec.__init__
 
