@@ -1147,23 +1147,6 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     opts = dataclasses.replace(
         opts, mnist_standin=bool(report.get("mnist_standin")), contrib_standin=bool(report.get("contrib_standin"))
     )
-    infos = []
-    for what, path in (("legacy", legacy_program), ("migrated", migrated_path)):
-        try:
-            # sibling modules (a settings.py holding the cluster) are the user's script's
-            infos.append(analyze(path.read_text(encoding="utf-8"), str(opts.legacy)))
-        except TopologyError as e:
-            raise CheckError(f"{what} script {path}: {e}") from None
-    legacy_info, migrated_info = infos
-    if legacy_program != opts.legacy:
-        # where the user's own file draws them, not the prepared copy (a line longer)
-        try:
-            tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
-            legacy_info = dataclasses.replace(legacy_info, unseeded_initializers=unseeded_initializers(tree))
-        except SyntaxError:
-            pass  # Python 2: the copy's lines are what there is
-    if manual_work:
-        report["migrated"]["manual_work"] = manual_work
     # Decided before anything starts: a migration that does not compile, or
     # names no strategy (running the TF1 program twice would "prove" a
     # migration that did not happen), is not compared. The legacy side still
@@ -1179,6 +1162,26 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
             + (f" (line {line}: {e.msg})" if line else f" ({e})"),
             "\n".join(manual_work[:STACK_LINES_SHOWN]),
         )
+    infos = []
+    for what, path in (("legacy", legacy_program), ("migrated", migrated_path)):
+        if what == "migrated" and not_comparable is not None:
+            infos.append(infos[0])  # never launched: the legacy shape stands in
+            continue
+        try:
+            # sibling modules (a settings.py holding the cluster) are the user's script's
+            infos.append(analyze(path.read_text(encoding="utf-8"), str(opts.legacy)))
+        except TopologyError as e:
+            raise CheckError(f"{what} script {path}: {e}") from None
+    legacy_info, migrated_info = infos
+    if legacy_program != opts.legacy:
+        # where the user's own file draws them, not the prepared copy (a line longer)
+        try:
+            tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
+            legacy_info = dataclasses.replace(legacy_info, unseeded_initializers=unseeded_initializers(tree))
+        except SyntaxError:
+            pass  # Python 2: the copy's lines are what there is
+    if manual_work:
+        report["migrated"]["manual_work"] = manual_work
     if not_comparable is None and legacy_info.strategy is not None and migrated_info.distribute_strategy is None:
         details = "\n".join(manual_work[:STACK_LINES_SHOWN])
         not_comparable = CheckError(

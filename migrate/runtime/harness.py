@@ -1055,9 +1055,26 @@ class _Harness:
             filters = ["/job:ps", f"/job:{job}/task:{index}"]
             session_init = session_lib.Session.__init__
 
+            own = {f"/job:{job}/task:{index}", f"/job:{job}/replica:0/task:{index}"}
+
+            def places_elsewhere(graph) -> bool:
+                """In-graph replication: the graph runs ops on other trainer
+                tasks, which filters would hide from the session."""
+                try:
+                    graph = graph or harness.tf.compat.v1.get_default_graph()
+                    for op in graph.get_operations():
+                        device = op.device
+                        if device and "/job:ps" not in device and "/job:" in device:
+                            prefix = device.split("/device:")[0].rstrip("/")
+                            if prefix not in own and not any(prefix.startswith(o + "/") for o in own):
+                                return True
+                except Exception as e:  # noqa: BLE001 - observing must never break the program
+                    harness.failed(e)
+                return False
+
             def session_init_filtered(self, target="", graph=None, config=None):
                 remote = isinstance(target, str) and target.startswith("grpc://")
-                if remote and (config is None or not list(config.device_filters)):
+                if remote and (config is None or not list(config.device_filters)) and not places_elsewhere(graph):
                     new = harness.tf.compat.v1.ConfigProto()
                     if config is not None:
                         new.CopyFrom(config)
