@@ -20,9 +20,9 @@ program itself is never edited:
                 :mod:`migrate.codemod.tf1_layers` -- the code TFM104 writes into
                 migrations -- so a legacy program that uses them can run;
     ``contrib`` provide the ``tf.contrib`` members of
-                :data:`migrate.runtime.legacy_compat.CONTRIB_PROVIDED` (global-step
-                aliases, the layers of :mod:`migrate.codemod.tf1_layers`, xavier,
-                l1/l2 regularizers), exactly as TF 1.x ran them;
+                :data:`migrate.runtime.legacy_compat.CONTRIB_PROVIDED` in every
+                spelling TF 1.x had, exactly as TF 1.x ran them
+                (:mod:`migrate.runtime.contrib_standin`);
     ``mnist``   serve ``tensorflow.examples.tutorials.mnist.input_data``
                 (removed in TF 2, it downloaded MNIST) from
                 :mod:`migrate.runtime.mnist_standin`: the same API on deterministic
@@ -663,85 +663,12 @@ class _Harness:
             self.failed(e)
 
     def provide_contrib(self) -> None:
-        import sys
-        import types
-
         try:
             import tensorflow.compat.v1 as v1  # noqa: PLR0402 - the module programs import
 
-            from migrate.codemod import tf1_layers
-            from migrate.runtime.legacy_compat import CONTRIB_PROVIDED
+            from migrate.runtime import contrib_standin
 
-            def xavier_initializer(uniform=True, seed=None, dtype=v1.float32):
-                # TF1: variance_scaling_initializer(1.0, "FAN_AVG", uniform) = glorot uniform
-                if not uniform:
-                    raise NotImplementedError("tfmigrate check provides xavier_initializer(uniform=True) only")
-                return v1.glorot_uniform_initializer(seed=seed, dtype=dtype)
-
-            def regularizer(kind):
-                def make(scale, scope=None):
-                    if scale == 0.0:
-                        return lambda _: None
-
-                    def apply(weights):
-                        with v1.name_scope(scope, f"{kind}_regularizer", [weights]) as name:
-                            my_scale = v1.convert_to_tensor(scale, dtype=weights.dtype.base_dtype, name="scale")
-                            penalty = v1.nn.l2_loss(weights) if kind == "l2" else v1.reduce_sum(v1.abs(weights))
-                            return v1.multiply(my_scale, penalty, name=name)
-
-                    return apply
-
-                return make
-
-            layers = {
-                "fully_connected": tf1_layers.tf1_fully_connected, "conv2d": tf1_layers.tf1_contrib_conv2d,
-                "convolution2d": tf1_layers.tf1_contrib_conv2d, "max_pool2d": tf1_layers.tf1_max_pool2d,
-                "avg_pool2d": tf1_layers.tf1_avg_pool2d, "flatten": tf1_layers.tf1_contrib_flatten,
-                "dropout": tf1_layers.tf1_contrib_dropout, "xavier_initializer": xavier_initializer,
-                "l2_regularizer": regularizer("l2"), "l1_regularizer": regularizer("l1"),
-            }
-            implementations = {
-                "framework.get_or_create_global_step": v1.train.get_or_create_global_step,
-                "framework.get_global_step": v1.train.get_global_step,
-                "framework.create_global_step": v1.train.create_global_step,
-                "slim.get_or_create_global_step": v1.train.get_or_create_global_step,
-                "slim.get_global_step": v1.train.get_global_step,
-                **{f"layers.{k}": f for k, f in layers.items()},
-                **{f"slim.{k}": f for k, f in layers.items()},
-            }
-            assert set(implementations) == set(CONTRIB_PROVIDED)
-
-            class Namespace(types.ModuleType):
-                def __getattr__(self, name):
-                    raise AttributeError(
-                        f"`{self.__name__}.{name}` does not exist in TensorFlow 2; tfmigrate check provides"
-                        f" only tf.contrib.{', tf.contrib.'.join(sorted(CONTRIB_PROVIDED))}"
-                    )
-
-            harness = self
-
-            used: set[str] = set()
-
-            def announced(member, function):
-                def provided(*args, **kwargs):
-                    if member not in used:
-                        used.add(member)
-                        harness.fired(f"tf.contrib.{member} run as tfmigrate's TF1 code (TF 2 removed tf.contrib)")
-                    return function(*args, **kwargs)
-
-                return provided
-
-            contrib = Namespace("tensorflow.contrib")
-            contrib.__path__ = []
-            sys.modules["tensorflow.contrib"] = contrib
-            for module_name in ("framework", "layers", "slim"):
-                module = Namespace(f"tensorflow.contrib.{module_name}")
-                module.__path__ = []
-                sys.modules[module.__name__] = module
-                setattr(contrib, module_name, module)
-            for member, function in implementations.items():
-                module_name, name = member.split(".")
-                setattr(getattr(contrib, module_name), name, announced(member, function))
+            contrib = contrib_standin.build(self.tf, v1, self.fired)
             for namespace in {id(v1): v1, id(self.tf): self.tf, id(self.tf.compat.v1): self.tf.compat.v1}.values():
                 namespace.contrib = contrib
         except Exception as e:  # noqa: BLE001 - observing must never break the program
