@@ -11,12 +11,27 @@ losses, the codemod changed nothing, bad usage).
 
 How it works
 ------------
+* Cluster: check owns it. The launcher's loopback addresses reach every
+  task (``TFMIGRATE_CLUSTER``) and the harness maps whatever cluster the
+  program builds -- literal hosts, docker names, remote IPs, a settings
+  module, a ``ServerDef``, a ``TF_CONFIG`` it writes -- onto them task by task,
+  session targets included; the mapping is in the report. Task counts come
+  from the script's own cluster where it fixes one (``--workers`` replaces
+  its worker count), roles as the script reads them: flags it defines
+  (absl, argparse, click, hand-parsed), ``TF_CONFIG``, role environment
+  variables, ``sys.argv`` positions, its address looked up in its host
+  lists, or a role it hard-codes (the rest of its cluster then runs
+  standard servers). A script whose tasks cannot be told apart is refused
+  before anything starts, with the line and what would help.
 * Topology (:mod:`migrate.runtime.topology`): legacy ps/worker scripts get ps:1 +
   worker:N with roles as flags or ``TF_CONFIG``, as the script reads them;
   migrations get chief + workers + ps (ParameterServerStrategy), N workers
   (MultiWorkerMirroredStrategy) or one process (MirroredStrategy, towers as
   logical CPUs). The step count (``--steps``) and tower count go to whichever
   flag, argparse option or environment variable the script defines.
+* Not comparable: a migration that does not compile or names no strategy
+  is reported (exit 2) without being run; the legacy side still runs once,
+  so the report holds its losses.
 * Losses: every task boots with :mod:`migrate.runtime.harness`, which records
   per-step training losses without editing the script (legacy: the training
   fetches of ``Session.run``; migrated: ``GradientTape.gradient`` inside the
