@@ -301,3 +301,37 @@ def test_in_graph_client_of_a_server_def_gets_standard_servers_and_its_session_t
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+DOWNPOUR_SHAPE = """
+import tensorflow.compat.v1 as tf
+tf.disable_v2_behavior()
+w = tf.get_variable("w", [1], initializer=tf.zeros_initializer())
+loss = tf.reduce_mean(tf.square(w - 3.0))
+local = tf.train.GradientDescentOptimizer(0.1)
+grads_and_vars = local.compute_gradients(loss)
+local_step = local.apply_gradients(grads_and_vars)
+# the gradients, summed over a window, applied again by a global optimizer
+summed = [(g * 2.0, v) for g, v in grads_and_vars]
+global_update = tf.train.AdagradOptimizer(0.1).apply_gradients(summed)
+with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    for _ in range(3):
+        sess.run([global_update, loss])
+"""
+
+
+def test_harness_records_a_global_update_of_gradients_computed_by_another_optimizer(tmp_path):
+    program = tmp_path / "downpour_shape.py"
+    program.write_text(DOWNPOUR_SHAPE)
+    env = {
+        **os.environ, "TFMIGRATE_BOOT_HOOKS": "migrate.runtime.harness", "TFMIGRATE_HARNESS": "record",
+        "TFMIGRATE_HARNESS_DIR": str(tmp_path / "h"), "PYTHONPATH": str(ROOT),
+    }
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "migrate.runtime.taskboot", str(program)], env=env, check=True,
+                   timeout=120, capture_output=True)
+    records = [json.loads(line) for line in (tmp_path / "h" / "harness-losses-worker-0.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert records[0]["loss"] == pytest.approx(9.0)

@@ -192,6 +192,7 @@ class _Harness:
         self.notes: dict[str, object] = {"task": self.task, "fired": []}
         self.train_ops: dict[object, object] = {}  # train Operation -> loss Tensor
         self.pending_losses: list[object] = []
+        self.last_losses: list[object] = []  # of the train op registered last
         self.depth = threading.local()
         self.steps_recorded = 0
         self.started = False  # this task ran its first training step
@@ -342,12 +343,18 @@ class _Harness:
         losses, self.pending_losses = self.pending_losses, []
         try:
             tf = self.tf
-            if not losses or tf.executing_eagerly():
+            if tf.executing_eagerly():
                 return
             op = getattr(train_op, "op", train_op)
+            if not losses:
+                # gradients computed earlier and applied again (DOWNPOUR: a
+                # local optimizer's gradients summed into a global one's
+                # update): the losses they were computed from
+                losses = self.last_losses
             losses = [t for t in losses if getattr(t, "graph", None) is op.graph]
             if not losses:
                 return
+            self.last_losses = losses
             # One loss per tower: averaged by ``check`` in float64, like the
             # per-replica losses of a migration.
             self.train_ops[op] = losses
