@@ -111,6 +111,15 @@ def test_literal_server_def_with_a_hard_coded_role_runs_the_rest_as_standard_ser
     assert spec.server_only == ("worker:0", "worker:1") and spec.fixed_task == "worker:2"
     assert spec.task_env("worker", 0) == {"TFMIGRATE_STD_SERVER": "1"} and spec.task_env("worker", 2) == {}
     assert "--train-steps=20" in spec.args  # click's spelling
+    assert spec.env == {"TFMIGRATE_DEVICE_FILTERS": "0"}  # filters would hide the tasks it places ops on
+
+
+def test_environment_variables_a_script_deletes_are_set_for_it():
+    source = (
+        "import os\nimport tensorflow as tf\ndel os.environ['http_proxy']\n"
+        "tf.app.flags.DEFINE_string('job_name', '', '')\ntf.train.replica_device_setter(cluster=None)\n"
+    )
+    assert legacy_launch(analyze(source), 2, 5).env == {"http_proxy": ""}
 
 
 def test_flag_choosing_among_literal_clusters():

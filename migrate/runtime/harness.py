@@ -95,6 +95,7 @@ LOSS_LOG_ENV = "TFMIGRATE_LOSS_LOG"
 CLUSTER_ENV = "TFMIGRATE_CLUSTER"
 STD_SERVER_ENV = "TFMIGRATE_STD_SERVER"
 TF_CONFIG_TOO_ENV = "TFMIGRATE_TF_CONFIG"
+DEVICE_FILTERS_ENV = "TFMIGRATE_DEVICE_FILTERS"  # "0": robust adds no device_filters
 
 PRINT_TAG = "TFMH"
 RECOVERY_WAIT_CAP_SECS = 1.0
@@ -985,7 +986,9 @@ class _Harness:
 
         # Without device_filters a worker's session waits for every task of
         # the cluster, so a worker starting after the chief exited hangs.
-        if job in ("worker", "master", "chief") and index.isdigit():
+        # (not for a script that is an in-graph client: it places ops on the
+        # other tasks, often after opening its session)
+        if job in ("worker", "master", "chief") and index.isdigit() and os.environ.get(DEVICE_FILTERS_ENV) != "0":
             filters = ["/job:ps", f"/job:{job}/task:{index}"]
             session_init = session_lib.Session.__init__
 

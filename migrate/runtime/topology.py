@@ -425,6 +425,7 @@ class ProgramInfo:
     rank_env: tuple[str, int] | None = None  # (variable, line) a rank-only role source
     fixed_role: tuple[str, int, int] | None = None  # (job, index, line): the role it hard-codes
     reads_tf_config: bool = False
+    deleted_env: tuple[str, ...] = ()  # `del os.environ["X"]`: variables it expects to be set
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -581,6 +582,10 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
         (rank, _first_line(tree, {rank}) or 0) if rank else None,
         fixed,
         reads_tf_config(module),
+        tuple(sorted({
+            _string(t.slice) for node in ast.walk(tree) if isinstance(node, ast.Delete) for t in node.targets
+            if isinstance(t, ast.Subscript) and _chain(t.value)[-1:] == ["environ"] and _string(t.slice)
+        })),
     )
 
 
@@ -735,6 +740,7 @@ def legacy_launch(
         spec.notes += notes
         if info.role_style == "fixed":
             spec.fixed_task = f"{info.fixed_role[0]}:{info.fixed_role[1]}"
+            spec.env["TFMIGRATE_DEVICE_FILTERS"] = "0"  # it places ops on the other tasks
         if strategy != MIRRORED:
             _cpu_only_args(info, spec)
             _count_args(info, spec)
@@ -755,6 +761,8 @@ def legacy_launch(
     _knob_args(info, spec, STEP_KNOBS, steps, "step-count")
     _knob_args(info, spec, SEED_KNOBS, seed, "seed")
     _output_dir_args(info, spec)
+    # `del os.environ["http_proxy"]`: set (empty) so the script can delete it
+    spec.env.update({name: "" for name in info.deleted_env})
     if spec.role_style == "flags":
         spec.flag_names = flag_names(info)
     elif spec.launcher_style == "flags":
@@ -798,6 +806,9 @@ def migrated_launch(
     if strategy in (PSS, MWMS):
         _cpu_only_args(info, spec)
         _count_args(info, spec)
+    if info.reads_tf_config and spec.role_style == "flags":
+        spec.env[TF_CONFIG_TOO_ENV] = "1"
+    spec.env.update({name: "" for name in info.deleted_env})
     chooser = (info.script_cluster or legacy.script_cluster)
     if chooser is not None and chooser.choice is not None and chooser.choice[0] in info.options:
         spec.args.append(f"--{info.spelling(chooser.choice[0])}={chooser.choice[1]}")
