@@ -323,6 +323,7 @@ class TowersToMirrored(GraphToStrategy):
                           " their restatement as towers computing their gradients (above) is not migrated either",
                           "port this by hand")
             return None
+        new = [st.visit(_ReplaceComment(_AVERAGED_COMMENT, _CONCATENATED_COMMENT)) for st in new]
         self.report(self.anchor, f"the towers appended their losses to `{next(iter(sorted(self.towers.loss_lists)))}` and"
                     f" `{_first_line(restated.minimize)}` minimized the mean of their concatenation: with equal"
                     " slices that is the mean of the towers' means, so each replica differentiates the mean of its own"
@@ -370,6 +371,7 @@ class TowersToMirrored(GraphToStrategy):
                         fixed=False)
             return None
         pre += self._optimizer_from_loop(towers)
+        pre = [st for st in pre if not self._list_init(st, towers, [*session_part, *after])]
         blockers: list[_Blocker] = []
         graph = analyze(pre, self.qualname)
         for node, why in graph.unsupported:
@@ -628,6 +630,19 @@ class TowersToMirrored(GraphToStrategy):
                                  " inside the graph block; the strategy is created before it",
                                  "compute it before the graph block"))
                 return
+
+    def _list_init(self, st, towers: _Towers, rest) -> bool:
+        """`tower_grads = []` (or `tower_grads, tower_losses = [], []`) of lists
+        only the tower loop fills: the strategy's step collects them itself."""
+        names, value, _ = C.assignment(st)
+        lists = {towers.grads_list, *towers.loss_lists} - {""}
+        if not names or not set(names) <= lists:
+            return False
+        empties = value.elements if isinstance(value, cst.Tuple) and len(names) > 1 else [value]
+        if len(empties) != len(names) or not all(
+                isinstance(getattr(e, "value", e), cst.List) and not getattr(e, "value", e).elements for e in empties):
+            return False
+        return not any(set(names) & C.names_used(other) for other in rest)
 
     def _optimizer_from_loop(self, towers: _Towers) -> list[cst.BaseStatement]:
         """`opt = tf.train.XOptimizer(...)` built by every tower (the last one
@@ -1430,6 +1445,19 @@ def _introduced(before, after) -> list[str]:
     if old is None or new is None:
         return []
     return sorted(new - old)
+
+
+_AVERAGED_COMMENT = "# average_gradients averaged the replicas' gradients; strategies sum them."
+_CONCATENATED_COMMENT = "# The towers minimized the mean of their losses; strategies sum the replicas' gradients."
+
+
+class _ReplaceComment(cst.CSTTransformer):
+    def __init__(self, old: str, new: str):
+        super().__init__()
+        self.old, self.new = old, new
+
+    def leave_Comment(self, original, updated):
+        return updated.with_changes(value=self.new) if updated.value == self.old else updated
 
 
 class _ReplaceSplits(cst.CSTTransformer):
