@@ -121,6 +121,28 @@ class TowersToMirrored(GraphToStrategy):
     runs four steps per ``tf.function`` call (``run_pending_steps``): a call
     costs more than a TF1 session's run of its cached graph.
 
+    The shapes real multi-GPU scripts take (analysis in ``_tower_shapes``):
+    a tower slicing a fed placeholder by its index (``x[i * k:(i + 1) * k]``)
+    -- replica ``i`` takes the same rows, ``replica_id_in_sync_group`` in
+    place of ``i``; a device function of this module putting variables on
+    one device and every other op on the device string it was given
+    (``assign_to_device("/gpu:%d" % i, ps_device="/cpu:0")``) or a
+    ``tf.DeviceSpec(device_type=..., device_index=i)`` -- the replicas run
+    on those devices, the strategy mirrors the variables (a note says so);
+    an optimizer every tower builds alike (only ``apply_gradients`` makes
+    optimizer state) -- built once; ``reuse=i > 0`` -- ``reuse=False``, the
+    model being built once and reused; values only the first tower computes
+    (``if i == 0:``) -- computed by every replica, read from the first.
+    Fetched tower values (training or evaluation) are the replicas' own,
+    computed on their tower's rows: the last tower's, as the TF1 name held
+    after the loop, or the first's. Towers that append per-example losses
+    and ``minimize`` the mean of their concatenation are restated as towers
+    differentiating their own mean (equal ``tf.split`` slices: the same mean,
+    the averaged gradient) and migrated the same way. Towers built directly
+    under ``if __name__ == "__main__":`` are taken like a function body.
+    Towers written out one ``with tf.device(...)`` block each are reported
+    (across a cluster's tasks: MultiWorkerMirroredStrategy by hand).
+
     Every tower loop (a ``for`` whose body calls ``tf.device`` and
     ``compute_gradients``) that is not rewritten gets a located TFM303
     diagnostic naming the construct that stops it: towers that read no fed
@@ -166,7 +188,7 @@ class TowersToMirrored(GraphToStrategy):
     @classmethod
     def applies_to(cls, source: str) -> bool:
         # also towers that only compute losses, one minimize after the loop
-        return "compute_gradients" in source or ("minimize" in source and "device" in source)
+        return "compute_gradients" in source or ("minimize" in source and "device" in source and ".append(" in source)
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = MIRRORED
