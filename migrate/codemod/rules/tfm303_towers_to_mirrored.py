@@ -1575,7 +1575,6 @@ TowersToMirrored.INVALID = [
             with strategy.scope():
                 global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                tower_grads = []
                 opt = tf.keras.optimizers.SGD(learning_rate=0.1)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
@@ -1706,7 +1705,6 @@ TowersToMirrored.INVALID = [
             with strategy.scope():
                 global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                tower_grads = []
                 opt = tf.keras.optimizers.SGD(learning_rate=0.1)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
@@ -1816,7 +1814,6 @@ TowersToMirrored.INVALID = [
                 return err
 
             with strategy.scope():
-                per_tower = []
                 global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                 sgd = tf.keras.optimizers.SGD(learning_rate=0.01)
@@ -1896,7 +1893,6 @@ TowersToMirrored.INVALID = [
                 return err
 
             with strategy.scope():
-                grads_by_gpu = []
                 global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                 sgd = tf.keras.optimizers.Adam(learning_rate=0.001, epsilon=1e-08)
@@ -1978,7 +1974,6 @@ TowersToMirrored.INVALID = [
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                 # halve the rate every 500 steps
                 rate = tf.keras.optimizers.schedules.ExponentialDecay(0.2, 500, 0.5, staircase=True)
-                per_tower = []
                 sgd = tf.keras.optimizers.SGD(learning_rate=rate)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
