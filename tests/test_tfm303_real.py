@@ -599,3 +599,31 @@ def test_migrated_concatenated_loss_towers_train_like_the_legacy_program(tmp_pat
     assert [line.split()[:2] for line in after] == [line.split()[:2] for line in before]
     for old, new in zip(before, after):
         assert float(new.split("(")[-1].rstrip(")")) == pytest.approx(float(old.split("(")[-1].rstrip(")")), rel=1e-6)
+
+
+def test_a_first_tower_value_read_by_every_tower_is_declined():
+    """Later towers read the first tower's tensor; replicas would each compute their own."""
+    code = EVALUATED.replace("                reuse = True\n",
+                             "                reuse = True\n                cost = cost + 0 * error\n")
+    assert code != EVALUATED
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303" and not d.fixed]
+    assert [d.line for d in found] == [_line_of(code, "cost = cost + 0 * error")]
+    assert "only the first tower computes (`if t == 0:`)" in found[0].message
+
+
+def test_concatenated_losses_of_index_sliced_towers_are_declined():
+    """A short batch leaves the last tower fewer rows: the mean of the
+    concatenation is then not the mean of the towers' means."""
+    code = CONCATENATED.replace("image_parts[d]", "images[d * 5:(d + 1) * 5]").replace(
+        "label_parts[d]", "labels[d * 5:(d + 1) * 5]").replace(
+        "    image_parts = tf.split(images, devices)\n    label_parts = tf.split(labels, devices)\n", "")
+    assert "tf.split" not in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert len(found) == 1 and not found[0].fixed, found
+    assert found[0].line == _line_of(code, "for d in range(devices):")
+    assert "slice the batch by their index" in found[0].message
+    assert "not the mean of the towers' means" in found[0].message

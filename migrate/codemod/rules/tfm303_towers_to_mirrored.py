@@ -90,6 +90,7 @@ class _Towers:
         self.variable_device = ""  # where a device function put the variables
         self.first_tower_names: set[str] = set()  # bound under `if i == 0:` (the first tower only)
         self.first_tower_guard: cst.If | None = None
+        self.first_tower_statements: set[int] = set()  # ids of the statements under `if i == 0:`
 
 
 class TowersToMirrored(GraphToStrategy):
@@ -332,7 +333,8 @@ class TowersToMirrored(GraphToStrategy):
             return None  # _report_loss_towers says why
         self.handled.add(_loop_key(loop))
         self.restated = restated
-        reports = len(self.ctx.reports)
+        reports, imports, taken = len(self.ctx.reports), len(self.ctx.imports), set(self.taken)
+        strategies, converted = set(self.strategy_names), self.converted
         new = self._rewrite_towers(anchor, block, restated.statements, after)
         if new is None:
             # reasons found on the restated towers: said on the towers as written
@@ -344,6 +346,18 @@ class TowersToMirrored(GraphToStrategy):
             self._decline(loop, f"tower loop `{_header(loop)}` not migrated: the towers only compute losses, and"
                           " their restatement as towers computing their gradients (above) is not migrated either",
                           "port this by hand")
+            return None
+        if self.towers.index_slices:
+            # a short batch gives the last tower fewer rows: the mean of the
+            # concatenation is then not the mean of the towers' means
+            del self.ctx.reports[reports:]
+            del self.ctx.imports[imports:]
+            self.taken, self.strategy_names, self.converted = taken, strategies, converted
+            self._decline(loop, f"tower loop `{_header(loop)}` not migrated: the towers slice the batch by their index"
+                          f" and `{_first_line(restated.minimize)}` minimizes the mean of their concatenated losses:"
+                          " a batch shorter than the towers' slices gives the last tower fewer rows, and the mean of"
+                          " the concatenation is then not the mean of the towers' means",
+                          "split the batch with tf.split (equal slices), or port this by hand")
             return None
         new = [st.visit(_ReplaceComment(_AVERAGED_COMMENT, _CONCATENATED_COMMENT)) for st in new]
         self.report(self.anchor, f"the towers appended their losses to `{next(iter(sorted(self.towers.loss_lists)))}` and"
@@ -439,6 +453,15 @@ class TowersToMirrored(GraphToStrategy):
         if not params and not bad_splits:
             blockers.append(self._no_input(pairs, towers, header, graph, loss))
         self._check_tower_body(pairs, towers, header, blockers, index=bool(params) and not bad_splits)
+        for original, new in pairs:
+            shared = C.names_used(new) & towers.first_tower_names
+            if shared and id(original) not in towers.first_tower_statements:
+                name = min(shared)
+                blockers.append(_Blocker(original, f"{header}: `{_first_line(original)}` reads `{name}`, which only the"
+                                         f" first tower computes (`{_header(towers.first_tower_guard)}`): every later"
+                                         " tower read the first tower's value, each replica would compute its own",
+                                         "compute it before the tower loop, or port this by hand"))
+                break
         graph.optimizer = graph.optimizer or towers.optimizer
         if graph.optimizer_call is None or graph.optimizer != towers.optimizer:
             where = next((st for st in pre if towers.optimizer and C.assignment(st)[0] == [towers.optimizer]), None)
@@ -541,6 +564,7 @@ class TowersToMirrored(GraphToStrategy):
                     towers.first_tower_guard = st
                     for inner in C.body_of(st.body):
                         towers.first_tower_names.update(_targets(inner))
+                        towers.first_tower_statements.add(id(inner))
                         towers.statements.append(inner)
                     continue
                 lone = C.single_expr(st)
