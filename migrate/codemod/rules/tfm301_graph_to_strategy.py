@@ -246,8 +246,19 @@ class GraphToStrategy(Rule):
     ``get_variable(..., regularizer=r)`` terms; a term added another way
     declines the block (TF2 fills no collection per step). TF1's
     RMSPropOptimizer stays (``tf.compat.v1``, TF1's numerics under every
-    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. Anything
-    the rule cannot map (a placeholder created inside a helper, a train op
+    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. A
+    placeholder a model helper makes and returns (``y, keep_prob =
+    net(x)``, TF1's deep MNIST tutorial) is made in the block and passed to
+    the helper, a step argument like the block's own; a shapeless one fed a
+    number in every run builds the model with that number. A dataset reader
+    built in the block (``input_data.read_data_sets``) runs once before the
+    strategy; ``tf.train.global_step(sess, gs)`` reads the variable; a
+    session bound to a name and entered later (``with mts as sess:``) is the
+    training session. Where the rewrite would leave a name the program still
+    reads unbound (a session or graph value used outside the runs it maps),
+    the block is declined at the statement reading it (``_dataflow.py``).
+    Anything the rule cannot map (a placeholder created inside a helper that
+    does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
     iterators, an asynchronous pipeline sharded per task, a
     SyncReplicasOptimizer outside a device-setter block) is reported for
@@ -276,7 +287,10 @@ class GraphToStrategy(Rule):
         self.hook_stops: list[str] = []
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
+        self.signals_dropped = False  # a block's "done" signals to the ps were dropped
         module = transform(module, self)
+        if self.converted and self.signals_dropped:
+            module = _dataflow.drop_unused_functions(module, self._signal_makers)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         self._report_sync_left(module)
@@ -531,7 +545,14 @@ class GraphToStrategy(Rule):
         helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
         if helper_moves is not None:
             inner, helper_moves = helper_moves
-        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
+        # "done" signals to the ps tasks (`for q in create_done_queues(): ops.append(q.enqueue(1))`)
+        makers = self.__dict__.get("_signal_makers")
+        if makers is None:  # the same for the whole module
+            makers = self._signal_makers = _dataflow.queue_makers(self.ctx.module, self.qualname, QUEUE_CLASSES)
+        signals, signal_names = _dataflow.done_signals([*inner, *session_inside, *body[i + 1:]], makers)
+        inner = [st for st in inner if id(st) not in signals]
+        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
+                        | signal_names,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers())
         reported = len(self.ctx.reports)
@@ -575,7 +596,9 @@ class GraphToStrategy(Rule):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
-            chosen = _dataflow.plumbing_choice(statement, graph.dropped)
+            if id(statement) in signals:
+                continue
+            chosen = _dataflow.plumbing_choice(statement, graph.dropped, self.qualname)
             if chosen:
                 graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
                 continue
@@ -620,6 +643,7 @@ class GraphToStrategy(Rule):
             return body
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        self.signals_dropped = self.signals_dropped or bool(signals)
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
@@ -2037,6 +2061,9 @@ class _SessionRegion:
                             self.summary_results.update(
                                 el.value.value for el, name in zip(target.elements, fetch.names)
                                 if name in self.graph.dropped and isinstance(el.value, cst.Name))
+                        elif fetch.dropped_only and _dataflow.only_written_as_summary(target, statements, SUMMARY_WRITES):
+                            # `summary = sess.run(summary_op)` for `writer.add_summary(summary)`: gone with them
+                            self.summary_results.add(target.value)
                     self.fetch_by_call[id(node)] = fetch
                     key = fetch.key()
                     if fetch.ok and fetch.train:
@@ -2422,6 +2449,8 @@ class _SessionRewriter(cst.CSTTransformer):
 
     def leave_For(self, original, updated):
         self.loop_depth -= 1
+        if _dataflow.runs_dropped_ops(original, self.r.graph.dropped, self.r.sessions):
+            return cst.RemovalSentinel.REMOVE  # the ps tasks' "done" signals: TF2's ps serve to the end
         return self._timed_saves(updated, _Pipeliner(self.r, original, updated).result())
 
     def _timed_saves(self, updated, result):
@@ -2565,6 +2594,8 @@ class _SessionRewriter(cst.CSTTransformer):
                 if self.loop_depth:
                     return cst.FlattenSentinel([take, C.stmt(f"if {names[0]} is None:\n    break\n")])
                 return take
+            if fetch is not None and fetch.dropped_only and set(names) <= self.r.summary_results:
+                return cst.RemovalSentinel.REMOVE
             if fetch is not None and fetch.dropped_only:
                 self.r.rule.report(
                     original,
@@ -2652,7 +2683,9 @@ class _SessionRewriter(cst.CSTTransformer):
             self._report_foreign_feeds(fetch, original)
             args = self._args(fetch, getattr(canonical, "params", []))
             if args is None:
-                self.r.rule.report(original, "feed_dict does not feed every placeholder the step needs",
+                unfed = _dataflow.unfed_placeholders(fetch.feed, getattr(canonical, "params", []), self.r.graph)
+                what = f" ({', '.join(f'`{n}`' for n in unfed)} not fed: TF1 raised an error here too)" if unfed else ""
+                self.r.rule.report(original, f"feed_dict does not feed every placeholder the step needs{what}",
                                    hint="pass the step function's arguments explicitly",
                                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
                 return updated
@@ -3693,18 +3726,17 @@ GraphToStrategy.INVALID = [
         import tensorflow.compat.v1 as tf
 
 
-        def inference(x):
+        def inference(x, keep_prob):
             w = tf.get_variable("w", [3, 1])
-            keep_prob = tf.placeholder(tf.float32)
-            return keep_prob, tf.nn.dropout(tf.matmul(x, w), keep_prob)
+            return tf.nn.dropout(tf.matmul(x, w), keep_prob)
 
 
         def train(cluster, server, is_chief):
             strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
             coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 
-            def model_fn(x):
-                keep_prob, y = inference(x)
+            def model_fn(x, keep_prob):
+                y = inference(x, keep_prob)
                 loss = tf.reduce_mean(tf.square(y))
                 return loss
 
@@ -3714,20 +3746,20 @@ GraphToStrategy.INVALID = [
                 optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
-                model(tf.zeros([1, 3], tf.float32))
+                model(tf.zeros([1, 3], tf.float32), tf.constant(0.5, tf.float32))
             trainable_variables = model.trainable_variables
 
             @tf.function
-            def train_step(x):
-                def train_step_replica(x):
+            def train_step(x, keep_prob):
+                def train_step_replica(x, keep_prob):
                     global_step_value = global_step.read_value()
                     with tf.GradientTape() as tape:
-                        loss = model(x)
+                        loss = model(x, keep_prob)
                     gradients = tape.gradient(loss, trainable_variables)
                     optimizer.apply_gradients(zip(gradients, trainable_variables))
                     global_step.assign_add(1)
                     return global_step_value
-                results = strategy.run(train_step_replica, args=(x,))
+                results = strategy.run(train_step_replica, args=(x, keep_prob))
                 return tf.nest.map_structure(
                     lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
             # ParameterServerStrategy trains on whichever worker is free. Each closure costs
@@ -3751,14 +3783,14 @@ GraphToStrategy.INVALID = [
                 # Steps whose arguments have the same shapes share a closure, stacked.
                 groups = []
                 for arguments, captured in pending_steps:
-                    x, = arguments
+                    x, keep_prob = arguments
                     # feed_dict converted fed values to the placeholders' dtypes; tensors also
                     # take tf.function's fast path (NumPy arguments cost more than the step)
-                    x = tf.convert_to_tensor(x, tf.float32)
-                    shapes = [value.shape for value in (x,)]
+                    x, keep_prob = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(keep_prob, tf.float32)
+                    shapes = [value.shape for value in (x, keep_prob)]
                     if not groups or groups[-1][0] != shapes:
                         groups.append((shapes, []))
-                    groups[-1][1].append(((x,), captured))
+                    groups[-1][1].append(((x, keep_prob), captured))
                 for _, steps in groups:
                     stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
                     closure = coordinator.schedule(train_steps, args=tuple(stacked))
@@ -3775,7 +3807,7 @@ GraphToStrategy.INVALID = [
                     return
 
             while not scheduled_steps >= 500:
-                pending_steps.append(((batch(),), ()))
+                pending_steps.append(((batch(), 0.5), ()))
                 scheduled_steps += 1
                 if len(pending_steps) == steps_per_closure:
                     queue_pending_steps()
@@ -3785,7 +3817,7 @@ GraphToStrategy.INVALID = [
             while steps_in_flight:
                 finish_train_step(*steps_in_flight.pop(0))
         """,
-        diagnostics=('TFM301',),
+        diagnostics=(),
     ),
     Invalid(
         """
