@@ -330,3 +330,150 @@ def test_a_program_hook_in_chief_only_hooks_is_reported_not_dropped_silently():
     result = migrate(source)
     assert [line for line, _ in located(result, "`ProgressHook(...)` is dropped")] == [
         line_of(source, "chief_only_hooks=[ProgressHook()]")]
+
+
+# ------------------------------------------------------------------------ the program's own hooks
+
+PROGRESS_HOOK = '''
+import time
+
+import tensorflow.compat.v1 as tf
+
+
+class Progress(tf.train.SessionRunHook):
+    """Prints the loss now and then; stops once it is small enough."""
+
+    def __init__(self, every, small_enough):
+        self.every = every
+        self.small_enough = small_enough
+
+    def begin(self):
+        self.count = 0
+        self.started = time.time()
+
+    def before_run(self, run_context):
+        self.count += 1
+        return tf.train.SessionRunArgs(loss)
+
+    def after_run(self, run_context, run_values):
+        value = run_values.results
+        if self.count % self.every == 0:
+            print(self.count, value, time.time() - self.started)
+        if value < self.small_enough:
+            run_context.request_stop()
+
+    def end(self, session):
+        print("trained", self.count, "steps")
+
+
+def train(cluster, server, data):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 2])
+        w = tf.Variable(tf.zeros([2, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+    with tf.train.MonitoredTrainingSession(master=server.target, hooks=[Progress(10, 1e-3)]) as sess:
+        while not sess.should_stop():
+            sess.run(train_op, feed_dict={x: data})
+'''
+
+PROGRESS_CLASS = '''
+class Progress:
+    """Prints the loss now and then; stops once it is small enough."""
+    stop_requested = False  # set by after_run(): the loop ends after this step
+
+    def __init__(self, every, small_enough):
+        self.every = every
+        self.small_enough = small_enough
+
+    def begin(self):
+        self.count = 0
+        self.started = time.time()
+
+    def before_run(self):
+        self.count += 1
+
+    def after_run(self, results):
+        value = results
+        if self.count % self.every == 0:
+            print(self.count, value, time.time() - self.started)
+        if value < self.small_enough:
+            self.stop_requested = True
+
+    def end(self):
+        print("trained", self.count, "steps")
+'''
+
+PROGRESS_LOOP = '''
+    progress = Progress(10, 1e-3)
+    progress.begin()
+    while not progress.stop_requested:
+        progress.before_run()
+        progress_results = run_train_step(data)
+        progress.after_run(progress_results)
+    progress.end()
+'''
+
+
+def test_a_hook_of_the_program_becomes_calls_at_the_same_points_of_the_loop():
+    result = migrate(PROGRESS_HOOK)
+    out = result.output
+    assert dedent(PROGRESS_CLASS).strip() in out
+    assert out.endswith(PROGRESS_LOOP.lstrip("\n"))
+    # the step returns what before_run's SessionRunArgs fetched
+    assert "            return loss\n" in out
+    # its after_run reads the stop flag the loop tests: each step's results are waited for
+    assert "coordinator.schedule(train_step" in out and "steps_in_flight" not in out
+    assert manual(result) == []
+    assert [line for line, _ in located(result, "is now a plain object")] == [line_of(PROGRESS_HOOK, "hooks=[Progress")]
+
+
+def test_a_hook_class_no_session_is_given_stays_as_it_is():
+    source = PROGRESS_HOOK.replace("hooks=[Progress(10, 1e-3)]", "hooks=[tf.train.StopAtStepHook(last_step=9)]")
+    result = migrate(source)
+    assert "class Progress(tf.train.SessionRunHook):" in result.output
+    assert located(result, "Progress") == []
+
+
+def test_a_hook_that_runs_the_session_is_reported_where_it_does():
+    source = PROGRESS_HOOK.replace(
+        "    def begin(self):\n", "    def after_create_session(self, session, coord):\n"
+        "        self.first = session.run(global_step)\n\n    def begin(self):\n").replace(
+        "hooks=[Progress(10, 1e-3)]", "hooks=[Progress(10, 1e-3), tf.train.StopAtStepHook(last_step=9)]")
+    result = migrate(source)
+    assert located(result, "cannot become calls in the TF2 loop") == [
+        (line_of(source, "self.first = session.run"),
+         ("the session hook `Progress` cannot become calls in the TF2 loop: its after_create_session() uses"
+          " `session` (TF1's session), which a TF2 loop does not have"))]
+    assert "class Progress(tf.train.SessionRunHook):" in result.output
+
+
+def test_a_stop_hook_subclass_ending_the_loop_is_named_in_the_reason():
+    source = PROGRESS_HOOK.replace("class Progress(tf.train.SessionRunHook):",
+                                   "class Progress(tf.train.StopAtStepHook):")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [(line, message)] = located(result, "would never end in TF2")
+    assert line == line_of(source, "while not sess.should_stop()")
+    assert "the program's hook `Progress`" in message and "extends `tf.train.StopAtStepHook`" in message
+
+
+def test_a_chief_only_hook_under_multi_worker_mirrored_is_reported():
+    source = SUMMARIES_SYNC.replace("hooks=hooks)", "hooks=hooks, chief_only_hooks=[Timer()])") + '''
+
+class Timer(tf.train.SessionRunHook):
+    def after_run(self, run_context, run_values):
+        print("step done")
+'''
+    result = migrate(source)
+    assert [line for line, _ in located(result, "ran on the chief only")] == [line_of(source, "chief_only_hooks=")]
+    assert "class Timer(tf.train.SessionRunHook):" in result.output
+
+
+def test_a_hook_reading_what_it_did_not_fetch_is_reported():
+    source = PROGRESS_HOOK.replace("        value = run_values.results\n",
+                                   "        value = run_values.results\n        print(run_values.options)\n").replace(
+        "hooks=[Progress(10, 1e-3)]", "hooks=[Progress(10, 1e-3), tf.train.StopAtStepHook(last_step=9)]")
+    result = migrate(source)
+    assert [line for line, _ in located(result, "cannot become calls")] == [line_of(source, "run_values.options")]

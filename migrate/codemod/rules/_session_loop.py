@@ -143,9 +143,12 @@ def plan_program_hook(cls: cst.ClassDef, qualname, fetchable) -> tuple[dict, cst
                 statements = statements[:-1]
             body = body.with_changes(body=statements)
         context, values = (passed + [None, None])[:2] if name == "after_run" else (None, None)
-        for n in C.walk(body):
-            if isinstance(n, cst.Name) and n.value in {p for p in passed if p} and name != "after_run":
-                return {}, n, f"its {name}() uses `{n.value}` (TF1's {n.value}), which a TF2 loop does not have"
+        for statement in body.body:
+            for n in C.walk(statement):
+                if isinstance(n, cst.Name) and n.value in {p for p in passed if p} and name != "after_run":
+                    # located on its statement: a bare name's text also appears in the signature
+                    return {}, statement, (f"its {name}() uses `{n.value}` (TF1's {n.value}), which a TF2 loop"
+                                           " does not have")
         if name == "after_run":
             body, problem = _after_run_body(body, context, values, info)
             if problem is not None:
@@ -205,10 +208,11 @@ def _after_run_body(body, context, values, info):
                 (n.value.value == values and n.attr.value == "results")
                 or (n.value.value == context and n.attr.value == "request_stop")):
             allowed.add(id(n.value))
-    for n in C.walk(body):
-        if isinstance(n, cst.Name) and n.value in {context, values} - {None} and id(n) not in allowed:
-            why = f"its after_run() uses `{n.value}` beyond run_values.results and run_context.request_stop()"
-            return body, (n, why)
+    for statement in body.body:
+        for n in C.walk(statement):
+            if isinstance(n, cst.Name) and n.value in {context, values} - {None} and id(n) not in allowed:
+                why = f"its after_run() uses `{n.value}` beyond run_values.results and run_context.request_stop()"
+                return body, (statement, why)
     rewriter = _AfterRun(context, values, info)
     new = body.visit(rewriter)
     # `setattr(self, ...)` stood in for the call inside expressions; a statement of its own reads plainly
@@ -295,16 +299,23 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
     new = placer.block(after)
     for hook in hooks:
         rule.class_rewrites[C.code_of(hook.cls)] = hook.new_cls
+        rule.hook_objects.add(hook.instance)
         if hook.stops:
             rule.hook_stops.append(hook.instance)
         rule.report(hook.element, f"the session hook `{hook.cls.name.value}` is now a plain object whose methods the"
-                    " loop calls where the session called them (begin and after_create_session before the loop,"
-                    " before_run and after_run around each step" + (", with the value its SessionRunArgs fetched,"
-                    " which the step returns" if hook.fetch is not None else "")
-                    + (", end after it" if "end" in hook.methods else "")
-                    + ")" + ("; its request_stop() ends the loop" if hook.stops else ""),
+                    f" loop calls where the session called them ({_where(hook)})"
+                    + ("; its request_stop() ends the loop" if hook.stops else ""),
                     fixed=True, severity="info", reference=reference)
     return new
+
+
+def _where(hook: ProgramHook) -> str:
+    places = {"begin": "begin() before the loop", "after_create_session": "after_create_session() before the loop",
+              "before_run": "before_run() before each train step",
+              "after_run": "after_run() after it" + (", given the value its SessionRunArgs fetched, which the step"
+                                                      " now returns" if hook.reads_results else ""),
+              "end": "end() after the loop"}
+    return ", ".join(text for method, text in places.items() if method in hook.methods)
 
 
 def _program_hook(rule, graph, element, bound, reference) -> ProgramHook | None:

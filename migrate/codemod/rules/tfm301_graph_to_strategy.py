@@ -268,6 +268,7 @@ class GraphToStrategy(Rule):
         # request_stop() ends the loop; classes reported as not carried over
         self.class_rewrites: dict[str, cst.ClassDef] = {}
         self.hook_stops: list[str] = []
+        self.hook_objects: set[str] = set()
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         module = transform(module, self)
         if self.converted:
@@ -2665,6 +2666,9 @@ class _Pipeliner:
         pre_names = set().union(*(C.names_used(st) for st in pre)) if pre else set()
         tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
         if (head_names | pre_names | tail_names) & state:
+            self._refuse()
+        if rule.hook_objects & tail_names & (head_names | pre_names):
+            # a session hook's before_run (or the loop's stop) reads what its after_run sets
             self._refuse()
         # names the deferred tail binds live only there (and in the step's target)
         target_names = C.target_names(target) if target is not None else []
