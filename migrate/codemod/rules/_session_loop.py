@@ -249,6 +249,7 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
     does what a TF2 loop cannot is reported where it does it, and left to
     the session stage (which drops it with the session, reported)."""
     qualname = rule.qualname
+    rule.hook_stops, rule.hook_objects = [], set()  # this block's
     sessions: set[str] = set()
     lists: dict[str, cst.List] = {}
     bound: dict[str, cst.Call] = {}

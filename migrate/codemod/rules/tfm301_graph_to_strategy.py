@@ -1912,7 +1912,7 @@ class _SessionRegion:
             if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
                 bound = self.bindings.get(hook.value)
                 if bound is not None and isinstance(bound.func, cst.Name) and (
-                        bound.func.value in self.rule.declined_hooks):
+                        bound.func.value in getattr(self.rule, "declined_hooks", {})):
                     continue  # reported where its class does what a TF2 loop cannot
                 if bound is None or q(bound.func) is None:
                     made = f" (a `{C.code_of(bound.func)}`)" if bound is not None else ""
@@ -1928,7 +1928,7 @@ class _SessionRegion:
             if not isinstance(hook, cst.Call):
                 continue
             hq = q(hook.func)
-            if isinstance(hook.func, cst.Name) and hook.func.value in self.rule.declined_hooks:
+            if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "declined_hooks", {}):
                 continue  # reported where its class does what a TF2 loop cannot
             if hq is None and _method(hook) != "make_session_run_hook":
                 # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
@@ -2057,7 +2057,7 @@ class _SessionRegion:
         raise or exit in the body (one under `if sess.should_stop():` dies
         with the session), no other bound in the test, no input pipeline
         whose end raises OutOfRangeError."""
-        if self.last_step is not None or self.num_steps is not None or self.rule.hook_stops:
+        if self.last_step is not None or self.num_steps is not None or getattr(self.rule, "hook_stops", ()):
             return []
         return [node for statement in statements for node in C.walk(statement)
                 if isinstance(node, cst.While) and self._waits_for_stop(node.test)
@@ -2098,7 +2098,7 @@ class _SessionRegion:
 
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
-        stops = [f"{hook}.stop_requested" for hook in self.rule.hook_stops]
+        stops = [f"{hook}.stop_requested" for hook in getattr(self.rule, "hook_stops", ())]
         if self.last_step is not None:
             stops.insert(0, f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
         elif self.num_steps is not None:
@@ -2667,7 +2667,7 @@ class _Pipeliner:
         tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
         if (head_names | pre_names | tail_names) & state:
             self._refuse()
-        if rule.hook_objects & tail_names & (head_names | pre_names):
+        if getattr(rule, "hook_objects", set()) & tail_names & (head_names | pre_names):
             # a session hook's before_run (or the loop's stop) reads what its after_run sets
             self._refuse()
         # names the deferred tail binds live only there (and in the step's target)
@@ -3009,7 +3009,7 @@ class _DropGraphModeSwitches(cst.CSTTransformer):
         return updated
 
     def leave_ClassDef(self, original, updated):
-        migrated = self.rule.class_rewrites.get(C.code_of(original))
+        migrated = getattr(self.rule, "class_rewrites", {}).get(C.code_of(original))
         return updated if migrated is None else migrated
 
     def leave_FunctionDef(self, original, updated):
