@@ -10,6 +10,7 @@ import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import children, transform
+from migrate.codemod.program.model import ProgramModel
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._graph import _is_optimizer, is_device_item
 from migrate.codemod.rules.tfm301_graph_to_strategy import (
@@ -717,14 +718,23 @@ class InlineGraphBuilder(Rule):
             return False
         target = C.arg(item, 0, None)
         if isinstance(target, cst.Call):
-            return self.qualname(target.func) == "train.replica_device_setter"
+            return self.qualname(target.func) == "train.replica_device_setter" or self._setter_helper(target)
         if isinstance(target, cst.Name):
             for earlier in before:
                 names, value, _ = C.assignment(earlier)
                 if names == [target.value] and isinstance(value, cst.Call) and (
-                        self.qualname(value.func) == "train.replica_device_setter"):
+                        self.qualname(value.func) == "train.replica_device_setter" or self._setter_helper(value)):
                     return True
         return False
+
+    def _setter_helper(self, call: cst.Call) -> bool:
+        """A call of a function of this file that only builds the device setter
+        (TFM301 takes its block as it takes the setter's own)."""
+        program = self.__dict__.get("_program_model")
+        if program is None:
+            program = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
+        helper = program.device_helper(call)
+        return helper is not None and helper.function is not None
 
     def _calls_in_block(self, block: cst.With, helpers):
         """(statement, call, helper) for each `targets = helper(...)` of the

@@ -6,7 +6,9 @@ import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
+from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _dataflow
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -77,6 +79,10 @@ _MOMENTUM_NOTE = (
 )
 
 
+
+# reads of graph collections, which a model builder of another module may fill
+_COLLECTION_READS = frozenset({"get_collection", "get_collection_ref", "losses.get_regularization_loss",
+                               "losses.get_regularization_losses", "losses.get_losses", "losses.get_total_loss"})
 
 # tf.compat.v1.make_template reuses get_variable's variables only; a model whose
 # helpers call tf.Variable gets this recorder instead.
@@ -270,6 +276,7 @@ class GraphToStrategy(Rule):
         self.hook_stops: list[str] = []
         self.hook_objects: set[str] = set()
         self.declined_hooks: dict[str, str] = {}  # class name -> why
+        self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
         module = transform(module, self)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
@@ -292,7 +299,7 @@ class GraphToStrategy(Rule):
         covered = None
         for node, function in _with_functions(module):
             if isinstance(node, cst.With):
-                why = self._device_setter_left(node, setter_names, setter_functions)
+                why = self._device_setter_left(node, setter_names, setter_functions, function)
             elif isinstance(node, cst.Call):
                 why = self._session_left(node, function)
             else:
@@ -335,7 +342,7 @@ class GraphToStrategy(Rule):
                         functions[node.name.value] = "a property" if is_property else "a function"
         return names, functions
 
-    def _device_setter_left(self, node: cst.With, setter_names, setter_functions) -> str | None:
+    def _device_setter_left(self, node: cst.With, setter_names, setter_functions, function=None) -> str | None:
         """Why this `with tf.device(<device function>):` was not migrated, or
         None when it is no device-setter block."""
         for item in node.items:
@@ -357,7 +364,10 @@ class GraphToStrategy(Rule):
                 how = (f"its device function comes from `{C.code_of(target)}`, a function returning"
                        " replica_device_setter(...), which this rule does not follow")
             else:
-                continue
+                how = explain_device(self._program(), target, function or self.ctx.module, node) if (
+                    target is not None) else None
+                if how is None:
+                    continue
             if len(node.items) != 1:
                 how = "the `with` holds other items besides tf.device(...)"
             elif how is None:
@@ -401,6 +411,18 @@ class GraphToStrategy(Rule):
             text = "".join(C.code_of(call).split())
             if any(text in code for code in reported):
                 continue
+            chain = self._reached_from_device_block(module, call)
+            if chain is not None:
+                self.report(call, "SyncReplicasOptimizer left in place: it is built in a helper the device-setter"
+                            f" block reaches through {' -> '.join(chain)}, and the training it belongs to was not"
+                            " migrated (the block's other TFM301 diagnostics say why; TFM300 inlines such a helper"
+                            " into the block only when it is a function of this file called as `a, b = helper(...)`"
+                            " there, with one `return` of names at its end); it still needs TF1's parameter servers"
+                            " and sessions",
+                            hint="move the graph code of the helper into the device-setter block (or migrate to"
+                            " tf.distribute.MultiWorkerMirroredStrategy by hand, dividing the loss by the number of"
+                            " replicas as SyncReplicasOptimizer averaged)", reference=REFERENCE[MWMS], fixed=False)
+                continue
             self.report(call, "SyncReplicasOptimizer left in place: TFM301 migrates synchronous training built in"
                         " a `with tf.device(tf.train.replica_device_setter(...)):` block of its own, and this one"
                         " is not in such a block (its variables are placed another way, or the `with` has other"
@@ -409,11 +431,46 @@ class GraphToStrategy(Rule):
                         " the loss by the number of replicas as SyncReplicasOptimizer averaged",
                         reference=REFERENCE[MWMS], fixed=False)
 
+    def _reached_from_device_block(self, module: cst.Module, node: cst.CSTNode) -> list[str] | None:
+        """The chain of helper calls by which a `with tf.device(<function>):`
+        block of the module reaches the function holding ``node``."""
+        tracer = self._program().tracer
+        for with_node in C.walk(module):
+            if type(with_node) is not cst.With or not any(
+                    isinstance(i.item, cst.Call) and self.qualname(i.item.func) == "device"
+                    and isinstance(C.arg(i.item, 0, "device_name"), (cst.Call, cst.Name, cst.Attribute))
+                    for i in with_node.items):
+                continue
+            chain = tracer.reaches(with_node.body, tracer.root, node)
+            if chain is not None:
+                return chain
+        return None
+
     def leave_IndentedBlock(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
 
     def leave_Module(self, original, updated):
-        return updated.with_changes(body=self._rewrite_body(list(updated.body)))
+        updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
+        if getattr(self, "migrated_setter_helpers", None):
+            updated = self._drop_setter_helpers(updated)
+        return updated
+
+    def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
+        """A function that only built the device setter of migrated blocks goes
+        with them, when nothing else in the file refers to it (its name, or a
+        string equal to it: getattr, __all__)."""
+        names = {fn.name.value for fn in self.migrated_setter_helpers}
+        kept: set[str] = set()
+        for statement in module.body:
+            is_helper = isinstance(statement, cst.FunctionDef) and statement.name.value in names
+            for node in C.walk(statement.body if is_helper else statement):
+                if type(node) is cst.Name and node.value in names:
+                    kept.add(node.value)
+                elif type(node) is cst.SimpleString and node.evaluated_value in names:
+                    kept.add(node.evaluated_value)
+        dropped = names - kept
+        return module.with_changes(body=[st for st in module.body if not (
+            isinstance(st, cst.FunctionDef) and st.name.value in dropped)])
 
     # ------------------------------------------------------------ locate
     def _device_block(self, body):
@@ -426,22 +483,32 @@ class GraphToStrategy(Rule):
             target = C.arg(item, 0, None)
             if isinstance(target, cst.Call) and self.qualname(target.func) == "train.replica_device_setter":
                 return i, None
+            helper = self._program().device_helper(target)  # `with tf.device(make_setter(cluster)):`
+            if helper is not None and helper.function is not None:
+                self.setter_helper = helper.function
+                return i, None
             if isinstance(target, cst.Name):
                 for j in range(i):
                     names, value, _ = C.assignment(body[j])
-                    if (
-                        names == [target.value]
-                        and isinstance(value, cst.Call)
-                        and self.qualname(value.func) == "train.replica_device_setter"
-                    ):
+                    if names != [target.value]:
+                        continue
+                    if isinstance(value, cst.Call) and self.qualname(value.func) == "train.replica_device_setter":
+                        return i, j
+                    helper = self._program().device_helper(value)  # `setter = make_setter(cluster)`
+                    if helper is not None and helper.function is not None:
+                        self.setter_helper = helper.function
                         return i, j
         return None
 
     def _rewrite_body(self, body):
+        self.setter_helper = None
         found = self._device_block(body)
         if found is None:
             return body
+        helper = self.setter_helper
         out = self._rewrite_device_block(body, found)
+        if out is not body and helper is not None:
+            self.__dict__.setdefault("migrated_setter_helpers", []).append(helper)
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
@@ -458,12 +525,18 @@ class GraphToStrategy(Rule):
         if session_inside:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         queues = self._queues_before(body[:i])
+        # a placeholder a model helper makes and returns (keep_prob) is made here and passed in
+        helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
+        if helper_moves is not None:
+            inner, helper_moves = helper_moves
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers())
         reported = len(self.ctx.reports)
+        # host work built no graph (a dataset reader): it runs once, before the strategy
+        hoisted = _dataflow.host_statements(graph, self.qualname)
         if graph.train_op is None or graph.loss is None:
-            self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :])
+            self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :], body[:i])
             return body
         for node, why in graph.unsupported:
             self.report(node, f"cannot migrate automatically: {why}",
@@ -483,6 +556,8 @@ class GraphToStrategy(Rule):
             return body
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
+        if not self._report_model_builders(graph):
+            return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         self._report_pinned_before(before)
@@ -498,6 +573,10 @@ class GraphToStrategy(Rule):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
+            chosen = _dataflow.plumbing_choice(statement, graph.dropped)
+            if chosen:
+                graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
+                continue
             if not set(C.assignment(statement)[0]) & hook_lists and self._is_graph_tail(statement, graph):
                 extend(graph, statement, self.qualname)
             else:
@@ -520,6 +599,7 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
         new_after = session.rewrite(after)
         self.converted = True
@@ -532,7 +612,33 @@ class GraphToStrategy(Rule):
                         " unwrapped: under a strategy, variables go where the strategy puts them (shared, as the"
                         " device setter shared these) and ops run on the replica's device", fixed=True,
                         severity="info", reference=REFERENCE[self.strategy])
-        return before + self._used_wrappers(prelude, new_after, session) + new_after
+        out = hoisted + self._used_wrappers(prelude, new_after, session) + new_after
+        if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
+            self.converted, self.helper_rewrites, self.strategy_names = undo
+            return body
+        if helper_moves:
+            self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        return before + out
+
+    def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
+        """Decline, with the statement that reads it, a rewrite that would
+        leave a name read but no longer bound (a graph value or a session the
+        program still uses where this rule migrates nothing)."""
+        lost = _dataflow.unbound_reads(old, new, self.ctx.module)
+        if not lost:
+            return False
+        by_reader: dict[int, tuple[cst.CSTNode, list[str]]] = {}
+        for name, reader in lost:
+            by_reader.setdefault(id(reader), (reader, []))[1].append(name)
+        # what the rewrite said about those statements (why a run there was not mapped) still holds
+        inside = {id(node) for reader, _ in by_reader.values() for node in C.walk(reader)}
+        self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
+                                       if r[1] == self.code and not r[5] and id(r[0]) in inside]
+        for reader, names in by_reader.values():
+            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader),
+                        hint="migrate this use by hand (or build it in the step function's results), then migrate"
+                        " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_task_sharded_data(self, before, after) -> None:
         """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
@@ -562,7 +668,7 @@ class GraphToStrategy(Rule):
                             reference=REFERENCE[PSS], fixed=False)
                 return
 
-    def _report_missing_train_op(self, device_with, graph: Graph, inner, after) -> None:
+    def _report_missing_train_op(self, device_with, graph: Graph, inner, after, before=()) -> None:
         """No `minimize`/`apply_gradients` in the block: say where the train op
         the session runs comes from, when a helper call or object built it
         (`global_step, loss, train_op = build_model()`, `model = Model(...)`
@@ -600,6 +706,19 @@ class GraphToStrategy(Rule):
                         hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
                         " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
             return
+        for statement in before:
+            names, value, _ = C.assignment(statement)
+            hit = [n for n in fetched if n in names]
+            if hit and value is not None and any(_method(c) in ("minimize", "apply_gradients")
+                                                 for c in C.calls_in(value)):
+                self.report(statement, f"the train op the session runs (`{fetched[hit[0]]}`) is built before the"
+                            " device-setter block, outside it: the device setter does not place its variables, so"
+                            " each TF1 worker trained a copy of its own on its own task (a strategy would share"
+                            " them: another program); this training was left as TF1", hint="build the model and"
+                            " its train op inside the `with tf.device(tf.train.replica_device_setter(...)):` block"
+                            " if the workers were meant to share them, then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+                return
         self.report(device_with, "no train op in this device-setter block: no `minimize(...)` or"
                     " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
                     hint="build the optimizer's train op in the block, or a tf.function step by hand",
@@ -1085,7 +1204,54 @@ class GraphToStrategy(Rule):
             if used & helpers or qualnames & VARIABLE_CREATORS:
                 wanted = True
                 self.creates_plain_variables |= bool(used & plain_helpers) or "Variable" in qualnames
+            for builder in self._program().model_builders(st):  # the model of a sibling module
+                wanted = True
+                self.creates_plain_variables |= builder.plain
         return wanted
+
+    def _program(self) -> ProgramModel:
+        """The program model of this file and its project (built once per run)."""
+        found = self.__dict__.get("_program_model")
+        if found is None:
+            found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
+        return found
+
+    def _report_model_builders(self, graph: Graph) -> bool:
+        """A note for each model built by a sibling module's function: read
+        there (present) or taken as an opaque builder (absent). A loss that
+        reads a collection such a builder may fill declines: TF2 fills no
+        collection at each step (the builder's terms would be lost)."""
+        builders = [b for _, st in graph.compute for b in self._program().model_builders(st)]
+        if not builders:
+            return True
+        for _, st in graph.compute:
+            for call in C.calls_in(st):
+                if self.qualname(call.func) in _COLLECTION_READS:
+                    builder = builders[0]
+                    self.report(call, f"the loss reads a collection (`{C.code_of(call)}`) that the model builder"
+                                f" `{builder.code}(...)` of `{builder.module.name}` may fill: TF2 fills no collection"
+                                " at each step (a tf.function step sees only what the model's first build left,"
+                                " and a variable's regularizer runs once), so its terms would be lost; this training"
+                                " was left as TF1", hint="return the penalty terms from the model code and add them"
+                                " to the loss explicitly, then migrate again", reference=REFERENCE[self.strategy],
+                                fixed=False)
+                    return False
+        for builder in builders:
+                if builder.opaque:
+                    why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
+                           f" (no {builder.module.name.replace('.', '/')}.py beside this file): it was taken as the"
+                           " model builder creating the model's variables, recorded on its first call under the"
+                           " strategy's scope and reused by every step")
+                    hint = (f"check that `{builder.function}()` creates its variables in the same order at each call"
+                            " (no Python-side randomness or state deciding which), or migrate it with this file")
+                else:
+                    why = (f"the model's variables are created by `{builder.function}()` of the project module"
+                           f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
+                           " step")
+                    hint = ""
+                self.report(builder.call, why, hint=hint, fixed=True, severity="info",
+                            reference=REFERENCE[self.strategy])
+        return True
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
         """Module functions that create variables (``tf.get_variable`` in a
@@ -1191,6 +1357,12 @@ class GraphToStrategy(Rule):
                     continue
                 dtype = C.arg(call, 0, "dtype")
                 shape = C.arg(call, 1, "shape")
+                fed = None if shape is not None else _dataflow.fed_literal(
+                    name, [*session.train_fetches.values(), *session.eval_fetches.values()])
+                if fed is not None:
+                    # a number fed in every run (keep_prob: 0.5): the model is built with it
+                    dummies.append(f"tf.constant({fed}, {C.code_of(dtype) if dtype is not None else 'tf.float32'})")
+                    continue
                 if not isinstance(shape, (cst.List, cst.Tuple)):
                     self.report(call, "placeholder without a static shape: cannot build the model's variables ahead",
                                 hint="give the placeholder a shape", fixed=False, reference=REFERENCE[strategy])
@@ -1779,6 +1951,14 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
+
+    def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
+        """The session call a `with` item opens: the call itself, or the one
+        bound to the name it enters (`with mts as sess:`)."""
+        if isinstance(item, cst.Name) and item.value in self.session_objects:
+            return self.session_objects[item.value]
+        return item
 
     # ---------------------------------------------------------------- scan
     def scan(self, statements) -> None:
@@ -1812,6 +1992,8 @@ class _SessionRegion:
                         self.sessions.update(names)
                         self._session_call(value)
                         self.removed_names.update(names)
+                        if len(names) == 1:  # `mts = tf.train.MonitoredTrainingSession(...)`, `with mts as sess:`
+                            self.session_objects[names[0]] = value
                     elif vq in CONFIG_CALLS:
                         self.removed_names.update(names)
                     elif vq in DROPPED_CALLS or vq in QUEUE_CLASSES or _method(value) in SYNC_METHODS:
@@ -1831,11 +2013,12 @@ class _SessionRegion:
                     self.feed_dicts[names[0]] = value
                 if isinstance(node, cst.With):
                     for item in node.items:
-                        call = item.item
+                        call = self.session_call(item.item)
                         if isinstance(call, cst.Call) and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS):
                             if item.asname is not None:
                                 self.sessions.update(C.target_names(item.asname.name))
-                            self._session_call(call)
+                            if call is item.item:
+                                self._session_call(call)
         targets = {}
         for statement in statements:
             for node in C.walk(statement):
@@ -2125,7 +2308,7 @@ class _SessionRegion:
             tracked_names = [gs, self.graph.optimizer, *self.graph.variables]
             if self.rule.template is not None:
                 tracked_names.append(self.rule.template)
-            # a global step made by tf.Variable is also one of the block's variables: tracked once
+            # once each: a step counter the program made with tf.Variable is one of its variables too
             tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
             ckpt = self.rule._fresh("checkpoint")
             self.checkpoint_name = ckpt
@@ -2224,8 +2407,8 @@ class _SessionRewriter(cst.CSTTransformer):
     def _is_session_with(self, node: cst.With) -> bool:
         q = self.r.rule.qualname
         return any(
-            isinstance(i.item, cst.Call)
-            and (q(i.item.func) in SESSION_CLASSES or _method(i.item) in SUPERVISOR_SESSION_METHODS)
+            isinstance(call := self.r.session_call(i.item), cst.Call)
+            and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS)
             for i in node.items
         )
 
@@ -2327,7 +2510,7 @@ class _SessionRewriter(cst.CSTTransformer):
     def _session_kind(self, node: cst.With) -> str | None:
         """The session of a `with` that ended on OutOfRangeError without raising it."""
         for item in node.items:
-            call = item.item
+            call = self.r.session_call(item.item)
             if isinstance(call, cst.Call):
                 q = self.r.rule.qualname(call.func)
                 if q in QUIET_SESSIONS:
@@ -2387,7 +2570,9 @@ class _SessionRewriter(cst.CSTTransformer):
                     hint="replace it by plain Python (e.g. a counter or the global step); the rule kept the line",
                     reference=REFERENCE[self.r.rule.strategy], fixed=False)
                 return updated
-            if fetch is not None and fetch.train and fetch.shape == "list":
+            if fetch is not None and fetch.shape == "list" and (fetch.train or (
+                    fetch.ok and not fetch.state_only and fetch.values)):
+                # the step or evaluation function returns only the fetched values it computes
                 return self._train_assignment(original, updated, fetch)
         return updated
 
@@ -2438,6 +2623,9 @@ class _SessionRewriter(cst.CSTTransformer):
         owner, method = _owner(original), _method(original)
         if owner in self.r.sessions | self.r.supervisors and method == "should_stop":
             return self.r.stop_condition()
+        state_read = _dataflow.session_state_read(original, self.r.rule.qualname, self.r.sessions, self.r.graph)
+        if state_read is not None:
+            return state_read
         if owner in self.r.sessions and method == "run":
             fetch = self.r.fetch_by_call.get(id(original))
             if fetch is None or not fetch.ok:

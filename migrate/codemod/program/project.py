@@ -1,0 +1,97 @@
+"""The modules of a project: the ``.py`` files beside the one being migrated.
+
+A TF1 driver often imports its model from a module next to it (``import
+mnist_inference``, ``from cifar10 import inference``). The index answers
+whether such a module is part of the project (present beside the file), and
+parses it once, so the tracer can look into its functions. A module that is
+imported like a project module but is not present is *absent*: its code
+cannot be read, and callers treat its functions as opaque."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from dataclasses import dataclass
+
+import libcst as cst
+
+# Top-level packages programs import that are libraries, never the project's
+# own model code (the standard library is known from sys.stdlib_module_names).
+_LIBRARIES = frozenset({
+    "tensorflow", "tf_keras", "keras", "numpy", "scipy", "pandas", "sklearn", "six", "absl", "matplotlib",
+    "PIL", "cv2", "h5py", "yaml", "json", "requests", "tqdm", "horovod", "torch", "google", "tensorboard",
+    "pyspark", "tensorflowonspark", "gym", "nltk", "gensim", "imageio", "skimage", "seaborn", "future",
+    "past", "builtins", "__future__", "mock", "pytest", "attr", "dataclasses", "typing_extensions",
+})
+
+
+def is_library(module_name: str) -> bool:
+    """A module of the standard library or a known third-party package."""
+    top = module_name.split(".", 1)[0]
+    return top in _LIBRARIES or top in sys.stdlib_module_names
+
+
+@dataclass(frozen=True)
+class ProjectModule:
+    """A module imported by a file of the project: its dotted name, and its
+    file when it is present beside the importing file (None: absent)."""
+
+    name: str
+    path: str | None
+
+    @property
+    def present(self) -> bool:
+        return self.path is not None
+
+
+class ProjectIndex:
+    """The sibling modules of one directory, parsed on demand and once."""
+
+    def __init__(self, directory: str | None):
+        self.directory = directory
+        self._parsed: dict[str, tuple[int, cst.Module | None]] = {}
+
+    def find(self, module_name: str) -> ProjectModule | None:
+        """The project module ``module_name`` (``a`` or ``pkg.a``): present when
+        ``a.py`` (or ``pkg/a.py``, ``a/__init__.py``) is beside the file,
+        absent when not there and not a library; None for a library."""
+        if is_library(module_name):
+            return None
+        if self.directory is None:
+            return ProjectModule(module_name, None)
+        parts = module_name.split(".")
+        for candidate in (os.path.join(self.directory, *parts) + ".py",
+                          os.path.join(self.directory, *parts, "__init__.py")):
+            if os.path.isfile(candidate):
+                return ProjectModule(module_name, candidate)
+        return ProjectModule(module_name, None)
+
+    def parse(self, module: ProjectModule) -> cst.Module | None:
+        """The parsed code of a present module; None when absent or unreadable
+        (not UTF-8, a syntax error: the caller treats it as absent)."""
+        if module.path is None:
+            return None
+        try:
+            stamp = os.stat(module.path).st_mtime_ns
+        except OSError:
+            return None
+        known = self._parsed.get(module.path)
+        if known is None or known[0] != stamp:  # parsed again when the file changed (--write)
+            try:
+                with open(module.path, encoding="utf-8") as handle:
+                    known = (stamp, cst.parse_module(handle.read()))
+            except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
+                known = (stamp, None)
+            self._parsed[module.path] = known
+        return known[1]
+
+
+@functools.lru_cache(maxsize=64)
+def index_for(path: str) -> ProjectIndex:
+    """The index of the directory holding ``path`` (a file being migrated;
+    ``<string>`` and other non-files get an index with no directory)."""
+    directory = os.path.dirname(os.path.abspath(path)) if path and not path.startswith("<") else None
+    if directory is not None and not os.path.isdir(directory):
+        directory = None
+    return ProjectIndex(directory)
