@@ -477,3 +477,56 @@ def test_a_hook_reading_what_it_did_not_fetch_is_reported():
         "hooks=[Progress(10, 1e-3)]", "hooks=[Progress(10, 1e-3), tf.train.StopAtStepHook(last_step=9)]")
     result = migrate(source)
     assert [line for line, _ in located(result, "cannot become calls")] == [line_of(source, "run_values.options")]
+
+
+# ------------------------------------------------------------------------ Supervisor.is_chief in the loop
+
+SUPERVISOR_CHIEF = '''
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, task_index, data, steps, log_dir):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 2])
+        w = tf.Variable(tf.zeros([2, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        global_step = tf.Variable(0, trainable=False)
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        tf.summary.scalar("loss", loss)
+        summaries = tf.summary.merge_all()
+    writer = tf.summary.FileWriter(log_dir)
+    sv = tf.train.Supervisor(is_chief=task_index == 0, global_step=global_step, summary_op=None)
+    with sv.managed_session(server.target) as sess:
+        step = 0
+        while step < steps:
+            _, written, step = sess.run([train_op, summaries, global_step], feed_dict={x: data})
+            if sv.is_chief:
+                writer.add_summary(written, step)
+'''
+
+SUPERVISOR_CHIEF_LOOP = '''
+writer = tf.summary.create_file_writer(log_dir)
+step = 0
+while step < steps:
+    loss_value, step = run_train_step(data)
+    if (task_index == 0):
+        with writer.as_default():
+            tf.summary.scalar("loss", loss_value, step=step)
+'''
+
+
+def test_supervisor_is_chief_reads_what_the_program_told_the_supervisor():
+    result = migrate(SUPERVISOR_CHIEF)
+    assert loop_of(result.output) == dedent(SUPERVISOR_CHIEF_LOOP).lstrip("\n")
+    assert "sv" not in result.output.split("def train(")[1].split("writer =")[1]
+    assert manual(result) == []
+
+
+def test_supervisors_told_different_things_are_not_guessed():
+    source = SUPERVISOR_CHIEF.replace(
+        "    sv = tf.train.Supervisor(is_chief=task_index == 0, global_step=global_step, summary_op=None)\n",
+        "    if task_index == 0:\n        sv = tf.train.Supervisor(is_chief=True, global_step=global_step)\n"
+        "    else:\n        sv = tf.train.Supervisor(is_chief=False, global_step=global_step)\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert [line for line, _ in located(result, "uses the TF1 session `sv`")] == [line_of(source, "if sv.is_chief")]

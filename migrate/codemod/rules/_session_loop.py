@@ -488,3 +488,24 @@ class _PlaceHookCalls:
                 return updated.with_changes(elements=kept)
 
         return node.visit(_Drop())
+
+
+# ---------------------------------------------------------------- Supervisor.is_chief
+
+def note_supervisor_chief(chiefs: dict, names, call: cst.Call) -> None:
+    """`sv = tf.train.Supervisor(is_chief=..., ...)`: what `sv.is_chief` reads
+    (True, TF1's default, when not given); None where the name is bound to
+    Supervisors told different things."""
+    given = C.arg(call, 0, "is_chief")
+    code = C.code_of(given) if given is not None else "True"
+    if given is not None and not isinstance(given, (cst.Name, cst.Attribute)):
+        code = code if given.lpar else f"({code})"
+    for name in names:
+        chiefs[name] = code if chiefs.get(name, code) == code else None
+
+
+def supervisor_chief_read(original: cst.Attribute, updated, chiefs: dict):
+    if isinstance(original.value, cst.Name) and original.attr.value == "is_chief" and (
+            chiefs.get(original.value.value) is not None):
+        return C.expr(chiefs[original.value.value])
+    return updated

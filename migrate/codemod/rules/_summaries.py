@@ -69,7 +69,7 @@ def _summary_call(statement, qualname) -> tuple[list[str], cst.Call] | None:
     return None
 
 
-def plan_summaries(module, inner, after, qualname, fetchable) -> SummaryPlan | None:
+def plan_summaries(module, inner, after, qualname, fetchable, variables=()) -> SummaryPlan | None:
     """What the graph block's summary ops record, or None when the program
     has none (or builds some where this plan cannot see them: a helper
     function, another block). `fetchable(name)`: can a step return it?"""
@@ -97,6 +97,10 @@ def plan_summaries(module, inner, after, qualname, fetchable) -> SummaryPlan | N
         if kind is None:
             why = (f"`{C.code_of(call.func)}` has no TF2 counterpart recording the same values"
                    " (TF2's image summary takes values in [0, 1] where TF1 rescaled them)")
+            plan.left.append((call, why))
+        elif isinstance(tensor, cst.Name) and tensor.value in variables and not others and name is not None:
+            why = (f"it records the variable `{tensor.value}`, which TF1 read in the same run as the update, in no"
+                   " set order; a TF2 step reads it either before or after its update")
             plan.left.append((call, why))
         elif others or name is None or not (isinstance(tensor, cst.Name) and fetchable(tensor.value)):
             why = (f"`{C.code_of(call).strip()}` records a value the training step cannot return"
@@ -232,7 +236,7 @@ def carry_summaries(rule, graph, inner, after, reference: str):
     stage then removes the TF1 summary code and says so)."""
     qualname = rule.qualname
     plan = plan_summaries(rule.ctx.module, inner, after, qualname,
-                          lambda name: name in graph.compute_names)
+                          lambda name: name in graph.compute_names, set(graph.variables))
     if plan is None:
         return after
     moved = [st for st in inner if C.assignment(st)[0] and set(C.assignment(st)[0]) <= plan.writers]

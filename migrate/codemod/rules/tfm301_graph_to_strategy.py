@@ -39,7 +39,13 @@ from migrate.codemod.rules._program import (
     STRATEGY_CLASS,
     detect_strategy,
 )
-from migrate.codemod.rules._session_loop import carry_program_hooks, hook_arguments, hook_list_names
+from migrate.codemod.rules._session_loop import (
+    carry_program_hooks,
+    hook_arguments,
+    hook_list_names,
+    note_supervisor_chief,
+    supervisor_chief_read,
+)
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.tfnames import dotted
 
@@ -1951,6 +1957,7 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.supervisor_chief: dict[str, str | None] = {}  # Supervisor name -> its is_chief argument's code
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
@@ -1986,6 +1993,7 @@ class _SessionRegion:
                     vq = q(value.func)
                     if vq == "train.Supervisor":
                         self.supervisors.update(names)
+                        note_supervisor_chief(self.supervisor_chief, names, value)
                         self._supervisor_checkpointing(value)
                         self.removed_names.update(names)
                     elif vq in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS:
@@ -2601,6 +2609,10 @@ class _SessionRewriter(cst.CSTTransformer):
                 el.with_changes(key=cst.SimpleString(f'"{el.key.value}"')) for el in updated.elements
             ])
         return updated
+
+    def leave_Attribute(self, original, updated):
+        # `if sv.is_chief:` reads what the program told its Supervisor
+        return supervisor_chief_read(original, updated, self.r.supervisor_chief)
 
     def leave_UnaryOperation(self, original, updated):
         # `not sess.should_stop()` with no stop hook: the session never asked to stop
