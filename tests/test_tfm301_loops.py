@@ -530,3 +530,74 @@ def test_supervisors_told_different_things_are_not_guessed():
     result = migrate(source)
     assert result.output == dedent(source)
     assert [line for line, _ in located(result, "uses the TF1 session `sv`")] == [line_of(source, "if sv.is_chief")]
+
+
+# ------------------------------------------------------------------------ summaries the session saved
+
+SESSION_SAVED = '''
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, epochs, batches, data, checkpoints):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 2])
+        w = tf.Variable(tf.zeros([2, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        tf.summary.scalar("loss", loss)
+    with tf.train.MonitoredTrainingSession(master=server.target, checkpoint_dir=checkpoints,
+                                           save_checkpoint_secs=None, save_summaries_steps=50) as sess:
+        for epoch in range(epochs):
+            for i in range(batches):
+                sess.run(train_op, feed_dict={x: data[i]})
+'''
+
+SESSION_SAVED_LOOP = '''
+summary_writer = tf.summary.create_file_writer(checkpoints)
+next_summary_step = 0
+'''
+
+SESSION_SAVED_WRITES = '''
+            loss_value, global_step_value = run_train_step(data[i])
+            # Summaries as the session saved them: the global step after this one, every 50 steps.
+            if global_step_value + 1 >= next_summary_step:
+                with summary_writer.as_default():
+                    tf.summary.scalar("loss", loss_value, step=global_step_value + 1)
+                next_summary_step = global_step_value + 1 + 50
+'''
+
+
+def test_summaries_the_session_saved_are_written_after_the_step_as_it_did():
+    result = migrate(SESSION_SAVED)
+    out = result.output
+    assert textwrap.indent(dedent(SESSION_SAVED_LOOP).lstrip("\n"), "    ") in out
+    assert SESSION_SAVED_WRITES.lstrip("\n") in out
+    assert out.count("tf.summary.scalar") == 1
+    assert manual(result) == []
+    assert [line for line, _ in located(result, "save_summaries_steps")] == [line_of(SESSION_SAVED, "tf.summary.scalar")]
+
+
+def test_a_session_saving_no_summaries_gets_no_writer():
+    source = SESSION_SAVED.replace("save_summaries_steps=50", "save_summaries_steps=None")
+    result = migrate(source)
+    assert "summary" not in result.output.split("def train(")[1].split("strategy.scope()")[1]
+    assert located(result, "summar") == []
+
+
+def test_summaries_saved_by_time_are_reported():
+    source = SESSION_SAVED.replace("save_summaries_steps=50", "save_summaries_secs=30")
+    result = migrate(source)
+    assert "create_file_writer" not in result.output
+    assert [line for line, _ in located(result, "save_summaries_secs seconds")] == [
+        line_of(source, "tf.summary.scalar")]
+
+
+def test_a_hook_in_a_nested_loop_is_called_once_per_step():
+    source = PROGRESS_HOOK.replace(
+        "        while not sess.should_stop():\n            sess.run(train_op, feed_dict={x: data})\n",
+        "        for epoch in range(3):\n            for i in range(5):\n"
+        "                sess.run(train_op, feed_dict={x: data})\n")
+    out = migrate(source).output
+    assert out.count("progress.before_run()") == 1 and out.count("progress.after_run(") == 1
+    assert out.count("progress.begin()") == 1 and out.count("progress.end()") == 1

@@ -369,14 +369,13 @@ class _PlaceHookCalls:
         else:
             _, value, _ = C.assignment(node)
             calls = [value] if isinstance(value, cst.Call) else []
-        carried = {id(h.element) for h in self.hooks}
         for call in calls:
             if not self.rule._is_session_call(call):
                 continue
             for given in hook_arguments(call, self.rule.qualname):
                 if isinstance(given, cst.Name):
                     given = self.lists.get(given.value)
-                if isinstance(given, cst.List) and any(id(el.value) in carried for el in given.elements):
+                if isinstance(given, cst.List) and any(self._carried(el.value) for el in given.elements):
                     return True
         return False
 
@@ -431,7 +430,9 @@ class _PlaceHookCalls:
             statement = statement.with_changes(leading_lines=[])
         return out + [statement] + (C.stmts("".join(after)) if after else [])
 
-    def block(self, statements):
+    def block(self, statements, descend: bool = True):
+        """`statements` with the calls placed; `descend`: also in their inner
+        blocks (the nested transformer handles each inner block once, bottom-up)."""
         out = []
         for statement in statements:
             if isinstance(statement, cst.SimpleStatementLine):
@@ -449,14 +450,14 @@ class _PlaceHookCalls:
                 if self._session_of(statement):
                     out += self.start()
                 continue
-            if isinstance(statement, cst.With) and self._session_of(statement):
-                inner = self.block(list(C.body_of(statement.body)))
+            session = isinstance(statement, cst.With) and self._session_of(statement)
+            if descend:
+                statement = self._nested(statement)
+            if session:
                 statement = statement.with_changes(
                     items=[self._drop_elements(i) for i in statement.items],
-                    body=statement.body.with_changes(body=self.start() + inner + self.end()))
-                out.append(statement)
-                continue
-            out.append(self._nested(statement))
+                    body=statement.body.with_changes(body=self.start() + list(C.body_of(statement.body)) + self.end()))
+            out.append(statement)
         return out
 
     def _nested(self, statement):
@@ -464,7 +465,7 @@ class _PlaceHookCalls:
 
         class _Blocks(cst.CSTTransformer):
             def leave_IndentedBlock(self, original, updated):
-                return updated.with_changes(body=placer.block(list(updated.body)))
+                return updated.with_changes(body=placer.block(list(updated.body), descend=False))
 
             def visit_FunctionDef(self, node):
                 return False
@@ -474,13 +475,18 @@ class _PlaceHookCalls:
 
         return statement.visit(_Blocks())
 
+    def _carried(self, element) -> bool:
+        # by code too: the nested transformer hands over rebuilt nodes
+        return id(element) in {id(h.element) for h in self.hooks} or (
+            C.code_of(element) in {C.code_of(h.element) for h in self.hooks})
+
     def _drop_elements(self, node):
         """The carried hooks leave the session's hook lists."""
-        carried = {id(h.element) for h in self.hooks}
+        placer = self
 
         class _Drop(cst.CSTTransformer):
             def leave_List(self, original, updated):
-                kept = [el for el, was in zip(updated.elements, original.elements) if id(was.value) not in carried]
+                kept = [el for el, was in zip(updated.elements, original.elements) if not placer._carried(was.value)]
                 if len(kept) == len(updated.elements):
                     return updated
                 if kept:
