@@ -39,7 +39,13 @@ from migrate.codemod.rules._program import (
     STRATEGY_CLASS,
     detect_strategy,
 )
-from migrate.codemod.rules._session_loop import carry_program_hooks, hook_arguments, hook_list_names
+from migrate.codemod.rules._session_loop import (
+    carry_program_hooks,
+    hook_arguments,
+    hook_list_names,
+    note_supervisor_chief,
+    supervisor_chief_read,
+)
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.tfnames import dotted
 
@@ -285,6 +291,7 @@ class GraphToStrategy(Rule):
         # request_stop() ends the loop; classes reported as not carried over
         self.class_rewrites: dict[str, cst.ClassDef] = {}
         self.hook_stops: list[str] = []
+        self.hook_objects: set[str] = set()
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
         self.signals_dropped = False  # a block's "done" signals to the ps were dropped
@@ -1977,6 +1984,7 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.supervisor_chief: dict[str, str | None] = {}  # Supervisor name -> its is_chief argument's code
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
@@ -2012,6 +2020,7 @@ class _SessionRegion:
                     vq = q(value.func)
                     if vq == "train.Supervisor":
                         self.supervisors.update(names)
+                        note_supervisor_chief(self.supervisor_chief, names, value)
                         self._supervisor_checkpointing(value)
                         self.removed_names.update(names)
                     elif vq in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS:
@@ -2124,7 +2133,7 @@ class _SessionRegion:
             if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
                 bound = self.bindings.get(hook.value)
                 if bound is not None and isinstance(bound.func, cst.Name) and (
-                        bound.func.value in self.rule.declined_hooks):
+                        bound.func.value in getattr(self.rule, "declined_hooks", {})):
                     continue  # reported where its class does what a TF2 loop cannot
                 if bound is None or q(bound.func) is None:
                     made = f" (a `{C.code_of(bound.func)}`)" if bound is not None else ""
@@ -2140,7 +2149,7 @@ class _SessionRegion:
             if not isinstance(hook, cst.Call):
                 continue
             hq = q(hook.func)
-            if isinstance(hook.func, cst.Name) and hook.func.value in self.rule.declined_hooks:
+            if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "declined_hooks", {}):
                 continue  # reported where its class does what a TF2 loop cannot
             if hq is None and _method(hook) != "make_session_run_hook":
                 # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
@@ -2269,7 +2278,7 @@ class _SessionRegion:
         raise or exit in the body (one under `if sess.should_stop():` dies
         with the session), no other bound in the test, no input pipeline
         whose end raises OutOfRangeError."""
-        if self.last_step is not None or self.num_steps is not None or self.rule.hook_stops:
+        if self.last_step is not None or self.num_steps is not None or getattr(self.rule, "hook_stops", ()):
             return []
         return [node for statement in statements for node in C.walk(statement)
                 if isinstance(node, cst.While) and self._waits_for_stop(node.test)
@@ -2310,7 +2319,7 @@ class _SessionRegion:
 
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
-        stops = [f"{hook}.stop_requested" for hook in self.rule.hook_stops]
+        stops = [f"{hook}.stop_requested" for hook in getattr(self.rule, "hook_stops", ())]
         if self.last_step is not None:
             stops.insert(0, f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
         elif self.num_steps is not None:
@@ -2635,6 +2644,10 @@ class _SessionRewriter(cst.CSTTransformer):
             ])
         return updated
 
+    def leave_Attribute(self, original, updated):
+        # `if sv.is_chief:` reads what the program told its Supervisor
+        return supervisor_chief_read(original, updated, self.r.supervisor_chief)
+
     def leave_UnaryOperation(self, original, updated):
         # `not sess.should_stop()` with no stop hook: the session never asked to stop
         if (isinstance(updated.operator, cst.Not) and isinstance(updated.expression, cst.Name)
@@ -2889,6 +2902,9 @@ class _Pipeliner:
         pre_names = set().union(*(C.names_used(st) for st in pre)) if pre else set()
         tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
         if (head_names | pre_names | tail_names) & state:
+            self._refuse()
+        if getattr(rule, "hook_objects", set()) & tail_names & (head_names | pre_names):
+            # a session hook's before_run (or the loop's stop) reads what its after_run sets
             self._refuse()
         # names the deferred tail binds live only there (and in the step's target)
         target_names = C.target_names(target) if target is not None else []
@@ -3229,7 +3245,7 @@ class _DropGraphModeSwitches(cst.CSTTransformer):
         return updated
 
     def leave_ClassDef(self, original, updated):
-        migrated = self.rule.class_rewrites.get(C.code_of(original))
+        migrated = getattr(self.rule, "class_rewrites", {}).get(C.code_of(original))
         return updated if migrated is None else migrated
 
     def leave_FunctionDef(self, original, updated):
