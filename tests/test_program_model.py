@@ -448,3 +448,36 @@ def train(cluster, server, steps):
     [inlined] = [m for m in messages if m.endswith("(found with the graph builder inlined)")]
     assert "reads a collection" in inlined and messages[inlined] == line_of(source, 'tf.get_collection("penalties")')
     assert any("comes from `build(...)`" in m for m in messages)
+
+
+def test_a_fetched_value_from_a_helper_that_trains_nothing_is_not_named_as_the_train_op():
+    """`loss_value = squared(label, pred)` is fetched, but `squared()` builds no
+    train op: the reason is what stopped the block (two ways of training),
+    not the helper."""
+    source = '''
+import tensorflow as tf
+
+
+def squared(label, pred):
+    return tf.square(label - pred)
+
+
+def main(cluster, server, sync):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32)
+        w = tf.Variable(0.0)
+        loss_value = squared(1.0, x * w)
+        opt = tf.train.GradientDescentOptimizer(0.1)
+        if sync:
+            train_op = tf.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=2).minimize(loss_value)
+        else:
+            train_op = opt.minimize(loss_value)
+    with tf.train.MonitoredTrainingSession(master=server.target) as sess:
+        for _ in range(3):
+            sess.run([train_op, loss_value], feed_dict={x: 2.0})
+'''
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert not any("comes from `squared(...)`" in d.message for d in result.manual_work)
+    [reason] = [d for d in result.manual_work if "both branches" in d.message]
+    assert reason.line == line_of(source, "if sync:")

@@ -46,6 +46,7 @@ class ModelBuilder:
 _PURE_METHODS = frozenset({"format", "split", "strip", "join", "lower", "upper"})
 _PURE_BUILTINS = frozenset({"len", "str", "int", "range", "list", "tuple"})
 SETTER = "train.replica_device_setter"
+_TRAIN_METHODS = frozenset({"minimize", "apply_gradients", "compute_gradients"})
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,38 @@ class ProgramModel:
                 if creates:
                     out.append(ModelBuilder(node, plain, found[2].project, found[1].name.value))
         return out
+
+    def builds_no_train_op(self, call: cst.Call) -> bool:
+        """True when ``call`` calls a function of the program (this file or a
+        present sibling) that, with the program functions it calls, builds no
+        train op: no TF optimizer, no ``minimize``/``apply_gradients``."""
+        found = self.tracer.callee(call, self.tracer.root)
+        if found is None or found[0] != "function":
+            return False
+        seen: set[int] = set()
+        stack = [(found[1], found[2])]
+        while stack:
+            fn, unit = stack.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            for node in own_scope(fn.body):
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    return False  # code it defines could train: not proven
+                if not isinstance(node, cst.Call):
+                    continue
+                q = self.tracer.qualname(node.func, unit) or ""
+                if (isinstance(node.func, cst.Attribute) and node.func.attr.value in _TRAIN_METHODS) or (
+                        q.startswith(("train.", "keras.optimizers.", "optimizers."))):
+                    return False
+                inner = self.tracer.callee(node, unit)
+                if inner is not None and inner[0] == "opaque":
+                    return False
+                if inner is not None:
+                    stack.append((inner[1], inner[2]))
+                elif isinstance(node.func, cst.Attribute) and q == "":
+                    return False  # a method of an object: what it builds is not seen
+        return True
 
     def device_helper(self, value: cst.BaseExpression, index: int | None = None) -> DeviceHelper | None:
         """The helper of this file ``value`` calls, when what it returns (its

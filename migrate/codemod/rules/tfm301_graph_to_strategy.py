@@ -645,6 +645,8 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._program().builds_no_train_op(value):
+                continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
             callee = C.code_of(value.func)
             self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`:"
@@ -652,6 +654,12 @@ class GraphToStrategy(Rule):
                         " apply_gradients there); this training was left as TF1",
                         hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
                         " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
+        if graph.unsupported:
+            node, why = graph.unsupported[0]
+            self.report(node, f"cannot migrate automatically: {why}; this training was left as TF1",
+                        hint="keep one way of training in the device-setter block (the other in a program of its"
+                        " own), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
             return
         for statement in before:
             names, value, _ = C.assignment(statement)
