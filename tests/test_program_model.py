@@ -481,3 +481,103 @@ def main(cluster, server, sync):
     assert not any("comes from `squared(...)`" in d.message for d in result.manual_work)
     [reason] = [d for d in result.manual_work if "both branches" in d.message]
     assert reason.line == line_of(source, "if sync:")
+
+
+# ---------------------------------------------------------------- a train op built in a sibling module
+REGRESSION_MODEL = '''
+import tensorflow as tf
+
+FEATURES = 3
+LEARNING_RATE = 0.05
+
+
+def weights(shape):
+    return tf.get_variable("weights", shape, initializer=tf.zeros_initializer())
+
+
+def build(features, targets):
+    predictions = tf.matmul(features, weights([FEATURES, 1]))
+    loss = tf.reduce_mean(tf.square(predictions - targets))
+    train_op = tf.train.GradientDescentOptimizer(LEARNING_RATE).minimize(loss)
+    return loss, train_op
+'''
+
+
+def _trainer(build_line: str = "loss, train_op = regression_model.build(features, targets)",
+             header: str = "import regression_model\n") -> str:
+    return f'''
+import tensorflow as tf
+
+{header}
+
+def main(cluster, server):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        features = tf.placeholder(tf.float32, [None, 3])
+        targets = tf.placeholder(tf.float32, [None, 1])
+        {build_line}
+    with tf.train.MonitoredTrainingSession(master=server.target) as sess:
+        for _ in range(100):
+            sess.run(train_op, feed_dict={{features: [[1.0, 2.0, 3.0]], targets: [[1.0]]}})
+'''
+
+
+def test_a_train_op_built_in_a_sibling_module_is_inlined_with_its_names_qualified(tmp_path):
+    (tmp_path / "regression_model.py").write_text(dedent(REGRESSION_MODEL))
+    source = _trainer()
+    result = migrate(source, path=str(tmp_path / "trainer.py"), select=("TFM101", "TFM300", "TFM301"))
+    # the same program with the builder's code written in the block, its module's names qualified
+    written_here = _trainer(
+        "predictions = tf.matmul(features, regression_model.weights([regression_model.FEATURES, 1]))\n"
+        "        loss = tf.reduce_mean(tf.square(predictions - targets))\n"
+        "        train_op = tf.train.GradientDescentOptimizer(regression_model.LEARNING_RATE).minimize(loss)")
+    expected = migrate(written_here, path=str(tmp_path / "trainer.py"), select=("TFM101", "TFM301"))
+    assert "strategy.scope()" in expected.output
+    assert result.output == expected.output
+    assert "optimizer = tf.keras.optimizers.SGD(learning_rate=regression_model.LEARNING_RATE)" in result.output
+    [inlined] = [d for d in result.diagnostics if d.code == "TFM300"]
+    assert inlined.line == line_of(source, "regression_model.build(")
+    assert "(regression_model.py)" in inlined.message and "left as it is" in inlined.message
+    [note] = [d for d in result.diagnostics if "`weights()` of the project module" in d.message]
+    assert note.line == line_of(source, "with tf.device(")  # the inlined call is not in this file
+    # the sibling is not touched by the driver's migration
+    assert (tmp_path / "regression_model.py").read_text() == dedent(REGRESSION_MODEL)
+
+
+@pytest.mark.parametrize("model_code, trainer_header", [
+    # the builder reads another import of its module: it would mean something else here
+    (REGRESSION_MODEL.replace("import tensorflow as tf\n", "import tensorflow as tf\nimport numpy as np\n").replace(
+        "LEARNING_RATE)", "np.float32(LEARNING_RATE))"), "import regression_model\n"),
+    # a module-level name bound in a compound statement: which value it has is not traced
+    (REGRESSION_MODEL.replace("import tensorflow as tf\n", "import os\n\nimport tensorflow as tf\n").replace(
+        "LEARNING_RATE = 0.05\n",
+        "try:\n    LEARNING_RATE = float(os.environ['LR'])\nexcept KeyError:\n    LEARNING_RATE = 0.05\n"),
+     "import regression_model\n"),
+    # absent: the train op's code cannot be read
+    (None, "import regression_model\n"),
+])
+def test_a_sibling_train_op_builder_that_cannot_mean_the_same_here_is_left(tmp_path, model_code, trainer_header):
+    if model_code is not None:
+        (tmp_path / "regression_model.py").write_text(dedent(model_code))
+    source = _trainer(header=trainer_header)
+    result = migrate(source, path=str(tmp_path / "trainer.py"), select=("TFM300", "TFM301"))
+    assert result.output == dedent(source)
+    [reason] = [d for d in result.manual_work if "comes from `regression_model.build(...)`" in d.message]
+    assert reason.line == line_of(source, "regression_model.build(")
+
+
+def test_a_sibling_module_rebound_in_the_function_is_not_inlined(tmp_path):
+    (tmp_path / "regression_model.py").write_text(dedent(REGRESSION_MODEL))
+    source = _trainer().replace("def main(cluster, server):\n", "def main(cluster, server, regression_model):\n")
+    result = migrate(source, path=str(tmp_path / "trainer.py"), select=("TFM300", "TFM301"))
+    assert result.output == dedent(source)
+
+
+def test_a_sibling_module_with_another_tensorflow_alias_is_read_with_tf2_names(tmp_path):
+    """`import tensorflow as tf1` there: TFM101 spells it `tf` as this file
+    does, so the builder means the same here and is inlined."""
+    (tmp_path / "regression_model.py").write_text(
+        dedent(REGRESSION_MODEL).replace("import tensorflow as tf\n", "import tensorflow as tf1\n").replace(
+            "tf.", "tf1."))
+    result = migrate(_trainer(), path=str(tmp_path / "trainer.py"), select=("TFM101", "TFM300", "TFM301"))
+    assert "strategy.scope()" in result.output and "tf1" not in result.output
+    assert [d.code for d in result.diagnostics if d.code == "TFM300"] == ["TFM300"]

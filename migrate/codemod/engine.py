@@ -116,6 +116,7 @@ class RuleContext:
         self.path = path
         self.names = _tf_names(module)
         self.qualname = self.names.qualname  # the method below, without a call in between
+        self.source = module.code  # the engine sets the file as it came, before any rule
         self.reports: list[tuple[cst.CSTNode, str, str, str, str, bool, str]] = []
         self.imports: list[tuple[str, str | None, str | None]] = []
 
@@ -609,6 +610,7 @@ def _run_rules(module: cst.Module, rules: list[type[Rule]], source: str, path: s
     locator = _Locator(source, tree)
     for rule_cls in rules:
         ctx = RuleContext(module, path)
+        ctx.source = source  # the file as it came: what reports can be located in
         new_module = rule_cls(ctx).transform(module)
         diagnostics.extend(_resolve_reports(ctx, module, locator))
         pending_imports.extend(ctx.imports)

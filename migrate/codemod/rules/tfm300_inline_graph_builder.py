@@ -11,6 +11,7 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import children, transform
 from migrate.codemod.program.model import ProgramModel
+from migrate.codemod.program.project import ProjectModule
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._graph import _is_optimizer, is_device_item
 from migrate.codemod.rules.tfm301_graph_to_strategy import (
@@ -156,6 +157,7 @@ class _Helper:
     locals: set[str]  # bound in its body
     free: set[str]  # read in its body, bound neither there nor as a parameter
     params: list[cst.Param] = field(default_factory=list)
+    module: ProjectModule | None = None  # the sibling module defining it (None: this file)
 
 
 @dataclass
@@ -583,11 +585,22 @@ class InlineGraphBuilder(Rule):
             inlined[name] = inlined.get(name, 0) + 1
         removed = {name for name, n in inlined.items() if references.get(name, 0) == n}
         for site, (assignments, mapping, subs) in planned:
-            drop_def = site.helper.fn.name.value in removed
+            sibling = site.helper.module
+            drop_def = sibling is None and site.helper.fn.name.value in removed
             replacements[id(site.statement)] = self._inlined(site, assignments, mapping, drop_def)
             subscripts.update(subs)
-            self.report(site.statement, f"`{site.helper.fn.name.value}(...)` inlined into the device-setter block:"
-                        " its train op is now built there, where TFM301 migrates it", fixed=True, severity="info")
+            if sibling is None:
+                self.report(site.statement, f"`{site.helper.fn.name.value}(...)` inlined into the device-setter"
+                            " block: its train op is now built there, where TFM301 migrates it", fixed=True,
+                            severity="info")
+            else:
+                self.report(site.statement, f"`{C.code_of(site.call.func)}(...)` of the project module"
+                            f" `{sibling.name}` ({_relative(sibling.path, self.ctx.path)}) inlined into the"
+                            " device-setter block, its module's names read through"
+                            f" `{C.code_of(site.call.func.value)}`: its train op is now built there, where TFM301"
+                            f" migrates it; `{sibling.name}` itself is left as it is (its"
+                            f" `{site.helper.fn.name.value}()` still builds the TF1 train op for other callers)",
+                            fixed=True, severity="info")
         if not replacements:
             return module
         removed_defs = {id(h.fn) for h in helpers.values() if h.fn.name.value in removed}
@@ -620,7 +633,21 @@ class InlineGraphBuilder(Rule):
             helper = self._helper(fn)
             if helper is not None:
                 out[name] = helper
+        # functions of the project's sibling modules, called as `alias.name(...)`
+        for alias, name, fn, project in self._program().sibling_functions(self.ctx.names.bindings):
+            if counts.get(alias) != 1 or not self._builds_train_op(fn):
+                continue
+            helper = self._helper(fn)
+            if helper is not None:
+                helper.module = project
+                out[f"{alias}.{name}"] = helper
         return out
+
+    def _program(self) -> ProgramModel:
+        program = self.__dict__.get("_program_model")
+        if program is None:
+            program = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
+        return program
 
     def _builds_train_op(self, fn: cst.FunctionDef) -> bool:
         optimizers: set[str] = {p.name.value for p in _params(fn.params)}
@@ -730,10 +757,7 @@ class InlineGraphBuilder(Rule):
     def _setter_helper(self, call: cst.Call) -> bool:
         """A call of a function of this file that only builds the device setter
         (TFM301 takes its block as it takes the setter's own)."""
-        program = self.__dict__.get("_program_model")
-        if program is None:
-            program = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
-        helper = program.device_helper(call)
+        helper = self._program().device_helper(call)
         return helper is not None and helper.function is not None
 
     def _calls_in_block(self, block: cst.With, helpers):
@@ -756,6 +780,9 @@ class InlineGraphBuilder(Rule):
             func = small.value.func
             if isinstance(func, cst.Name) and func.value in helpers:
                 yield statement, small.value, helpers[func.value]
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and (
+                    f"{func.value.value}.{func.attr.value}" in helpers):
+                yield statement, small.value, helpers[f"{func.value.value}.{func.attr.value}"]
 
     def _starts_session(self, statement) -> bool:
         for node in C.walk(statement):
@@ -822,6 +849,10 @@ class InlineGraphBuilder(Rule):
                 return None
         if helper.fn.name.value in local:
             return None
+        if helper.module is not None:
+            alias = site.call.func.value.value  # `alias.name(...)`: the alias must still be the module
+            if alias in local or any(alias in (_bound_names(fn) or {alias}) for fn in site.chain):
+                return None
         for fn in site.chain:
             if helper.fn.name.value in (_bound_names(fn) or {helper.fn.name.value}):
                 return None  # the call reaches a function of the caller's own, not the module's
@@ -921,6 +952,13 @@ class InlineGraphBuilder(Rule):
             own = C.strip_blank_lines(own)
         out[0] = first.with_changes(leading_lines=[*lead, *own])
         return out
+
+
+def _relative(path: str, beside: str) -> str:
+    """``path`` relative to the directory of ``beside``."""
+    import os
+
+    return os.path.relpath(path, os.path.dirname(os.path.abspath(beside)))
 
 
 def _module_names_outside(module: cst.Module, helper: cst.FunctionDef, statement: cst.CSTNode) -> set[str]:

@@ -541,7 +541,7 @@ class GraphToStrategy(Rule):
             return body
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
-        if not self._report_model_builders(graph):
+        if not self._report_model_builders(graph, device_with):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
@@ -1168,7 +1168,7 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
-    def _report_model_builders(self, graph: Graph) -> bool:
+    def _report_model_builders(self, graph: Graph, device_with: cst.With) -> bool:
         """A note for each model built by a sibling module's function: read
         there (present) or taken as an opaque builder (absent). A loss that
         reads a collection such a builder may fill declines: TF2 fills no
@@ -1200,9 +1200,11 @@ class GraphToStrategy(Rule):
                     why = (f"the model's variables are created by `{builder.function}()` of the project module"
                            f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
                            " step")
-                    hint = ""
-                self.report(builder.call, why, hint=hint, fixed=True, severity="info",
-                            reference=REFERENCE[self.strategy])
+                    hint = f"migrate `{builder.module.name}` with this file (tfmigrate on their directory)"
+                # a call inlined from another module is not in this file: the note goes on the block
+                source = "".join(self.ctx.source.split())
+                at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
+                self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
         return True
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
