@@ -138,21 +138,27 @@ def _process_python(task: Task, raw: bytes) -> FileResult:
     files.check_size(len(raw), task.max_file_size)
     decoded = files.decode_source(raw)
     text = decoded.text
-    converted, note = text, None
+    converted, notes, steps_done = text, [], set()
     if task.python2 and py2.python2_uses(text):
         # valid Python 3 syntax that only runs on Python 2 (a bare xrange, d.iteritems())
         converted, note = py2.convert(text, task.path)
-    try:
-        result = migrate_source(converted, path=task.path, select=task.select, ignore=task.ignore)
-        output, diagnostics = result.output, result.diagnostics
-    except MigrationError as e:
-        if note is not None or not (task.python2 and e.message.startswith("syntax error")) or py2.is_python3(text):
-            raise
-        converted, note = py2.convert(text, task.path)
-        result = migrate_source(converted, path=task.path, select=task.select, ignore=task.ignore)
-        output = result.output
-    if note is not None:
-        diagnostics = [note, *py2.map_lines_back(text, converted, result.diagnostics)]
+        notes.append(note)
+        steps_done.add("convert")
+    while True:
+        try:
+            result = migrate_source(converted, path=task.path, select=task.select, ignore=task.ignore)
+            break
+        except MigrationError as e:
+            step = _python2_step(text, converted, steps_done, task.path, e) if task.python2 else None
+            if step is None:
+                if converted is not text and e.line is not None:
+                    e.line = py2.line_mapping(text, converted).get(e.line, e.line)
+                raise
+            converted, note = step
+            notes.append(note)
+    output, diagnostics = result.output, result.diagnostics
+    if notes:
+        diagnostics = [*notes, *py2.map_lines_back(text, converted, result.diagnostics)]
     fr = FileResult(task.path, "python", "unchanged", diagnostics)
     if output != text:
         data = files.encode_source(output, decoded)
@@ -161,6 +167,24 @@ def _process_python(task: Task, raw: bytes) -> FileResult:
         if task.mode in ("write", "output"):
             _write(task, fr, data)
     return fr
+
+
+def _python2_step(text: str, converted: str, done: set[str], path: str, error) -> tuple | None:
+    """The pre-pass step that may get past ``error`` (the engine could not
+    parse ``converted``): Python 2 syntax is converted, then indentation
+    whose tabs the CST parser cannot read (Python 3 can) is expanded; None
+    when neither applies or both were done (``done`` records them)."""
+    from migrate.codemod import py2
+
+    if not error.message.startswith("syntax error"):
+        return None
+    if "convert" not in done and not py2.is_python3(text):
+        done.add("convert")
+        return py2.convert(text, path)
+    if "reindent" not in done and py2.is_python3(converted):
+        done.add("reindent")
+        return py2.expand_indentation(converted, path)
+    return None
 
 
 def _process_notebook(task: Task, raw: bytes) -> FileResult:
@@ -175,6 +199,7 @@ def _process_notebook(task: Task, raw: bytes) -> FileResult:
         select=task.select,
         ignore=task.ignore,
         max_code_size=task.max_file_size,
+        python2=task.python2,
     )
     fr = FileResult(task.path, "notebook", "unchanged", nb.diagnostics)
     if nb.skipped_reason:

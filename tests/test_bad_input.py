@@ -186,9 +186,10 @@ def test_empty_and_big_files_without_tensorflow_are_skipped_untouched(matrix):
 
 
 def test_python2_file_is_converted_and_reported(matrix):
+    """TFM001 is located at the first line that is not Python 3 (the print statement)."""
     root, _, text, _, results = matrix
     assert re.search(
-        r"^good/python2\.py:1:1: TFM001 \[fixed\] converted from Python 2 \(fixers: except,"
+        r"^good/python2\.py:2:1: TFM001 \[fixed\] converted from Python 2 \(fixers: except,"
         r" print\)",
         text.stdout,
         re.MULTILINE,
@@ -258,7 +259,7 @@ def test_legacy_python2_file_with_mixed_tabs_and_spaces(tmp_path):
     proc = run_tfmigrate("--write", "legacy.py", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout
     assert re.search(
-        r"^legacy\.py:1:1: TFM001 \[fixed\] converted from Python 2 \(tabs in indentation expanded;"
+        r"^legacy\.py:6:3: TFM001 \[fixed\] converted from Python 2 \(tabs in indentation expanded;"
         r" fixers: dict, except, has_key, print\)",
         proc.stdout,
         re.MULTILINE,

@@ -434,14 +434,16 @@ if __name__ == "__main__":
 def test_a_migration_without_a_strategy_is_not_compared(tmp_path):
     """When the codemod could not migrate the training (here towers that
     build their own input), check must not run the TF1 program twice and
-    call it equivalent: exit 2, saying so, with the codemod's findings."""
+    call it equivalent: exit 2, saying so, with the codemod's findings. The
+    legacy side alone still runs once, so the report holds its baseline."""
     legacy = tmp_path / "towers.py"
     legacy.write_text(NOT_MIGRATED_TOWERS)
     code, report = run(legacy, None, tmp_path)
     assert code == 2 and report["verdict"] == "error"
     assert "uses no tf.distribute strategy" in report["reason"]
     assert "TFM303" in report["details"] and report["migrated"]["manual_work"]
-    assert not list((tmp_path / "out").glob("*-run0"))  # no cluster was started
+    assert len(report["legacy"]["runs"][0]["losses"]) == 5
+    assert not list((tmp_path / "out").glob("migrated-run*"))  # the migration never ran
 
 
 def test_a_chief_job_of_its_own_is_launched():

@@ -91,7 +91,7 @@ def test_packages_tf2_removed_are_reported_with_their_line_unless_guarded():
             slim = None
         from tensorflow.examples.tutorials.mnist import input_data
         from tensorflow.examples.tutorials.word2vec import word2vec_basic
-        from tensorflow.contrib import learn
+        from tensorflow.contrib import lookup
         h = tf.contrib.layers.batch_norm(x)
         h = tf.contrib.layers.batch_norm(h)
         h = tf.contrib.layers.fully_connected(h, 10)  # provided by check: not a blocker
@@ -99,8 +99,9 @@ def test_packages_tf2_removed_are_reported_with_their_line_unless_guarded():
     """))
     assert prepared.blockers == [
         "line 7: imports `tensorflow.examples.tutorials.word2vec.word2vec_basic`, which TensorFlow 2 removed",
-        "line 8: imports `tensorflow.contrib.learn`, which TensorFlow 2 removed",
-        "line 9: uses tensorflow.contrib.layers.batch_norm, which TensorFlow 2 removed",
+        "line 8: imports `tensorflow.contrib.lookup`, which TensorFlow 2 removed",
+        ("line 9: uses tensorflow.contrib.layers.batch_norm, which TensorFlow 2 removed (tfmigrate check provides"
+         " contrib.layers' fully_connected, conv2d, pooling, flatten, dropout, initializers and regularizers only)"),
     ]
 
 
@@ -218,3 +219,141 @@ def test_flags_absl_defines_itself_may_override_it():
     assert prepared.changed and "--log_dir defined with allow_override=True" in prepared.changes[-1]
     assert 'DEFINE_string("log_dir", "/tmp/logs", "summaries", allow_override=True)' in prepared.source
     assert 'DEFINE_integer("steps", 5, "")\n' in prepared.source
+
+
+# ------------------------------------------------------------ what TF 2 removed, in every spelling
+
+PROVIDED_SPELLINGS = {
+    "import tensorflow.contrib.slim as slim": "net = slim.conv2d(x, 32, [5, 5], scope='conv1')",
+    "from tensorflow.contrib import slim": "net = slim.layers.conv2d(x, 32, [5, 5])",
+    "from tensorflow.contrib import layers": "net = layers.fully_connected(x, 10, activation_fn=None)",
+    "import tensorflow.contrib.layers as layers": "net = layers.max_pool2d(x, [2, 2])",
+    "from tensorflow.contrib.layers import fully_connected": "net = fully_connected(x, 10)",
+    "import tensorflow.contrib.slim as sl": "with sl.arg_scope([sl.conv2d], padding='VALID'):\n    net = sl.flatten(x)",
+    "from tensorflow.contrib.slim import layers as slim_layers": "net = slim_layers.avg_pool2d(x, 2)",
+    "from tensorflow.contrib import framework": "step = framework.get_or_create_global_step()",
+    "import numpy": "net = tf.contrib.slim.layers.conv2d(x, 8, 3)\nstep = tf.contrib.framework.get_or_create_global_step()",
+    "import os": "w = tf.get_variable('w', [3, 3], initializer=tf.contrib.layers.xavier_initializer(uniform=False))",
+}
+
+
+def test_each_spelling_of_a_provided_contrib_member_is_accepted():
+    for imported, used in PROVIDED_SPELLINGS.items():
+        prepared = prepare(f"import tensorflow as tf\n{imported}\nx = tf.placeholder(tf.float32)\n{used}\n")
+        assert prepared.blockers == [] and prepared.uses_contrib, (imported, used, prepared.blockers)
+
+
+def test_each_spelling_of_the_mnist_reader_is_accepted_and_served():
+    for spelling in (
+        "from tensorflow.examples.tutorials.mnist import input_data\nd = input_data.read_data_sets('/d')",
+        "import tensorflow.examples.tutorials.mnist.input_data as input_data\nd = input_data.read_data_sets('/d')",
+        "from tensorflow.examples.tutorials.mnist.input_data import read_data_sets\nd = read_data_sets('/d')",
+        "from tensorflow.contrib.learn.python.learn.datasets.mnist import read_data_sets\nd = read_data_sets('/d')",
+        "from tensorflow.contrib.learn.python.learn.datasets import mnist\nd = mnist.read_data_sets('/d')",
+        "d = tf.contrib.learn.datasets.mnist.read_data_sets('/d', one_hot=True)",
+        "d = tf.contrib.learn.datasets.load_dataset('mnist')",
+        "d = tf.contrib.learn.datasets.DATASETS['mnist']('/d')",
+    ):
+        prepared = prepare(f"import tensorflow as tf\n{spelling}\n")
+        assert prepared.blockers == [] and prepared.reads_mnist, (spelling, prepared.blockers)
+
+
+def test_what_is_not_provided_is_refused_with_its_line_in_any_spelling():
+    cases = {
+        "import tensorflow.contrib.slim as slim\nx = 1\nnet = slim.batch_norm(x)\n":
+            "line 4: uses tensorflow.contrib.slim.batch_norm, which TensorFlow 2 removed",
+        "from tensorflow.contrib import layers\nnet = layers.batch_norm(x)\n":
+            "line 3: uses tensorflow.contrib.layers.batch_norm, which TensorFlow 2 removed",
+        "from tensorflow.contrib.layers import batch_norm\n":
+            "line 2: imports `tensorflow.contrib.layers.batch_norm`, which TensorFlow 2 removed",
+        "net = tf.contrib.slim.layers.repeat(x, 2, tf.identity)\n":
+            "line 2: uses tensorflow.contrib.slim.layers.repeat, which TensorFlow 2 removed",
+        "from tensorflow.contrib import slim\nq = slim.prefetch_queue.prefetch_queue([x])\n":
+            "line 3: uses tensorflow.contrib.slim.prefetch_queue, which TensorFlow 2 removed",
+        "d = tf.contrib.learn.datasets.load_dataset('iris')\n":
+            "line 2: uses tensorflow.contrib.learn.datasets.load_dataset for another data set than MNIST",
+        "from tensorflow.contrib.session_bundle import exporter\n":
+            "line 2: imports `tensorflow.contrib.session_bundle.exporter`, which TensorFlow 2 removed (no TF 2 API"
+            " writes its SessionBundle export format",
+        "s = tf.scalar_summary('loss', x)\n":
+            "line 2: uses tf.scalar_summary, which TensorFlow 1.0 removed (its successor tf.summary.scalar takes"
+            " other arguments",
+    }
+    for body, expected in cases.items():
+        prepared = prepare("import tensorflow as tf\n" + body)
+        assert len(prepared.blockers) == 1 and prepared.blockers[0].startswith(expected), (body, prepared.blockers)
+        assert not prepared.uses_contrib
+    # a script already on tf.compat.v1 reaches tf.contrib the same way
+    on_v1 = prepare("import tensorflow.compat.v1 as tf\nh = tf.contrib.layers.batch_norm(x)\n")
+    assert on_v1.blockers[0].startswith("line 2: uses tensorflow.contrib.layers.batch_norm, which TensorFlow 2 removed")
+
+
+def test_names_tf_1_0_gave_unchanged_functions_are_used_in_the_legacy_copy():
+    prepared = prepare(src("""
+        import tensorflow as tf
+        merged = tf.merge_all_summaries()
+        writer = tf.train.SummaryWriter("/tmp/logs")
+        y = tf.mul(x, tf.neg(x))
+    """))
+    assert prepared.blockers == []
+    assert prepared.source.endswith(src("""
+        merged = tf.summary.merge_all()
+        writer = tf.summary.FileWriter("/tmp/logs")
+        y = tf.multiply(x, tf.negative(x))
+    """))
+    assert "`tf.merge_all_summaries` -> `tf.summary.merge_all`" in prepared.changes[-1]
+    # a script already on tf.compat.v1 keeps the compat prefix (tf.summary.merge_all is TF1-only)
+    kept = prepare("import tensorflow as tf\ntf.compat.v1.disable_v2_behavior()\nm = tf.compat.v1.merge_all_summaries()\n")
+    assert kept.source.endswith("m = tf.compat.v1.summary.merge_all()\n")
+
+
+def test_provided_contrib_members_compute_what_tf1_computed(tmp_path):
+    """Our fixture builds one convnet through slim/contrib.layers in several
+    spellings (arg_scope included) and the same network with core ops as TF1's
+    slim computed it: the same variables, the same outputs on the same weights;
+    the initializers draw TF1's formulas; unknown members raise."""
+    import json
+    import os
+    from pathlib import Path
+
+    fixture = Path(__file__).parent / "data" / "check" / "compat_contrib_spellings.py"
+    prepared = prepare(fixture.read_text(encoding="utf-8"))
+    assert prepared.blockers == [] and prepared.uses_contrib and prepared.reads_mnist
+    script = tmp_path / "legacy.py"
+    script.write_text(prepared.source)
+    env = {**os.environ, "TFMIGRATE_BOOT_HOOKS": "migrate.runtime.harness", "TFMIGRATE_HARNESS": "contrib,mnist",
+           "TFMIGRATE_HARNESS_DIR": str(tmp_path / "h"), "TFMIGRATE_TASK": "worker:0"}
+    ran = subprocess.run([sys.executable, "-m", "migrate.runtime.taskboot", str(script)], capture_output=True,
+                         text=True, timeout=180, env=env, check=False)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    result = json.loads(ran.stdout.split("RESULT ", 1)[1])
+    assert result["provided_variables"] == result["core_variables"] == {
+        "conv1/weights": [5, 5, 1, 4], "conv1/biases": [4], "Conv/weights": [3, 3, 4, 6], "Conv/biases": [6],
+        "fully_connected/weights": [14 * 14 * 6, 16], "fully_connected/biases": [16],
+        "logits/weights": [16, 10], "logits/biases": [10],
+    }
+    assert result["output_scale"] > 0.1 and result["output_difference"] <= 1e-6 * result["output_scale"]
+    assert result["same_function"] and result["mnist_spellings_agree"]
+    assert result["initializer_difference"] == {"xavier_normal": 0.0, "xavier_uniform": 0.0, "variance_scaling": 0.0}
+    assert result["penalties"] == [0.5 * 55 / 2, 0.25 * 15]
+    assert result["regularization_losses"] == [0.5 * (3 * 4 * 2.0**2) / 2]  # once: the reused call adds none
+    assert result["devices"] == ["/job:ps/task:0/device:CPU:0", "/job:ps/task:1/device:CPU:0",
+                                 "/job:ps/task:0/device:CPU:0"]
+    assert "is not decorated with @add_arg_scope" in result["undecorated"]
+    assert "tensorflow.contrib.slim.batch_norm` does not exist in TensorFlow 2" in result["missing"]
+    fired = json.loads((tmp_path / "h" / "harness-notes-worker-0.json").read_text())["fired"]
+    assert "tf.contrib.framework.arg_scope run as tfmigrate's TF1 code (TF 2 removed tf.contrib)" in fired
+    assert any(f.startswith("tf.contrib.learn.datasets.load_dataset served by") for f in fired), fired
+
+
+def test_every_provided_contrib_member_exists_on_tensorflow_2():
+    """The decision (legacy_compat, no TensorFlow) and the module tree
+    (contrib_standin) list the same members, each resolvable on TF 2.21."""
+    import tensorflow as tf
+    from tensorflow.compat import v1
+
+    from migrate.runtime import contrib_standin, legacy_compat
+
+    members = contrib_standin.implementations(tf, v1)
+    assert set(members) == legacy_compat.CONTRIB_PROVIDED
+    assert all(member is not None for member in members.values())

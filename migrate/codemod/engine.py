@@ -12,6 +12,7 @@ Rules live one per file in :mod:`migrate.codemod.rules`; each is a libcst transf
 from __future__ import annotations
 
 import ast
+import difflib
 import sys
 import textwrap
 import tokenize
@@ -252,6 +253,19 @@ class _Locator:
         self._ends: dict[tuple[int, int], tuple[int, int]] | None = None
         self._masks: dict[int, list[tuple[int, int]]] | None = None
 
+    def fresh(self) -> _Locator:
+        """A locator for another run over the same input: no report seen yet;
+        the spans and ends found so far are shared (they depend only on the input)."""
+        other = _Locator.__new__(_Locator)
+        other.__dict__.update(self.__dict__)
+        other.seen = {}
+        return other
+
+    def share(self, fresh: _Locator) -> None:
+        """Keep what ``fresh`` (from :meth:`fresh`) found about the input."""
+        self._masks = self._masks if self._masks is not None else fresh._masks
+        self._ends = self._ends if self._ends is not None else fresh._ends
+
     def _masked(self) -> dict[int, list[tuple[int, int]]]:
         """Line -> column spans of comments and strings: text there is not
         code (``# import tensorflow as tf`` on line 1, a usage docstring)."""
@@ -401,18 +415,15 @@ def first_line_code(node: cst.CSTNode) -> tuple[str, bool]:
 _EMPTY = cst.Module(body=[])
 
 
-def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator) -> list[Diagnostic]:
+def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, positions_of) -> list[Diagnostic]:
     if not ctx.reports:
         return []
-    positions = None
     out = []
     for node, code, message, hint, reference, fixed, severity in ctx.reports:
         where = locator.locate(node)
         if where is None:
             # new code with no counterpart in the input: position in this rule's input tree
-            if positions is None:
-                positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-            pos = positions.get(node)
+            pos = positions_of(module).get(node)
             where = (pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1) if pos else (1, 1, 1, 1)
         line, col, end_line, end_col = where
         out.append(
@@ -525,16 +536,19 @@ def migrate_source(
     path: str = "<string>",
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
+    top_level_await: bool = False,
 ) -> MigrationResult:
     """Run the selected rules over ``source`` and return the result.
 
     Raises :class:`MigrationError` when the source is not valid Python 3 or
-    the rewritten code would not parse (nothing is ever written then).
+    the rewritten code would not compile (nothing is ever written then).
+    ``top_level_await``: ``await`` outside a function compiles (notebook
+    cells, which IPython runs that way).
     """
     if not mentions_tensorflow(source):
         return MigrationResult(source, source)
     try:
-        return _migrate(source, path, select, ignore)
+        return _migrate(source, path, select, ignore, top_level_await)
     finally:
         # the caches of node walks, code and names hold this source's trees
         clear_caches()
@@ -542,7 +556,9 @@ def migrate_source(
         _AST_NODES.clear()
 
 
-def _migrate(source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None) -> MigrationResult:
+def _migrate(
+    source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None, top_level_await: bool
+) -> MigrationResult:
     tree = _syntax_check(source, path)
     try:
         module = original = cst.parse_module(source)
@@ -550,8 +566,9 @@ def _migrate(source: str, path: str, select: Iterable[str] | None, ignore: Itera
         raise MigrationError(f"syntax error: {e.message}", e.raw_line, e.raw_column + 1) from None
 
     rules = [r for r in selected_rules(select, ignore) if r.applies_to(source)]
-    module, diagnostics, applied = _run_rules(original, rules, source, path, tree)
-    output = _checked_code(module, applied, source, path)
+    runs = _Runs(original, source, path, tree)
+    module, diagnostics, applied = runs.run(rules)
+    output = runs.checked_code(module, applied)
     gated: list[Diagnostic] = []
     training_rules_ran = any(r.code in _TRAINING_RULES for r in rules)
     while output is not source:
@@ -588,41 +605,101 @@ def _migrate(source: str, path: str, select: Iterable[str] | None, ignore: Itera
             # rule could not take over that code; a name read before the
             # statement that now binds it): find the rule whose change did
             # that, keep its input, and say what is left to do by hand.
-            introduced = _introduced_names(tree, output[1])
+            introduced = runs.introduced_names(output[1])
             if not introduced:
                 break
-            dropped = _culprits(original, rules, applied, source, path, tree)
+            dropped = _culprits(runs, rules, applied)
             gated.extend(_unsafe_rewrite(r, introduced, tree, diagnostics) for r in dropped)
         rules = [r for r in rules if r not in dropped]
-        module, diagnostics, applied = _run_rules(original, rules, source, path, tree)
-        output = _checked_code(module, applied, source, path)
+        module, diagnostics, applied = runs.run(rules)
+        output = runs.checked_code(module, applied)
+    if output is not source:
+        _compile_gate(output, runs, rules, applied, top_level_await)
     diagnostics.extend(gated)
     output = output if output is source else output[0]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
     return MigrationResult(source, output, _dedupe(diagnostics), applied)
 
 
-def _run_rules(module: cst.Module, rules: list[type[Rule]], source: str, path: str, tree: ast.Module):
-    """(module with the rules' changes and the imports they need, diagnostics, applied codes)"""
-    diagnostics: list[Diagnostic] = []
-    applied: list[str] = []
-    pending_imports: list[tuple[str, str | None, str | None]] = []
-    locator = _Locator(source, tree)
-    for rule_cls in rules:
-        ctx = RuleContext(module, path)
-        ctx.source = source  # the file as it came: what reports can be located in
-        new_module = rule_cls(ctx).transform(module)
-        diagnostics.extend(_resolve_reports(ctx, module, locator))
-        pending_imports.extend(ctx.imports)
-        if new_module is not module and not new_module.deep_equals(module):
-            applied.append(rule_cls.code)
-            module = new_module
-    if applied:
-        if _uses_unbound_tf(module):
-            # rules spell new code from `tf`; make sure it is TensorFlow's root
-            pending_imports.append(("tensorflow", None, "tf"))
-        module = _add_imports(module, pending_imports)
-    return module, diagnostics, applied
+class _Runs:
+    """The rules' runs over one input. The gates above rerun the rules with
+    some left out (up to one run per applied rule, to find the culprit): a
+    rule's rewrite and reports depend only on the module it is handed and the
+    path, so each rule is transformed once per distinct input module, and a
+    rerun redoes only the rules after the first one left out that changed
+    the code. Reports are located again on every run (the locator counts the
+    k-th report of a text per run), and outputs are parsed and checked for
+    undefined names once each."""
+
+    def __init__(self, original: cst.Module, source: str, path: str, tree: ast.Module):
+        self.original = original
+        self.source = source
+        self.path = path
+        self.tree = tree
+        self.locator = _Locator(source, tree)
+        # (rule, id(input module)) -> (input module, output module, ctx, changed)
+        self._transforms: dict[tuple[type[Rule], int], tuple[cst.Module, cst.Module, RuleContext, bool]] = {}
+        # id(module) -> (module, its libcst positions)
+        self._positions: dict[int, tuple[cst.Module, object]] = {}
+        # id(module) -> (module, _checked_code of it)
+        self._checked: dict[int, tuple[cst.Module, object]] = {}
+        self._undefined_in_source: frozenset[str] | None = None
+
+    def run(self, rules: list[type[Rule]]):
+        """(module with the rules' changes and the imports they need, diagnostics, applied codes)"""
+        diagnostics: list[Diagnostic] = []
+        applied: list[str] = []
+        pending_imports: list[tuple[str, str | None, str | None]] = []
+        locator = self.locator.fresh()
+        module = self.original
+        for rule_cls in rules:
+            key = (rule_cls, id(module))
+            known = self._transforms.get(key)
+            if known is None or known[0] is not module:
+                ctx = RuleContext(module, self.path)
+                ctx.source = self.source  # the file as it came: what reports can be located in
+                new_module = rule_cls(ctx).transform(module)
+                changed = new_module is not module and not new_module.deep_equals(module)
+                known = self._transforms[key] = (module, new_module, ctx, changed)
+            _, new_module, ctx, changed = known
+            diagnostics.extend(_resolve_reports(ctx, module, locator, self._module_positions))
+            pending_imports.extend(ctx.imports)
+            if changed:
+                applied.append(rule_cls.code)
+                module = new_module
+        self.locator.share(locator)
+        if applied:
+            if _uses_unbound_tf(module):
+                # rules spell new code from `tf`; make sure it is TensorFlow's root
+                pending_imports.append(("tensorflow", None, "tf"))
+            module = _add_imports(module, pending_imports)
+        return module, diagnostics, applied
+
+    def _module_positions(self, module: cst.Module):
+        known = self._positions.get(id(module))
+        if known is None or known[0] is not module:
+            positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+            known = self._positions[id(module)] = (module, positions)
+        return known[1]
+
+    def checked_code(self, module: cst.Module, applied: list[str]):
+        """:func:`_checked_code`, once per module (``_add_imports`` hands back
+        the module it was given when no import is missing)."""
+        if not applied:
+            return self.source
+        known = self._checked.get(id(module))
+        if known is None or known[0] is not module:
+            known = self._checked[id(module)] = (module, _checked_code(module, applied, self.source, self.path))
+        return known[1]
+
+    def introduced_names(self, output: ast.Module) -> list[str]:
+        """Names ``output`` reads undefined that the input did not."""
+        undefined_after = undefined_names(output)
+        if not undefined_after:
+            return []
+        if self._undefined_in_source is None:
+            self._undefined_in_source = undefined_names(self.tree)
+        return sorted(undefined_after - self._undefined_in_source)
 
 
 def _checked_code(module: cst.Module, applied: list[str], source: str, path: str):
@@ -644,20 +721,81 @@ def _checked_code(module: cst.Module, applied: list[str], source: str, path: str
         ) from None
 
 
-def _introduced_names(before: ast.Module, after: ast.Module) -> list[str]:
-    undefined_after = undefined_names(after)
-    if not undefined_after:
-        return []
-    return sorted(undefined_after - undefined_names(before))
+def compile_error(code: str | ast.Module, path: str, top_level_await: bool = False) -> SyntaxError | None:
+    """What ``compile()`` refuses in ``code`` (source or its ``ast``), else None.
+    ``ast.parse`` is not enough: a repeated keyword argument, a duplicate
+    parameter, ``return`` or ``await`` outside a function parse but do not
+    compile."""
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
+    try:
+        compile(code, path, "exec", flags=flags, dont_inherit=True)
+    except SyntaxError as e:
+        return e
+    except ValueError as e:  # e.g. null bytes in a source
+        return SyntaxError(str(e))
+    return None
 
 
-def _culprits(original, rules, applied, source, path, tree) -> list[type[Rule]]:
+def _compile_gate(output, runs: _Runs, rules, applied, top_level_await) -> None:
+    """Raise a located :class:`MigrationError` naming the rule whose change
+    makes the output not compile: the first rule, in run order, after whose
+    change the code no longer compiles (all the applied ones when only their
+    combination fails). The file is then left as it is."""
+    source, path, tree = runs.source, runs.path, runs.tree
+    error = compile_error(output[1], path, top_level_await)
+    if error is None:
+        return
+    refused = compile_error(tree, path, top_level_await)
+    if refused is not None:  # Python refuses the input too: nothing a rule did
+        raise MigrationError(
+            f"syntax error: {refused.msg} (the file parses but does not compile)", refused.lineno, refused.offset
+        )
+    culprits = [r for r in rules if r.code in applied]
+    for k, rule_cls in enumerate(rules, 1):
+        if rule_cls.code not in applied:
+            continue
+        module, _, applied_now = runs.run(rules[:k])
+        code = runs.checked_code(module, applied_now)
+        if code is not source and compile_error(code[1], path, top_level_await) is not None:
+            culprits = [rule_cls]
+            break
+    names = ", ".join(f"{r.code} ({r.name})" for r in culprits)
+    out_lines = output[0].splitlines()
+    shown = out_lines[error.lineno - 1].strip() if error.lineno and 0 < error.lineno <= len(out_lines) else ""
+    line, column = _input_position(source, output[0], error.lineno or 1, error.offset or 1)
+    raise MigrationError(
+        f"internal error: the rewrite by {names} does not compile ({error.msg}, line {error.lineno} of the"
+        f" rewritten code{': `' + shown[:80] + '`' if shown else ''}); file left unchanged, please report this",
+        line,
+        column,
+    )
+
+
+def _input_position(source: str, output: str, line: int, column: int) -> tuple[int, int]:
+    """The input line an output line comes from (for new code: the first
+    line of the input it replaces, or the line it is inserted before); the
+    column when the line is unchanged, else the input line's first column
+    with code."""
+    a, b = source.splitlines(), output.splitlines()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        if j1 <= line - 1 < j2:
+            if tag == "equal":
+                return i1 + line - 1 - j1 + 1, column
+            at = min(i1, max(len(a) - 1, 0))
+            while at + 1 < len(a) and not a[at].strip():
+                at += 1
+            text = a[at] if a else ""
+            return at + 1, len(text) - len(text.lstrip()) + 1
+    return 1, 1
+
+
+def _culprits(runs: _Runs, rules: list[type[Rule]], applied: list[str]) -> list[type[Rule]]:
     """The applied rules to leave out so that no name is left undefined: the
     latest single one that suffices, else the latest ones cumulatively."""
     def still_broken(kept: list[type[Rule]]) -> bool:
-        module, _, applied_now = _run_rules(original, kept, source, path, tree)
-        output = _checked_code(module, applied_now, source, path)
-        return output is not source and bool(_introduced_names(tree, output[1]))
+        module, _, applied_now = runs.run(kept)
+        output = runs.checked_code(module, applied_now)
+        return output is not runs.source and bool(runs.introduced_names(output[1]))
 
     candidates = [r for r in reversed(rules) if r.code in applied]
     for rule_cls in candidates:

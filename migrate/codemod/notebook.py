@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from json.decoder import scanstring
 
+from migrate.codemod import py2
 from migrate.codemod.engine import Diagnostic, MigrationError, mentions_tensorflow, migrate_source
 
 CELL_MARKER = "__tfmigrate_cell__"
@@ -382,7 +383,13 @@ def migrate_notebook(
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
     max_code_size: int | None = None,
+    python2: bool = True,
 ) -> NotebookResult:
+    """Migrate the code cells of notebook ``raw`` as one program.
+
+    ``python2``: code cells written for Python 2 go through the same
+    pre-pass as ``.py`` files, cell by cell (:func:`_python2_cells`), each
+    conversion reported as TFM001 on its cell."""
     text, nb = load(raw)
     language = _language(nb)
     if language not in (None, "python", "python2", "python3"):
@@ -393,44 +400,53 @@ def migrate_notebook(
         return NotebookResult(raw, raw)
 
     masker = _Masker()
-    parts: list[str] = []
-    line_map: list[tuple[int, int] | None] = [None]  # 1-based program lines
+    masked_cells: dict[int, str] = {}
     for index, source in code:
-        parts.append(f"{CELL_MARKER}({index})\n")
-        line_map.append(None)
         masked = masker.mask(source)
         if masked and not masked.endswith("\n"):
             masked += "\n"
-        parts.append(masked)
-        line_map.extend((index, k) for k in range(1, masked.count("\n") + 1))
-    program = "".join(parts)
-    if max_code_size and len(program) > max_code_size:
-        raise NotebookError(
-            f"code cells too large ({len(program) / 1e6:.1f} MB > {max_code_size / 1e6:.1f} MB"
-            " limit); use --max-file-size 0 to process them anyway"
-        )
+        masked_cells[index] = masked
+    converted = _Python2Cells(masked_cells, path) if python2 else None
+    if converted is not None:
+        converted.convert_syntax()
+        converted.convert_names(_program(converted.cells)[0])
+
+    line_map: list[tuple[int, int] | None] = []
 
     def locate(line: int | None) -> tuple[int | None, int | None]:
+        """A program line -> (1-based cell, line in the cell as written)."""
         if line is None:
             return None, None
         for candidate in range(line, len(line_map)):
             if line_map[candidate] is not None:
                 cell, in_cell = line_map[candidate]
+                if converted is not None:
+                    in_cell = converted.original_line(cell, in_cell)
                 return cell + 1, in_cell
         return None, line
 
-    try:
-        result = migrate_source(program, path=path, select=select, ignore=ignore)
-    except MigrationError as e:
-        cell, line = locate(e.line)
-        raise NotebookError(e.message, line, e.column, cell) from None
+    while True:
+        program, line_map[:] = _program(converted.cells if converted else masked_cells)
+        if max_code_size and len(program) > max_code_size:
+            raise NotebookError(
+                f"code cells too large ({len(program) / 1e6:.1f} MB > {max_code_size / 1e6:.1f} MB"
+                " limit); use --max-file-size 0 to process them anyway"
+            )
+        try:
+            result = migrate_source(program, path=path, select=select, ignore=ignore, top_level_await=True)
+            break
+        except MigrationError as e:
+            # Python 3 whose indentation mixes tabs the way the CST parser cannot read
+            if converted is None or not e.message.startswith("syntax error") or not converted.reindent():
+                cell, line = locate(e.line)
+                raise NotebookError(e.message, line, e.column, cell) from None
 
-    diagnostics = []
+    diagnostics = list(converted.notes) if converted else []
     for d in result.diagnostics:
         cell, line = locate(d.line)
         diagnostics.append(d.with_location(line or 1, d.column, cell))
 
-    if not result.changed:
+    if not result.changed and not (converted and converted.changed):
         return NotebookResult(raw, raw, diagnostics)
 
     new_sources = _split_program(masker.restore(result.output), [i for i, _ in code])
@@ -465,6 +481,84 @@ def migrate_notebook(
     _verify(new_text, nb, {c.cell - 1: c.after for c in changes})
     prefix = b"\xef\xbb\xbf" if raw.startswith(b"\xef\xbb\xbf") else b""
     return NotebookResult(raw, prefix + new_text.encode("utf-8"), diagnostics, changes)
+
+
+def _program(cells: dict[int, str]) -> tuple[str, list[tuple[int, int] | None]]:
+    """The code cells as one program (a marker statement before each), and
+    for each 1-based program line its (cell index, line in the cell)."""
+    parts: list[str] = []
+    line_map: list[tuple[int, int] | None] = [None]
+    for index, masked in cells.items():
+        parts.append(f"{CELL_MARKER}({index})\n")
+        line_map.append(None)
+        parts.append(masked)
+        line_map.extend((index, k) for k in range(1, masked.count("\n") + 1))
+    return "".join(parts), line_map
+
+
+class _Python2Cells:
+    """The Python 2 pre-pass of ``.py`` files, cell by cell (IPython runs
+    each cell on its own, so each is a complete piece of Python): cells that
+    are not Python 3 are converted; Python 3 cells using what only Python 2
+    has (``xrange``, ``d.iteritems()``, judged on the whole program: an
+    import in one cell binds a name for the next) too; and where the CST
+    parser cannot read a cell's tabs, its indentation is expanded. Magics
+    are masked already (placeholder calls, valid Python 2 and 3)."""
+
+    def __init__(self, cells: dict[int, str], path: str):
+        self.original = dict(cells)
+        self.cells = dict(cells)
+        self.path = path
+        self.notes: list[Diagnostic] = []
+        self.reindented = False
+
+    @property
+    def changed(self) -> bool:
+        return self.cells != self.original
+
+    def _apply(self, index: int, step) -> None:
+        try:
+            result = step(self.cells[index])
+        except MigrationError as e:
+            raise NotebookError(e.message, self.original_line(index, e.line), e.column, index + 1) from None
+        if result is None:
+            return
+        new, note = result
+        line = self.original_line(index, note.line)
+        self.cells[index] = new
+        self.notes.append(note.with_location(line or 1, note.column, index + 1))
+
+    def convert_syntax(self) -> None:
+        for index, source in self.original.items():
+            if not py2.is_python3(source):
+                self._apply(index, lambda s: py2.convert(s, self.path, top_level_await=True))
+
+    def convert_names(self, program: str) -> None:
+        uses = py2.python2_uses(program)
+        if not uses:
+            return
+        _, line_map = _program(self.cells)
+        cells = dict.fromkeys(line_map[line][0] for line, _, _ in uses if line_map[line] is not None)
+        for index in cells:
+            if py2.python2_uses(self.cells[index]):
+                self._apply(index, lambda s: py2.convert(s, self.path, top_level_await=True))
+
+    def reindent(self) -> bool:
+        """Expand tabs in indentation in every cell holding some; False when
+        done already or nothing changed."""
+        if self.reindented:
+            return False
+        self.reindented = True
+        before = dict(self.cells)
+        for index in self.cells:
+            self._apply(index, lambda s: py2.expand_indentation(s, self.path, top_level_await=True))
+        return self.cells != before
+
+    def original_line(self, index: int, line: int | None) -> int | None:
+        """A line of the cell as converted -> the line of the cell as written."""
+        if line is None or self.cells[index] == self.original[index]:
+            return line
+        return py2.line_mapping(self.original[index], self.cells[index]).get(line, line)
 
 
 def _split_program(program: str, indices: list[int]) -> dict[int, str]:

@@ -22,7 +22,7 @@ import difflib
 import logging
 from functools import lru_cache
 
-from migrate.codemod.engine import Diagnostic, MigrationError
+from migrate.codemod.engine import Diagnostic, MigrationError, compile_error
 
 PY2_CODE = "TFM001"
 PY2_NAME = "python2-conversion"
@@ -142,6 +142,14 @@ def python2_uses(source: str | ast.AST) -> list[tuple[int, int, str]]:
     return sorted([u for u in names if u[2] not in bound] + methods)
 
 
+def _check_compiles(code: str, path: str, top_level_await: bool) -> None:
+    """Raise the SyntaxError ``compile()`` raises: what the pre-pass hands on
+    may be written as it is (when no rule changes it), so it must compile."""
+    error = compile_error(code, path, top_level_await)
+    if error is not None:
+        raise error
+
+
 def is_python3(source: str) -> bool:
     try:
         ast.parse(source)
@@ -241,33 +249,34 @@ def _expand_indent_tabs(source: str) -> str:
     return "".join(out)
 
 
-def convert(source: str, path: str = "<string>") -> tuple[str, Diagnostic]:
+def convert(source: str, path: str = "<string>", *, top_level_await: bool = False) -> tuple[str, Diagnostic]:
     """Convert Python 2 ``source`` to Python 3: a source that is not Python 3,
     or Python 3 syntax that uses what only Python 2 has (:func:`python2_uses`;
-    ValueError when it uses nothing of that).
+    ValueError when it uses nothing of that). ``top_level_await``: the
+    source is a notebook cell (IPython runs a top-level ``await``).
 
-    Returns the converted source and the TFM001 diagnostic that tells the
-    user it happened. Raises :class:`MigrationError`, located at the
-    original syntax error, when the source is neither Python 3 nor
-    convertible Python 2.
+    Returns the converted source, which compiles, and the TFM001 diagnostic
+    that tells the user it happened, located at the first line that is not
+    Python 3. Raises :class:`MigrationError`, located at the original syntax
+    error, when the source is neither Python 3 nor convertible Python 2.
     """
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as e:
         original_error = e
     else:
-        return _convert_python3_syntax(source, tree, path)
+        return _convert_python3_syntax(source, tree, path, top_level_await)
     steps: list[str] = []
     text = source if source.endswith("\n") else source + "\n"
     try:
-        converted, fixers = _to_python3(text, path, original_error)
+        converted, fixers = _to_python3(text, path, original_error, top_level_await)
     except TabError:
         # Python 2 accepted mixed tabs/spaces; expand only when it matters
         # so consistently tab-indented files keep their tabs.
         text = _expand_indent_tabs(text)
         steps.append("tabs in indentation expanded")
         try:
-            converted, fixers = _to_python3(text, path, original_error)
+            converted, fixers = _to_python3(text, path, original_error, top_level_await)
         except SyntaxError as e:
             raise _error(
                 original_error, f"after the Python 2 conversion: {e.msg} at line {e.lineno}"
@@ -281,8 +290,8 @@ def convert(source: str, path: str = "<string>") -> tuple[str, Diagnostic]:
     diagnostic = Diagnostic(
         code=PY2_CODE,
         message=f"converted from Python 2 ({'; '.join(steps)})",
-        line=1,
-        column=1,
+        line=original_error.lineno or 1,
+        column=original_error.offset or 1,
         hint="review the converted code; the TensorFlow rules ran on the Python 3 version",
         fixed=True,
         severity="info",
@@ -290,7 +299,7 @@ def convert(source: str, path: str = "<string>") -> tuple[str, Diagnostic]:
     return converted, diagnostic
 
 
-def _convert_python3_syntax(source: str, tree: ast.Module, path: str) -> tuple[str, Diagnostic]:
+def _convert_python3_syntax(source: str, tree: ast.Module, path: str, top_level_await: bool) -> tuple[str, Diagnostic]:
     """Python 2 code that parses as Python 3 (see :func:`python2_uses`)."""
     uses = python2_uses(tree)
     if not uses:
@@ -301,7 +310,7 @@ def _convert_python3_syntax(source: str, tree: ast.Module, path: str) -> tuple[s
     line, column, _ = uses[0]
     try:
         converted = str(tool.refactor_string(text, path))
-        ast.parse(converted, filename=path)
+        _check_compiles(converted, path, top_level_await)
     except Exception as e:  # noqa: BLE001 - fissix on odd input: report, never crash the run
         raise MigrationError(
             f"Python 2 names in valid Python 3 syntax could not be converted ({type(e).__name__}: {e})",
@@ -324,12 +333,15 @@ def _convert_python3_syntax(source: str, tree: ast.Module, path: str) -> tuple[s
     return converted, diagnostic
 
 
-def _to_python3(text: str, path: str, original_error: SyntaxError) -> tuple[str, list[str]]:
-    """fissix output, checked by ``ast.parse`` (raises its SyntaxError)."""
+def _to_python3(
+    text: str, path: str, original_error: SyntaxError, top_level_await: bool
+) -> tuple[str, list[str]]:
+    """fissix output, checked by ``compile()`` (raises its SyntaxError)."""
     if is_python3(text):
+        _check_compiles(text, path, top_level_await)
         return text, []
     converted, fixers = _run_fissix(text, path, original_error)
-    ast.parse(converted, filename=path)
+    _check_compiles(converted, path, top_level_await)
     return converted, fixers
 
 
@@ -366,16 +378,58 @@ def _error(original: SyntaxError, detail: str) -> MigrationError:
     )
 
 
-def map_lines_back(
-    original: str, converted: str, diagnostics: list[Diagnostic]
-) -> list[Diagnostic]:
-    """Diagnostics located in ``converted`` -> lines of ``original``."""
-    if original == converted:
-        return diagnostics
+def _first_tab_indented_line(source: str) -> int | None:
+    """The first line whose indentation holds a tab (outside strings), else None."""
+    expanded = _expand_indent_tabs(source).splitlines()
+    for number, (line, new) in enumerate(zip(source.splitlines(), expanded), 1):
+        if line != new:
+            return number
+    return None
+
+
+def expand_indentation(source: str, path: str = "<string>", *, top_level_await: bool = False) -> tuple[str, Diagnostic] | None:
+    """Python 3 that the CST parser cannot tokenize because of how its
+    indentation mixes tabs and spaces (``8 spaces + tab`` then ``tab + 8
+    spaces + tab``: Python reads both with 8-column tab stops, libcst's
+    tokenizer finds no matching block): the same source with the tabs of its
+    indentation expanded to 8-column stops, which is how Python 2 and 3 read
+    them, strings untouched. None when no indentation holds a tab (or the
+    expanded source does not compile)."""
+    line = _first_tab_indented_line(source)
+    if line is None:
+        return None
+    expanded = _expand_indent_tabs(source)
+    if compile_error(expanded, path, top_level_await) is not None:
+        return None
+    diagnostic = Diagnostic(
+        code=PY2_CODE,
+        message="indentation mixing tabs and spaces re-indented: tabs in indentation expanded to"
+        " 8-column stops, as Python reads them (the parser the rules use cannot read this mix)",
+        line=line,
+        column=1,
+        hint="review the re-indented lines; nothing but leading whitespace changed",
+        fixed=True,
+        severity="info",
+    )
+    return expanded, diagnostic
+
+
+def line_mapping(original: str, converted: str) -> dict[int, int]:
+    """1-based lines of ``converted`` -> the lines of ``original`` they come from."""
     a = original.splitlines()
     b = converted.splitlines()
     mapping: dict[int, int] = {}
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
         for k, j in enumerate(range(j1, j2)):
             mapping[j + 1] = (i1 + k if tag == "equal" else min(i1 + k, max(i2 - 1, i1))) + 1
+    return mapping
+
+
+def map_lines_back(
+    original: str, converted: str, diagnostics: list[Diagnostic]
+) -> list[Diagnostic]:
+    """Diagnostics located in ``converted`` -> lines of ``original``."""
+    if original == converted:
+        return diagnostics
+    mapping = line_mapping(original, converted)
     return [d.with_location(mapping.get(d.line, d.line), d.column, d.cell) for d in diagnostics]

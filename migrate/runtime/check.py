@@ -165,7 +165,7 @@ PSS = "parameter_server"
 class CheckOptions:
     legacy: Path
     migrated: Path | None = None
-    workers: int = DEFAULT_WORKERS
+    workers: int | None = None  # None: as many as the script's own cluster has, else DEFAULT_WORKERS
     steps: int | None = DEFAULT_STEPS
     runs: int | None = None  # None: 1 step by step, DEFAULT_STAT_RUNS statistically
     # Both sides seeded alike by default: legacy scripts draw their batches from
@@ -203,6 +203,7 @@ class RunOutcome:
     loss_source: str
     init_path: Path | None
     notes: list[str] = field(default_factory=list)
+    cluster_map: dict[str, dict] = field(default_factory=dict)  # task -> script/launcher address
 
     @property
     def series(self) -> dict[int, float]:
@@ -232,6 +233,8 @@ class RunOutcome:
                 for e in self.result.faults
             ],
             "steps_lost_to_faults": sorted(self.kill_gap),
+            "cluster_map": self.cluster_map,
+            "losses": {str(step): loss for step, loss in sorted(self.series.items())},
         }
 
 
@@ -357,6 +360,21 @@ def _harness_fired(log_dir: Path) -> list[str]:
     return fired
 
 
+def cluster_map(log_dir: Path) -> dict[str, dict]:
+    """How the harness mapped each task of the cluster the program built
+    (``{"ps:0": {"script": "pc-01:2222", "launcher": "127.0.0.1:41234"}}``),
+    merged over the tasks' notes."""
+    mapping: dict[str, dict] = {}
+    for path in sorted(log_dir.glob("harness-notes-*.json")):
+        try:
+            notes = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        for task, entry in (notes.get("cluster_map") or {}).items():
+            mapping.setdefault(task, entry)
+    return dict(sorted(mapping.items()))
+
+
 def _init_file(log_dir: Path, preferred: tuple[str, ...]) -> Path | None:
     for stem in preferred:
         path = log_dir / f"harness-init-{stem}.npz"
@@ -458,7 +476,7 @@ def _run_side(
         # barrier files) into this one; the launcher clears its own files.
         for stale in log_dir.glob("harness-*"):
             stale.unlink()
-        if any("{run_dir}" in a for a in opts.script_args):
+        if any("{run_dir}" in a for a in (*spec.args, *opts.script_args)):
             # state the scripts keep there (checkpoints) must not leak into this run
             shutil.rmtree(log_dir, ignore_errors=True)
         print(f"  running {side} run {i + 1}/{runs} ...", file=sys.stderr, flush=True)
@@ -466,7 +484,8 @@ def _run_side(
         if opts.kill_chief_at is not None:
             chief = next(job for job in TRAINER_JOBS if job in spec.jobs)
             faults.append(Fault(job=chief, index=0, at_step=opts.kill_chief_at, restart=True))
-        script_args = [a.replace("{run_dir}", str(log_dir.resolve())) for a in opts.script_args]
+        run_dir = str(log_dir.resolve())
+        script_args = [a.replace("{run_dir}", run_dir) for a in (*spec.args, *opts.script_args)]
         stop_when = None
         if spec.step_cap is not None:
             stop_when = functools.partial(
@@ -475,8 +494,10 @@ def _run_side(
         result = run_cluster(
             program,
             spec.jobs,
-            args=[*spec.args, *script_args],
-            role_style=spec.role_style,
+            args=script_args,
+            role_style=spec.launcher_style,
+            task_args=spec.task_args if (spec.argv_roles or spec.role_match) else None,
+            task_env=spec.task_env if (spec.role_env or spec.fixed_task) else None,
             flag_names=spec.flag_names or None,
             server_only=spec.server_only,
             timeout=opts.timeout,
@@ -500,6 +521,9 @@ def _run_side(
                 }
             )
             what = "timed out" if result.timed_out else "failed"
+            mapping = cluster_map(log_dir)
+            if mapping:
+                failed_runs[-1]["cluster_map"] = mapping
             raise CheckError(
                 f"{side} run {i + 1} {what}: {result.reason}",
                 _stack_excerpt(result) + f"\n{result.summary()}",
@@ -521,7 +545,8 @@ def _run_side(
         preferred = ("chief-0", "master-0", "worker-0")
         outcomes.append(
             RunOutcome(
-                i, result, records, source, _init_file(log_dir, preferred), _harness_fired(log_dir)
+                i, result, records, source, _init_file(log_dir, preferred), _harness_fired(log_dir),
+                cluster_map(log_dir),
             )
         )
     return outcomes
@@ -825,7 +850,32 @@ def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict
 
 def _launch_text(spec: LaunchSpec) -> str:
     jobs = " ".join(f"{j}:{n}" for j, n in spec.jobs.items())
-    return f"{jobs} ({spec.role_style})"
+    if spec.role_env:
+        how = "env " + "/".join(spec.role_env.values())
+    elif spec.argv_roles:
+        how = "sys.argv"
+    elif spec.role_match:
+        how = f"--{spec.role_match[0]} looked up in its hosts"
+    elif spec.role_style == "flags":
+        how = "flags " + " ".join(f for f in (spec.flag_names.get("job"), spec.flag_names.get("index")) if f)
+    else:
+        how = spec.role_style
+    return f"{jobs} ({how})"
+
+
+def _cluster_map_text(mapping: dict[str, dict]) -> str:
+    parts = []
+    for task, entry in mapping.items():
+        script, launcher = entry.get("script"), entry.get("launcher")
+        if script is None:
+            parts.append(f"{task} added at {launcher}")
+        elif launcher is None:
+            parts.append(f"{task} {script} not run by check")
+        elif script == launcher:
+            parts.append(f"{task} {launcher}")
+        else:
+            parts.append(f"{task} {script} -> {launcher}")
+    return ", ".join(parts)
 
 
 def _fmt(x: float | None) -> str:
@@ -885,6 +935,14 @@ def render_table(report: dict) -> str:
             f"legacy on Keras 3: {', '.join(provided)} run as the TF1 code TFM104 writes into migrations"
             " (Keras 3 removed tf.compat.v1.layers; with tf-keras the originals run)"
         )
+    for side in ("legacy", "migrated"):
+        runs = report[side].get("runs") or report[side].get("failed_runs") or []
+        mapping = next((r.get("cluster_map") for r in runs if r.get("cluster_map")), None)
+        if mapping:
+            lines.append(f"{side} cluster, as the program built it -> check's loopback ports: {_cluster_map_text(mapping)}")
+        script_cluster = (report[side].get("launch") or {}).get("script_cluster")
+        if script_cluster and side == "legacy":
+            lines.append(f"  tasks from the script's own cluster (line {script_cluster['line']}: {script_cluster['how']})")
     rows = [("side", "launch", "runs", "wall", "losses from", "steps")]
     for side in ("legacy", "migrated"):
         info = report[side]
@@ -1092,7 +1150,8 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     infos = []
     for what, path in (("legacy", legacy_program), ("migrated", migrated_path)):
         try:
-            infos.append(analyze(path.read_text(encoding="utf-8")))
+            # sibling modules (a settings.py holding the cluster) are the user's script's
+            infos.append(analyze(path.read_text(encoding="utf-8"), str(opts.legacy)))
         except TopologyError as e:
             raise CheckError(f"{what} script {path}: {e}") from None
     legacy_info, migrated_info = infos
@@ -1105,11 +1164,24 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
             pass  # Python 2: the copy's lines are what there is
     if manual_work:
         report["migrated"]["manual_work"] = manual_work
-    if legacy_info.strategy is not None and migrated_info.distribute_strategy is None:
-        # Running the TF1 program twice would "prove" a migration that did
-        # not happen.
+    # Decided before anything starts: a migration that does not compile, or
+    # names no strategy (running the TF1 program twice would "prove" a
+    # migration that did not happen), is not compared. The legacy side still
+    # runs, once, so the report holds its losses: the baseline a migration
+    # must reproduce, and proof that the script itself launches.
+    not_comparable = None
+    try:
+        compile(migrated_path.read_text(encoding="utf-8"), str(migrated_path), "exec")
+    except (SyntaxError, ValueError) as e:
+        line = getattr(e, "lineno", None)
+        not_comparable = CheckError(
+            f"the migrated program {migrated_path} does not compile"
+            + (f" (line {line}: {e.msg})" if line else f" ({e})"),
+            "\n".join(manual_work[:STACK_LINES_SHOWN]),
+        )
+    if not_comparable is None and legacy_info.strategy is not None and migrated_info.distribute_strategy is None:
         details = "\n".join(manual_work[:STACK_LINES_SHOWN])
-        raise CheckError(
+        not_comparable = CheckError(
             f"the migrated program {migrated_path} uses no tf.distribute strategy: its training"
             " was not migrated, so there is nothing to compare"
             + (" (tfmigrate reported manual work, listed in details)" if details else ""),
@@ -1117,9 +1189,27 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         )
     try:
         lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None)
-        mspec = migrated_launch(migrated_info, legacy_info, opts.workers, opts.steps, None)
+        trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
+        mspec = migrated_launch(
+            migrated_info, legacy_info, trainers if trainers else opts.workers, opts.steps, None,
+            ps=lspec.jobs.get("ps", 1),
+        )
     except TopologyError as e:
         raise CheckError(str(e)) from None
+    report["workers"] = trainers or opts.workers or DEFAULT_WORKERS
+    if not_comparable is not None:
+        report["legacy"]["launch"] = lspec.as_dict()
+        report["legacy"]["launch_text"] = _launch_text(lspec)
+        report["legacy"]["failed_runs"] = []
+        print(f"tfmigrate check: {not_comparable.message}; running the legacy side alone for its losses",
+              file=sys.stderr, flush=True)
+        try:
+            legacy_runs = _run_side("legacy", legacy_program, lspec, 1, opts, out, {},
+                                    report["legacy"]["failed_runs"], pythonpath=legacy_pythonpath)
+        except CheckError as e:
+            raise CheckError(f"{not_comparable.message}; the legacy side failed too: {e.message}", e.details) from None
+        report["legacy"]["runs"] = [o.as_dict() for o in legacy_runs]
+        raise not_comparable
     strategy = mspec.strategy or lspec.strategy
     report["strategy"] = strategy
     align = opts.align_init
@@ -1146,7 +1236,7 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
 
     mode = opts.mode
     if mode == "auto":
-        mode = "statistical" if strategy == PSS and opts.workers > 1 else "step"
+        mode = "statistical" if strategy == PSS and report["workers"] > 1 else "step"
     runs = opts.runs or (DEFAULT_STAT_RUNS if mode == "statistical" else 1)
     report["runs"] = runs
     report["mode"] = mode
@@ -1268,8 +1358,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--workers",
         type=int,
-        default=DEFAULT_WORKERS,
-        help="workers (towers for in-graph programs); default %(default)s",
+        default=None,
+        help="workers (towers for in-graph programs); default: as many as the script's own cluster"
+        f" has, else {DEFAULT_WORKERS}",
     )
     p.add_argument(
         "--steps",
@@ -1361,7 +1452,7 @@ def main(argv: list[str] | None = None) -> int:
         ns = parser.parse_args(argv)
     except SystemExit as e:
         return EXIT_ERROR if e.code else 0
-    if ns.workers < 1 or (ns.runs is not None and ns.runs < 1) or ns.steps < 0 or ns.window < 1:
+    if (ns.workers is not None and ns.workers < 1) or (ns.runs is not None and ns.runs < 1) or ns.steps < 0 or ns.window < 1:
         print(
             "tfmigrate check: --workers, --runs and --window must be >= 1, --steps >= 0",
             file=sys.stderr,

@@ -70,6 +70,20 @@ POLL_SECONDS = 0.05
 RSS_POLL_SECONDS = 0.2
 STOP_POLL_SECONDS = 0.25  # how often the caller's stop_when is asked
 LAST_LOG_LINES = 5
+# A cluster that does not form fails at once, not at the overall timeout:
+# a server-only task must open its port within this (TF's import and server
+# start take 5-20 s on a loaded 2-core machine) ...
+SERVER_START_SECONDS = 90.0
+# ... and a task may wait this long for tasks the launcher runs (TF logs
+# "CreateSession still waiting" every 10 s) before the run is failed.
+CLUSTER_FORM_SECONDS = 60.0
+LOG_WATCH_SECONDS = 0.5
+CLUSTER_ENV = "TFMIGRATE_CLUSTER"  # the launcher's cluster, for check's harness
+_ERROR_LINE = re.compile(r"^(?:[\w.]+(?:Error|Exception|Exit)|INFO:tensorflow:Error reported to Coordinator)\b.*")
+_SERVER_STARTED = re.compile(r"Started server with target: grpc://([^\s:]+):(\d+)")
+_SESSION_WAITING = re.compile(
+    r"CreateSession still waiting for response from worker: /job:([\w-]+)/replica:\d+/task:(\d+)"
+)
 ISOLATED_MARGIN_SECONDS = 30.0  # beyond ``timeout``, for the inner launcher's own teardown
 
 _ENV_CLEARED = ("TF_CONFIG", losslog.ENV_VAR, "TFMIGRATE_TASK")
@@ -339,9 +353,16 @@ def _last_lines(path: Path, count: int = LAST_LOG_LINES, limit: int = 400) -> st
             tail = f.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()][-count:]
+    all_lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    lines = all_lines[-count:]
     text = " | ".join(lines)
-    return text if len(text) <= limit else "..." + text[-limit:]
+    text = text if len(text) <= limit else "..." + text[-limit:]
+    # A task often logs its shutdown after the error that ended it: name the
+    # error itself when the tail does not show it.
+    errors = [ln for ln in all_lines if _ERROR_LINE.match(ln)]
+    if errors and errors[-1] not in lines:
+        text = f"{errors[-1][:limit]} ... {text}"
+    return text
 
 
 def extract_stack_dump(text: str) -> str | None:
@@ -397,6 +418,9 @@ class _Task:
         self.loss_offset = 0
         self.loss_tail = b""
         self.max_step: int | None = None
+        self.log_offset = 0  # how far the launcher's log watch has read
+        self.waiting_since: float | None = None  # first "CreateSession still waiting"
+        self.waiting_for: str | None = None
 
     @property
     def name(self) -> str:
@@ -474,6 +498,7 @@ class _ClusterRun:
         cwd: str | os.PathLike | None,
         task_args: Callable[[str, int], Sequence[str]] | None,
         stop_when: Callable[[], bool] | None = None,
+        task_env: Callable[[str, int], Mapping[str, str]] | None = None,
     ) -> None:
         if role_style not in ROLE_STYLES:
             raise ValueError(f"role_style must be one of {ROLE_STYLES}, not {role_style!r}")
@@ -500,7 +525,7 @@ class _ClusterRun:
         self.fired: set[int] = set()  # indexes into self.faults
         self.events: list[FaultEvent] = []
         self.tasks = [
-            _Task(job, i, job in server_only, self.log_dir)
+            _Task(job, i, job in server_only or f"{job}:{i}" in server_only, self.log_dir)
             for job, count in jobs.items()
             for i in range(count)
         ]
@@ -519,6 +544,8 @@ class _ClusterRun:
         self.deadline = 0.0
         self._base_args = list(args)
         self._task_args = task_args
+        self._task_env = task_env
+        self._last_log_watch = 0.0
         self._env = env
         self.guard = _SignalGuard()
         self._last_rss_poll = 0.0
@@ -574,6 +601,10 @@ class _ClusterRun:
                     LAUNCHER_PID_ENV: str(os.getpid()),
                 }
             )
+            if self.cluster:
+                t.env[CLUSTER_ENV] = json.dumps(self.cluster)
+            if self._task_env:
+                t.env.update({k: str(v) for k, v in self._task_env(t.job, t.index).items()})
             if self.role_style == "tf_config":
                 t.env["TF_CONFIG"] = json.dumps(
                     {"cluster": self.cluster, "task": {"type": t.job, "index": t.index}}
@@ -688,6 +719,56 @@ class _ClusterRun:
         self._dump_stacks(TIMEOUT_DUMP_WAIT_SECONDS if timed_out else FAILURE_DUMP_WAIT_SECONDS)
         self._terminate(self.tasks)
 
+    def _fail_log(self, t: _Task, what: str) -> None:
+        last = _last_lines(t.log_path)
+        self._fail(f"{t.name} {what}" + (f"; last log lines: {last}" if last else ""))
+
+    def _server_elsewhere(self, t: _Task) -> str | None:
+        """``host:port`` where the task's log says its gRPC server started, if
+        that is not the port the launcher gave it."""
+        try:
+            text = t.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        for host, port in _SERVER_STARTED.findall(text):
+            if t.port is not None and int(port) != t.port:
+                return f"{host}:{port}"
+        return None
+
+    def _watch_logs(self) -> None:
+        """Fail at once when a task waits for a task the launcher does not
+        run, or for CLUSTER_FORM_SECONDS for one it runs (a cluster that
+        does not form), instead of at the overall timeout."""
+        now = time.monotonic()
+        if now - self._last_log_watch < LOG_WATCH_SECONDS or self.role_style == "none":
+            return
+        self._last_log_watch = now
+        known = {t.name for t in self.tasks}
+        for t in self.tasks:
+            if not t.running:
+                continue
+            try:
+                with open(t.log_path, "rb") as f:
+                    f.seek(t.log_offset)
+                    chunk = f.read()
+            except OSError:
+                continue
+            # keep a partial last line for the next read
+            cut = chunk.rfind(b"\n") + 1
+            t.log_offset += cut
+            for job, index in _SESSION_WAITING.findall(chunk[:cut].decode("utf-8", errors="replace")):
+                awaited = f"{job}:{index}"
+                if awaited not in known:
+                    self._fail_log(t, f"waits for /job:{job}/task:{index}, which is not a task of the "
+                                   f"launcher's cluster ({', '.join(sorted(known))}): the cluster did not form")
+                    return
+                if t.waiting_since is None:
+                    t.waiting_since, t.waiting_for = now, awaited
+                elif now - t.waiting_since > CLUSTER_FORM_SECONDS:
+                    self._fail_log(t, f"waited {now - t.waiting_since:.0f} s for /job:{job}/task:{index}"
+                                   " to answer: the cluster did not form")
+                    return
+
     def _fail_exit(self, t: _Task, rc: int, when: str = "") -> None:
         how = f"was killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
         last = _last_lines(t.log_path)
@@ -718,12 +799,23 @@ class _ClusterRun:
                     with socket.create_connection((LOOPBACK, t.port), timeout=0.5):
                         pass
                 except OSError:
+                    elsewhere = self._server_elsewhere(t)
+                    if elsewhere:
+                        self._fail_log(t, f"started its gRPC server on {elsewhere}, not on the launcher's "
+                                       f"{LOOPBACK}:{t.port}: the program builds a cluster of its own that "
+                                       "the launcher does not map")
+                        return
                     continue
                 t.ready_seconds = time.monotonic() - t.last_start
                 waiting.remove(t)
             if waiting:
                 if time.monotonic() > self.deadline:
                     self._timeout()
+                    return
+                slow = [t for t in waiting if time.monotonic() - t.last_start > min(SERVER_START_SECONDS, self.timeout)]
+                if slow:
+                    self._fail_log(slow[0], f"is running but did not open its port {LOOPBACK}:{slow[0].port} "
+                                   f"within {min(SERVER_START_SECONDS, self.timeout):g} s: the cluster did not form")
                     return
                 self._sleep(POLL_SECONDS)
                 self._poll_rss_if_due()
@@ -837,6 +929,9 @@ class _ClusterRun:
             if time.monotonic() > self.deadline:
                 self._timeout()
                 return
+            self._watch_logs()
+            if self.finished:
+                return
             self._restart_due()
             self._check_faults()
             self._escalate_fault_kills()
@@ -944,6 +1039,7 @@ def run_cluster(
     task_args: Callable[[str, int], Sequence[str]] | None = None,
     isolate_network: bool = False,
     stop_when: Callable[[], bool] | None = None,
+    task_env: Callable[[str, int], Mapping[str, str]] | None = None,
 ) -> ClusterResult:
     """Run ``program`` as every task of a loopback cluster and wait for it.
 
@@ -952,7 +1048,7 @@ def run_cluster(
     ``--task_index``, ``--<job>_hosts`` for every job; spellings via
     ``flag_names``, a ``None`` spelling drops that flag), ``"tf_config"`` (env
     ``TF_CONFIG``) or ``"none"`` (no role info and no ports). ``server_only``
-    jobs never finish by themselves; they are started first, awaited until
+    jobs (or single tasks, ``"worker:1"``) never finish by themselves; they are started first, awaited until
     their ports accept TCP, and ended by the launcher once every other task
     exited 0. ``env`` adds environment (a ``None`` value removes a variable).
     ``faults`` kill (and optionally restart) chosen tasks. Logs and loss logs
@@ -986,6 +1082,7 @@ def run_cluster(
         cwd,
         task_args,
         stop_when,
+        task_env,
     )
     if isolate_network and network_isolation_available():
         spec = {

@@ -20,13 +20,26 @@ program itself is never edited:
                 :mod:`migrate.codemod.tf1_layers` -- the code TFM104 writes into
                 migrations -- so a legacy program that uses them can run;
     ``contrib`` provide the ``tf.contrib`` members of
-                :data:`migrate.runtime.legacy_compat.CONTRIB_PROVIDED` (global-step
-                aliases, the layers of :mod:`migrate.codemod.tf1_layers`, xavier,
-                l1/l2 regularizers), exactly as TF 1.x ran them;
+                :data:`migrate.runtime.legacy_compat.CONTRIB_PROVIDED` in every
+                spelling TF 1.x had, exactly as TF 1.x ran them
+                (:mod:`migrate.runtime.contrib_standin`);
     ``mnist``   serve ``tensorflow.examples.tutorials.mnist.input_data``
                 (removed in TF 2, it downloaded MNIST) from
                 :mod:`migrate.runtime.mnist_standin`: the same API on deterministic
                 synthetic data, the same for both sides of a check.
+``TFMIGRATE_CLUSTER``       the launcher's cluster (JSON ``{job: [address, ...]}``): whatever
+                            cluster the program builds (``ClusterSpec``, ``ClusterDef``,
+                            ``ServerDef``, a ``TF_CONFIG`` it writes, a resolver's spec) is
+                            mapped onto it task by task (job and index), so hard-coded
+                            hosts (``pc-01:2222``, docker names, remote IPs) become the
+                            launcher's loopback ports; session targets naming a mapped
+                            address follow. The mapping is written to the notes
+                            (``cluster_map``) for the report.
+``TFMIGRATE_STD_SERVER``    with ``TFMIGRATE_CLUSTER``: this task is not the program but a
+                            standard TensorFlow server for its place in the launcher's
+                            cluster (what a script that hard-codes its own role, e.g. an
+                            in-graph client ``Server(cluster, "worker", 2)``, expects the
+                            other tasks to run)
 ``TFMIGRATE_HARNESS_DIR``   where the harness writes (default: beside the loss log,
                             else a new temp dir)
 ``TFMIGRATE_ALIGN_INIT``    npz of initial values to carry into this job by name
@@ -77,6 +90,8 @@ ALIGN_ENV = "TFMIGRATE_ALIGN_INIT"
 SEED_ENV = "TFMIGRATE_SEED"
 BARRIER_ENV = "TFMIGRATE_HARNESS_BARRIER"  # number of tasks that train
 LOSS_LOG_ENV = "TFMIGRATE_LOSS_LOG"
+CLUSTER_ENV = "TFMIGRATE_CLUSTER"
+STD_SERVER_ENV = "TFMIGRATE_STD_SERVER"
 
 PRINT_TAG = "TFMH"
 RECOVERY_WAIT_CAP_SECS = 1.0
@@ -229,6 +244,10 @@ class _Harness:
             self.patch_variable_creation()
         if "robust" in self.features:
             self.patch_hang_points()
+        if os.environ.get(CLUSTER_ENV):
+            self.patch_cluster()
+            if os.environ.get(STD_SERVER_ENV):
+                self.serve_forever()
         if "isolate" in self.features:
             self.patch_checkpoint_paths()
         if "tf1layers" in self.features:
@@ -641,85 +660,12 @@ class _Harness:
             self.failed(e)
 
     def provide_contrib(self) -> None:
-        import sys
-        import types
-
         try:
             import tensorflow.compat.v1 as v1  # noqa: PLR0402 - the module programs import
 
-            from migrate.codemod import tf1_layers
-            from migrate.runtime.legacy_compat import CONTRIB_PROVIDED
+            from migrate.runtime import contrib_standin
 
-            def xavier_initializer(uniform=True, seed=None, dtype=v1.float32):
-                # TF1: variance_scaling_initializer(1.0, "FAN_AVG", uniform) = glorot uniform
-                if not uniform:
-                    raise NotImplementedError("tfmigrate check provides xavier_initializer(uniform=True) only")
-                return v1.glorot_uniform_initializer(seed=seed, dtype=dtype)
-
-            def regularizer(kind):
-                def make(scale, scope=None):
-                    if scale == 0.0:
-                        return lambda _: None
-
-                    def apply(weights):
-                        with v1.name_scope(scope, f"{kind}_regularizer", [weights]) as name:
-                            my_scale = v1.convert_to_tensor(scale, dtype=weights.dtype.base_dtype, name="scale")
-                            penalty = v1.nn.l2_loss(weights) if kind == "l2" else v1.reduce_sum(v1.abs(weights))
-                            return v1.multiply(my_scale, penalty, name=name)
-
-                    return apply
-
-                return make
-
-            layers = {
-                "fully_connected": tf1_layers.tf1_fully_connected, "conv2d": tf1_layers.tf1_contrib_conv2d,
-                "convolution2d": tf1_layers.tf1_contrib_conv2d, "max_pool2d": tf1_layers.tf1_max_pool2d,
-                "avg_pool2d": tf1_layers.tf1_avg_pool2d, "flatten": tf1_layers.tf1_contrib_flatten,
-                "dropout": tf1_layers.tf1_contrib_dropout, "xavier_initializer": xavier_initializer,
-                "l2_regularizer": regularizer("l2"), "l1_regularizer": regularizer("l1"),
-            }
-            implementations = {
-                "framework.get_or_create_global_step": v1.train.get_or_create_global_step,
-                "framework.get_global_step": v1.train.get_global_step,
-                "framework.create_global_step": v1.train.create_global_step,
-                "slim.get_or_create_global_step": v1.train.get_or_create_global_step,
-                "slim.get_global_step": v1.train.get_global_step,
-                **{f"layers.{k}": f for k, f in layers.items()},
-                **{f"slim.{k}": f for k, f in layers.items()},
-            }
-            assert set(implementations) == set(CONTRIB_PROVIDED)
-
-            class Namespace(types.ModuleType):
-                def __getattr__(self, name):
-                    raise AttributeError(
-                        f"`{self.__name__}.{name}` does not exist in TensorFlow 2; tfmigrate check provides"
-                        f" only tf.contrib.{', tf.contrib.'.join(sorted(CONTRIB_PROVIDED))}"
-                    )
-
-            harness = self
-
-            used: set[str] = set()
-
-            def announced(member, function):
-                def provided(*args, **kwargs):
-                    if member not in used:
-                        used.add(member)
-                        harness.fired(f"tf.contrib.{member} run as tfmigrate's TF1 code (TF 2 removed tf.contrib)")
-                    return function(*args, **kwargs)
-
-                return provided
-
-            contrib = Namespace("tensorflow.contrib")
-            contrib.__path__ = []
-            sys.modules["tensorflow.contrib"] = contrib
-            for module_name in ("framework", "layers", "slim"):
-                module = Namespace(f"tensorflow.contrib.{module_name}")
-                module.__path__ = []
-                sys.modules[module.__name__] = module
-                setattr(contrib, module_name, module)
-            for member, function in implementations.items():
-                module_name, name = member.split(".")
-                setattr(getattr(contrib, module_name), name, announced(member, function))
+            contrib = contrib_standin.build(self.tf, v1, self.fired)
             for namespace in {id(v1): v1, id(self.tf): self.tf, id(self.tf.compat.v1): self.tf.compat.v1}.values():
                 namespace.contrib = contrib
         except Exception as e:  # noqa: BLE001 - observing must never break the program
@@ -761,6 +707,107 @@ class _Harness:
             parent.input_data = reader
         except Exception as e:  # noqa: BLE001 - observing must never break the program
             self.failed(e)
+
+    # ------------------------------------------------------------ the cluster
+
+    def map_cluster(self, cluster: dict) -> dict | None:
+        """``{job: {index: address}}`` as the program built it -> the
+        launcher's (None: leave it alone). Every job the launcher runs takes
+        the launcher's tasks; jobs it runs that the program's cluster lacks
+        (a migration's ``chief``) are added; other jobs stay as they are.
+        Clusters sharing no job with the launcher's (empty ones, TF's own
+        ``localhost`` job) are left alone."""
+        launcher = self.launcher_cluster
+        if not cluster or not set(cluster) & set(launcher):
+            return None
+        mapped = {}
+        for job, tasks in cluster.items():
+            if job not in launcher:
+                mapped[job] = dict(tasks)
+                continue
+            mapped[job] = dict(enumerate(launcher[job]))
+            for index, address in tasks.items():
+                key = f"{job}:{index}"
+                if key in self.cluster_map:
+                    continue
+                new = launcher[job][index] if index < len(launcher[job]) else None
+                self.cluster_map[key] = {"script": address, "launcher": new}
+                if new is not None and address != new:
+                    self.address_map[address] = new
+        for job, addresses in launcher.items():
+            if job not in mapped:
+                mapped[job] = dict(enumerate(addresses))
+                for index, address in enumerate(addresses):
+                    self.cluster_map.setdefault(f"{job}:{index}", {"script": None, "launcher": address})
+        return mapped
+
+    def serve_forever(self) -> None:
+        """Be a standard server for this task of the launcher's cluster."""
+        job, _, index = self.task.partition(":")
+        cluster = self.tf.train.ClusterSpec(self.launcher_cluster)
+        server = self.tf.distribute.Server(cluster, job_name=job, task_index=int(index), start=True)
+        print(f"tfmigrate check: standard server for {self.task} at {server.target}", flush=True)
+        server.join()
+
+    def patch_cluster(self) -> None:
+        from tensorflow.python.training import server_lib
+
+        harness = self
+        try:
+            self.launcher_cluster = {
+                job: list(addresses) for job, addresses in json.loads(os.environ[CLUSTER_ENV]).items()
+            }
+        except (ValueError, AttributeError):
+            return
+        self.cluster_map: dict[str, dict] = {}
+        self.address_map: dict[str, str] = {}
+        self.notes["cluster_map"] = self.cluster_map
+        spec_init = server_lib.ClusterSpec.__init__
+
+        def init(spec, cluster):
+            spec_init(spec, cluster)
+            try:
+                mapped = harness.map_cluster(spec._cluster_spec)
+                if mapped is not None and mapped != spec._cluster_spec:
+                    spec._cluster_spec = {job: mapped[job] for job in sorted(mapped)}
+                    spec._make_cluster_def()
+                    harness.fired("cluster mapped onto the launcher's ports")
+            except Exception as e:  # noqa: BLE001 - observing must never break the program
+                harness.failed(e)
+
+        server_lib.ClusterSpec.__init__ = init
+        make_server_def = server_lib._make_server_def
+
+        def make_server_def_mapped(*args, **kwargs):
+            server_def = make_server_def(*args, **kwargs)
+            try:
+                # a ServerDef passed as such never goes through ClusterSpec
+                mapped = server_lib.ClusterSpec(server_def.cluster)
+                server_def.cluster.CopyFrom(mapped.as_cluster_def())
+            except Exception as e:  # noqa: BLE001
+                harness.failed(e)
+            return server_def
+
+        server_lib._make_server_def = make_server_def_mapped
+
+        from tensorflow.python.client import session as session_lib
+
+        session_init = session_lib.BaseSession.__init__
+
+        def session_init_mapped(session, target="", graph=None, config=None):
+            try:
+                if isinstance(target, bytes):
+                    target = target.decode()
+                if isinstance(target, str) and target.startswith("grpc://"):
+                    address = target[len("grpc://"):]
+                    if address in harness.address_map:
+                        target = "grpc://" + harness.address_map[address]
+                        harness.fired("session target mapped onto the launcher's ports")
+            except Exception as e:  # noqa: BLE001
+                harness.failed(e)
+            session_init(session, target, graph, config)
+
+        session_lib.BaseSession.__init__ = session_init_mapped
 
     # ------------------------------------------------------------ checkpoints
 

@@ -130,29 +130,133 @@ def _imports_compat_v1(module: cst.Module) -> bool:
 
 
 # tf.contrib members check provides on the legacy side (harness feature
-# `contrib`), each exactly what TF 1.x ran: global-step aliases, the layers
-# TFM104 writes out (migrate/codemod/tf1_layers.py), xavier (uniform) and l1/l2
-# regularizers. Anything else under tf.contrib still blocks the run.
-CONTRIB_PROVIDED = frozenset({
-    "framework.get_or_create_global_step", "framework.get_global_step", "framework.create_global_step",
-    *(f"{module}.{name}" for module in ("layers", "slim") for name in (
-        "fully_connected", "conv2d", "convolution2d", "max_pool2d", "avg_pool2d", "flatten", "dropout",
-        "xavier_initializer", "l2_regularizer", "l1_regularizer")),
-    "slim.get_or_create_global_step", "slim.get_global_step",
+# `contrib`, built by migrate/runtime/contrib_standin.py), each exactly what
+# TF 1.x ran, by the name TF 1.x defined it under: the layers TFM104 writes out
+# (migrate/codemod/tf1_layers.py), TF1's initializers and l1/l2 regularizers,
+# global-step functions, arg_scope, the MNIST reader of contrib.learn (the
+# stand-in both sides read), and the members TF 1.x moved to core (the renames
+# tf_upgrade_v2 applies). Anything else under tf.contrib still blocks the run.
+CONTRIB_LAYERS = frozenset({
+    "fully_connected", "conv2d", "convolution2d", "max_pool2d", "avg_pool2d", "flatten", "dropout",
 })
-_CONTRIB_MODULES = frozenset({"", "framework", "layers", "slim"})
+_CONTRIB_INITIALIZERS = frozenset({
+    "xavier_initializer", "xavier_initializer_conv2d", "variance_scaling_initializer", "l2_regularizer",
+    "l1_regularizer",
+})
+_CONTRIB_FRAMEWORK = frozenset({
+    "get_or_create_global_step", "get_global_step", "create_global_step",
+    "arg_scope", "add_arg_scope", "current_arg_scope", "has_arg_scope", "arg_scoped_arguments",
+    "VariableDeviceChooser",
+})
+_CONTRIB_MNIST = frozenset({"learn.datasets.mnist.read_data_sets", "learn.datasets.mnist.load_mnist"})
+# contrib.learn's data set registry: provided for MNIST only, so a use must
+# select "mnist" literally (`load_dataset("mnist")`, `DATASETS["mnist"]`)
+_CONTRIB_MNIST_SELECTED = frozenset({"learn.datasets.load_dataset", "learn.datasets.DATASETS"})
+
+
+def _moved_to_core() -> dict[str, str]:
+    """``{"framework.nest.flatten": "nest.flatten", ...}``: contrib members TF
+    1.x made core functions (tf_upgrade_v2's renames; TPU ones left out)."""
+    from migrate.codemod.rules.tfm101_tensorflow_import import load_tf_api
+
+    return {
+        old[len("contrib."):]: new
+        for old, new in load_tf_api().contrib_renames.items()
+        if old.startswith("contrib.") and not old.startswith("contrib.tpu.")
+    }
+
+
+CONTRIB_MOVED = _moved_to_core()
+CONTRIB_PROVIDED = frozenset({
+    *(f"layers.{name}" for name in CONTRIB_LAYERS | _CONTRIB_INITIALIZERS),
+    *(f"framework.{name}" for name in _CONTRIB_FRAMEWORK),
+    *_CONTRIB_MNIST,
+    *_CONTRIB_MNIST_SELECTED,
+    *CONTRIB_MOVED,
+})
+# Other names TF 1.x gave the same modules: (spelling, canonical module).
+# slim re-exported contrib.layers and contrib.framework's members (below), and
+# slim.layers was contrib.layers' own module.
+CONTRIB_SPELLINGS = (
+    ("slim.layers", "layers"),
+    ("learn.python.learn", "learn"),
+    ("layers.python.layers.layers", "layers"),
+)
+_CONTRIB_NAMESPACES = frozenset(
+    {"", "slim"}
+    | {member.rsplit(".", 1)[0] for member in CONTRIB_PROVIDED}
+    | {".".join(member.split(".")[:i]) for member in CONTRIB_PROVIDED for i in range(1, member.count(".") + 1)}
+    | {".".join(spelling.split(".")[:i]) for spelling, _ in CONTRIB_SPELLINGS
+       for i in range(1, spelling.count(".") + 2)}
+)
+
+
+def _tf1_name(full: str) -> str:
+    """``tensorflow.compat.v1.contrib.X`` (a script on compat.v1, or the prepared copy) is ``tensorflow.contrib.X``."""
+    for prefix in ("tensorflow.compat.v1.", "tensorflow.compat.v1.compat.v1."):
+        if full.startswith((prefix + "contrib", prefix + "examples")):
+            return "tensorflow." + full[len(prefix):]
+    return full
 
 
 def contrib_member(full: str) -> str | None:
     """``"layers.fully_connected"`` for ``tensorflow.contrib.layers.fully_connected``."""
+    full = _tf1_name(full)
     if full == "tensorflow.contrib":
         return ""
     return full[len("tensorflow.contrib.") :] if full.startswith("tensorflow.contrib.") else None
 
 
+def contrib_canonical(member: str) -> str:
+    """The name TF 1.x defined a contrib member under, for any spelling it
+    had: ``slim.layers.conv2d`` and ``slim.conv2d`` are ``layers.conv2d``,
+    ``slim.arg_scope`` is ``framework.arg_scope``."""
+    for spelling, canonical in CONTRIB_SPELLINGS:
+        if member == spelling or member.startswith(spelling + "."):
+            member = canonical + member[len(spelling):]
+            break
+    head, _, rest = member.partition(".")
+    if head == "slim" and rest:
+        name = rest.split(".")[0]
+        if f"layers.{name}" in CONTRIB_PROVIDED:
+            return f"layers.{rest}"
+        if f"framework.{name}" in CONTRIB_PROVIDED:
+            return f"framework.{rest}"
+    return member
+
+
 def contrib_provided(full: str) -> bool:
     member = contrib_member(full)
-    return member is not None and (member in CONTRIB_PROVIDED or member in _CONTRIB_MODULES)
+    if member is None:
+        return False
+    return member in _CONTRIB_NAMESPACES or contrib_canonical(member) in CONTRIB_PROVIDED | _CONTRIB_NAMESPACES
+
+
+def contrib_reads_mnist(full: str) -> bool:
+    """Whether ``full`` names contrib.learn's MNIST reader (TF1's input_data
+    was that module)."""
+    member = contrib_member(full)
+    if member is None:
+        return False
+    member = contrib_canonical(member)
+    return member.startswith("learn.datasets.mnist") or member in _CONTRIB_MNIST_SELECTED
+
+
+def _selects_mnist(node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+    """``load_dataset("mnist")`` (size "small", TF1's default) or ``DATASETS["mnist"]``."""
+
+    def is_mnist(expression: cst.BaseExpression) -> bool:
+        return isinstance(expression, cst.SimpleString) and expression.evaluated_value == "mnist"
+
+    if isinstance(parent, cst.Call) and parent.func is node:
+        positional = [a.value for a in parent.args if a.keyword is None and not a.star]
+        size = [a.value for a in parent.args if a.keyword is not None and a.keyword.value == "size"]
+        small = not size or (isinstance(size[0], cst.SimpleString) and size[0].evaluated_value == "small")
+        return len(positional) == 1 and is_mnist(positional[0]) and small
+    if isinstance(parent, cst.Subscript) and parent.value is node and len(parent.slice) == 1:
+        index = parent.slice[0].slice
+        return isinstance(index, cst.Index) and is_mnist(index.value)
+    return False
 
 
 def _is_mnist_reader(name: str) -> bool:
@@ -165,11 +269,19 @@ def reads_mnist(source: str) -> bool:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError:
         return False
+    tf_names = TFNames.from_module(module)
     for node in walk(module):
-        if isinstance(node, cst.Import) and any(_is_mnist_reader(_module_name(a.name)) for a in node.names):
+        if isinstance(node, cst.Attribute) and contrib_reads_mnist(tf_names.full_name(node) or ""):
+            return True
+        if isinstance(node, cst.Import) and any(
+            _is_mnist_reader(_module_name(a.name)) or contrib_reads_mnist(_module_name(a.name)) for a in node.names
+        ):
             return True
         if isinstance(node, cst.ImportFrom) and not node.relative:
             base = _module_name(node.module)
+            names = [] if isinstance(node.names, cst.ImportStar) else [_module_name(a.name) for a in node.names]
+            if any(contrib_reads_mnist(f"{base}.{name}") for name in names) or contrib_reads_mnist(base):
+                return True
             if _is_mnist_reader(base) or (
                 base == "tensorflow.examples.tutorials"
                 and not isinstance(node.names, cst.ImportStar)
@@ -179,21 +291,62 @@ def reads_mnist(source: str) -> bool:
     return False
 
 
+# Why a removed module cannot be provided, where more can be said than that it is gone.
+_WHY_NOT_PROVIDED = {
+    "tensorflow.contrib.session_bundle": "no TF 2 API writes its SessionBundle export format; SavedModel replaced it",
+    "tensorflow.contrib.learn": "TF 2 has no exact equivalent of contrib.learn's Estimator-era API",
+    "tensorflow.contrib.slim": "tfmigrate check provides slim's layers, initializers, regularizers, arg_scope"
+                               " and global step only",
+    "tensorflow.contrib.layers": "tfmigrate check provides contrib.layers' fully_connected, conv2d, pooling,"
+                                 " flatten, dropout, initializers and regularizers only",
+}
+
+
+def _removed(full: str, verb: str, line: int) -> str:
+    why = next((w for prefix, w in _WHY_NOT_PROVIDED.items() if full == prefix or full.startswith(prefix + ".")), "")
+    shown = f"`{full}`" if verb == "imports" else full
+    return f"line {line}: {verb} {shown}, which TensorFlow 2 removed" + (f" ({why})" if why else "")
+
+
 def _blockers(module: cst.Module) -> list[str]:
-    """Imports of removed packages, except those a ``try:`` guards (the script
-    has a fallback)."""
+    """Uses and imports of removed packages that check does not provide, by
+    what each name is bound to (any import spelling), except those a
+    ``try:`` guards (the script has a fallback)."""
+    positions = cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True).resolve(cst.metadata.PositionProvider)
+
+    def line(node: cst.CSTNode) -> int:
+        return positions[node].start.line if node in positions else _line(module, node)
+
+    from migrate.codemod.rules.tfm101_tensorflow_import import load_tf_api
+
+    api = load_tf_api()
     guarded = {id(n) for t in walk(module) if isinstance(t, cst.Try) for n in walk(t.body)}
     tf_names = TFNames.from_module(module)
     found = []
     used: set[str] = set()
     inner = {id(n.value) for n in walk(module) if isinstance(n, cst.Attribute)}
+    parents = {id(child): n for n in walk(module) for child in n.children}
     for node in walk(module):
         if id(node) in guarded:
             continue
         if isinstance(node, cst.Attribute):
             if id(node) in inner:
                 continue  # only whole chains: tf.contrib.layers.fully_connected, not tf.contrib
-            full = tf_names.full_name(node) or ""
+            full = _tf1_name(tf_names.full_name(node) or "")
+            change = api.pre1.get(tf_names.qualname(node) or "")
+            if change is not None and change.removed and change.old and full not in used:
+                used.add(full)
+                found.append(
+                    f"line {line(node)}: uses {dotted(node)}, which TensorFlow 1.0 removed (its successor tf.{change.to}"
+                    " takes other arguments, so the legacy program cannot run unchanged)"
+                )
+                continue
+            member = contrib_member(full)
+            if member is not None and contrib_canonical(member) in _CONTRIB_MNIST_SELECTED:
+                if not _selects_mnist(node, parents.get(id(node))):
+                    found.append(f"line {line(node)}: uses {full} for another data set than MNIST, which"
+                                 " TensorFlow 2 removed (tfmigrate check serves only MNIST, from its stand-in)")
+                continue
             if not full.startswith(_REMOVED) or _is_mnist_reader(full) or contrib_provided(full):
                 continue
             # the shortest prefix of the chain that is gone, once per name
@@ -201,7 +354,7 @@ def _blockers(module: cst.Module) -> list[str]:
                 full = full.rsplit(".", 1)[0]
             if full not in used:
                 used.add(full)
-                found.append(f"line {_line(module, node)}: uses {full}, which TensorFlow 2 removed")
+                found.append(_removed(full, "uses", line(node)))
             continue
         names: list[str] = []
         if isinstance(node, cst.Import):
@@ -215,7 +368,7 @@ def _blockers(module: cst.Module) -> list[str]:
             if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials" or contrib_provided(name):
                 continue
             if any(name == r or name.startswith(r + ".") for r in _REMOVED):
-                found.append(f"line {_line(module, node)}: imports `{name}`, which TensorFlow 2 removed")
+                found.append(_removed(name, "imports", line(node)))
                 break
     return found
 
@@ -272,6 +425,43 @@ def _allow_absl_own_flags(source: str) -> tuple[str, list[str]] | None:
     return (new.code, fixer.names) if fixer.names else None
 
 
+class _Pre1Renames(cst.CSTTransformer):
+    """``tf.merge_all_summaries`` -> ``tf.summary.merge_all``: names TF 1.0
+    gave functions it kept unchanged (tf_api.json's ``pre1`` entries whose calls
+    did not change); a legacy script written for TF 0.x calls the same function."""
+
+    def __init__(self, names: TFNames) -> None:
+        super().__init__()
+        from migrate.codemod.rules.tfm101_tensorflow_import import load_tf_api
+
+        self.names = names
+        self.api = load_tf_api()
+        self.renamed: list[str] = []
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.BaseExpression) -> cst.BaseExpression:
+        name = self.names.qualname(original)
+        change = self.api.pre1.get(name or "")
+        head = (dotted(original) or "").split(".")[0]
+        bound = self.names.bindings.get(head)
+        if change is None or not change.removed or change.old or bound not in ("tensorflow", "tensorflow.compat.v1"):
+            return updated
+        new = f"{head}.{'compat.v1.' if bound == 'tensorflow' else ''}{change.to}"
+        text = f"`{dotted(original)}` -> `{new}`"
+        if text not in self.renamed:
+            self.renamed.append(text)
+        return cst.parse_expression(new)
+
+
+def _pre1_renames(source: str) -> tuple[str, list[str]] | None:
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return None
+    renamer = _Pre1Renames(TFNames.from_module(module))
+    new = module.visit(renamer)
+    return (new.code, renamer.renamed) if renamer.renamed else None
+
+
 def prepare(source: str) -> Prepared:
     """The legacy source as TF2 runs TF1 code (see the module docstring)."""
     prepared = _prepare(source)
@@ -283,6 +473,11 @@ def prepare(source: str) -> Prepared:
             f"{', '.join('--' + n for n in names)} defined with allow_override=True (absl, which TF 2"
             " imports, defines it too: DuplicateFlagError otherwise)"
         )
+    renamed = _pre1_renames(prepared.source)
+    if renamed is not None:
+        prepared.source, names = renamed
+        prepared.changed = True
+        prepared.changes.append(f"{', '.join(names)} (TF 1.0's names for the same functions; TF 1.0 removed the old ones)")
     prepared.reads_mnist = reads_mnist(prepared.source)
     prepared.uses_contrib = "contrib" in prepared.source and not prepared.blockers
     return prepared
@@ -335,3 +530,29 @@ def _prepare(source: str) -> Prepared:
     body[index:index] = switch
     changes = [*done, *to_v1.changes, f"`{alias}.disable_v2_behavior()` added after the import"]
     return Prepared(new.with_changes(body=body).code, True, changes, blockers)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m migrate.runtime.legacy_compat FILE...``: what check would
+    change, provide and refuse on each legacy script's side, without running it."""
+    import sys
+    from pathlib import Path
+
+    refused = 0
+    for name in argv if argv is not None else sys.argv[1:]:
+        prepared = prepare(Path(name).read_text(encoding="utf-8"))
+        provided = [what for what, used in (("tf.contrib members", prepared.uses_contrib),
+                                            ("the MNIST reader", prepared.reads_mnist)) if used]
+        print(f"{name}: {'refused' if prepared.blockers else 'accepted'}")
+        for change in prepared.changes:
+            print(f"  changed: {change}")
+        if provided:
+            print(f"  provided: {', '.join(provided)}")
+        for blocker in prepared.blockers:
+            print(f"  refused: {blocker}")
+        refused += bool(prepared.blockers)
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -8,6 +8,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _dataflow
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -38,6 +39,8 @@ from migrate.codemod.rules._program import (
     STRATEGY_CLASS,
     detect_strategy,
 )
+from migrate.codemod.rules._session_loop import carry_program_hooks, hook_arguments, hook_list_names
+from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.tfnames import dotted
 
 SESSION_CLASSES = {
@@ -267,6 +270,11 @@ class GraphToStrategy(Rule):
         self.strategy_names: set[str] = set()
         self.helper_rewrites: dict[str, cst.FunctionDef] = {}  # helper's code -> migrated helper
         self.declined_blocks: list[str] = []  # whitespace-free code of the device blocks left as TF1
+        # the program's own SessionRunHooks: class code -> plain class; hook objects whose
+        # request_stop() ends the loop; classes reported as not carried over
+        self.class_rewrites: dict[str, cst.ClassDef] = {}
+        self.hook_stops: list[str] = []
+        self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
         module = transform(module, self)
         if self.converted:
@@ -516,10 +524,16 @@ class GraphToStrategy(Rule):
         if session_inside:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         queues = self._queues_before(body[:i])
+        # a placeholder a model helper makes and returns (keep_prob) is made here and passed in
+        helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
+        if helper_moves is not None:
+            inner, helper_moves = helper_moves
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers())
         reported = len(self.ctx.reports)
+        # host work built no graph (a dataset reader): it runs once, before the strategy
+        hoisted = _dataflow.host_statements(graph, self.qualname)
         if graph.train_op is None or graph.loss is None:
             self._report_missing_train_op(device_with, graph, inner, session_inside + body[i + 1 :], body[:i])
             return body
@@ -546,15 +560,23 @@ class GraphToStrategy(Rule):
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         self._report_pinned_before(before)
-        after = session_inside + body[i + 1 :]
+        after = carry_summaries(self, graph, inner, session_inside + body[i + 1 :], REFERENCE[self.strategy])
+        rewrites, self.class_rewrites = self.class_rewrites, {}
+        after = carry_program_hooks(self, graph, body, after, REFERENCE[self.strategy])
+        rewrites, self.class_rewrites = self.class_rewrites, rewrites
         # graph statements after the device block (queues on the ps, config
         # protos, extra ops) belong to the same graph, up to the first session
         kept = []
+        hook_lists = hook_list_names(after, self.qualname, self._is_session_call)
         for k, statement in enumerate(after):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
-            if self._is_graph_tail(statement, graph):
+            chosen = _dataflow.plumbing_choice(statement, graph.dropped)
+            if chosen:
+                graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
+                continue
+            if not set(C.assignment(statement)[0]) & hook_lists and self._is_graph_tail(statement, graph):
                 extend(graph, statement, self.qualname)
             else:
                 kept.append(statement)
@@ -565,18 +587,22 @@ class GraphToStrategy(Rule):
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
             del self.ctx.reports[reported:]
+            own = "".join(f"; the program's hook `{name}` that may have ended it cannot become calls in the loop:"
+                          f" {why}" for name, why in self.declined_hooks.items())
             for loop in endless:
                 self.report(loop, f"`while {C.code_of(loop.test)}:` would never end in TF2: the session has no"
                             " StopAtStepHook (last_step/num_steps) the loop could count to, and the loop has no"
                             " break, return or other bound and reads no input pipeline that could run out (a"
-                            " request_stop() or a hook of the program's own ended it in TF1); this training was"
-                            " left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"
+                            f" request_stop() or a hook of the program's own ended it in TF1){own}; this training"
+                            " was left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
         new_after = session.rewrite(after)
         self.converted = True
+        self.class_rewrites.update(rewrites)
         if self.strategy == PSS:
             self._report_task_sharded_data(before, after)
         for nested in graph.unwrapped_devices:
@@ -585,7 +611,33 @@ class GraphToStrategy(Rule):
                         " unwrapped: under a strategy, variables go where the strategy puts them (shared, as the"
                         " device setter shared these) and ops run on the replica's device", fixed=True,
                         severity="info", reference=REFERENCE[self.strategy])
-        return before + self._used_wrappers(prelude, new_after, session) + new_after
+        out = hoisted + self._used_wrappers(prelude, new_after, session) + new_after
+        if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
+            self.converted, self.helper_rewrites, self.strategy_names = undo
+            return body
+        if helper_moves:
+            self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        return before + out
+
+    def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
+        """Decline, with the statement that reads it, a rewrite that would
+        leave a name read but no longer bound (a graph value or a session the
+        program still uses where this rule migrates nothing)."""
+        lost = _dataflow.unbound_reads(old, new, self.ctx.module)
+        if not lost:
+            return False
+        by_reader: dict[int, tuple[cst.CSTNode, list[str]]] = {}
+        for name, reader in lost:
+            by_reader.setdefault(id(reader), (reader, []))[1].append(name)
+        # what the rewrite said about those statements (why a run there was not mapped) still holds
+        inside = {id(node) for reader, _ in by_reader.values() for node in C.walk(reader)}
+        self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
+                                       if r[1] == self.code and not r[5] and id(r[0]) in inside]
+        for reader, names in by_reader.values():
+            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader),
+                        hint="migrate this use by hand (or build it in the step function's results), then migrate"
+                        " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_task_sharded_data(self, before, after) -> None:
         """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
@@ -1045,6 +1097,9 @@ class GraphToStrategy(Rule):
                 found.add(k)
         return found
 
+    def _is_session_call(self, call: cst.Call) -> bool:
+        return self.qualname(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS
+
     def _starts_session(self, statement) -> bool:
         session_like = SESSION_CLASSES | {"train.Supervisor"}
         return any(
@@ -1311,6 +1366,12 @@ class GraphToStrategy(Rule):
                     continue
                 dtype = C.arg(call, 0, "dtype")
                 shape = C.arg(call, 1, "shape")
+                fed = None if shape is not None else _dataflow.fed_literal(
+                    name, [*session.train_fetches.values(), *session.eval_fetches.values()])
+                if fed is not None:
+                    # a number fed in every run (keep_prob: 0.5): the model is built with it
+                    dummies.append(f"tf.constant({fed}, {C.code_of(dtype) if dtype is not None else 'tf.float32'})")
+                    continue
                 if not isinstance(shape, (cst.List, cst.Tuple)):
                     self.report(call, "placeholder without a static shape: cannot build the model's variables ahead",
                                 hint="give the placeholder a shape", fixed=False, reference=REFERENCE[strategy])
@@ -1899,6 +1960,14 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
+
+    def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
+        """The session call a `with` item opens: the call itself, or the one
+        bound to the name it enters (`with mts as sess:`)."""
+        if isinstance(item, cst.Name) and item.value in self.session_objects:
+            return self.session_objects[item.value]
+        return item
 
     # ---------------------------------------------------------------- scan
     def scan(self, statements) -> None:
@@ -1914,9 +1983,7 @@ class _SessionRegion:
         for statement in statements:
             for call in C.calls_in(statement):
                 if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
-                    hooks = C.arg(call, None, "hooks")
-                    if isinstance(hooks, cst.Name):
-                        hook_lists.add(hooks.value)
+                    hook_lists.update(h.value for h in hook_arguments(call, q) if isinstance(h, cst.Name))
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
@@ -1934,6 +2001,8 @@ class _SessionRegion:
                         self.sessions.update(names)
                         self._session_call(value)
                         self.removed_names.update(names)
+                        if len(names) == 1:  # `mts = tf.train.MonitoredTrainingSession(...)`, `with mts as sess:`
+                            self.session_objects[names[0]] = value
                     elif vq in CONFIG_CALLS:
                         self.removed_names.update(names)
                     elif vq in DROPPED_CALLS or vq in QUEUE_CLASSES or _method(value) in SYNC_METHODS:
@@ -1953,11 +2022,12 @@ class _SessionRegion:
                     self.feed_dicts[names[0]] = value
                 if isinstance(node, cst.With):
                     for item in node.items:
-                        call = item.item
+                        call = self.session_call(item.item)
                         if isinstance(call, cst.Call) and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS):
                             if item.asname is not None:
                                 self.sessions.update(C.target_names(item.asname.name))
-                            self._session_call(call)
+                            if call is item.item:
+                                self._session_call(call)
         targets = {}
         for statement in statements:
             for node in C.walk(statement):
@@ -2017,14 +2087,15 @@ class _SessionRegion:
     def _session_call(self, call: cst.Call) -> None:
         if self.rule.qualname(call.func) == "train.MonitoredTrainingSession":
             self._session_checkpointing(call)
-        hooks = C.arg(call, None, "hooks")
-        if isinstance(hooks, cst.Name):
-            self.removed_names.add(hooks.value)
         calls = []
-        if isinstance(hooks, (cst.List, cst.Tuple)):
-            calls = [el.value for el in hooks.elements]
-        elif isinstance(hooks, cst.Name):
-            calls = self.hooks.get(hooks.value, [])
+        for hooks in hook_arguments(call, self.rule.qualname):
+            if isinstance(hooks, cst.Name):
+                self.removed_names.add(hooks.value)
+                calls += self.hooks.get(hooks.value, [])
+            elif isinstance(hooks, (cst.List, cst.Tuple)):
+                calls += [el.value for el in hooks.elements]
+            else:
+                calls.append(hooks)
         self._hook_calls(calls)
 
     def _hook_calls(self, calls) -> None:
@@ -2032,6 +2103,9 @@ class _SessionRegion:
         for hook in calls:
             if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
                 bound = self.bindings.get(hook.value)
+                if bound is not None and isinstance(bound.func, cst.Name) and (
+                        bound.func.value in self.rule.declined_hooks):
+                    continue  # reported where its class does what a TF2 loop cannot
                 if bound is None or q(bound.func) is None:
                     made = f" (a `{C.code_of(bound.func)}`)" if bound is not None else ""
                     self.rule.report(hook, f"the session hook `{hook.value}` is dropped with the session: it has"
@@ -2046,6 +2120,8 @@ class _SessionRegion:
             if not isinstance(hook, cst.Call):
                 continue
             hq = q(hook.func)
+            if isinstance(hook.func, cst.Name) and hook.func.value in self.rule.declined_hooks:
+                continue  # reported where its class does what a TF2 loop cannot
             if hq is None and _method(hook) != "make_session_run_hook":
                 # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
                 self.rule.report(hook, f"the session hook `{C.code_of(hook.func)}(...)` is dropped with the session:"
@@ -2173,7 +2249,7 @@ class _SessionRegion:
         raise or exit in the body (one under `if sess.should_stop():` dies
         with the session), no other bound in the test, no input pipeline
         whose end raises OutOfRangeError."""
-        if self.last_step is not None or self.num_steps is not None:
+        if self.last_step is not None or self.num_steps is not None or self.rule.hook_stops:
             return []
         return [node for statement in statements for node in C.walk(statement)
                 if isinstance(node, cst.While) and self._waits_for_stop(node.test)
@@ -2214,11 +2290,14 @@ class _SessionRegion:
 
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
+        stops = [f"{hook}.stop_requested" for hook in self.rule.hook_stops]
         if self.last_step is not None:
-            return C.expr(f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
-        if self.num_steps is not None:
-            return C.expr(f"int({gs}.numpy()) >= last_step")
-        return C.expr("False")
+            stops.insert(0, f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
+        elif self.num_steps is not None:
+            stops.insert(0, f"int({gs}.numpy()) >= last_step")
+        if len(stops) > 1:
+            return C.expr("(" + " or ".join(stops) + ")")
+        return C.expr(stops[0] if stops else "False")
 
     def session_prelude(self) -> list[cst.BaseStatement]:
         gs = self.graph.global_step
@@ -2238,7 +2317,8 @@ class _SessionRegion:
             tracked_names = [gs, self.graph.optimizer, *self.graph.variables]
             if self.rule.template is not None:
                 tracked_names.append(self.rule.template)
-            tracked = ", ".join(f"{v}={v}" for v in tracked_names)
+            # once each: a step counter the program made with tf.Variable is one of its variables too
+            tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
             ckpt = self.rule._fresh("checkpoint")
             self.checkpoint_name = ckpt
             directory = C.code_of(self.checkpoint_dir)
@@ -2336,8 +2416,8 @@ class _SessionRewriter(cst.CSTTransformer):
     def _is_session_with(self, node: cst.With) -> bool:
         q = self.r.rule.qualname
         return any(
-            isinstance(i.item, cst.Call)
-            and (q(i.item.func) in SESSION_CLASSES or _method(i.item) in SUPERVISOR_SESSION_METHODS)
+            isinstance(call := self.r.session_call(i.item), cst.Call)
+            and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS)
             for i in node.items
         )
 
@@ -2439,7 +2519,7 @@ class _SessionRewriter(cst.CSTTransformer):
     def _session_kind(self, node: cst.With) -> str | None:
         """The session of a `with` that ended on OutOfRangeError without raising it."""
         for item in node.items:
-            call = item.item
+            call = self.r.session_call(item.item)
             if isinstance(call, cst.Call):
                 q = self.r.rule.qualname(call.func)
                 if q in QUIET_SESSIONS:
@@ -2499,7 +2579,9 @@ class _SessionRewriter(cst.CSTTransformer):
                     hint="replace it by plain Python (e.g. a counter or the global step); the rule kept the line",
                     reference=REFERENCE[self.r.rule.strategy], fixed=False)
                 return updated
-            if fetch is not None and fetch.train and fetch.shape == "list":
+            if fetch is not None and fetch.shape == "list" and (fetch.train or (
+                    fetch.ok and not fetch.state_only and fetch.values)):
+                # the step or evaluation function returns only the fetched values it computes
                 return self._train_assignment(original, updated, fetch)
         return updated
 
@@ -2550,6 +2632,9 @@ class _SessionRewriter(cst.CSTTransformer):
         owner, method = _owner(original), _method(original)
         if owner in self.r.sessions | self.r.supervisors and method == "should_stop":
             return self.r.stop_condition()
+        state_read = _dataflow.session_state_read(original, self.r.rule.qualname, self.r.sessions, self.r.graph)
+        if state_read is not None:
+            return state_read
         if owner in self.r.sessions and method == "run":
             fetch = self.r.fetch_by_call.get(id(original))
             if fetch is None or not fetch.ok:
@@ -3116,6 +3201,10 @@ class _DropGraphModeSwitches(cst.CSTTransformer):
             if q in GRAPH_MODE_SWITCHES:
                 return cst.RemovalSentinel.REMOVE
         return updated
+
+    def leave_ClassDef(self, original, updated):
+        migrated = self.rule.class_rewrites.get(C.code_of(original))
+        return updated if migrated is None else migrated
 
     def leave_FunctionDef(self, original, updated):
         rewrites = getattr(self.rule, "helper_rewrites", None)

@@ -14,6 +14,12 @@ from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._equivalents import bind_args
 from migrate.codemod.rules._graph import Graph, analyze, extend
 from migrate.codemod.rules._program import MIRRORED, REFERENCE
+from migrate.codemod.rules._tower_shapes import (
+    device_function_target,
+    first_tower_reuse,
+    index_slices,
+    replace_index_slices,
+)
 from migrate.codemod.rules.tfm301_graph_to_strategy import (
     SESSION_CLASSES,
     GraphToStrategy,
@@ -77,6 +83,10 @@ class _Towers:
         self.grads_list = ""
         self.loss_lists: set[str] = set()
         self.optimizer = ""
+        self.index_slices: dict[str, str] = {}  # placeholder -> `i * k:(i + 1) * k` (see _tower_shapes)
+        self.variable_device = ""  # where a device function put the variables
+        self.first_tower_names: set[str] = set()  # bound under `if i == 0:` (the first tower only)
+        self.first_tower_guard: cst.If | None = None
 
 
 class TowersToMirrored(GraphToStrategy):
@@ -150,6 +160,11 @@ class TowersToMirrored(GraphToStrategy):
     name = "towers-to-mirrored"
     triggers = ("compute_gradients",)
 
+    @classmethod
+    def applies_to(cls, source: str) -> bool:
+        # also towers that only compute losses, one minimize after the loop
+        return "compute_gradients" in source or ("minimize" in source and "device" in source)
+
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = MIRRORED
         self.taken = C.all_names(module)
@@ -162,6 +177,7 @@ class TowersToMirrored(GraphToStrategy):
         self.strategy_names: set[str] = set()
         module = transform(module, self)
         self._report_unhandled(self.module_in)
+        self._report_loss_towers(self.module_in)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         return module
@@ -305,6 +321,7 @@ class TowersToMirrored(GraphToStrategy):
                         hint="build a MirroredStrategy replica function by hand", reference=REFERENCE[MIRRORED],
                         fixed=False)
             return None
+        pre += self._optimizer_from_loop(towers)
         blockers: list[_Blocker] = []
         graph = analyze(pre, self.qualname)
         for node, why in graph.unsupported:
@@ -319,7 +336,17 @@ class TowersToMirrored(GraphToStrategy):
                 self._decline(node, message, hint)
             return None
         # the per-tower computation, on whole placeholders: the strategy slices
-        pairs = [(st, _replace_splits(st, splits, towers.index)) for st in towers.statements]
+        sliced = index_slices(towers.statements, towers.index_names,
+                              set(graph.placeholder_names) - set(splits.values()),
+                              _scope_bound(C.body_of(loop.body)))
+        towers.index_slices = sliced.slices
+        pairs = [(st, first_tower_reuse(replace_index_slices(_replace_splits(st, splits, towers.index),
+                                                             sliced.slices, towers.index_names), towers.index_names))
+                 for st in towers.statements]
+        for node, why in sliced.problems:
+            blockers.append(_Blocker(node, f"{header}: {why}; TFM303 gives each replica one slice of a fed"
+                                     " placeholder", "slice each fed placeholder once per tower, by the tower"
+                                     " index, or port this by hand"))
         pre_compute = list(graph.compute)  # computed once before the loop (tf.split is gone)
         graph.compute = [(_targets(new), new) for _, new in pairs]
         loss = towers.loss_expr
@@ -435,6 +462,14 @@ class TowersToMirrored(GraphToStrategy):
                             towers.scope_names.update(C.target_names(item.asname.name))
                     visit(C.body_of(st.body))
                     continue
+                if self._first_tower_only(st, towers):
+                    # computed by the first tower only: every replica computes it (the
+                    # forward ops change nothing), the first replica's value is the one read
+                    towers.first_tower_guard = st
+                    for inner in C.body_of(st.body):
+                        towers.first_tower_names.update(_targets(inner))
+                        towers.statements.append(inner)
+                    continue
                 lone = C.single_expr(st)
                 names, value, _ = C.assignment(st)
                 if isinstance(lone, cst.Call) and _method(lone) == "reuse_variables":
@@ -462,6 +497,23 @@ class TowersToMirrored(GraphToStrategy):
 
         self._grad_names: set[str] = set()
         visit(C.body_of(loop.body))
+
+    def _first_tower_only(self, st, towers: _Towers) -> bool:
+        """`if i == 0:` (no else) holding assignments of forward values only."""
+        if not (isinstance(st, cst.If) and st.orelse is None and isinstance(st.test, cst.Comparison)):
+            return False
+        test = st.test
+        if not (isinstance(test.left, cst.Name) and test.left.value in towers.index_names
+                and len(test.comparisons) == 1 and isinstance(test.comparisons[0].operator, cst.Equal)
+                and _is_zero(test.comparisons[0].comparator)):
+            return False
+        for inner in C.body_of(st.body):
+            names, value, _ = C.assignment(inner)
+            if not names or value is None or any(
+                    isinstance(n, cst.Call) and _method(n) in ("compute_gradients", "append", "minimize")
+                    for n in C.walk(inner)):
+                return False
+        return True
 
     @staticmethod
     def _loss_of(call: cst.Call, statement, towers: _Towers) -> None:
@@ -504,6 +556,9 @@ class TowersToMirrored(GraphToStrategy):
                              " MirroredStrategy device list cannot be derived from it",
                              'give MirroredStrategy its device list (["/gpu:0", "/gpu:1", ...]) by hand'))
         device = towers.device
+        if isinstance(device, cst.Call) and (found := device_function_target(device, self.module_in)) is not None:
+            device, towers.variable_device = found  # the ops' device string; the variables are mirrored
+            towers.device = device
         if device is None or not _is_device_string(device):
             blockers.append(_Blocker(loop, f"{header}: the tower device"
                              f" `{C.code_of(device) if device is not None else '?'}` is not a device string"
@@ -521,6 +576,28 @@ class TowersToMirrored(GraphToStrategy):
                                  " inside the graph block; the strategy is created before it",
                                  "compute it before the graph block"))
                 return
+
+    def _optimizer_from_loop(self, towers: _Towers) -> list[cst.BaseStatement]:
+        """`opt = tf.train.XOptimizer(...)` built by every tower (the last one
+        applies the averaged gradients) -> built once before the loop: only
+        apply_gradients makes optimizer state, compute_gradients reads none."""
+        if not towers.optimizer:
+            return []
+        bound = _scope_bound(C.body_of(towers.loop.body))
+        for k, st in enumerate(towers.statements):
+            names, value, _ = C.assignment(st)
+            if names != [towers.optimizer] or not isinstance(value, cst.Call):
+                continue
+            q = self.qualname(value.func) or ""
+            if not (q.startswith("train.") and q.endswith("Optimizer")) or q == "train.SyncReplicasOptimizer":
+                return []
+            if C.names_used(value) & (bound | towers.index_names):
+                return []  # each tower's optimizer differs
+            if any(towers.optimizer in C.names_used(other) for other in towers.statements[:k]):
+                return []
+            del towers.statements[k]
+            return [st]
+        return []
 
     def _check_tower_body(self, pairs, towers: _Towers, header, blockers, index: bool) -> None:
         for original, new in pairs:
@@ -820,6 +897,65 @@ class TowersToMirrored(GraphToStrategy):
                           _WHERE_HINT if (blocking or withs or not in_function) else
                           "build a MirroredStrategy replica function by hand")
 
+    def _report_loss_towers(self, module: cst.Module) -> None:
+        """Tower loops that only compute losses (one `minimize` of their
+        combination after the loop), and towers written out one `with
+        tf.device(...)` block each: located reasons, no rewrite."""
+        for body, chain in _statement_lists(module, []):
+            self._report_unrolled(body)
+            for st in body:
+                if not (isinstance(st, cst.For) and self._device_calls(st)) or _loop_key(st) in self.handled:
+                    continue
+                appended = _appended_names(st)
+                if not appended:
+                    continue
+                minimize = next((c for other in body for c in C.calls_in(other)
+                                 if _method(c) == "minimize"), None)
+                if minimize is None:
+                    continue
+                self.handled.add(_loop_key(st))
+                lists = ", ".join(f"`{n}`" for n in sorted(appended))
+                where = ""
+                holder = next((n for n in reversed(chain) if not isinstance(n, (cst.With, cst.FunctionDef))), None)
+                if not any(isinstance(n, cst.FunctionDef) for n in chain):
+                    where = ("; the towers are also built at module level"
+                             + (f" (inside `{_header(holder)}`)" if holder is not None else "")
+                             + ", and TFM303 migrates towers built inside a function")
+                self._decline(st, f"tower loop `{_header(st)}` not migrated: the towers only compute losses (appended"
+                              f" to {lists}) and one `{_first_line(minimize)}` after the loop differentiates their"
+                              " combination; TFM303 migrates towers that each compute their gradients"
+                              f" (`opt.compute_gradients(loss)`, then average_gradients){where}",
+                              "under MirroredStrategy each replica computes its slice's loss, e.g."
+                              " tf.nn.compute_average_loss(per_example_loss, global_batch_size=...) for the mean over"
+                              " the whole batch, and the strategy sums the replicas' gradients; port this by hand or"
+                              " compute gradients per tower")
+
+    def _device_calls(self, node) -> list[cst.Call]:
+        return [n for n in C.walk(node) if isinstance(n, cst.Call) and self.qualname(n.func) == "device"]
+
+    def _report_unrolled(self, body) -> None:
+        """Two or more sibling `with tf.device(...)` blocks each computing
+        gradients: towers written out by hand, no loop."""
+        towers = [st for st in body if isinstance(st, cst.With) and any(
+            isinstance(i.item, cst.Call) and self.qualname(i.item.func) == "device" for i in st.items)
+            and any(isinstance(n, cst.Call) and _method(n) == "compute_gradients" for n in C.walk(st))]
+        if len(towers) < 2 or _loop_key(towers[0]) in self.handled:
+            return
+        self.handled.add(_loop_key(towers[0]))
+        devices = [C.code_of(i.item.args[0].value) for t in towers for i in t.items
+                   if isinstance(i.item, cst.Call) and self.qualname(i.item.func) == "device" and i.item.args]
+        jobs = [d for d in devices if "/job:" in d or "/task:" in d]
+        message = (f"{len(towers)} towers written out one `with tf.device(...)` block each"
+                   f" ({', '.join(f'`{d}`' for d in devices)}), not built by a loop over range(n)")
+        hint = "build the towers in a loop over range(n) with the device string of tower i, then rerun tfmigrate"
+        if len(set(jobs)) > 1:
+            message += (": they run on other tasks of a cluster, driven by this one client, which MirroredStrategy"
+                        " (one machine's devices) cannot do")
+            hint = ("run the program on every worker under tf.distribute.MultiWorkerMirroredStrategy (TF_CONFIG"
+                    " names the workers), each worker training on the share of the batch its tower was fed and the"
+                    " strategy averaging the gradients as average_gradients did; port this by hand")
+        self._decline(towers[0], f"towers not migrated: {message}", hint)
+
     def _loops_with_ancestors(self, node, chain):
         for st in _child_statements(node):
             if self._is_tower_loop(st):
@@ -848,6 +984,11 @@ class TowersToMirrored(GraphToStrategy):
         self.report(self.anchor, "in-graph towers now run as MirroredStrategy replicas; the loss is divided by the"
                     " number of replicas so gradients are averaged as average_gradients did",
                     fixed=True, severity="info", reference=REFERENCE[MIRRORED])
+        if t.variable_device:
+            self.report(self.anchor, f"the towers' device function put the variables on {t.variable_device} and the"
+                        f" other ops on {C.code_of(t.device)}: the replicas run on those devices and MirroredStrategy"
+                        " keeps a synchronized copy of each variable on every replica's device",
+                        fixed=True, severity="info", reference=REFERENCE[MIRRORED])
         return out
 
     def _wants_template(self, graph: Graph) -> bool:
@@ -858,36 +999,31 @@ class TowersToMirrored(GraphToStrategy):
         # stays in the tf.function too: run eagerly, those ops cost more than
         # a whole training step of the towers reference.
         names = ", ".join(params)
-        split_sources = set(self.splits.values())
-        sliced = [p for p in params if p in split_sources]
         lines = [f"def {step_name}({names}):"]
-        if sliced:
+        wrapper = self._slice_wrapper(step_name, params)
+        lines += wrapper
+        replica_fn = f"{step_name}_slice" if wrapper else f"{step_name}_replica"
+        if fetch.values or self.towers.loss_lists or self.post:
             lines += [
-                f"    def {step_name}_slice({names}):",
-                "        # tower i trained on tf.split slice i of the batch: replica i takes the same slice",
+                f"    replica_results = {self.strategy_name}.experimental_local_results(",
+                f"        {self.strategy_name}.run({replica_fn}, args={args if params else '()'}))",
             ]
-            whole = [p for p in params if p not in split_sources]
-            if whole:
-                lines.append(f"        # ({', '.join(whole)}: every tower read the whole value, so does every replica)")
-            lines += [
-                "        context = tf.distribute.get_replica_context()",
-                f"        {', '.join(sliced)}{',' if len(sliced) == 1 else ''} = (",
-                "            tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),",
-                "                      context.replica_id_in_sync_group)",
-                f"            for value in {C.tuple_code(sliced)})",
-                f"        return {step_name}_replica({names})",
-            ]
-            replica_fn = f"{step_name}_slice"
-        else:
-            replica_fn = f"{step_name}_replica"  # every tower read the whole batch: so does every replica
-        lines += [
-            f"    replica_results = {self.strategy_name}.experimental_local_results(",
-            f"        {self.strategy_name}.run({replica_fn}, args={args if params else '()'}))",
-        ]
+        else:  # only the train op is run: no replica's result is read
+            lines.append(f"    {self.strategy_name}.run({replica_fn}, args={args if params else '()'})")
+        returned = self._replica_returns(fetch, graph, [])
         for lst in sorted(self.towers.loss_lists):
-            lines.append(f"    {lst} = list(replica_results)")
-        if self.towers.loss in fetch.values:
-            lines.append(f"    {self.towers.loss} = replica_results[-1]  # after the TF1 loop: the last tower's")
+            if len(returned) == 1:
+                lines.append(f"    {lst} = list(replica_results)")
+            else:
+                lines.append(f"    {lst} = [values[0] for values in replica_results]")
+        for k, value in enumerate(returned):
+            if value != self.towers.loss and value in self.towers.first_tower_names:
+                lines.append(f"    {value} = replica_results[0][{k}]  # the first tower computed it")
+            elif value != self.towers.loss:
+                lines.append(f"    {value} = replica_results[-1][{k}]  # after the TF1 loop: the last tower's")
+            elif value in fetch.values:
+                last = "replica_results[-1]" + ("[0]" if len(returned) > 1 else "")
+                lines.append(f"    {value} = {last}  # after the TF1 loop: the last tower's")
         for _, st in self.post:
             lines.append("    " + C.code_of(st).strip())
         values = list(fetch.values)
@@ -903,9 +1039,88 @@ class TowersToMirrored(GraphToStrategy):
         run += f"    results = {fetched}\n" if fetched else f"    {step_name}({names})\n    results = None\n"
         return outer_code, run, None
 
+    def _slice_wrapper(self, fn_name: str, params) -> list[str]:
+        """Lines of `{fn_name}_slice`, giving replica i the rows tower i read
+        (a tf.split slice, or the tower's index slice) before calling
+        `{fn_name}_replica`; none when every tower read whole values."""
+        names = ", ".join(params)
+        split_sources = set(self.splits.values())
+        sliced = [p for p in params if p in split_sources]
+        by_index = {p: self.towers.index_slices[p] for p in params if p in self.towers.index_slices}
+        if not sliced and not by_index:
+            return []
+        lines = [f"    def {fn_name}_slice({names}):"]
+        if sliced:
+            lines.append("        # tower i trained on tf.split slice i of the batch: replica i takes the same slice")
+        if by_index:
+            index = self.towers.index
+            lines.append(f"        # tower {index} sliced its rows of the batch by its index: replica {index} takes the"
+                         " same rows")
+        whole = [p for p in params if p not in split_sources and p not in by_index]
+        if whole:
+            lines.append(f"        # ({', '.join(whole)}: every tower read the whole value, so does every replica)")
+        lines.append("        context = tf.distribute.get_replica_context()")
+        if sliced:
+            lines += [
+                f"        {', '.join(sliced)}{',' if len(sliced) == 1 else ''} = (",
+                "            tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),",
+                "                      context.replica_id_in_sync_group)",
+                f"            for value in {C.tuple_code(sliced)})",
+            ]
+        if by_index:
+            lines.append(f"        {index} = context.replica_id_in_sync_group")
+            lines += [f"        {p} = {p}[{code}]" for p, code in by_index.items()]
+        lines.append(f"        return {fn_name}_replica({names})")
+        return lines
+
+    def _tower_values(self, values) -> bool:
+        """Are these fetched values all computed by the towers (not after the loop)?"""
+        bound = {n for st in self.towers.statements for n in _targets(st)} | {self.towers.loss}
+        return bool(values) and set(values) <= bound
+
+    def _eval_function(self, graph: Graph, fetch, session):
+        """A fetch of values the towers computed: TF1's names held the last
+        tower's tensors (the first tower's, under `if i == 0:`), computed on
+        that tower's rows; the replicas compute them on the same rows."""
+        if self.template is None or not self._tower_values(fetch.values):
+            return super()._eval_function(graph, fetch, session)
+        params = list(self.model_params)
+        fetch.params = params
+        names = ", ".join(params)
+        fn_name = self._fresh(f"compute_{fetch.values[0]}")
+        session.eval_names[id(fetch)] = fn_name
+        exports = list(self.model_exports)
+        lines = [f"def {fn_name}({names}):"]
+        casts = self._eval_casts(graph, params)
+        lines += ["    " + line for st in casts for line in C.code_of(st).strip().splitlines()]
+        lines += [
+            f"    def {fn_name}_replica({names}):",
+            f"        {', '.join(exports)}{',' if len(exports) == 1 else ''} = {self.template}({names})",
+            f"        return {', '.join(fetch.values)}",
+        ]
+        wrapper = self._slice_wrapper(fn_name, params)
+        lines += wrapper
+        replica_fn = f"{fn_name}_slice" if wrapper else f"{fn_name}_replica"
+        lines += [
+            f"    replica_results = {self.strategy_name}.experimental_local_results(",
+            f"        {self.strategy_name}.run({replica_fn}, args={C.tuple_code(params)}))",
+        ]
+        for k, value in enumerate(fetch.values):
+            item = f"[{k}]" if len(fetch.values) > 1 else ""
+            if value in self.towers.first_tower_names:
+                lines.append(f"    {value} = replica_results[0]{item}  # the first tower computed it")
+            else:
+                lines.append(f"    {value} = replica_results[-1]{item}  # after the TF1 loop: the last tower's")
+        lines.append(f"    return {', '.join(fetch.values)}")
+        fn = C.stmt("\n".join(lines) + "\n")
+        return [fn.with_changes(decorators=[cst.Decorator(C.expr("tf.function"))],
+                                leading_lines=[cst.EmptyLine(indent=False)])]
+
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
-        # each replica returns its tower loss; the run wrapper derives the fetches
-        return [self.towers.loss]
+        # each replica returns its tower loss (and the tower values fetched
+        # with the train op); the step derives the fetches from them
+        bound = {n for st in self.towers.statements for n in _targets(st)}
+        return [self.towers.loss, *(n for n in fetch.values if n in bound and n != self.towers.loss)]
 
 
 def _why(message: str, hint: str) -> tuple[str, str]:
@@ -915,6 +1130,25 @@ def _why(message: str, hint: str) -> tuple[str, str]:
 def _targets(statement) -> list[str]:
     names, _, _ = C.assignment(statement)
     return names
+
+
+def _statement_lists(node, chain):
+    """Every statement list of the module with its enclosing compound statements."""
+    body = list(_child_statements(node))
+    yield body, chain
+    for st in body:
+        if isinstance(st, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
+            yield from _statement_lists(st, [*chain, st])
+
+
+def _appended_names(loop: cst.For) -> set[str]:
+    """Lists the loop body appends to (`losses.append(cost)`)."""
+    out = set()
+    for n in C.walk(loop):
+        if isinstance(n, cst.Call) and _method(n) == "append" and isinstance(n.func.value, cst.Name) and (
+                C.arg(n, 0, None) is not None):
+            out.add(n.func.value.value)
+    return out
 
 
 def _loop_key(loop: cst.For) -> str:

@@ -1,0 +1,432 @@
+"""Data flow between a device-setter block and the rest of the program, for
+TFM301: which statements of the block are no graph at all (host work that
+must still run once), which statements after it only choose TF1 plumbing,
+how TF1 session reads outside ``run`` read the strategy's state, and which
+names the rewrite would stop binding while the program still reads them
+(the located reason for declining).
+
+Analysis only: these functions return what to move, drop or say; the rule
+does the rewriting."""
+
+from __future__ import annotations
+
+import builtins
+from collections import Counter
+
+import libcst as cst
+
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._graph import SYNC_ATTRS, Graph
+
+# TensorFlow-namespaced calls that run on the host and build no graph: dataset
+# readers handing out NumPy batches (TF1's MNIST tutorial reader, Keras's loaders)
+HOST_CALL_PREFIXES = (
+    "examples.tutorials.",
+    "contrib.learn.datasets.",
+    "contrib.learn.python.learn.datasets.",
+    "keras.datasets.",
+)
+
+
+def _is_host_statement(statement, qualname) -> bool:
+    """Does the statement call a host-side dataset reader, and nothing that
+    could build graph ops (TensorFlow, or a function of the program's own)?"""
+    reads_data = False
+    for call in C.calls_in(statement):
+        q = qualname(call.func)
+        if q is not None:
+            if not q.startswith(HOST_CALL_PREFIXES):
+                return False
+            reads_data = True
+        elif isinstance(call.func, cst.Name) and not hasattr(builtins, call.func.value):
+            return False
+    return reads_data
+
+
+def graph_names(graph: Graph) -> set[str]:
+    """Names the block binds to graph values (tensors, variables, ops)."""
+    names = set(graph.placeholder_names) | graph.compute_names | set(graph.variables) | graph.input_names
+    names |= graph.dropped | set(graph.schedules)
+    for name in (graph.global_step, graph.optimizer, graph.train_op, graph.grads_name):
+        if name:
+            names.add(name)
+    return names
+
+
+def host_statements(graph: Graph, qualname) -> list[cst.BaseStatement]:
+    """Statements of the block's forward computation that build no graph (a
+    dataset reader, `mnist = input_data.read_data_sets(...)`): TF1 ran them
+    once while building the graph, and the loop reads their result. They are
+    taken out of ``graph.compute`` (the step functions would otherwise leave
+    them out, or run them every step); the ones reading nothing the block
+    binds are returned, to run before the strategy is made, the others join
+    the state built under its scope, after what they read."""
+    bound_by_graph = graph_names(graph)
+    state_bound: dict[str, int] = {}
+    for k, statement in enumerate(graph.state):
+        for name in C.assignment(statement)[0]:
+            state_bound[name] = k
+    hoisted: list[cst.BaseStatement] = []
+    kept = []
+    into_state: list[tuple[int, cst.BaseStatement]] = []
+    for names, statement in graph.compute:
+        _, value, _ = C.assignment(statement)
+        if not names or value is None or not _is_host_statement(statement, qualname):
+            kept.append((names, statement))
+            continue
+        reads = C.names_used(statement)
+        if reads & (bound_by_graph - set(names)):
+            kept.append((names, statement))
+            continue
+        after = [state_bound[n] for n in reads if n in state_bound]
+        if after:
+            into_state.append((max(after), statement))
+        else:
+            hoisted.append(statement)
+    if len(kept) == len(graph.compute):
+        return []
+    graph.compute = kept
+    for position, statement in sorted(into_state, key=lambda p: -p[0]):
+        graph.state.insert(position + 1, statement)
+    return hoisted
+
+
+def plumbing_choice(statement, dropped: set[str]) -> list[str] | None:
+    """The names an `if` binds when each of its branches only picks TF1 sync
+    plumbing (`if is_chief: local_init_op = opt.chief_init_op` / `else:
+    local_init_op = opt.local_step_init_op`), which the dropped session used
+    and TF2 has no counterpart for; None when the statement is anything else."""
+    if not isinstance(statement, cst.If):
+        return None
+    bound: list[str] = []
+    branch: cst.If | cst.Else | None = statement
+    while branch is not None:
+        if isinstance(branch, cst.If) and any(True for _ in C.calls_in(branch.test)):
+            return None  # a test that calls something: dropping it could drop work
+        for inner in C.body_of(branch.body):
+            names, value, _ = C.assignment(inner)
+            if not names or value is None:
+                return None
+            if not (C.names_used(value) & dropped or any(
+                    isinstance(n, cst.Attribute) and n.attr.value in SYNC_ATTRS for n in C.walk(value))):
+                return None
+            bound += [n for n in names if n not in bound]
+        branch = branch.orelse if isinstance(branch, cst.If) else None
+    return bound
+
+
+def session_state_read(call: cst.Call, qualname, sessions: set[str], graph: Graph) -> cst.BaseExpression | None:
+    """`tf.train.global_step(sess, global_step)` read the step's value
+    through the session, as a Python int: in TF2 the variable is read
+    directly, `int(global_step.numpy())`. None for any other call."""
+    if qualname(call.func) != "train.global_step":
+        return None
+    session = C.arg(call, 0, "sess")
+    tensor = C.arg(call, 1, "global_step_tensor")
+    if not (isinstance(session, cst.Name) and session.value in sessions):
+        return None
+    if not (isinstance(tensor, cst.Name) and tensor.value == graph.global_step):
+        return None
+    return C.expr(f"int({tensor.value}.numpy())")
+
+
+def unbound_reads(old: list[cst.BaseStatement], new: list[cst.BaseStatement],
+                  module: cst.Module) -> list[tuple[str, cst.BaseStatement]]:
+    """Names the old statements bound that the new ones read but no longer
+    bind (a graph tensor the loop still runs, a session used after the
+    loop), each with the innermost old statement outside the graph block
+    (``old[0]``) reading it: where the rewrite would leave the program
+    broken. Names the module binds anywhere else too (another scope, a
+    parameter) are left to the engine's scope analysis."""
+    lost = _bound(old) - _bound(new)
+    if lost:
+        in_module, in_old = _module_counts(module), binding_counts(old)
+        lost = {name for name in lost if in_module[name] <= in_old[name]}
+    if not lost:
+        return []
+    lost &= free_reads(new)
+    if not lost:
+        return []
+    # statements the rewrite kept as they were are the same nodes in both
+    kept = {id(node) for node in C.walk(cst.Module(body=old))}
+    out = []
+    for name in sorted(lost):
+        reader = next((found for st in new if (found := _innermost_reader(st, name)) is not None), None)
+        if reader is None or id(reader) not in kept:
+            reader = next((found for st in old[1:] if (found := _innermost_reader(st, name)) is not None), old[0])
+        out.append((name, reader))
+    return out
+
+
+def free_reads(statements) -> set[str]:
+    """Names the statements read from their own scope: reads inside nested
+    functions and lambdas count only where those do not bind the name."""
+    out: set[str] = set()
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cst.FunctionDef:
+            params = {p.name.value for p in _params(node.params)}
+            out |= free_reads(list(C.body_of(node.body))) - _bound(C.body_of(node.body)) - params
+            stack.extend(d.decorator for d in node.decorators)
+            continue
+        if kind is cst.Lambda:
+            out |= free_reads([node.body]) - {p.name.value for p in _params(node.params)}
+            continue
+        if kind in (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp):
+            # the comprehension's own loop variables are no reads of the scope around it
+            local = set()
+            comp = node.for_in
+            while comp is not None:
+                local.update(_targets(comp.target))
+                comp = comp.inner_for_in
+            out |= free_reads(list(C.children(node))) - local
+            continue
+        if kind in (cst.AssignTarget, cst.AsName, cst.CompFor) or kind is cst.For:
+            # a bound name is no read; what a target reads (`a[i] = ...`) is
+            for child in C.children(node):
+                if child is node.target if kind is not cst.AsName else child is node.name:
+                    stack.extend(_target_reads(child))
+                else:
+                    stack.append(child)
+            continue
+        if kind is cst.Name:
+            out.add(node.value)
+        elif kind is cst.Attribute or kind is cst.Arg:
+            stack.append(node.value)
+            continue
+        stack.extend(C.children(node))
+    return out
+
+
+def _target_reads(target) -> list[cst.CSTNode]:
+    """The parts of an assignment target that are read, not bound."""
+    if isinstance(target, cst.Name):
+        return []
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [part for element in target.elements for part in _target_reads(element.value)]
+    if isinstance(target, cst.StarredElement):
+        return _target_reads(target.value)
+    return [target]
+
+
+def _params(params: cst.Parameters) -> list[cst.Param]:
+    out = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            out.append(star)
+    return out
+
+
+def _innermost_reader(statement, name: str):
+    """The innermost statement in ``statement`` reading ``name``, or None."""
+    if name not in free_reads([statement]):
+        return None
+    body = getattr(statement, "body", None)
+    if isinstance(body, cst.BaseSuite) and not isinstance(statement, cst.FunctionDef):
+        inner = list(C.body_of(body))
+        orelse = getattr(statement, "orelse", None)
+        while orelse is not None:
+            inner.append(orelse) if isinstance(orelse, cst.If) else inner.extend(C.body_of(orelse.body))
+            orelse = None
+        for child in inner:
+            found = _innermost_reader(child, name)
+            if found is not None:
+                return found
+    return statement
+
+
+_MODULE_COUNTS: list[tuple[cst.Module, Counter]] = []
+
+
+def _module_counts(module: cst.Module) -> Counter:
+    """binding_counts of the whole module, kept for the module last asked about."""
+    if not (_MODULE_COUNTS and _MODULE_COUNTS[0][0] is module):
+        _MODULE_COUNTS[:] = [(module, binding_counts(module.body))]
+    return _MODULE_COUNTS[0][1]
+
+
+def _bound(statements) -> set[str]:
+    """Names the statements bind in their own scope (nested functions' and
+    classes' bodies excluded, their names included)."""
+    out: set[str] = set()
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind in (cst.FunctionDef, cst.ClassDef):
+            out.add(node.name.value)
+            continue
+        if kind is cst.Lambda or kind in (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp):
+            continue
+        if kind is cst.AssignTarget or kind is cst.AugAssign or kind is cst.AnnAssign:
+            out.update(_targets(node.target))
+        elif kind is cst.AsName:
+            out.update(_targets(node.name))
+        elif kind is cst.For or kind is cst.NamedExpr:
+            out.update(_targets(node.target))
+        elif kind is cst.ImportAlias:
+            name = node.asname.name if node.asname is not None else node.name
+            if isinstance(name, cst.Name):
+                out.add(name.value)
+            elif isinstance(name, cst.Attribute):
+                out.add(C.code_of(name).split(".")[0])
+        stack.extend(C.children(node))
+    return out
+
+
+def _targets(target) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: list[str] = []
+        for element in target.elements:
+            out += _targets(element.value)
+        return out
+    if isinstance(target, cst.StarredElement):
+        return _targets(target.value)
+    return []
+
+
+def binding_counts(nodes) -> Counter:
+    """How many times each name is bound in ``nodes``, every scope included
+    (assignments, loop and `with` targets, imports, defs, parameters)."""
+    counts: Counter = Counter()
+    for node in C.walk(cst.Module(body=list(nodes))):
+        kind = type(node)
+        if kind in (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor, cst.NamedExpr):
+            counts.update(_targets(node.target))
+        elif kind is cst.AsName:
+            counts.update(_targets(node.name))
+        elif kind in (cst.FunctionDef, cst.ClassDef, cst.Param):
+            counts[node.name.value] += 1
+        elif kind is cst.ImportAlias:
+            name = node.asname.name if node.asname is not None else node.name
+            counts[C.code_of(name).split(".")[0]] += 1
+    return counts
+
+
+def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: cst.CSTNode) -> str:
+    """Why reading ``names`` in the statement ``reader`` stops the rewrite,
+    in the program's terms."""
+    def listed(group):
+        return ", ".join(f"`{n}`" for n in group)
+    values = graph_names(graph)
+    used_sessions = [n for n in names if n in sessions]
+    runs = any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "run" for c in C.calls_in(reader))
+    fed = [n for n in names if runs and n in graph.placeholder_names and n not in used_sessions]
+    ops = [n for n in names if n in values and n not in fed and n not in used_sessions]
+    other = [n for n in names if n not in used_sessions + fed + ops]
+    parts = []
+    if used_sessions:
+        parts.append(f"it uses the TF1 session {listed(used_sessions)} outside the `run` calls this rule turns into"
+                     " step or evaluation functions, and TF2 has no session")
+    if fed:
+        parts.append(f"it feeds the placeholder(s) {listed(fed)} to a session run this rule does not migrate")
+    if ops:
+        parts.append(f"it uses {listed(ops)}, built in the device-setter block, as TF1 graph value(s), not as"
+                     " fetches of a session run the rule migrates, so no step or evaluation function binds them")
+    if other:
+        parts.append(f"it uses {listed(other)}, bound by TF1 session code this rule removes")
+    return "training not migrated: " + "; ".join(parts)
+
+
+def placeholder_from_helper(inner: list[cst.BaseStatement], module: cst.Module, qualname):
+    """`y_conv, keep_prob = deepnn(x)` where the module function `deepnn`
+    creates `keep_prob = tf.placeholder(...)` itself and returns it (TF1's
+    deep MNIST tutorial): the placeholder is made in the graph block instead
+    and passed to the helper as a parameter, so it becomes an argument of the
+    step like the block's own placeholders. Only for a helper called once,
+    with plain parameters, returning a tuple of names. Returns (the block's
+    new statements, {helper's code: migrated helper}), or None."""
+    functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef}
+    if not functions:
+        return None
+    for k, statement in enumerate(inner):
+        names, value, assign = C.assignment(statement)
+        if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in functions):
+            continue
+        target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
+        if not isinstance(target, (cst.Tuple, cst.List)) or len(names) != len(target.elements):
+            continue
+        helper = functions[value.func.value]
+        plan = _helper_placeholder(helper, len(names), qualname)
+        if plan is None or any(isinstance(a.value, cst.StarredElement) or a.star or a.keyword for a in value.args):
+            continue
+        calls = sum(1 for c in C.calls_in(module) if isinstance(c.func, cst.Name) and c.func.value == helper.name.value)
+        if calls != 1:
+            continue
+        index, placeholder_statement, new_helper = plan
+        program_name = names[index]
+        kept = [el.value for j, el in enumerate(target.elements) if j != index]
+        new_target = kept[0] if len(kept) == 1 else cst.Tuple([cst.Element(v) for v in kept])
+        new_call = value.with_changes(args=[*value.args, cst.Arg(cst.Name(program_name))]) if not value.args else \
+            value.with_changes(args=[*value.args[:-1], value.args[-1].with_changes(
+                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))), cst.Arg(cst.Name(program_name))])
+        placeholder_call = C.assignment(placeholder_statement)[1]
+        made = C.stmt(f"{program_name} = {C.code_of(placeholder_call)}\n").with_changes(
+            leading_lines=statement.leading_lines)
+        called = statement.with_changes(body=[statement.body[0].with_changes(
+            targets=[cst.AssignTarget(new_target)], value=new_call)], leading_lines=[])
+        return inner[:k] + [made, called] + inner[k + 1:], {C.code_of(helper): new_helper}
+    return None
+
+
+def _helper_placeholder(helper: cst.FunctionDef, arity: int, qualname):
+    """(index in the returned tuple, the placeholder statement, the helper
+    taking it as its last parameter) for a helper whose body makes one
+    placeholder at its top level and returns it among ``arity`` values."""
+    params = helper.params
+    if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None or (
+            params.kwonly_params or params.posonly_params or any(p.default is not None for p in params.params)):
+        return None
+    body = list(C.body_of(helper.body))
+    if not body or not isinstance(body[-1], cst.SimpleStatementLine) or type(body[-1].body[0]) is not cst.Return:
+        return None
+    returned = body[-1].body[0].value
+    if not isinstance(returned, (cst.Tuple, cst.List)) or len(returned.elements) != arity or any(
+            isinstance(el, cst.StarredElement) for el in returned.elements):
+        return None
+    returned_names = [el.value.value if isinstance(el.value, cst.Name) else None for el in returned.elements]
+    made = [(j, st) for j, st in enumerate(body)
+            if len(C.assignment(st)[0]) == 1 and isinstance(C.assignment(st)[1], cst.Call)
+            and (qualname(C.assignment(st)[1].func) or "").split(".")[-1] == "placeholder"
+            and C.assignment(st)[0][0] in returned_names]
+    if len(made) != 1:
+        return None
+    position, statement = made[0]
+    name = C.assignment(statement)[0][0]
+    if any(name in _bound([st]) for j, st in enumerate(body) if j != position):
+        return None
+    index = returned_names.index(name)
+    rest = [el.value for j, el in enumerate(returned.elements) if j != index]
+    new_return = body[-1].with_changes(body=[body[-1].body[0].with_changes(
+        value=rest[0] if len(rest) == 1 else cst.Tuple([cst.Element(v) for v in rest], lpar=[], rpar=[]))])
+    new_body = [st for j, st in enumerate(body) if j != position][:-1] + [new_return]
+    if position < len(body) - 1 and statement.leading_lines:
+        following = new_body[position]
+        new_body[position] = following.with_changes(
+            leading_lines=[*statement.leading_lines, *following.leading_lines])
+    new_params = params.with_changes(params=[*params.params, cst.Param(cst.Name(name))])
+    if params.params:
+        last = params.params[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new_params = params.with_changes(params=[*params.params[:-1], last, cst.Param(cst.Name(name))])
+    return index, statement, helper.with_changes(params=new_params, body=helper.body.with_changes(body=new_body))
+
+
+def fed_literal(name: str, fetches) -> str | None:
+    """The number fed to the placeholder ``name`` by the session runs (the
+    first one found; every feed must be a number literal), else None: a
+    value the model can be built with, as the TF1 program ran it."""
+    found = None
+    for fetch in fetches:
+        feed = fetch.feed
+        if not isinstance(feed, cst.Dict):
+            continue
+        for element in feed.elements:
+            if isinstance(element, cst.DictElement) and isinstance(element.key, cst.Name) and element.key.value == name:
+                if not isinstance(element.value, (cst.Float, cst.Integer)):
+                    return None
+                found = found or C.code_of(element.value)
+    return found

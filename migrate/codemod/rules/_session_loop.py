@@ -1,0 +1,478 @@
+"""Analysis of a TF1 session loop's hooks, shared by TFM301's session stage.
+
+A ``MonitoredTrainingSession`` (or ``MonitoredSession``) is given its hooks
+as written by people: a list literal, a name bound to one a few statements
+earlier (``hooks = [sync_hook, stop_hook]``), positionally, or as
+``chief_only_hooks``. These helpers find every such hook expression, so the
+rule sees the ``StopAtStepHook`` bounding the loop wherever it was put.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._program import PSS
+
+# where each session class takes its hooks: (keyword, position)
+HOOK_ARGUMENTS = {
+    "train.MonitoredTrainingSession": (("hooks", 4), ("chief_only_hooks", 5)),
+    "train.MonitoredSession": (("hooks", 1),),
+    "train.SingularMonitoredSession": (("hooks", 0),),
+}
+
+
+def hook_arguments(call: cst.Call, qualname) -> list[cst.BaseExpression]:
+    """The expressions a session call is given as hooks (each a list, a
+    tuple, a name or another expression), in argument order."""
+    wanted = HOOK_ARGUMENTS.get(qualname(call.func) or "")
+    if wanted is None:
+        # Supervisor sessions and plain Sessions take no hooks; a session of
+        # an unknown class is read by keyword only
+        wanted = (("hooks", None), ("chief_only_hooks", None))
+    out = []
+    for keyword, position in wanted:
+        value = C.arg(call, position, keyword)
+        if value is not None and not (isinstance(value, cst.Name) and value.value == "None"):
+            out.append(value)
+    return out
+
+
+def hook_list_names(statements, qualname, is_session) -> set[str]:
+    """Names passed as a session's hooks (`hooks=hooks`): the statements
+    binding them configure the session loop, not the graph."""
+    names = set()
+    for statement in statements:
+        for call in C.calls_in(statement):
+            if is_session(call):
+                names.update(value.value for value in hook_arguments(call, qualname) if isinstance(value, cst.Name))
+    return names
+
+
+# ---------------------------------------------------------------- the program's own hooks
+
+HOOK_BASE = "train.SessionRunHook"
+# hook method -> the parameters TF1 passed (besides self) that the migrated call no longer has
+HOOK_METHODS = {
+    "begin": (),
+    "after_create_session": ("session", "coord"),
+    "before_run": ("run_context",),
+    "after_run": ("run_context", "run_values"),
+    "end": ("session",),
+}
+
+
+@dataclass
+class ProgramHook:
+    """A SessionRunHook subclass of the program whose methods become calls at
+    the same points of the loop: begin() and after_create_session() where the
+    session was made, before_run() and after_run(results) around each train
+    step, end() where the session ended."""
+
+    instance: str  # the hook object's name in the loop
+    make: cst.BaseExpression | None  # `LoggerHook()` when it was made inside the hooks list
+    element: cst.BaseExpression  # the hooks-list element (a call or a name)
+    cls: cst.ClassDef
+    new_cls: cst.ClassDef
+    methods: set[str]  # the hook methods still called
+    fetch: cst.BaseExpression | None  # what before_run's SessionRunArgs fetched
+    reads_results: bool
+    stops: bool  # after_run calls run_context.request_stop()
+
+
+def _param(function: cst.FunctionDef, k: int) -> str | None:
+    params = function.params.params
+    return params[k].name.value if k < len(params) else None
+
+
+def hook_class(module, name: str, qualname) -> cst.ClassDef | None:
+    """The program's `class <name>(tf.train.SessionRunHook)`, if it is one."""
+    found = [n for n in C.walk(module) if isinstance(n, cst.ClassDef) and n.name.value == name]
+    if len(found) != 1:
+        return None
+    bases = [qualname(b.value) for b in found[0].bases]
+    return found[0] if HOOK_BASE in bases or any(b and b.startswith("train.") and b.endswith("Hook") for b in bases) \
+        else None
+
+
+def plan_program_hook(cls: cst.ClassDef, qualname, fetchable) -> tuple[dict, cst.CSTNode, str] | dict:
+    """The migrated class and what its calls need, or (…, node, why) when its
+    body does something the loop cannot do at that point."""
+    bases = [qualname(b.value) for b in cls.bases]
+    if bases != [HOOK_BASE]:
+        base = next((C.code_of(b.value) for b in cls.bases if qualname(b.value) != HOOK_BASE), "")
+        return {}, cls, (f"it extends `{base}`, whose own before_run/after_run (and private state such as"
+                         " `self._last_step`) it relies on")
+    info = {"methods": set(), "fetch": None, "reads_results": False, "stops": False}
+    methods = {}
+    for statement in cls.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in HOOK_METHODS:
+            methods[statement.name.value] = statement
+    if not methods:
+        return {}, cls, "it defines none of begin, after_create_session, before_run, after_run, end"
+    new_methods = {}
+    for name, function in methods.items():
+        passed = [_param(function, k + 1) for k in range(len(HOOK_METHODS[name]))]
+        for call in C.calls_in(function):
+            q = qualname(call.func)
+            if q is not None and not q.startswith("logging.") and not (
+                    name == "before_run" and q == "train.SessionRunArgs"):
+                return {}, call, (f"its {name}() calls `{C.code_of(call.func)}`, a TensorFlow graph or session"
+                                  " operation with no place in a TF2 loop")
+        body = function.body
+        if name == "before_run":
+            statements = list(body.body)
+            last = statements[-1] if statements else None
+            ret = last.body[0] if isinstance(last, cst.SimpleStatementLine) and isinstance(
+                last.body[0], cst.Return) else None
+            if any(isinstance(n, cst.Return) and (ret is None or n is not ret) for n in C.walk(body)):
+                return {}, function, "its before_run() returns before its end"
+            if ret is not None and ret.value is not None and not (isinstance(ret.value, cst.Name)
+                                                                   and ret.value.value == "None"):
+                args = ret.value
+                fetch = C.arg(args, 0, "fetches") if isinstance(args, cst.Call) and qualname(
+                    args.func) == "train.SessionRunArgs" else None
+                if fetch is None or len(args.args) != 1 or not (
+                        isinstance(fetch, cst.Name) and fetchable(fetch.value)):
+                    return {}, ret, ("its before_run() asks for something a training step cannot return"
+                                     " (fetches other than one tensor of the graph block, feeds or options)")
+                info["fetch"] = fetch
+            if ret is not None:
+                statements = statements[:-1]
+            body = body.with_changes(body=statements)
+        context, values = (passed + [None, None])[:2] if name == "after_run" else (None, None)
+        for n in C.walk(body):
+            if isinstance(n, cst.Name) and n.value in {p for p in passed if p} and name != "after_run":
+                return {}, n, f"its {name}() uses `{n.value}` (TF1's {n.value}), which a TF2 loop does not have"
+        if name == "after_run":
+            body, problem = _after_run_body(body, context, values, info)
+            if problem is not None:
+                return {}, problem[0], problem[1]
+        if not body.body:
+            continue
+        params = [function.params.params[0].with_changes(comma=cst.MaybeSentinel.DEFAULT)] + (
+            [cst.Param(cst.Name("results"))] if name == "after_run" and info["reads_results"] else [])
+        if len(params) > 1:
+            params[0] = params[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        new_methods[name] = function.with_changes(params=function.params.with_changes(params=params), body=body)
+        info["methods"].add(name)
+    new_body = []
+    for statement in cls.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in methods:
+            if statement.name.value in new_methods:
+                new_body.append(new_methods[statement.name.value])
+            continue
+        new_body.append(statement)
+    if info["stops"]:
+        docstring = 1 if new_body and isinstance(C.single_expr(new_body[0]), (cst.SimpleString,
+                                                                              cst.ConcatenatedString)) else 0
+        new_body.insert(docstring, C.stmt("stop_requested = False  # set by after_run(): the loop ends after this step\n"))
+    if not new_body:
+        new_body = [C.stmt("pass\n")]
+    info["new_cls"] = cls.with_changes(bases=[], lpar=cst.MaybeSentinel.DEFAULT, rpar=cst.MaybeSentinel.DEFAULT,
+                                       body=cls.body.with_changes(body=new_body))
+    return info
+
+
+class _AfterRun(cst.CSTTransformer):
+    def __init__(self, context, values, info):
+        super().__init__()
+        self.context, self.values, self.info = context, values, info
+        self.problem = None
+
+    def leave_Attribute(self, original, updated):
+        if isinstance(original.value, cst.Name) and original.value.value == self.values and (
+                original.attr.value == "results"):
+            self.info["reads_results"] = True
+            return cst.Name("results")
+        return updated
+
+    def leave_Call(self, original, updated):
+        func = original.func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and (
+                func.value.value == self.context and func.attr.value == "request_stop" and not original.args):
+            self.info["stops"] = True
+            return C.expr("setattr(self, 'stop_requested', True)")
+        return updated
+
+
+def _after_run_body(body, context, values, info):
+    allowed = set()
+    for n in C.walk(body):
+        if isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and (
+                (n.value.value == values and n.attr.value == "results")
+                or (n.value.value == context and n.attr.value == "request_stop")):
+            allowed.add(id(n.value))
+    for n in C.walk(body):
+        if isinstance(n, cst.Name) and n.value in {context, values} - {None} and id(n) not in allowed:
+            why = f"its after_run() uses `{n.value}` beyond run_values.results and run_context.request_stop()"
+            return body, (n, why)
+    rewriter = _AfterRun(context, values, info)
+    new = body.visit(rewriter)
+    # `setattr(self, ...)` stood in for the call inside expressions; a statement of its own reads plainly
+    statements = []
+    for statement in new.body:
+        lone = C.single_expr(statement)
+        if lone is not None and C.code_of(lone) == "setattr(self, 'stop_requested', True)":
+            statement = C.stmt("self.stop_requested = True\n").with_changes(leading_lines=statement.leading_lines)
+        statements.append(statement)
+    return new.with_changes(body=[_plain_stops(s) for s in statements]), None
+
+
+class _PlainStops(cst.CSTTransformer):
+    def leave_SimpleStatementLine(self, original, updated):
+        lone = C.single_expr(updated)
+        if lone is not None and C.code_of(lone) == "setattr(self, 'stop_requested', True)":
+            return C.stmt("self.stop_requested = True\n").with_changes(leading_lines=updated.leading_lines)
+        return updated
+
+
+def _plain_stops(statement):
+    return statement.visit(_PlainStops())
+
+
+def _snake(name: str) -> str:
+    out = "".join("_" + c.lower() if c.isupper() else c for c in name.lstrip("_")).lstrip("_")
+    return out or "hook"
+
+
+def carry_program_hooks(rule, graph, scope, after, reference: str):
+    """`after` with each of the program's own SessionRunHooks (given to a
+    session of `after`) called at the same points of the loop, its class
+    rewritten as a plain class (``rule.class_rewrites``); a hook whose body
+    does what a TF2 loop cannot is reported where it does it, and left to
+    the session stage (which drops it with the session, reported)."""
+    qualname = rule.qualname
+    sessions: set[str] = set()
+    lists: dict[str, cst.List] = {}
+    bound: dict[str, cst.Call] = {}
+    for statement in [*scope, *after]:
+        for node in C.walk(statement):
+            names, value, _ = C.assignment(node)
+            if len(names) == 1 and isinstance(value, cst.List):
+                lists[names[0]] = value
+            if len(names) == 1 and isinstance(value, cst.Call):
+                bound[names[0]] = value
+                if rule._is_session_call(value):
+                    sessions.add(names[0])
+            if isinstance(node, cst.With):
+                sessions.update(n for item in node.items if isinstance(item.item, cst.Call)
+                                and rule._is_session_call(item.item) and item.asname is not None
+                                for n in C.target_names(item.asname.name))
+    hooks: list[ProgramHook] = []
+    holders: dict[int, int] = {}  # id of a session call -> how many of its hooks are carried
+    chief_only = []
+    for statement in after:
+        for call in C.calls_in(statement):
+            if not rule._is_session_call(call):
+                continue
+            for k, given in enumerate(hook_arguments(call, qualname)):
+                elements = given.elements if isinstance(given, cst.List) else (
+                    lists[given.value].elements if isinstance(given, cst.Name) and given.value in lists else ())
+                for element in elements:
+                    hook = _program_hook(rule, graph, element.value, bound, reference)
+                    if hook is None:
+                        continue
+                    if C.arg(call, None, "chief_only_hooks") is given:
+                        chief_only.append(hook)
+                    hooks.append(hook)
+                    holders[id(call)] = holders.get(id(call), 0) + 1
+    if not hooks:
+        return after
+    if chief_only and rule.strategy != PSS:
+        for hook in chief_only:
+            rule.report(hook.element, f"the hook `{hook.cls.name.value}` ran on the chief only"
+                        " (chief_only_hooks); under MultiWorkerMirroredStrategy every worker runs the loop",
+                        hint="call its code in the loop under `if strategy.cluster_resolver.task_id == 0:`",
+                        reference=reference, fixed=False)
+            rule.declined_hooks[hook.cls.name.value] = "it ran on the chief only"
+        hooks = [h for h in hooks if h not in chief_only]
+        if not hooks:
+            return after
+    placer = _PlaceHookCalls(rule, graph, hooks, sessions, lists)
+    new = placer.block(after)
+    for hook in hooks:
+        rule.class_rewrites[C.code_of(hook.cls)] = hook.new_cls
+        if hook.stops:
+            rule.hook_stops.append(hook.instance)
+        rule.report(hook.element, f"the session hook `{hook.cls.name.value}` is now a plain object whose methods the"
+                    " loop calls where the session called them (begin and after_create_session before the loop,"
+                    " before_run and after_run around each step" + (", with the value its SessionRunArgs fetched,"
+                    " which the step returns" if hook.fetch is not None else "")
+                    + (", end after it" if "end" in hook.methods else "")
+                    + ")" + ("; its request_stop() ends the loop" if hook.stops else ""),
+                    fixed=True, severity="info", reference=reference)
+    return new
+
+
+def _program_hook(rule, graph, element, bound, reference) -> ProgramHook | None:
+    made, instance = element, None
+    if isinstance(element, cst.Name) and element.value in bound:
+        made, instance = bound[element.value], element.value
+    if not (isinstance(made, cst.Call) and isinstance(made.func, cst.Name)):
+        return None
+    cls = hook_class(rule.ctx.module, made.func.value, rule.qualname)
+    if cls is None:
+        return None
+    plan = plan_program_hook(cls, rule.qualname, lambda name: name in graph.compute_names
+                             or name == graph.global_step)
+    if isinstance(plan, tuple):
+        _, node, why = plan
+        rule.report(node, f"the session hook `{cls.name.value}` cannot become calls in the TF2 loop: {why}",
+                    hint="do what the hook did inside the training loop by hand (TF2 has no session hooks)",
+                    reference=reference, fixed=False)
+        rule.declined_hooks[cls.name.value] = why
+        return None
+    name = instance or C.fresh(_snake(cls.name.value), rule.taken)
+    return ProgramHook(instance=name, make=None if instance else made, element=element, cls=cls,
+                       new_cls=plan["new_cls"], methods=plan["methods"], fetch=plan["fetch"],
+                       reads_results=plan["reads_results"], stops=plan["stops"])
+
+
+class _PlaceHookCalls:
+    """Puts the hooks' calls at the points of the loop where the session made them."""
+
+    def __init__(self, rule, graph, hooks, sessions, lists):
+        self.rule, self.graph, self.hooks, self.sessions, self.lists = rule, graph, hooks, sessions, lists
+        self.results = {h.instance: C.fresh(f"{h.instance}_results", rule.taken) for h in hooks if h.reads_results}
+
+    def start(self) -> list[cst.BaseStatement]:
+        code = ""
+        for h in self.hooks:
+            if h.make is not None:
+                code += f"{h.instance} = {C.code_of(h.make)}\n"
+            code += "".join(f"{h.instance}.{m}()\n" for m in ("begin", "after_create_session") if m in h.methods)
+        return C.stmts(code) if code else []
+
+    def end(self) -> list[cst.BaseStatement]:
+        code = "".join(f"{h.instance}.end()\n" for h in self.hooks if "end" in h.methods)
+        return C.stmts(code) if code else []
+
+    def _session_of(self, node) -> bool:
+        """Is `node` the `with` or assignment making the session the hooks were given to?"""
+        if isinstance(node, cst.With):
+            calls = [i.item for i in node.items if isinstance(i.item, cst.Call)]
+        else:
+            _, value, _ = C.assignment(node)
+            calls = [value] if isinstance(value, cst.Call) else []
+        carried = {id(h.element) for h in self.hooks}
+        for call in calls:
+            if not self.rule._is_session_call(call):
+                continue
+            for given in hook_arguments(call, self.rule.qualname):
+                if isinstance(given, cst.Name):
+                    given = self.lists.get(given.value)
+                if isinstance(given, cst.List) and any(id(el.value) in carried for el in given.elements):
+                    return True
+        return False
+
+    def _train_run(self, statement) -> tuple[cst.Call, list, cst.BaseExpression | None] | None:
+        _, value, assign = C.assignment(statement)
+        call = value if assign is not None else C.single_expr(statement)
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "run"
+                and isinstance(call.func.value, cst.Name) and call.func.value.value in self.sessions):
+            return None
+        fetches = C.arg(call, 0, "fetches")
+        items = [el.value for el in fetches.elements] if isinstance(fetches, (cst.List, cst.Tuple)) else [fetches]
+        if not any(isinstance(i, cst.Name) and i.value == self.graph.train_op for i in items):
+            return None
+        target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
+        return call, items, target
+
+    def _around_run(self, statement, found):
+        call, items, target = found
+        list_shape = isinstance(C.arg(call, 0, "fetches"), (cst.List, cst.Tuple))
+        if target is None:
+            targets = ["_"] * len(items)
+        elif list_shape and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(items):
+            targets = [C.code_of(el.value) for el in target.elements]
+        elif not list_shape:
+            targets = [C.code_of(target)]
+        else:
+            return [statement]
+        item_code = [C.code_of(i) for i in items]
+        fetched = {c: t for c, t in zip(item_code, targets) if t != "_"}
+        before, after = [], []
+        for h in self.hooks:
+            if "before_run" in h.methods:
+                before.append(f"{h.instance}.before_run()\n")
+            if h.reads_results:
+                fetch = C.code_of(h.fetch)
+                if fetch not in fetched:
+                    fetched[fetch] = self.results[h.instance]
+                    item_code.append(fetch)
+                    targets.append(fetched[fetch])
+                after.append(f"{h.instance}.after_run({fetched[fetch]})\n")
+            elif "after_run" in h.methods:
+                after.append(f"{h.instance}.after_run()\n")
+        if len(item_code) != len(items) or (target is None and not list_shape and len(item_code) > 1):
+            args = list(call.args)
+            args[0] = args[0].with_changes(value=C.expr("[" + ", ".join(item_code) + "]"))
+            new_call = call.with_changes(args=args)
+            statement = C.stmt(f"{', '.join(targets)} = {C.code_of(new_call)}\n").with_changes(
+                leading_lines=statement.leading_lines)
+        out = C.stmts("".join(before)) if before else []
+        if out:
+            out[0] = out[0].with_changes(leading_lines=statement.leading_lines)
+            statement = statement.with_changes(leading_lines=[])
+        return out + [statement] + (C.stmts("".join(after)) if after else [])
+
+    def block(self, statements):
+        out = []
+        for statement in statements:
+            if isinstance(statement, cst.SimpleStatementLine):
+                lone = C.single_expr(statement)
+                if isinstance(lone, cst.Call) and isinstance(lone.func, cst.Attribute) and (
+                        lone.func.attr.value == "close" and isinstance(lone.func.value, cst.Name)
+                        and lone.func.value.value in self.sessions):
+                    out += self.end() + [statement]
+                    continue
+                found = self._train_run(statement)
+                if found is not None:
+                    out += self._around_run(statement, found)
+                    continue
+                out.append(self._drop_elements(statement))
+                if self._session_of(statement):
+                    out += self.start()
+                continue
+            if isinstance(statement, cst.With) and self._session_of(statement):
+                inner = self.block(list(C.body_of(statement.body)))
+                statement = statement.with_changes(
+                    items=[self._drop_elements(i) for i in statement.items],
+                    body=statement.body.with_changes(body=self.start() + inner + self.end()))
+                out.append(statement)
+                continue
+            out.append(self._nested(statement))
+        return out
+
+    def _nested(self, statement):
+        placer = self
+
+        class _Blocks(cst.CSTTransformer):
+            def leave_IndentedBlock(self, original, updated):
+                return updated.with_changes(body=placer.block(list(updated.body)))
+
+            def visit_FunctionDef(self, node):
+                return False
+
+            def visit_ClassDef(self, node):
+                return False
+
+        return statement.visit(_Blocks())
+
+    def _drop_elements(self, node):
+        """The carried hooks leave the session's hook lists."""
+        carried = {id(h.element) for h in self.hooks}
+
+        class _Drop(cst.CSTTransformer):
+            def leave_List(self, original, updated):
+                kept = [el for el, was in zip(updated.elements, original.elements) if id(was.value) not in carried]
+                if len(kept) == len(updated.elements):
+                    return updated
+                if kept:
+                    kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                return updated.with_changes(elements=kept)
+
+        return node.visit(_Drop())

@@ -1,0 +1,332 @@
+"""TFM301 on summaries, hooks and loops as people wrote them (issue 14, item 3).
+
+- Summaries: ``tf.summary.scalar`` ops merged by ``merge_all()``, fetched with
+  the train op and written by a ``FileWriter``'s ``add_summary`` become TF2
+  ``tf.summary`` writes under ``tf.summary.create_file_writer`` at the same
+  point of the loop, of the values the step returns.
+- Hooks: a session's hooks are found where people put them: a list bound to a
+  name after the graph block (``hooks = [sync_hook, stop_hook]``), a session
+  made by an assignment and closed by ``sess.close()``, ``chief_only_hooks``.
+
+Each behaviour has a (before, after) pair written for these tests, a no-op
+case and invalid cases with their located reason; every output parses and a
+second run changes nothing. The summaries' numerics run real TensorFlow.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+from migrate.codemod.engine import dedent, migrate_source
+
+
+def migrate(source: str, select=("TFM301",)):
+    src = dedent(source)
+    ast.parse(src)
+    select = list(select) if select is not None else None
+    result = migrate_source(src, select=select)
+    ast.parse(result.output)
+    assert migrate_source(result.output, select=select).output == result.output
+    return result
+
+
+def manual(result) -> list[str]:
+    return [d.message for d in result.manual_work]
+
+
+def located(result, text: str) -> list[tuple[int, str]]:
+    return [(d.line, d.message) for d in result.diagnostics if text in d.message]
+
+
+def line_of(source: str, text: str) -> int:
+    return next(i for i, line in enumerate(dedent(source).splitlines(), 1) if text in line)
+
+
+def loop_of(code: str) -> str:
+    """The code from the writer's creation to the end of the function."""
+    lines = dedent(code).splitlines()
+    start = next(i for i, line in enumerate(lines) if "create_file_writer" in line or "FileWriter" in line)
+    return textwrap.dedent("\n".join(lines[start:])) + "\n"
+
+
+# ------------------------------------------------------------------------ summaries
+
+SUMMARIES_SYNC = '''
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, is_chief, workers, epochs, batches, log_dir):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        features = tf.placeholder(tf.float32, [None, 3])
+        targets = tf.placeholder(tf.float32, [None, 1])
+        kernel = tf.Variable(tf.zeros([3, 1]), name="kernel")
+        error = tf.matmul(features, kernel) - targets
+        mse = tf.reduce_mean(tf.square(error))
+        worst = tf.reduce_max(tf.abs(error))
+        global_step = tf.train.get_or_create_global_step()
+        opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), replicas_to_aggregate=workers)
+        train_op = opt.minimize(mse, global_step=global_step)
+        tf.summary.scalar("mse", mse)
+        tf.summary.scalar("worst_error", worst)
+        merged = tf.summary.merge_all()
+    hooks = [opt.make_session_run_hook(is_chief)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks) as sess:
+        events = tf.summary.FileWriter(log_dir, sess.graph)
+        for epoch in range(epochs):
+            for i in range(batches):
+                _, loss_value, summaries, step = sess.run([train_op, mse, merged, global_step],
+                                                          feed_dict={features: batch(i)[0], targets: batch(i)[1]})
+                if step % 10 == 0:
+                    events.add_summary(summaries, step)
+            print("epoch", epoch, "loss", loss_value)
+        events.close()
+'''
+
+SUMMARIES_SYNC_LOOP = '''
+events = tf.summary.create_file_writer(log_dir)
+for epoch in range(epochs):
+    for i in range(batches):
+        loss_value, worst_value, step = run_train_step(batch(i)[0], batch(i)[1])
+        if step % 10 == 0:
+            with events.as_default():
+                tf.summary.scalar("mse", loss_value, step=step)
+                tf.summary.scalar("worst_error", worst_value, step=step)
+    print("epoch", epoch, "loss", loss_value)
+events.close()
+'''
+
+
+def test_merged_scalars_become_tf2_writes_of_the_steps_values():
+    result = migrate(SUMMARIES_SYNC)
+    out = result.output
+    assert loop_of(out) == dedent(SUMMARIES_SYNC_LOOP).lstrip("\n")
+    # the step returns what the summaries record (the fetched loss once, the other value too)
+    assert "return mse, worst, global_step_value" in out
+    assert "FileWriter" not in out and "merge_all" not in out and "add_summary" not in out
+    assert manual(result) == []
+    assert located(result, "TF1 summaries are now TF2 tf.summary writes") == [
+        (line_of(SUMMARIES_SYNC, 'tf.summary.scalar("mse"'), located(result, "now TF2 tf.summary")[0][1])]
+
+
+SUMMARY_OP_ALONE = '''
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, images, steps, log_dir):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        pixels = tf.placeholder(tf.float32, [None, 16])
+        kernel = tf.Variable(tf.zeros([16, 1]))
+        output = tf.matmul(pixels, kernel)
+        loss = tf.reduce_mean(tf.square(output - 1.0))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        loss_summary = tf.summary.scalar("loss", loss)
+        output_summary = tf.summary.histogram("outputs", output)
+        summary_op = tf.summary.merge([loss_summary, output_summary])
+        writer = tf.summary.FileWriter(log_dir, flush_secs=30)
+    with tf.train.MonitoredTrainingSession(master=server.target,
+                                           hooks=[tf.train.StopAtStepHook(last_step=steps)]) as sess:
+        while not sess.should_stop():
+            _, summary, step = sess.run([train_op, summary_op, global_step], feed_dict={pixels: images})
+            writer.add_summary(summary, global_step=step)
+'''
+
+SUMMARY_OP_ALONE_LOOP = '''
+writer = tf.summary.create_file_writer(log_dir, flush_millis=30 * 1000)
+while not int(global_step.numpy()) >= steps:
+    loss_value, output_value, step = run_train_step(images)
+    with writer.as_default():
+        tf.summary.scalar("loss", loss_value, step=step)
+        tf.summary.histogram("outputs", output_value, step=step)
+'''
+
+
+def test_merged_named_summaries_and_a_writer_built_in_the_graph_block():
+    """`merge([...])` of named summary ops; a FileWriter made in the device
+    block moves out of it (before the loop); flush_secs becomes flush_millis."""
+    result = migrate(SUMMARY_OP_ALONE)
+    assert loop_of(result.output) == dedent(SUMMARY_OP_ALONE_LOOP).lstrip("\n")
+    assert manual(result) == []
+
+
+def test_a_program_without_summaries_gets_no_writer():
+    source = SUMMARIES_SYNC.replace('        tf.summary.scalar("mse", mse)\n', "").replace(
+        '        tf.summary.scalar("worst_error", worst)\n', "").replace(
+        "        merged = tf.summary.merge_all()\n", "").replace(", merged", "").replace(
+        "_, loss_value, summaries, step", "_, loss_value, step").replace(
+        "                if step % 10 == 0:\n                    events.add_summary(summaries, step)\n", "").replace(
+        "        events = tf.summary.FileWriter(log_dir, sess.graph)\n", "").replace(
+        "        events.close()\n", "")
+    result = migrate(source)
+    assert "summary" not in result.output
+    assert "return mse, global_step_value" in result.output
+    assert located(result, "summar") == []
+
+
+SUMMARY_IMAGE = '''
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, images, steps, log_dir):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        pixels = tf.placeholder(tf.float32, [None, 4, 4, 1])
+        kernel = tf.Variable(tf.zeros([16, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(tf.reshape(pixels, [-1, 16]), kernel) - 1.0))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        tf.summary.image("inputs", pixels)
+        tf.summary.scalar("loss", loss)
+        summary_op = tf.summary.merge_all()
+    writer = tf.summary.FileWriter(log_dir)
+    with tf.train.MonitoredTrainingSession(master=server.target,
+                                           hooks=[tf.train.StopAtStepHook(last_step=steps)]) as sess:
+        while not sess.should_stop():
+            _, summary, step = sess.run([train_op, summary_op, global_step], feed_dict={pixels: images})
+            writer.add_summary(summary, step)
+'''
+
+
+def test_an_image_summary_is_reported_where_it_is_and_the_scalars_are_written():
+    result = migrate(SUMMARY_IMAGE)
+    assert [line for line, _ in located(result, "summary not carried over")] == [
+        line_of(SUMMARY_IMAGE, "tf.summary.image")]
+    assert "[0, 1]" in manual(result)[0]
+    assert 'tf.summary.scalar("loss", loss_value, step=step)' in result.output
+    assert "tf.summary.image" not in result.output
+
+
+def test_summaries_built_by_a_helper_are_not_guessed():
+    """merge_all() also merged the summaries a model helper made: the plan
+    cannot see them, so the TF1 summary code goes, reported (the fallback)."""
+    source = SUMMARY_IMAGE.replace('        tf.summary.image("inputs", pixels)\n',
+                                   "        describe(pixels)\n") + '''
+
+def describe(images):
+    tf.summary.histogram("pixels", images)
+'''
+    result = migrate(source)
+    assert "create_file_writer" not in result.output and "add_summary" not in result.output
+    assert [line for line, _ in located(result, "TF1 summaries are not carried over")] == [
+        line_of(source, "writer.add_summary")]
+
+
+def test_add_summary_without_a_step_is_reported():
+    source = SUMMARY_IMAGE.replace('        tf.summary.image("inputs", pixels)\n', "").replace(
+        "writer.add_summary(summary, step)", "writer.add_summary(summary)")
+    result = migrate(source)
+    assert [line for line, _ in located(result, "gives no global step")] == [line_of(source, "writer.add_summary")]
+    assert "create_file_writer" not in result.output
+
+
+def test_the_written_summaries_hold_the_steps_values():
+    """Run the migrated program (one local worker) and read its event file:
+    one scalar per written step, equal to the loss the loop printed. TF 2's
+    tf.summary.scalar is implemented by the tensorboard package (TF 2.21 does
+    not install it; the migrated program needs it as the TF1 one needed
+    TensorBoard to read its summaries)."""
+    pytest.importorskip("tensorflow")
+    pytest.importorskip("tensorboard")
+    out = migrate_source(dedent(SUMMARIES_SYNC)).output  # all rules: `import tensorflow as tf`
+    program = out + textwrap.dedent('''
+        import glob, json, sys
+        import numpy as np
+        import tensorflow as tf
+
+        data = np.random.RandomState(0).rand(8, 4).astype(np.float32)
+        def batch(i):
+            return data[:, :3], data[:, 3:]
+        printed = []
+        print = lambda *args: printed.append(args[-1])
+        train(None, None, True, 1, 2, 11, sys.argv[1])
+        values = {}
+        for path in glob.glob(sys.argv[1] + "/events*"):
+            for event in tf.compat.v1.train.summary_iterator(path):
+                for value in event.summary.value:
+                    values.setdefault(value.tag, []).append(
+                        (event.step, float(tf.make_ndarray(value.tensor))))
+        sys.stdout.write(json.dumps({"values": values, "printed": [float(p) for p in printed]}))
+    ''')
+    with tempfile.TemporaryDirectory() as log_dir:
+        run = subprocess.run([sys.executable, "-c", program, log_dir], check=False, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, run.stderr[-3000:]
+        seen = json.loads(run.stdout.strip().splitlines()[-1])
+    mse = seen["values"]["mse"]
+    assert [step for step, _ in mse] == [0, 10, 20]
+    assert [step for step, _ in seen["values"]["worst_error"]] == [0, 10, 20]
+    # step 10 is the last batch of the first epoch: the loss printed after it
+    assert mse[1][1] == pytest.approx(seen["printed"][0], rel=1e-6)
+    assert all(worst >= value for (_, worst), (_, value) in zip(seen["values"]["worst_error"], mse))
+
+
+# ------------------------------------------------------------------------ hooks where people put them
+
+HOOK_LIST_NAME = '''
+import time
+
+import tensorflow.compat.v1 as tf
+
+
+def main(cluster, server, is_chief):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        left = tf.Variable(tf.zeros([2]))
+        right = tf.Variable(tf.zeros([2]))
+        total = left + right
+        global_step = tf.Variable(0, trainable=False, name="global_step")
+        loss = tf.reduce_mean(tf.square(total - 3.0))
+        base = tf.train.GradientDescentOptimizer(0.01)
+        sync = tf.train.SyncReplicasOptimizer(base, replicas_to_aggregate=2, total_num_replicas=2)
+        step_op = sync.minimize(loss, global_step=global_step)
+
+    replicas_hook = sync.make_session_run_hook(is_chief)
+    last = tf.train.StopAtStepHook(last_step=50)
+    hooks = [replicas_hook, last]
+    sess = tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks)
+    while not sess.should_stop():
+        _, value, at = sess.run([step_op, total, global_step])
+        print(value, at)
+        time.sleep(0.1)
+    sess.close()
+    print("done")
+'''
+
+HOOK_LIST_NAME_LOOP = '''
+    while not int(global_step.numpy()) >= 50:
+        value, at = run_train_step()
+        print(value, at)
+        time.sleep(0.1)
+    print("done")
+'''
+
+
+def test_a_stop_hook_in_a_hook_list_bound_after_the_graph_block_bounds_the_loop():
+    result = migrate(HOOK_LIST_NAME)
+    out = result.output
+    assert out.endswith(HOOK_LIST_NAME_LOOP.lstrip("\n"))
+    for gone in ("hooks", "StopAtStepHook", "MonitoredTrainingSession", "sess.", "make_session_run_hook"):
+        assert gone not in out
+    assert manual(result) == []
+
+
+def test_without_the_stop_hook_the_loop_is_still_declined_where_it_is():
+    source = HOOK_LIST_NAME.replace("    last = tf.train.StopAtStepHook(last_step=50)\n", "").replace(
+        "[replicas_hook, last]", "[replicas_hook]")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert [line for line, _ in located(result, "would never end in TF2")] == [
+        line_of(source, "while not sess.should_stop()")]
+
+
+def test_a_program_hook_in_chief_only_hooks_is_reported_not_dropped_silently():
+    source = HOOK_LIST_NAME.replace(
+        "hooks=hooks)", "hooks=hooks,\n                                             chief_only_hooks=[ProgressHook()])")
+    result = migrate(source)
+    assert [line for line, _ in located(result, "`ProgressHook(...)` is dropped")] == [
+        line_of(source, "chief_only_hooks=[ProgressHook()]")]

@@ -1,0 +1,521 @@
+"""TFM303 on the tower programs real multi-GPU scripts are (the in-graph
+half of issue 14): towers slicing a fed batch by their index, device
+functions instead of device strings, an optimizer each tower builds, values
+only the first tower computes, and the shapes still declined with a located
+reason (towers that only compute losses for one ``minimize``, towers written
+out per device across a cluster's tasks).
+
+Every program here is ours, written in the shapes the corpus showed.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from migrate.codemod.engine import migrate_source
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _src(code: str) -> str:
+    return textwrap.dedent(code).lstrip("\n")
+
+
+def _migrate(code: str, select=("TFM303",)):
+    result = migrate_source(code, select=list(select) if select else None)
+    ast.parse(result.output)
+    again = migrate_source(result.output, select=list(select) if select else None)
+    assert again.output == result.output, "a second run changed the output"
+    return result
+
+
+def _line_of(code: str, text: str) -> int:
+    hits = [i for i, line in enumerate(code.splitlines(), 1) if text in line]
+    assert len(hits) == 1, (text, hits)
+    return hits[0]
+
+
+# --------------------------------------------------------------------------- before -> after
+
+# Module-level towers: a device function putting variables on the CPU, each
+# tower slicing its rows of the fed batch by its index, the optimizer built in
+# every tower, the first tower creating the variables (reuse=g > 0).
+INDEX_SLICED_BEFORE = '''\
+import numpy as np
+import tensorflow as tf
+
+GPUS = 2
+PER_GPU = 64
+PINNED = ["Variable", "VariableV2"]
+
+
+def classifier(images, reuse):
+    with tf.variable_scope("classifier", reuse=reuse):
+        w = tf.get_variable("w", [784, 10])
+        return tf.matmul(images, w)
+
+
+def mean_of_towers(tower_grads):
+    return [(tf.reduce_mean(tf.stack([g for g, _ in gv]), 0), gv[0][1]) for gv in zip(*tower_grads)]
+
+
+def gpu_with_cpu_variables(device, ps_device="/cpu:0"):
+    def choose(op):
+        node = op if isinstance(op, tf.NodeDef) else op.node_def
+        if node.op in PINNED:
+            return ps_device
+        return device
+    return choose
+
+
+with tf.device("/cpu:0"):
+    tower_grads = []
+    images = tf.placeholder(tf.float32, [None, 784])
+    labels = tf.placeholder(tf.float32, [None, 10])
+    for g in range(GPUS):
+        with tf.device(gpu_with_cpu_variables("/gpu:{}".format(g))):
+            batch_images = images[g * PER_GPU:(g + 1) * PER_GPU]
+            batch_labels = labels[g * PER_GPU:(g + 1) * PER_GPU]
+            logits = classifier(batch_images, reuse=g > 0)
+            loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(logits=logits, labels=batch_labels))
+            adam = tf.train.AdamOptimizer(learning_rate=0.001)
+            tower_grads.append(adam.compute_gradients(loss))
+    train_op = adam.apply_gradients(mean_of_towers(tower_grads))
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for step in range(100):
+            xs = np.random.rand(GPUS * PER_GPU, 784)
+            ys = np.eye(10)[np.random.randint(10, size=GPUS * PER_GPU)]
+            sess.run(train_op, feed_dict={images: xs, labels: ys})
+'''
+
+INDEX_SLICED_AFTER = '''\
+import numpy as np
+import tensorflow as tf
+
+GPUS = 2
+PER_GPU = 64
+PINNED = ["Variable", "VariableV2"]
+
+
+def classifier(images, reuse):
+    with tf.compat.v1.variable_scope("classifier", reuse=reuse):
+        w = tf.compat.v1.get_variable("w", [784, 10])
+        return tf.matmul(images, w)
+
+
+def mean_of_towers(tower_grads):
+    return [(tf.compat.v1.reduce_mean(tf.stack([g for g, _ in gv]), 0), gv[0][1]) for gv in zip(*tower_grads)]
+
+
+def gpu_with_cpu_variables(device, ps_device="/cpu:0"):
+    def choose(op):
+        node = op if isinstance(op, tf.compat.v1.NodeDef) else op.node_def
+        if node.op in PINNED:
+            return ps_device
+        return device
+    return choose
+
+
+strategy = tf.distribute.MirroredStrategy(["/gpu:{}".format(g) for g in range(GPUS)])
+
+def model_fn(images, labels):
+    batch_images = images
+    batch_labels = labels
+    logits = classifier(batch_images, reuse=False)
+    loss = tf.compat.v1.reduce_mean(tf.compat.v1.nn.softmax_cross_entropy_with_logits(logits=logits, labels=batch_labels))
+    return loss
+
+with strategy.scope():
+    tower_grads = []
+    global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    adam = tf.keras.optimizers.Adam(learning_rate=0.001, epsilon=1e-08)
+    model = tf.compat.v1.make_template("model", model_fn)
+    # Build the model's variables once, under the strategy, as the TF1 graph did.
+    model(tf.zeros([1, 784], tf.float32), tf.zeros([1, 10], tf.float32))
+trainable_variables = model.trainable_variables
+
+@tf.function
+def train_step(images, labels):
+    def train_step_replica(images, labels):
+        with tf.GradientTape() as tape:
+            loss = model(images, labels)
+            # average_gradients averaged the replicas' gradients; strategies sum them.
+            scaled_loss = loss / strategy.num_replicas_in_sync
+        gradients = tape.gradient(scaled_loss, trainable_variables)
+        adam.apply_gradients(zip(gradients, trainable_variables))
+        global_step.assign_add(1)
+        return loss
+    def train_step_slice(images, labels):
+        # tower g sliced its rows of the batch by its index: replica g takes the same rows
+        context = tf.distribute.get_replica_context()
+        g = context.replica_id_in_sync_group
+        images = images[g * PER_GPU:(g + 1) * PER_GPU]
+        labels = labels[g * PER_GPU:(g + 1) * PER_GPU]
+        return train_step_replica(images, labels)
+    strategy.run(train_step_slice, args=(images, labels))
+    return None
+# A tf.function call costs more than a TF1 session's run of its cached graph:
+# train_steps runs steps_per_call steps per call (run_pending_steps), and the rest
+# of the loop body (finish_train_step) runs on each step's results after that call.
+steps_per_call = 4
+pending_steps = []
+
+@tf.function
+def train_steps(*stacked):
+    # The steps of one call, in order.
+    return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+
+def finish_train_step(step_results):
+    # The rest of the loop body, run on this step's results.
+    pass
+
+def run_pending_steps():
+    # Steps whose arguments have the same shapes share a call, stacked.
+    groups = []
+    for arguments, captured in pending_steps:
+        images, labels = arguments
+        # feed_dict converted fed values to the placeholders' dtypes; tensors also
+        # take tf.function's fast path (NumPy arguments cost more than the step)
+        images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
+        shapes = [value.shape for value in (images, labels)]
+        if not groups or groups[-1][0] != shapes:
+            groups.append((shapes, []))
+        groups[-1][1].append(((images, labels), captured))
+    for _, steps in groups:
+        stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
+        for (_, captured), step_results in zip(steps, train_steps(*stacked)):
+            finish_train_step(step_results, *captured)
+    pending_steps.clear()
+
+for step in range(100):
+    xs = np.random.rand(GPUS * PER_GPU, 784)
+    ys = np.eye(10)[np.random.randint(10, size=GPUS * PER_GPU)]
+    pending_steps.append(((xs, ys), ()))
+    if len(pending_steps) == steps_per_call:
+        run_pending_steps()
+run_pending_steps()
+'''
+
+
+def test_index_sliced_towers_with_a_device_function_become_mirrored_replicas():
+    result = _migrate(INDEX_SLICED_BEFORE, select=None)
+    assert result.output == INDEX_SLICED_AFTER
+    notes = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert all(d.fixed for d in notes), notes
+    assert any("device function put the variables on \"/cpu:0\"" in d.message for d in notes)
+    assert result.manual_work == []
+
+
+def test_a_program_already_on_mirrored_strategy_is_left_alone():
+    code = _src("""
+        import tensorflow as tf
+
+        strategy = tf.distribute.MirroredStrategy(["/gpu:0", "/gpu:1"])
+        with strategy.scope():
+            dense = tf.keras.layers.Dense(1)
+            sgd = tf.keras.optimizers.SGD(0.1)
+
+
+        @tf.function
+        def step(x, y):
+            def replica(x, y):
+                with tf.GradientTape() as tape:
+                    loss = tf.reduce_mean(tf.square(dense(x) - y)) / strategy.num_replicas_in_sync
+                grads = tape.gradient(loss, dense.trainable_variables)
+                sgd.apply_gradients(zip(grads, dense.trainable_variables))
+                return loss
+            for device in ["/gpu:0", "/gpu:1"]:
+                with tf.device(device):
+                    tf.print(device)
+            return strategy.run(replica, args=(x, y))
+
+
+        step.get_concrete_function(tf.TensorSpec([None, 4]), tf.TensorSpec([None, 1]))
+        sgd.minimize
+        """)
+    result = _migrate(code)
+    assert result.output == code
+    assert [d for d in result.diagnostics if d.code == "TFM303"] == []
+
+
+# --------------------------------------------------------------------------- declines say why
+
+TOWERS = _src("""
+    import tensorflow as tf
+
+
+    def train(batches):
+        with tf.device("/cpu:0"):
+            feats = tf.placeholder(tf.float32, [None, 4])
+            target = tf.placeholder(tf.float32, [None, 1])
+            sgd = tf.train.GradientDescentOptimizer(0.1)
+            per_gpu = []
+            for k in range(2):
+                with tf.device("/gpu:%d" % k):
+                    rows = feats[k * 16:(k + 1) * 16]
+                    cost = tf.reduce_mean(tf.square(net(rows) - target[k * 16:(k + 1) * 16]))
+                    per_gpu.append(sgd.compute_gradients(cost))
+            update = sgd.apply_gradients(average_gradients(per_gpu))
+            with tf.Session() as sess:
+                for f, t in batches:
+                    sess.run(update, feed_dict={feats: f, target: t})
+    """)
+
+
+def _variant(*replacements: tuple[str, str]) -> str:
+    code = TOWERS
+    for old, new in replacements:
+        assert code.count(old) == 1, old
+        code = code.replace(old, new)
+    return code
+
+
+def test_the_declined_cases_skeleton_itself_converts():
+    result = _migrate(TOWERS)
+    assert "tf.distribute.MirroredStrategy" in result.output
+    assert "rows = feats[k * 16:(k + 1) * 16]" not in result.output
+    assert "feats = feats[k * 16:(k + 1) * 16]" in result.output
+    assert "target = target[k * 16:(k + 1) * 16]" in result.output
+    assert "k = context.replica_id_in_sync_group" in result.output
+
+
+DEVICE_FUNCTION = """
+
+    def pick(device):
+        def choose(op):
+            return device if op.type != "VariableV2" else "/cpu:" + str(len(op.name) % 2)
+        return choose
+    """
+
+# (source, text of the reported line, words the message must contain)
+DECLINED = {
+    "slice_bound_in_the_loop": (
+        _variant(("                rows = feats[k * 16:(k + 1) * 16]\n",
+                  "                size = 16\n                rows = feats[k * size:(k + 1) * size]\n")),
+        "rows = feats[k * size:(k + 1) * size]", ["`size`", "which the tower loop computes"],
+    ),
+    "sliced_two_ways": (
+        _variant(("target[k * 16:(k + 1) * 16]", "target[k * 8:(k + 1) * 8]"),
+                 ("feats[k * 16:(k + 1) * 16]", "target[k * 16:(k + 1) * 16] + feats[:, :1]")),
+        "cost = tf.reduce_mean", ["`target` is sliced both as"],
+    ),
+    "read_whole_and_sliced": (
+        _variant(("net(rows) - target[k * 16:(k + 1) * 16]", "net(rows) - target[k * 16:(k + 1) * 16] + tf.reduce_mean(feats)")),
+        "cost = tf.reduce_mean", ["read `feats` whole as well as its slice"],
+    ),
+    "device_function_choosing_by_computation": (
+        _variant(("import tensorflow as tf\n", "import tensorflow as tf\n" + textwrap.dedent(DEVICE_FUNCTION)),
+                 ('with tf.device("/gpu:%d" % k):', 'with tf.device(pick("/gpu:%d" % k)):')),
+        "for k in range(2):", ["is not a device string"],
+    ),
+    "optimizer_per_tower_with_its_own_rate": (
+        _variant(("        sgd = tf.train.GradientDescentOptimizer(0.1)\n", ""),
+                 ("                rows = feats", ("                sgd = tf.train.GradientDescentOptimizer(0.1 * (k + 1))\n"
+                                                 "                rows = feats"))),
+        "per_gpu.append(sgd.compute_gradients(cost))", ["optimizer `sgd`", "tf.train optimizer constructor"],
+    ),
+    "first_tower_branch_with_else": (
+        _variant(("                per_gpu.append", ("                if k == 0:\n                    extra = 1.0\n"
+                                            "                else:\n                    extra = 2.0\n"
+                                            "                per_gpu.append"))),
+        "if k == 0:", ["reads the tower index `k`"],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DECLINED))
+def test_declined_tower_shapes_say_why_where(name):
+    code, at, words = DECLINED[name]
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303" and not d.fixed]
+    assert found, result.diagnostics
+    hit = [d for d in found if d.line == _line_of(code, at)]
+    assert hit, [(d.line, d.message) for d in found]
+    for word in words:
+        assert any(word in d.message for d in hit), (word, [d.message for d in hit])
+
+
+LOSS_TOWERS = _src("""
+    import tensorflow as tf
+
+
+    if __name__ == "__main__":
+        n = 2
+        images = tf.placeholder(tf.float32, [None, 784])
+        labels = tf.placeholder(tf.float32, [None, 10])
+        image_parts, label_parts = tf.split(images, n), tf.split(labels, n)
+        per_example = []
+        for d in range(n):
+            with tf.device("/gpu:%d" % d):
+                logits = tf.layers.dense(image_parts[d], 10, reuse=d > 0, name="out")
+                per_example.append(tf.nn.softmax_cross_entropy_with_logits(logits=logits, labels=label_parts[d]))
+        loss = tf.reduce_mean(tf.concat(per_example, axis=0))
+        train_op = tf.train.AdamOptimizer(0.001).minimize(loss)
+        sess = tf.Session()
+        sess.run(tf.global_variables_initializer())
+    """)
+
+
+def test_towers_that_only_compute_losses_for_one_minimize_are_declined_with_the_tf2_recipe():
+    result = _migrate(LOSS_TOWERS)
+    assert result.output == LOSS_TOWERS
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert len(found) == 1, found
+    d = found[0]
+    assert not d.fixed and d.line == _line_of(LOSS_TOWERS, "for d in range(n):")
+    assert "only compute losses (appended to `per_example`)" in d.message
+    assert "minimize(loss)" in d.message
+    assert "module level (inside `if __name__ == \"__main__\":`)" in d.message
+    assert "tf.nn.compute_average_loss" in d.hint
+
+
+UNROLLED_ACROSS_TASKS = _src("""
+    import tensorflow as tf
+
+
+    def train(batches):
+        with tf.Session("grpc://localhost:2222") as sess:
+            a = tf.placeholder(tf.float32, [8, 3])
+            b = tf.placeholder(tf.float32, [8, 3])
+            sgd = tf.train.GradientDescentOptimizer(0.01)
+            per_task = []
+            with tf.device("/job:worker/task:0"):
+                first = model_loss(a)
+                per_task.append(sgd.compute_gradients(first))
+            with tf.device("/job:worker/task:1"):
+                tf.get_variable_scope().reuse_variables()
+                second = model_loss(b)
+                per_task.append(sgd.compute_gradients(second))
+            update = sgd.apply_gradients(average_gradients(per_task))
+            sess.run(tf.global_variables_initializer())
+            for x, y in batches:
+                sess.run(update, {a: x, b: y})
+    """)
+
+
+def test_towers_written_out_across_a_clusters_tasks_point_to_multi_worker_mirrored():
+    result = _migrate(UNROLLED_ACROSS_TASKS)
+    assert result.output == UNROLLED_ACROSS_TASKS
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert len(found) == 1, found
+    d = found[0]
+    assert not d.fixed and d.line == _line_of(UNROLLED_ACROSS_TASKS, 'with tf.device("/job:worker/task:0"):')
+    assert '`"/job:worker/task:0"`, `"/job:worker/task:1"`' in d.message
+    assert "other tasks of a cluster" in d.message
+    assert "MultiWorkerMirroredStrategy" in d.hint
+
+
+# --------------------------------------------------------------------------- it runs the same
+
+# Index slices, a device function, the optimizer built per tower, and values
+# fetched from the last tower (`cost`) and from the first only (`error`), in
+# training and in evaluations -- one with fewer rows than the towers slice.
+EVALUATED = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+TOWERS = 2
+ROWS = 8
+VARIABLE_OPS = ("Variable", "VariableV2", "VarHandleOp")
+
+
+def regression(features, reuse):
+    with tf.variable_scope("regression", reuse=reuse):
+        w = tf.get_variable("w", [3, 1], initializer=tf.glorot_uniform_initializer(seed=7))
+        b = tf.get_variable("b", [1], initializer=tf.zeros_initializer())
+        return tf.matmul(features, w) + b
+
+
+def mean_gradients(per_tower):
+    out = []
+    for pairs in zip(*per_tower):
+        out.append((tf.reduce_mean(tf.stack([g for g, _ in pairs]), 0), pairs[0][1]))
+    return out
+
+
+def on_device(device, variables_device="/cpu:0"):
+    def place(op):
+        node = op if isinstance(op, tf.NodeDef) else op.node_def
+        if node.op in VARIABLE_OPS:
+            return variables_device
+        return device
+    return place
+
+
+def main():
+    rng = np.random.RandomState(3)
+    with tf.device("/cpu:0"):
+        per_tower = []
+        reuse = False
+        inputs = tf.placeholder(tf.float32, [None, 3])
+        targets = tf.placeholder(tf.float32, [None, 1])
+        for t in range(TOWERS):
+            with tf.device(on_device("/cpu:%d" % t)):
+                rows = inputs[t * ROWS:(t + 1) * ROWS]
+                wanted = targets[t * ROWS:(t + 1) * ROWS]
+                predicted = regression(rows, reuse)
+                cost = tf.reduce_mean(tf.square(predicted - wanted))
+                sgd = tf.train.GradientDescentOptimizer(0.1)
+                per_tower.append(sgd.compute_gradients(cost))
+                if t == 0:
+                    error = tf.reduce_mean(tf.abs(predicted - wanted))
+                reuse = True
+        update = sgd.apply_gradients(mean_gradients(per_tower))
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": TOWERS})) as sess:
+            sess.run(tf.global_variables_initializer())
+            for step in range(6):
+                x = rng.normal(size=(ROWS * TOWERS, 3))
+                y = x.sum(axis=1, keepdims=True)
+                _, c = sess.run([update, cost], {inputs: x, targets: y})
+                print("train", step, c)
+                c2, e = sess.run([cost, error], {inputs: x, targets: y})
+                print("eval", step, c2, e)
+            print("first", sess.run(error, {inputs: x[:ROWS], targets: y[:ROWS]}))
+
+
+main()
+'''
+
+
+def _run(path: Path) -> list[str]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, env=env, check=False,
+                          cwd=path.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [line for line in done.stdout.splitlines() if line.split(" ")[0] in ("train", "eval", "first")]
+
+
+@pytest.mark.parametrize("shape", ["index_slices", "tf_split"])
+def test_migrated_towers_print_what_the_legacy_program_printed(tmp_path, shape):
+    """Losses and evaluations bit for bit (plain SGD): each fetched tower value
+    is computed by the replica of its tower on that tower's rows."""
+    code = EVALUATED
+    if shape == "tf_split":
+        code = code.replace("inputs[t * ROWS:(t + 1) * ROWS]", "input_parts[t]").replace(
+            "targets[t * ROWS:(t + 1) * ROWS]", "target_parts[t]").replace(
+            "        for t in range(TOWERS):\n",
+            "        input_parts = tf.split(inputs, TOWERS)\n        target_parts = tf.split(targets, TOWERS)\n"
+            "        for t in range(TOWERS):\n").replace(
+            "{inputs: x[:ROWS], targets: y[:ROWS]}", "{inputs: x[:2 * ROWS], targets: y[:2 * ROWS]}")
+        assert "input_parts[t]" in code and "x[:2 * ROWS]" in code
+    result = _migrate(code, select=None)
+    assert result.manual_work == []
+    assert "tf.distribute.MirroredStrategy" in result.output
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(code)
+    migrated.write_text(result.output)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 6 * 2 + 1
+    assert after == before
