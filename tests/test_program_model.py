@@ -581,3 +581,70 @@ def test_a_sibling_module_with_another_tensorflow_alias_is_read_with_tf2_names(t
     result = migrate(_trainer(), path=str(tmp_path / "trainer.py"), select=("TFM101", "TFM300", "TFM301"))
     assert "strategy.scope()" in result.output and "tf1" not in result.output
     assert [d.code for d in result.diagnostics if d.code == "TFM300"] == ["TFM300"]
+
+
+# ---------------------------------------------------------------- a device block calling the whole training
+PROCEDURE = '''
+import tensorflow as tf
+
+
+def train_and_report(server, is_chief, steps):
+    x = tf.placeholder(tf.float32, [None, 3])
+    y = tf.placeholder(tf.float32, [None, 1])
+    w = tf.Variable(tf.zeros([3, 1]))
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+    global_step = tf.train.get_or_create_global_step()
+    train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=global_step)
+    hooks = [tf.train.StopAtStepHook(last_step=steps)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks) as sess:
+        while not sess.should_stop():
+            _, loss_value = sess.run([train_op, loss], feed_dict={x: [[1.0, 2.0, 3.0]], y: [[1.0]]})
+            print(loss_value)
+
+
+def main(_, cluster, server, task_index):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        train_and_report(server, task_index == 0, 100)
+'''
+
+
+def test_a_procedure_building_and_training_called_in_the_block_is_inlined_and_migrated():
+    """`with tf.device(setter): train_and_report(...)`: the procedure's body
+    (graph, hook list, session loop) goes into the block, and is migrated as
+    if written there; `is_chief`, read only by the TF1 session, is not bound."""
+    result = migrate(PROCEDURE, select=("TFM300", "TFM301"))
+    written_here = '''
+import tensorflow as tf
+
+
+def main(_, cluster, server, task_index):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        steps = 100
+        x = tf.placeholder(tf.float32, [None, 3])
+        y = tf.placeholder(tf.float32, [None, 1])
+        w = tf.Variable(tf.zeros([3, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=global_step)
+        hooks = [tf.train.StopAtStepHook(last_step=steps)]
+        with tf.train.MonitoredTrainingSession(master=server.target, hooks=hooks) as sess:
+            while not sess.should_stop():
+                _, loss_value = sess.run([train_op, loss], feed_dict={x: [[1.0, 2.0, 3.0]], y: [[1.0]]})
+                print(loss_value)
+'''
+    expected = migrate(written_here)
+    assert "strategy.scope()" in expected.output and "hooks" not in expected.output
+    assert result.output == expected.output
+    assert "is_chief" not in result.output and "train_and_report" not in result.output
+    assert "while not scheduled_steps >= steps:" in result.output  # the hook list bounds the loop
+
+
+def test_a_procedure_whose_name_main_reads_is_not_inlined_over_it():
+    """The procedure binds `loss_value`, which the caller also reads: inlining
+    would rebind it, so the block is left (with its reason)."""
+    source = PROCEDURE.replace("        train_and_report(server, task_index == 0, 100)\n",
+                               "        train_and_report(server, task_index == 0, 100)\n    loss_value = None\n"
+                               "    print(loss_value)\n")
+    result = migrate(source, select=("TFM300", "TFM301"))
+    assert result.output == dedent(source)
+    assert result.manual_work

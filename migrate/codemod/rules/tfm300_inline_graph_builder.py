@@ -151,8 +151,8 @@ class _Helper:
     fn: cst.FunctionDef
     body: list[cst.BaseStatement]  # without the docstring and the return
     docstring: str | None
-    ret: cst.SimpleStatementLine
-    value: cst.BaseExpression  # what it returns
+    ret: cst.SimpleStatementLine | None  # None: a procedure, called as a statement
+    value: cst.BaseExpression | None  # what it returns
     returned: list[str] | dict[str, str] | str  # tuple of names / dict key -> name / one name
     locals: set[str]  # bound in its body
     free: set[str]  # read in its body, bound neither there nor as a parameter
@@ -677,8 +677,12 @@ class InlineGraphBuilder(Rule):
         if not body:
             return None
         ret = body[-1]
-        if not (isinstance(ret, cst.SimpleStatementLine) and len(ret.body) == 1
-                and isinstance(ret.body[0], cst.Return) and ret.body[0].value is not None):
+        procedure = not any(isinstance(node, cst.Return) for node in _own_scope(fn.body))
+        if procedure:
+            # builds the graph (and maybe runs its session) and returns nothing: called as a statement
+            ret = None
+        elif not (isinstance(ret, cst.SimpleStatementLine) and len(ret.body) == 1
+                  and isinstance(ret.body[0], cst.Return) and ret.body[0].value is not None):
             return None
         for node in _own_scope(fn.body):
             if isinstance(node, (cst.Yield, cst.Await, cst.Global, cst.Nonlocal)):
@@ -692,8 +696,8 @@ class InlineGraphBuilder(Rule):
                 return None
             if isinstance(node, cst.Name) and node.value == fn.name.value:
                 return None  # recursive
-        value = ret.body[0].value
-        returned = _returned(value)
+        value = ret.body[0].value if ret is not None else None
+        returned = _returned(value) if value is not None else ()
         if returned is None:
             return None
         docstring = None
@@ -702,7 +706,8 @@ class InlineGraphBuilder(Rule):
             text = first.evaluated_value
             docstring = text if isinstance(text, str) else None
             body = body[1:]
-        body = body[:-1]
+        if ret is not None:
+            body = body[:-1]
         if not body:
             return None
         local = _bound_names(fn.body)
@@ -775,13 +780,19 @@ class InlineGraphBuilder(Rule):
             if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
                 continue
             small = statement.body[0]
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                func = small.value.func
+                if isinstance(func, cst.Name) and func.value in helpers and helpers[func.value].ret is None:
+                    yield statement, small.value, helpers[func.value]
+                continue
             if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call)):
                 continue
             func = small.value.func
-            if isinstance(func, cst.Name) and func.value in helpers:
+            if isinstance(func, cst.Name) and func.value in helpers and helpers[func.value].ret is not None:
                 yield statement, small.value, helpers[func.value]
             elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and (
-                    f"{func.value.value}.{func.attr.value}" in helpers):
+                    f"{func.value.value}.{func.attr.value}" in helpers) and (
+                    helpers[f"{func.value.value}.{func.attr.value}"].ret is not None):
                 yield statement, small.value, helpers[f"{func.value.value}.{func.attr.value}"]
 
     def _starts_session(self, statement) -> bool:
@@ -801,8 +812,13 @@ class InlineGraphBuilder(Rule):
         bindings = _bind_arguments(helper.fn.params, call)
         if bindings is None:
             return None
-        target = site.statement.body[0].targets[0].target
-        if isinstance(target, cst.Name):
+        if helper.ret is None:  # `helper(...)` as a statement: nothing is bound
+            target, targets = None, []
+        else:
+            target = site.statement.body[0].targets[0].target
+        if target is None:
+            pass
+        elif isinstance(target, cst.Name):
             targets: list[str] | str = target.value
         elif isinstance(target, (cst.Tuple, cst.List)) and all(
                 isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements):
@@ -824,17 +840,22 @@ class InlineGraphBuilder(Rule):
         assignments: list[tuple[str, cst.BaseExpression]] = []
         new_params: set[str] = set()
         used_in_body = _all_names(helper.fn.body)
+        session_only = self._session_only_names(helper) if helper.ret is None else set()
         for name, value, is_default in bindings:
             if isinstance(value, cst.Name) and value.value == name:
                 continue
             if name not in used_in_body and _pure(value):
                 continue  # a parameter the helper never reads (`is_chief`): nothing to bind
+            if name in session_only and _pure(value):
+                continue  # read only by the TF1 session's arguments, which TFM301 replaces
             if is_default and not self._constant_default(value, module, site):
                 return None
             assignments.append((name, value))
             new_params.add(name)
         local = helper.locals | new_params
         clash = (local - target_set) & elsewhere
+        if "_" in clash and not _reads_name(site.scope, site.statement, "_"):
+            clash.discard("_")  # `def main(_):`, `_, x = ...`: a throwaway nothing reads
         if clash:
             return None
         # names the helper reads from the module must still mean the module's there
@@ -860,6 +881,8 @@ class InlineGraphBuilder(Rule):
         mapping: list[tuple[str, cst.BaseExpression]] = []
         subs: dict[int, cst.BaseExpression] = {}
         returned = helper.returned
+        if helper.ret is None:
+            return assignments, mapping, subs
         if isinstance(returned, list):
             if isinstance(targets, list):
                 if len(targets) != len(returned):
@@ -889,6 +912,29 @@ class InlineGraphBuilder(Rule):
                     return None
                 mapping.append((target, cst.Name(returned)))
         return assignments, mapping, subs
+
+    def _session_only_names(self, helper: _Helper) -> set[str]:
+        """Parameters a procedure reads only in the arguments of its TF1
+        session (`MonitoredTrainingSession(is_chief=is_chief)`)."""
+        inside: dict[str, int] = {}
+        for call in C.calls_in(helper.fn.body):
+            if self.qualname(call.func) in SESSION_CLASSES | {"train.Supervisor"}:
+                for a in call.args:
+                    attrs = {id(n.attr) for n in _walk(a.value) if isinstance(n, cst.Attribute)}
+                    for node in _walk(a.value):
+                        if isinstance(node, cst.Name) and id(node) not in attrs:
+                            inside[node.value] = inside.get(node.value, 0) + 1
+        everywhere: dict[str, int] = {}
+        not_names: set[int] = set()
+        for node in _walk(helper.fn.body):
+            if isinstance(node, cst.Arg) and node.keyword is not None:
+                not_names.add(id(node.keyword))
+            elif isinstance(node, cst.Attribute):
+                not_names.add(id(node.attr))
+            elif isinstance(node, cst.Name) and id(node) not in not_names:
+                everywhere[node.value] = everywhere.get(node.value, 0) + 1
+        params = {p.name.value for p in helper.params}
+        return {name for name, n in inside.items() if name in params and everywhere.get(name) == n}
 
     def _constant_default(self, value: cst.BaseExpression, module: cst.Module, site: _Site) -> bool:
         """A default the def evaluated once that evaluates alike at the call:
@@ -952,6 +998,32 @@ class InlineGraphBuilder(Rule):
             own = C.strip_blank_lines(own)
         out[0] = first.with_changes(leading_lines=[*lead, *own])
         return out
+
+
+def _reads_name(scope: cst.CSTNode, skip: cst.CSTNode, name: str) -> bool:
+    """Whether code in ``scope`` (nested scopes too, not ``skip``) may read
+    ``name``: it occurs other than as a parameter or a plain assignment or
+    loop target."""
+    bound: set[int] = set()
+    for node in _walk(scope, skip):
+        targets = []
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            targets = [node.target]
+        elif isinstance(node, cst.Param):
+            bound.add(id(node.name))
+        for t in targets:
+            stack = [t]
+            while stack:
+                n = stack.pop()
+                if isinstance(n, cst.Name):
+                    bound.add(id(n))
+                elif isinstance(n, (cst.Tuple, cst.List)):
+                    stack.extend(e.value for e in n.elements)
+                elif isinstance(n, cst.StarredElement):
+                    stack.append(n.value)
+    return any(isinstance(n, cst.Name) and n.value == name and id(n) not in bound for n in _walk(scope, skip))
 
 
 def _relative(path: str, beside: str) -> str:

@@ -582,7 +582,7 @@ class GraphToStrategy(Rule):
                 kept.append(statement)
         after = kept
         session = _SessionRegion(self, graph, body)
-        session.scan(after)
+        session.scan(after, graph_part=inner)
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
@@ -1970,7 +1970,10 @@ class _SessionRegion:
         return item
 
     # ---------------------------------------------------------------- scan
-    def scan(self, statements) -> None:
+    def scan(self, statements, graph_part=()) -> None:
+        """Find the sessions, hooks and fetches of ``statements`` (the code after
+        the graph); a hook list the graph part builds (`hooks = [sync_hook,
+        stop_hook]` before the session starts) is read from ``graph_part``."""
         q = self.rule.qualname
         for statement in self.scope:
             for node in C.walk(statement):
@@ -1984,6 +1987,13 @@ class _SessionRegion:
             for call in C.calls_in(statement):
                 if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
                     hook_lists.update(h.value for h in hook_arguments(call, q) if isinstance(h, cst.Name))
+        for statement in graph_part:
+            for node in C.walk(statement):
+                self._hook_list_growth(node, hook_lists)
+                names, value, _ = C.assignment(node)
+                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
+                    self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
+                    self.removed_names.add(names[0])
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
