@@ -648,3 +648,26 @@ def test_a_procedure_whose_name_main_reads_is_not_inlined_over_it():
     result = migrate(source, select=("TFM300", "TFM301"))
     assert result.output == dedent(source)
     assert result.manual_work
+
+
+def test_a_procedure_calling_a_train_op_builder_is_inlined_and_then_the_builder():
+    """`with tf.device(setter): run(...)` where `run()` calls
+    `loss, train_op = build(x, y)`: two rounds of inlining put both bodies in
+    the block, as if the program had been written there."""
+    source = PROCEDURE.replace('''    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+    global_step = tf.train.get_or_create_global_step()
+    train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=global_step)
+''', '''    global_step, loss, train_op = build(x, y, w)
+''').replace("def train_and_report(", '''def build(x, y, w):
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+    global_step = tf.train.get_or_create_global_step()
+    train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=global_step)
+    return global_step, loss, train_op
+
+
+def train_and_report(''')
+    assert "global_step, loss, train_op = build(x, y, w)" in source
+    result = migrate(source, select=("TFM300", "TFM301"))
+    assert result.output == migrate(PROCEDURE, select=("TFM300", "TFM301")).output
+    assert sorted(d.line for d in result.diagnostics if d.code == "TFM300") == [
+        line_of(source, "global_step, loss, train_op = build("), line_of(source, "train_and_report(server, task")]

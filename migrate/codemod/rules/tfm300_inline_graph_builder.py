@@ -560,6 +560,16 @@ class InlineGraphBuilder(Rule):
 
     # ------------------------------------------------------------ driver
     def transform(self, module: cst.Module) -> cst.Module:
+        # a procedure inlined brings the calls of the helpers it used into the block: those
+        # are inlined in the next round
+        for _ in range(3):
+            inlined = self._inline_round(module)
+            if inlined is module:
+                break
+            module = inlined
+        return module
+
+    def _inline_round(self, module: cst.Module) -> cst.Module:
         helpers = self._helpers(module)
         if not helpers:
             return module
@@ -627,8 +637,11 @@ class InlineGraphBuilder(Rule):
                 for item in node.names:
                     counts[item.name.value] = counts.get(item.name.value, 0) + 1
         out = {}
+        builders = {name for name, fn in defs.items() if counts.get(name) == 1 and self._builds_train_op(fn)}
         for name, fn in defs.items():
-            if counts.get(name) != 1 or not self._builds_train_op(fn):
+            if counts.get(name) != 1:
+                continue
+            if name not in builders and not self._procedure_calling(fn, builders):
                 continue
             helper = self._helper(fn)
             if helper is not None:
@@ -648,6 +661,19 @@ class InlineGraphBuilder(Rule):
         if program is None:
             program = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return program
+
+    def _procedure_calling(self, fn: cst.FunctionDef, builders: set[str]) -> bool:
+        """A function with no ``return`` that calls a train-op builder of this
+        file as ``targets = builder(...)``: inlined, it brings that call into
+        the block, where the next round inlines it."""
+        if any(isinstance(node, cst.Return) for node in _own_scope(fn.body)):
+            return False
+        for statement in fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ():
+            names, value, _ = C.assignment(statement)
+            if names and isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and (
+                    value.func.value in builders):
+                return True
+        return False
 
     def _builds_train_op(self, fn: cst.FunctionDef) -> bool:
         optimizers: set[str] = {p.name.value for p in _params(fn.params)}
