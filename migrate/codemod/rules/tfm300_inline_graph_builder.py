@@ -183,6 +183,14 @@ class InlineGraphBuilder(Rule):
     names coincide). A returned dict assigned to a name read only as
     ``model["key"]`` has those subscripts replaced by the returned names.
     The helper's ``def`` goes when nothing else in the file refers to it.
+    Also inlined: a helper of a sibling module of the project called as
+    ``alias.helper(args)`` after ``import alias`` (its module's names read
+    through ``alias.NAME``, from its TF2 spelling; the module itself is left
+    as it is); a procedure called as a statement ``helper(args)`` that builds
+    the graph (and may run its session) and returns nothing, or that calls
+    such a train-op builder, which the next round inlines; a block whose
+    device function comes from a helper of this file that only builds the
+    setter (``with tf.device(placement(cluster)):``).
 
     Why
     TFM301 migrates the train op an optimizer builds in the device-setter
@@ -211,7 +219,11 @@ class InlineGraphBuilder(Rule):
     function, its only ``return`` ends it, it declares no ``global`` /
     ``nonlocal``, does not yield, is not decorated and looks nothing up in
     its own scope (``locals()``), its defaults are constants, and the call
-    passes no ``*args``/``**kwargs``. Anything else is left as it is (TFM301
+    passes no ``*args``/``**kwargs``; a sibling module's helper reads
+    TensorFlow under the names this file binds alike and no other import of
+    its module, and its defaults are literals; a parameter of a procedure read
+    only by its TF1 session's arguments (``is_chief``) is not bound, as the
+    migrated training has no such session. Anything else is left as it is (TFM301
     then reports the train op coming from the helper). The engine keeps this
     rewrite only when TFM301 migrates the training it prepares.
     """
