@@ -563,6 +563,10 @@ def test_a_sibling_train_op_builder_that_cannot_mean_the_same_here_is_left(tmp_p
     assert result.output == dedent(source)
     [reason] = [d for d in result.manual_work if "comes from `regression_model.build(...)`" in d.message]
     assert reason.line == line_of(source, "regression_model.build(")
+    if model_code is None:
+        assert "a function of `regression_model`, which is not in this project" in reason.message
+    else:
+        assert "a function of the project module `regression_model` that TFM300 could not inline" in reason.message
 
 
 def test_a_sibling_module_rebound_in_the_function_is_not_inlined(tmp_path):

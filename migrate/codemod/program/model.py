@@ -124,6 +124,22 @@ class ProgramModel:
                 if qualified is not None:
                     yield alias, name, qualified, module
 
+    def origin_of(self, call: cst.Call) -> str:
+        """Where the function ``call`` calls lives, for a reason: "" for this
+        file or unknown, else a clause naming the project module."""
+        found = self.tracer.callee(call, self.tracer.root)
+        if found is None:
+            return ""
+        if found[0] == "opaque":
+            return (f", a function of `{found[1].name}`, which is not in this project (its code, optimizer"
+                    " included, cannot be read: migrate it with this file)")
+        unit = found[2]
+        if unit.project is None:
+            return ""
+        return (f", a function of the project module `{unit.project.name}` that TFM300 could not inline here"
+                " (it inlines one that reads only TensorFlow, its parameters and plain module-level names, ends"
+                " with its only `return`, of names, and binds no name the calling function uses)")
+
     def builds_no_train_op(self, call: cst.Call) -> bool:
         """True when ``call`` calls a function of the program (this file or a
         present sibling) that, with the program functions it calls, builds no

@@ -701,9 +701,10 @@ class GraphToStrategy(Rule):
                 continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
             callee = C.code_of(value.func)
-            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`:"
-                        " TFM301 migrates train ops built in the device-setter block (an optimizer's minimize or"
-                        " apply_gradients there); this training was left as TF1",
+            where = self._program().origin_of(value)
+            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`"
+                        f"{where}: TFM301 migrates train ops built in the device-setter block (an optimizer's minimize"
+                        " or apply_gradients there); this training was left as TF1",
                         hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
                         " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
             return
