@@ -126,6 +126,7 @@ class RuleContext:
         self.path = path
         self.names = _tf_names(module)
         self.qualname = self.names.qualname  # the method below, without a call in between
+        self.source = module.code  # the engine sets the file as it came, before any rule
         self.reports: list[tuple[cst.CSTNode, str, str, str, str, bool, str]] = []
         self.imports: list[tuple[str, str | None, str | None]] = []
 
@@ -681,6 +682,7 @@ class _Runs:
             known = self._transforms.get(key)
             if known is None or known[0] is not module:
                 ctx = RuleContext(module, self.path)
+                ctx.source = self.source  # the file as it came: what reports can be located in
                 new_module = rule_cls(ctx).transform(module)
                 changed = new_module is not module and not new_module.deep_equals(module)
                 known = self._transforms[key] = (module, new_module, ctx, changed)

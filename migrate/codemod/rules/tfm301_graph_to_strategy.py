@@ -586,7 +586,7 @@ class GraphToStrategy(Rule):
             return body
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
-        if not self._report_model_builders(graph):
+        if not self._report_model_builders(graph, device_with):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
@@ -615,7 +615,7 @@ class GraphToStrategy(Rule):
                 kept.append(statement)
         after = kept
         session = _SessionRegion(self, graph, body)
-        session.scan(after)
+        session.scan(after, graph_part=inner)
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
@@ -731,13 +731,22 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._program().builds_no_train_op(value):
+                continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
             callee = C.code_of(value.func)
-            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`:"
-                        " TFM301 migrates train ops built in the device-setter block (an optimizer's minimize or"
-                        " apply_gradients there); this training was left as TF1",
+            where = self._program().origin_of(value)
+            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`"
+                        f"{where}: TFM301 migrates train ops built in the device-setter block (an optimizer's minimize"
+                        " or apply_gradients there); this training was left as TF1",
                         hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
                         " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
+        if graph.unsupported:
+            node, why = graph.unsupported[0]
+            self.report(node, f"cannot migrate automatically: {why}; this training was left as TF1",
+                        hint="keep one way of training in the device-setter block (the other in a program of its"
+                        " own), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
             return
         for statement in before:
             names, value, _ = C.assignment(statement)
@@ -1249,7 +1258,7 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
-    def _report_model_builders(self, graph: Graph) -> bool:
+    def _report_model_builders(self, graph: Graph, device_with: cst.With) -> bool:
         """A note for each model built by a sibling module's function: read
         there (present) or taken as an opaque builder (absent). A loss that
         reads a collection such a builder may fill declines: TF2 fills no
@@ -1281,9 +1290,11 @@ class GraphToStrategy(Rule):
                     why = (f"the model's variables are created by `{builder.function}()` of the project module"
                            f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
                            " step")
-                    hint = ""
-                self.report(builder.call, why, hint=hint, fixed=True, severity="info",
-                            reference=REFERENCE[self.strategy])
+                    hint = f"migrate `{builder.module.name}` with this file (tfmigrate on their directory)"
+                # a call inlined from another module is not in this file: the note goes on the block
+                source = "".join(self.ctx.source.split())
+                at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
+                self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
         return True
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
@@ -1995,7 +2006,10 @@ class _SessionRegion:
         return item
 
     # ---------------------------------------------------------------- scan
-    def scan(self, statements) -> None:
+    def scan(self, statements, graph_part=()) -> None:
+        """Find the sessions, hooks and fetches of ``statements`` (the code after
+        the graph); a hook list the graph part builds (`hooks = [sync_hook,
+        stop_hook]` before the session starts) is read from ``graph_part``."""
         q = self.rule.qualname
         for statement in self.scope:
             for node in C.walk(statement):
@@ -2009,6 +2023,13 @@ class _SessionRegion:
             for call in C.calls_in(statement):
                 if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
                     hook_lists.update(h.value for h in hook_arguments(call, q) if isinstance(h, cst.Name))
+        for statement in graph_part:
+            for node in C.walk(statement):
+                self._hook_list_growth(node, hook_lists)
+                names, value, _ = C.assignment(node)
+                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
+                    self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
+                    self.removed_names.add(names[0])
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
