@@ -334,7 +334,9 @@ def test_launch_shapes_per_strategy():
     legacy = analyze((LEGACY / "async_ps.py").read_text())
     spec = migrated_launch(pss, legacy, 2, 10)
     assert spec.jobs == {"chief": 1, "worker": 2, "ps": 1}
-    assert set(spec.server_only) == {"ps", "worker"} and spec.args == ["--steps=10"]
+    assert set(spec.server_only) == {"ps", "worker"}
+    # output directories it takes as options go inside each run's own directory
+    assert spec.args == ["--steps=10", "--checkpoint_dir={run_dir}/checkpoint_dir"]
     lspec = legacy_launch(legacy, 2, 10)
     assert lspec.jobs == {"ps": 1, "worker": 2} and lspec.server_only == ("ps",)
     towers = analyze((LEGACY / "in_graph_towers.py").read_text())

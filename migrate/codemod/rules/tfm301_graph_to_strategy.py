@@ -39,7 +39,13 @@ from migrate.codemod.rules._program import (
     STRATEGY_CLASS,
     detect_strategy,
 )
-from migrate.codemod.rules._session_loop import carry_program_hooks, hook_arguments, hook_list_names
+from migrate.codemod.rules._session_loop import (
+    carry_program_hooks,
+    hook_arguments,
+    hook_list_names,
+    note_supervisor_chief,
+    supervisor_chief_read,
+)
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.tfnames import dotted
 
@@ -285,6 +291,7 @@ class GraphToStrategy(Rule):
         # request_stop() ends the loop; classes reported as not carried over
         self.class_rewrites: dict[str, cst.ClassDef] = {}
         self.hook_stops: list[str] = []
+        self.hook_objects: set[str] = set()
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
         self.signals_dropped = False  # a block's "done" signals to the ps were dropped
@@ -322,10 +329,13 @@ class GraphToStrategy(Rule):
             if covered is None:
                 covered = self._covered()
             text = "".join(C.code_of(node).split())
-            scope = "".join(C.code_of(function).split()) if function is not None else None
-            if any(text in code for code in covered) or (
-                    scope is not None and any(block in scope for block in self.declined_blocks)):
+            if any(text in code for code in covered):
                 continue
+            if function is not None and self.declined_blocks:
+                # (the function's code only when a block was declined: it can be the whole script)
+                scope = "".join(C.code_of(function).split())
+                if any(block in scope for block in self.declined_blocks):
+                    continue
             self.report(node, why, hint="build the graph in a `with tf.device(tf.train.replica_device_setter(...)):`"
                         " block of the function that runs its session loop (or migrate to"
                         f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again",
@@ -576,7 +586,7 @@ class GraphToStrategy(Rule):
             return body
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
-        if not self._report_model_builders(graph):
+        if not self._report_model_builders(graph, device_with):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
@@ -607,7 +617,7 @@ class GraphToStrategy(Rule):
                 kept.append(statement)
         after = kept
         session = _SessionRegion(self, graph, body)
-        session.scan(after)
+        session.scan(after, graph_part=inner)
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
@@ -736,13 +746,22 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._program().builds_no_train_op(value):
+                continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
             callee = C.code_of(value.func)
-            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`:"
-                        " TFM301 migrates train ops built in the device-setter block (an optimizer's minimize or"
-                        " apply_gradients there); this training was left as TF1",
+            where = self._program().origin_of(value)
+            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`"
+                        f"{where}: TFM301 migrates train ops built in the device-setter block (an optimizer's minimize"
+                        " or apply_gradients there); this training was left as TF1",
                         hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
                         " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
+        if graph.unsupported:
+            node, why = graph.unsupported[0]
+            self.report(node, f"cannot migrate automatically: {why}; this training was left as TF1",
+                        hint="keep one way of training in the device-setter block (the other in a program of its"
+                        " own), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
             return
         for statement in before:
             names, value, _ = C.assignment(statement)
@@ -1254,7 +1273,7 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
-    def _report_model_builders(self, graph: Graph) -> bool:
+    def _report_model_builders(self, graph: Graph, device_with: cst.With) -> bool:
         """A note for each model built by a sibling module's function: read
         there (present) or taken as an opaque builder (absent). A loss that
         reads a collection such a builder may fill declines: TF2 fills no
@@ -1286,9 +1305,11 @@ class GraphToStrategy(Rule):
                     why = (f"the model's variables are created by `{builder.function}()` of the project module"
                            f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
                            " step")
-                    hint = ""
-                self.report(builder.call, why, hint=hint, fixed=True, severity="info",
-                            reference=REFERENCE[self.strategy])
+                    hint = f"migrate `{builder.module.name}` with this file (tfmigrate on their directory)"
+                # a call inlined from another module is not in this file: the note goes on the block
+                source = "".join(self.ctx.source.split())
+                at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
+                self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
         return True
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
@@ -1989,6 +2010,7 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.supervisor_chief: dict[str, str | None] = {}  # Supervisor name -> its is_chief argument's code
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
         self.foreign_feeds: set[str] = set()  # fed keys that are no placeholder of the block
 
@@ -2000,7 +2022,10 @@ class _SessionRegion:
         return item
 
     # ---------------------------------------------------------------- scan
-    def scan(self, statements) -> None:
+    def scan(self, statements, graph_part=()) -> None:
+        """Find the sessions, hooks and fetches of ``statements`` (the code after
+        the graph); a hook list the graph part builds (`hooks = [sync_hook,
+        stop_hook]` before the session starts) is read from ``graph_part``."""
         q = self.rule.qualname
         for statement in self.scope:
             for node in C.walk(statement):
@@ -2014,6 +2039,13 @@ class _SessionRegion:
             for call in C.calls_in(statement):
                 if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
                     hook_lists.update(h.value for h in hook_arguments(call, q) if isinstance(h, cst.Name))
+        for statement in graph_part:
+            for node in C.walk(statement):
+                self._hook_list_growth(node, hook_lists)
+                names, value, _ = C.assignment(node)
+                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
+                    self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
+                    self.removed_names.add(names[0])
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
@@ -2025,6 +2057,7 @@ class _SessionRegion:
                     vq = q(value.func)
                     if vq == "train.Supervisor":
                         self.supervisors.update(names)
+                        note_supervisor_chief(self.supervisor_chief, names, value)
                         self._supervisor_checkpointing(value)
                         self.removed_names.update(names)
                     elif vq in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS:
@@ -2137,7 +2170,7 @@ class _SessionRegion:
             if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
                 bound = self.bindings.get(hook.value)
                 if bound is not None and isinstance(bound.func, cst.Name) and (
-                        bound.func.value in self.rule.declined_hooks):
+                        bound.func.value in getattr(self.rule, "declined_hooks", {})):
                     continue  # reported where its class does what a TF2 loop cannot
                 if bound is None or q(bound.func) is None:
                     made = f" (a `{C.code_of(bound.func)}`)" if bound is not None else ""
@@ -2153,7 +2186,7 @@ class _SessionRegion:
             if not isinstance(hook, cst.Call):
                 continue
             hq = q(hook.func)
-            if isinstance(hook.func, cst.Name) and hook.func.value in self.rule.declined_hooks:
+            if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "declined_hooks", {}):
                 continue  # reported where its class does what a TF2 loop cannot
             if hq is None and _method(hook) != "make_session_run_hook":
                 # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
@@ -2282,7 +2315,7 @@ class _SessionRegion:
         raise or exit in the body (one under `if sess.should_stop():` dies
         with the session), no other bound in the test, no input pipeline
         whose end raises OutOfRangeError."""
-        if self.last_step is not None or self.num_steps is not None or self.rule.hook_stops:
+        if self.last_step is not None or self.num_steps is not None or getattr(self.rule, "hook_stops", ()):
             return []
         return [node for statement in statements for node in C.walk(statement)
                 if isinstance(node, cst.While) and self._waits_for_stop(node.test)
@@ -2323,7 +2356,7 @@ class _SessionRegion:
 
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
-        stops = [f"{hook}.stop_requested" for hook in self.rule.hook_stops]
+        stops = [f"{hook}.stop_requested" for hook in getattr(self.rule, "hook_stops", ())]
         if self.last_step is not None:
             stops.insert(0, f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
         elif self.num_steps is not None:
@@ -2648,6 +2681,10 @@ class _SessionRewriter(cst.CSTTransformer):
             ])
         return updated
 
+    def leave_Attribute(self, original, updated):
+        # `if sv.is_chief:` reads what the program told its Supervisor
+        return supervisor_chief_read(original, updated, self.r.supervisor_chief)
+
     def leave_UnaryOperation(self, original, updated):
         # `not sess.should_stop()` with no stop hook: the session never asked to stop
         if (isinstance(updated.operator, cst.Not) and isinstance(updated.expression, cst.Name)
@@ -2903,6 +2940,9 @@ class _Pipeliner:
         pre_names = set().union(*(C.names_used(st) for st in pre)) if pre else set()
         tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
         if (head_names | pre_names | tail_names) & state:
+            self._refuse()
+        if getattr(rule, "hook_objects", set()) & tail_names & (head_names | pre_names):
+            # a session hook's before_run (or the loop's stop) reads what its after_run sets
             self._refuse()
         # names the deferred tail binds live only there (and in the step's target)
         target_names = C.target_names(target) if target is not None else []
@@ -3243,7 +3283,7 @@ class _DropGraphModeSwitches(cst.CSTTransformer):
         return updated
 
     def leave_ClassDef(self, original, updated):
-        migrated = self.rule.class_rewrites.get(C.code_of(original))
+        migrated = getattr(self.rule, "class_rewrites", {}).get(C.code_of(original))
         return updated if migrated is None else migrated
 
     def leave_FunctionDef(self, original, updated):
