@@ -505,3 +505,4 @@ def test_a_placeholder_made_before_the_block_declines_it_where_it_is_fed():
     assert result.output == dedent(source)
     reasons = [d for d in manual(result) if "`x` is fed to the session but is not a placeholder" in d.message]
     assert [d.line for d in reasons] == [line_of(source, "sess.run(train_op, feed_dict={x: batch()})")]
+    assert "it is made by `x = tf.placeholder(tf.float32, [None, 4])`" in reasons[0].message

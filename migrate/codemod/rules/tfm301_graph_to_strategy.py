@@ -653,9 +653,11 @@ class GraphToStrategy(Rule):
             del self.ctx.reports[reported:]
             for name in sorted(session.foreign_feeds):
                 key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
+                made = _dataflow.binding_code(name, [*body[:i], device_with], self.ctx.module)
+                where = f"it is made by `{made}`" if made else "it is made elsewhere: before the block or in a helper"
                 self.report(key or device_with, f"training not migrated: `{name}` is fed to the session but is not a"
-                            " placeholder of the device-setter block (it is made elsewhere: before the block or"
-                            " inside a helper), so no step function has an argument for it",
+                            f" placeholder of the device-setter block ({where}), so no step function has an argument"
+                            " for it",
                             hint="create it in the graph block, or make it a parameter of the function that creates"
                             " it (a tf.placeholder cannot run in TF2), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
