@@ -215,6 +215,7 @@ def describe(images):
     assert "create_file_writer" not in result.output and "add_summary" not in result.output
     assert [line for line, _ in located(result, "TF1 summaries are not carried over")] == [
         line_of(source, "writer.add_summary")]
+    assert "also merged `tf.summary.histogram(...)` in `describe()`" in manual(result)[0]
 
 
 def test_add_summary_without_a_step_is_reported():
