@@ -2616,7 +2616,7 @@ class _SessionRewriter(cst.CSTTransformer):
                     self.r.summaries_reported = True
                     self.r.rule.report(
                         original, "TF1 summaries are not carried over: the summary op, its writer and this"
-                        f" `{method}` call were removed",
+                        f" `{method}` call were removed{getattr(self.r.rule, 'summaries_elsewhere', '')}",
                         hint="write tf.summary.scalar(...) under tf.summary.create_file_writer(logdir).as_default()"
                         " with the step's returned values",
                         reference=REFERENCE[self.r.rule.strategy], fixed=False)
