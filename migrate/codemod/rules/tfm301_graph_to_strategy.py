@@ -596,9 +596,7 @@ class GraphToStrategy(Rule):
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         self._report_pinned_before(before)
-        # `with sess.as_default(): t.eval(feed)` is a run of the session
-        after = carry_summaries(self, graph, inner, _dataflow.session_runs(session_inside + body[i + 1 :]),
-                                REFERENCE[self.strategy])
+        after = carry_summaries(self, graph, inner, session_inside + body[i + 1 :], REFERENCE[self.strategy])
         rewrites, self.class_rewrites = self.class_rewrites, {}
         after = carry_program_hooks(self, graph, body, after, REFERENCE[self.strategy])
         rewrites, self.class_rewrites = self.class_rewrites, rewrites
