@@ -543,6 +543,8 @@ class GraphToStrategy(Rule):
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
             return body
+        if self._report_train_op_rebound(graph):
+            return body
         if not self._plan_inputs(graph):
             return body
         if not self._plan_regularization(graph, inner):
@@ -638,6 +640,28 @@ class GraphToStrategy(Rule):
                         hint="migrate this use by hand (or build it in the step function's results), then migrate"
                         " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
         return True
+
+    def _report_train_op_rebound(self, graph: Graph) -> bool:
+        """The train op's name bound again after the optimizer built it
+        (``if is_chief: with tf.control_dependencies([ema_op, train_op]):
+        train_op = tf.no_op()``, common in helpers TFM300 inlines): the step
+        would run only the optimizer's update and silently lose what the new
+        op also runs. Decline, at that statement."""
+        name = graph.train_op if isinstance(graph.train_op, str) else None
+        if name is None:
+            return False
+        for _, statement in graph.compute:
+            for node in C.walk(statement):
+                if isinstance(node, cst.Assign) and any(name in C.target_names(t.target) for t in node.targets):
+                    self.report(statement, f"the train op `{name}` is bound again after the optimizer built it"
+                                f" (`{C.code_of(node).strip()}`): the migrated step would run only the optimizer's"
+                                " update and lose what the new op also runs (moving averages, other updates);"
+                                " this training was left as TF1", hint="run those updates in the training loop"
+                                " after each step by hand (e.g. `ema.apply(...)` of tf.train.ExponentialMovingAverage"
+                                " once per step), then migrate the rest", reference=REFERENCE[self.strategy],
+                                fixed=False)
+                    return True
+        return False
 
     def _report_task_sharded_data(self, before, after) -> None:
         """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
