@@ -706,3 +706,16 @@ def main(cluster, server, is_chief):
     # without the rebinding the averages never ran in TF1 either: the same block migrates
     plain = migrate(source.replace("                train_op = tf.no_op()\n", "                pass\n"))
     assert "strategy.scope()" in plain.output
+
+
+def test_a_call_of_an_absent_module_given_no_graph_value_is_no_model_builder(tmp_path):
+    """`data_lib.scale_for("mnist")` reads no placeholder or tensor of the
+    block: not taken as a model builder (no recorder, no note)."""
+    source = _setter_program(
+        'setter = tf.train.replica_device_setter(cluster=cluster)', "setter", header="import data_lib\n").replace(
+        "        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))\n",
+        '        scale = data_lib.scale_for("mnist")\n'
+        "        loss = scale * tf.reduce_mean(tf.square(tf.matmul(x, w) - y))\n")
+    result = migrate(source, path=str(tmp_path / "train.py"))
+    assert "strategy.scope()" in result.output and "ModelBuiltOnce" not in result.output
+    assert not any("data_lib" in d.message for d in result.diagnostics)

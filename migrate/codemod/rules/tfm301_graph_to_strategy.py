@@ -1270,10 +1270,19 @@ class GraphToStrategy(Rule):
             if used & helpers or qualnames & VARIABLE_CREATORS:
                 wanted = True
                 self.creates_plain_variables |= bool(used & plain_helpers) or "Variable" in qualnames
-            for builder in self._program().model_builders(st):  # the model of a sibling module
+            for builder in self._model_builders(graph, st):  # the model of a sibling module
                 wanted = True
                 self.creates_plain_variables |= builder.plain
         return wanted
+
+    def _model_builders(self, graph: Graph, statement) -> list:
+        """The model builders of another module ``statement`` calls; an opaque
+        one (its module is not in the project) only when it is given a value
+        of the graph (a placeholder, a tensor of the block): `tfds.load("x")`
+        is no model."""
+        graph_values = set(graph.placeholder_names) | set(graph.compute_names)
+        return [b for b in self._program().model_builders(statement)
+                if not b.opaque or C.names_used(b.call) & graph_values]
 
     def _program(self) -> ProgramModel:
         """The program model of this file and its project (built once per run)."""
@@ -1287,7 +1296,7 @@ class GraphToStrategy(Rule):
         there (present) or taken as an opaque builder (absent). A loss that
         reads a collection such a builder may fill declines: TF2 fills no
         collection at each step (the builder's terms would be lost)."""
-        builders = [b for _, st in graph.compute for b in self._program().model_builders(st)]
+        builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
         if not builders:
             return True
         for _, st in graph.compute:
