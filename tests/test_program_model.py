@@ -445,7 +445,7 @@ def train(cluster, server, steps):
     result = migrate(source, path=str(tmp_path / "train.py"), select=("TFM300", "TFM301"))
     assert result.output == dedent(source)
     messages = {d.message: d.line for d in result.manual_work}
-    [inlined] = [m for m in messages if m.endswith("(found with the graph builder inlined)")]
+    [inlined] = [m for m in messages if m.endswith("(found with the rewrite of TFM300 applied)")]
     assert "reads a collection" in inlined and messages[inlined] == line_of(source, 'tf.get_collection("penalties")')
     assert any("comes from `build(...)`" in m for m in messages)
 
