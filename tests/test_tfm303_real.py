@@ -627,3 +627,85 @@ def test_concatenated_losses_of_index_sliced_towers_are_declined():
     assert found[0].line == _line_of(code, "for d in range(devices):")
     assert "slice the batch by their index" in found[0].message
     assert "not the mean of the towers' means" in found[0].message
+
+
+# Every tower reads the same batch of a one-shot iterator a module function
+# returns: one get_next() per session run, so every tower the same batch.
+SHARED_DATASET = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+TOWERS = 2
+
+
+def batches():
+    rng = np.random.RandomState(4)
+    x = rng.normal(size=(64, 3)).astype(np.float32)
+    y = x.sum(axis=1, keepdims=True)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8)
+    return dataset.make_one_shot_iterator().get_next()
+
+
+def regression(features):
+    w = tf.get_variable("w", [3, 1], initializer=tf.glorot_uniform_initializer(seed=7))
+    return tf.matmul(features, w)
+
+
+def main():
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        x, y = batches()
+        sgd = tf.train.GradientDescentOptimizer(0.1)
+        per_tower = []
+        for t in range(TOWERS):
+            with tf.device("/cpu:%d" % t):
+                with tf.variable_scope(tf.get_variable_scope(), reuse=t > 0):
+                    cost = tf.reduce_mean(tf.square(regression(x) - y))
+                    per_tower.append(sgd.compute_gradients(cost))
+        update = sgd.apply_gradients(average_gradients(per_tower))
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": TOWERS})) as sess:
+            sess.run(tf.global_variables_initializer())
+            for step in range(6):
+                _, c = sess.run([update, cost])
+                print("train", step, c)
+
+
+def average_gradients(per_tower):
+    return [(tf.reduce_mean(tf.stack([g for g, _ in pairs]), 0), pairs[0][1]) for pairs in zip(*per_tower)]
+
+
+main()
+'''
+
+
+def test_towers_reading_one_iterator_batch_become_replicas_given_that_batch_whole():
+    result = _migrate(SHARED_DATASET, select=None)
+    assert result.manual_work == []
+    out = result.output
+    assert "iterator = iter(batches())" in out
+    assert "strategy.run(train_step_replica, args=(x, y))" in out  # whole, no slicing
+    assert "c = run_train_step(*iterator.get_next())" in out
+
+
+def test_towers_reading_one_iterator_batch_train_like_the_legacy_program(tmp_path):
+    result = _migrate(SHARED_DATASET, select=None)
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(SHARED_DATASET)
+    migrated.write_text(result.output)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 6
+    assert after == before
+
+
+def test_an_iterator_batch_returned_through_names_is_declined_at_the_helper_call():
+    code = SHARED_DATASET.replace(
+        "    return dataset.make_one_shot_iterator().get_next()\n",
+        "    features, targets = dataset.make_one_shot_iterator().get_next()\n    return features, targets\n")
+    assert code != SHARED_DATASET
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert [d.line for d in found] == [_line_of(code, "x, y = batches()")]
+    assert "`batches()` does not return as" in found[0].message
+    assert "make `batches()` return `dataset.make_one_shot_iterator().get_next()` itself" in found[0].hint

@@ -409,7 +409,7 @@ class TowersToMirrored(GraphToStrategy):
         pre += self._optimizer_from_loop(towers)
         pre = [st for st in pre if not self._list_init(st, towers, [*session_part, *after])]
         blockers: list[_Blocker] = []
-        graph = analyze(pre, self.qualname)
+        graph = analyze(pre, self.qualname, inputs=self._input_helpers())
         for node, why in graph.unsupported:
             blockers.append(_Blocker(node, f"tower loop `{_header(loop)}`: cannot migrate automatically: {why}",
                              "create variables at the top of the graph block (or in a tf.Module)"))
@@ -451,7 +451,8 @@ class TowersToMirrored(GraphToStrategy):
                                          "split the fed batch along axis 0 into equal slices, or port this by"
                                          " hand"))
         if not params and not bad_splits:
-            blockers.append(self._no_input(pairs, towers, header, graph, loss))
+            blockers.append(self._input_helper_problem(pre, pairs, header)
+                            or self._no_input(pairs, towers, header, graph, loss))
         self._check_tower_body(pairs, towers, header, blockers, index=bool(params) and not bad_splits)
         for original, new in pairs:
             shared = C.names_used(new) & towers.first_tower_names
@@ -503,6 +504,8 @@ class TowersToMirrored(GraphToStrategy):
             for node, message, hint in sorted(blockers, key=lambda b: _order(statements + after, b.node)):
                 self._decline(node, message, hint)
             return None
+        if not self._plan_inputs(graph):
+            return None  # reported: a tf.data input TF1 read otherwise than each step's batch
         # build it; keep it only if it leaves no name of the TF1 graph behind
         reports, taken, imports = len(self.ctx.reports), set(self.taken), len(self.ctx.imports)
         strategies = set(self.strategy_names)
@@ -733,6 +736,29 @@ class TowersToMirrored(GraphToStrategy):
                                  " tf.distribute.get_replica_context().replica_id_in_sync_group in a hand-written"
                                  " replica function"))
                 break
+
+    def _input_helper_problem(self, pre, pairs, header) -> _Blocker | None:
+        """Towers reading the batch a module function returns from a tf.data
+        iterator in a shape the input planning does not follow (`features,
+        labels = iterator.get_next()` then `return features, labels`)."""
+        read = set().union(*(C.names_used(new) for _, new in pairs)) if pairs else set()
+        for st in pre:
+            names, value, _ = C.assignment(st)
+            if not (set(names) & read and isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+                continue
+            helper = next((f for f in C.walk(self.module_in) if isinstance(f, cst.FunctionDef)
+                           and f.name.value == value.func.value), None)
+            if helper is None or not any(isinstance(n, cst.Call) and _method(n) == "get_next" for n in C.walk(helper)):
+                continue
+            if value.func.value in self._input_helpers():
+                continue
+            return _Blocker(st, f"{header}: the towers read `{', '.join(names)}` from `{_first_line(st)}`, a batch"
+                            f" of a tf.data iterator that `{value.func.value}()` does not return as"
+                            " `tf.data.make_one_shot_iterator(dataset).get_next()` (or `dataset.make_one_shot_iterator()"
+                            ".get_next()`): TFM303 cannot tell which batches each step took",
+                            f"make `{value.func.value}()` return `dataset.make_one_shot_iterator().get_next()` itself,"
+                            " then migrate again (every tower read the same batch: so will every replica)")
+        return None
 
     def _no_input(self, pairs, towers: _Towers, header, graph: Graph, loss):
         """The decline of towers that read no fed placeholder, located where
