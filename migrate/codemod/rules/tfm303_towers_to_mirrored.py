@@ -473,6 +473,8 @@ class TowersToMirrored(GraphToStrategy):
                              " mapped to the Keras optimizer with the same update), or port this by hand"))
         self.post = []
         averaged, apply_call = self._read_post(post, towers, graph, header, blockers)
+        if self.ema is not None and self.ema[3]:
+            graph.state.append(self.ema[1])  # made under the strategy, updated by the step
         if graph.train_op is None:
             self.report(anchor, f"{header} not migrated: no `train_op = opt.apply_gradients(...)` after it",
                         hint="apply the averaged tower gradients with the optimizer's apply_gradients",
@@ -516,6 +518,10 @@ class TowersToMirrored(GraphToStrategy):
         prelude = self._build(block, graph, session)
         new_part = session.rewrite(session_part)
         new = self._used_wrappers(prelude, new_part, session) + new_part
+        if self.ema is not None and self.ema[3]:
+            update = C.stmts("# The moving averages follow the updated variables (tf.group gave the two no order).\n"
+                             f"{self.ema[0]}.apply({self.trainable_name})\n")
+            new = [transform(st, _BeforeReturn(self.train_replica_names, update)) for st in new]
         lost = _introduced(statements + after, new + after)
         if lost:
             del self.ctx.reports[reports:]
@@ -793,8 +799,11 @@ class TowersToMirrored(GraphToStrategy):
         """Sort the statements after the tower loop; (averaged gradient names, apply_gradients call)."""
         averaged: set[str] = set()
         apply_call = None
+        self.ema = None  # (name, constructor statement, apply op name, grouped into the train op)
         for st in post:
             names, value, _ = C.assignment(st)
+            if self._moving_average(st, names, value):
+                continue
             if isinstance(value, cst.Call) and _method(value) == "apply_gradients" and len(names) == 1:
                 graph.train_op = names[0]
                 apply_call = value
@@ -818,6 +827,10 @@ class TowersToMirrored(GraphToStrategy):
                     graph.train_op in C.names_used(value)):
                 others = [a for a in value.args if not (isinstance(a.value, cst.Name)
                                                         and a.value.value == graph.train_op) and a.keyword is None]
+                if self.ema is not None and self.ema[2] and len(others) == 1 and isinstance(others[0].value, cst.Name) \
+                        and others[0].value.value == self.ema[2] and len(names) == 1:
+                    self.ema = (*self.ema[:3], True)
+                    others = []  # the moving averages are updated in the step, after the variables
                 if not others and len(names) == 1:
                     graph.train_op = names[0]  # tf.group(apply_gradient_op)
                     continue
@@ -845,6 +858,23 @@ class TowersToMirrored(GraphToStrategy):
                 continue
             extend(graph, st, self.qualname)
         return averaged, apply_call
+
+    def _moving_average(self, st, names, value) -> bool:
+        """`ema = tf.train.ExponentialMovingAverage(decay, num_updates)` and
+        `ema_op = ema.apply(tf.trainable_variables())` after the tower loop:
+        taken here (the step updates the averages); False for anything else."""
+        if len(names) != 1 or not isinstance(value, cst.Call):
+            return False
+        if self.qualname(value.func) == "train.ExponentialMovingAverage" and self.ema is None:
+            self.ema = (names[0], st, "", False)
+            return True
+        if self.ema is not None and not self.ema[2] and _method(value) == "apply" and isinstance(
+                value.func.value, cst.Name) and value.func.value.value == self.ema[0] and len(value.args) == 1:
+            listed = value.args[0].value
+            if isinstance(listed, cst.Call) and self.qualname(listed.func) == "trainable_variables" and not listed.args:
+                self.ema = (self.ema[0], self.ema[1], names[0], False)
+                return True
+        return False
 
     def _schedules(self, pre, graph: Graph, region, apply_call, header, blockers) -> set:
         """`lr = tf.train.exponential_decay(...)` read by the optimizer -> a
@@ -1143,6 +1173,7 @@ class TowersToMirrored(GraphToStrategy):
         # stays in the tf.function too: run eagerly, those ops cost more than
         # a whole training step of the towers reference.
         names = ", ".join(params)
+        self.train_replica_names = getattr(self, "train_replica_names", set()) | {f"{step_name}_replica"}
         lines = [f"def {step_name}({names}):"]
         wrapper = self._slice_wrapper(step_name, params)
         lines += wrapper
@@ -1262,6 +1293,23 @@ class TowersToMirrored(GraphToStrategy):
         fn = C.stmt("\n".join(lines) + "\n")
         return [fn.with_changes(decorators=[cst.Decorator(C.expr("tf.function"))],
                                 leading_lines=[cst.EmptyLine(indent=False)])]
+
+    def _build(self, device_with: cst.With, graph: Graph, session):
+        out = super()._build(device_with, graph, session)
+        if self.ema is None or not self.ema[3]:
+            return out
+        # the averages' variables are made once, from the variables' initial
+        # values as TF1's were (that first update leaves them equal)
+        k = next(k for k, st in enumerate(out) if C.assignment(st)[0] == [self.trainable_name])
+        made = C.stmts(
+            f"with {self.strategy_name}.scope():\n"
+            "    # The moving averages start from the variables' initial values, as TF1's did.\n"
+            f"    {self.ema[0]}.apply({self.trainable_name})\n")
+        self.report(self.ema[1], f"`{_first_line(self.ema[1])}`: the moving averages of the trainable variables are"
+                    " made under the strategy and updated by each step after the variables (TF1's tf.group ran the"
+                    " two updates in no set order; ema.average(variable) reads them)", fixed=True,
+                    severity="info", reference=REFERENCE[MIRRORED])
+        return [*out[:k + 1], *made, *out[k + 1:]]
 
     def _model_function(self, graph: Graph, session):
         """All tower statements as one function of the placeholders, returning
@@ -1521,6 +1569,22 @@ def _introduced(before, after) -> list[str]:
 
 _AVERAGED_COMMENT = "# average_gradients averaged the replicas' gradients; strategies sum them."
 _CONCATENATED_COMMENT = "# The towers minimized the mean of their losses; strategies sum the replicas' gradients."
+
+
+class _BeforeReturn(cst.CSTTransformer):
+    """Statements added before the return of the named functions."""
+
+    def __init__(self, names: set[str], statements):
+        super().__init__()
+        self.names, self.statements = names, statements
+
+    def leave_FunctionDef(self, original, updated):
+        if updated.name.value not in self.names or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body = list(updated.body.body)
+        k = next((k for k, st in enumerate(body) if isinstance(st, cst.SimpleStatementLine)
+                  and isinstance(st.body[0], cst.Return)), len(body))
+        return updated.with_changes(body=updated.body.with_changes(body=[*body[:k], *self.statements, *body[k:]]))
 
 
 class _ReplaceComment(cst.CSTTransformer):
