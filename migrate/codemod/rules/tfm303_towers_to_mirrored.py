@@ -2214,7 +2214,7 @@ TowersToMirrored.INVALID = [
                         saver.save(sess, data_dir + "/model.ckpt", global_step=i)
         """,
         None,
-        diagnostics=('TFM303', 'TFM303', 'TFM303', 'TFM303'),
+        diagnostics=('TFM303', 'TFM303', 'TFM303'),
     ),
     # a tower loop inside an `if` is not migrated, and says so
     Invalid(
