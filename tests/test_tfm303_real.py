@@ -797,3 +797,15 @@ def test_moving_averages_follow_the_variables_as_a_tf1_update_then_average_would
     before, after = _run(legacy), _run(migrated)
     assert len(before) == 7 and before[-1].startswith("first [")
     assert after == before
+
+
+def test_splits_assigned_together_are_the_replicas_slices():
+    code = MOVING_AVERAGES.replace(
+        "        input_parts = tf.split(inputs, TOWERS)\n        target_parts = tf.split(targets, TOWERS)\n",
+        "        input_parts, target_parts = tf.split(inputs, TOWERS), tf.split(targets, TOWERS)\n")
+    assert "input_parts, target_parts = " in code
+    result = _migrate(code)
+    assert "tf.distribute.MirroredStrategy" in result.output
+    assert "tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync))," in result.output
+    assert "for value in (inputs, targets))" in result.output
+    assert "input_parts" not in result.output

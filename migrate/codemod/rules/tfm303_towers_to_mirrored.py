@@ -637,22 +637,31 @@ class TowersToMirrored(GraphToStrategy):
         self.bad_splits: dict[str, str] = {}
         for names, st in list(graph.compute):
             _, value, _ = C.assignment(st)
-            if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "split":
-                source = C.arg(value, 0, "value")
-                count = C.arg(value, 1, "num_or_size_splits")
-                axis = C.arg(value, 2, "axis")
+            # `xs = tf.split(x, n)`, or `xs, ys = tf.split(x, n), tf.split(y, n)`
+            values = [value] if len(names) == 1 else (
+                [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [])
+            if len(values) != len(names) or not all(
+                    isinstance(v, cst.Call) and self.qualname(v.func) == "split" for v in values):
+                continue
+            taken = {}
+            for name, call in zip(names, values):
+                source = C.arg(call, 0, "value")
+                count = C.arg(call, 1, "num_or_size_splits")
+                axis = C.arg(call, 2, "axis")
                 if axis is not None and not (isinstance(axis, cst.Integer) and axis.evaluated_value == 0):
-                    self.bad_splits[names[0]] = (f"it splits axis `{C.code_of(axis)}`, not the batch axis the"
-                                                 " strategy's replicas are sliced on")
+                    self.bad_splits[name] = (f"it splits axis `{C.code_of(axis)}`, not the batch axis the"
+                                             " strategy's replicas are sliced on")
                 elif isinstance(count, (cst.List, cst.Tuple)):
-                    self.bad_splits[names[0]] = ("its slices have sizes of their own, the strategy's replicas"
-                                                 " take equal slices")
+                    self.bad_splits[name] = ("its slices have sizes of their own, the strategy's replicas"
+                                             " take equal slices")
                 elif not (isinstance(source, cst.Name) and source.value in graph.placeholder_names):
-                    self.bad_splits[names[0]] = (f"it splits `{C.code_of(source) if source else '?'}`, not a"
-                                                 " placeholder fed by the session")
+                    self.bad_splits[name] = (f"it splits `{C.code_of(source) if source else '?'}`, not a"
+                                             " placeholder fed by the session")
                 else:
-                    splits[names[0]] = source.value
-                    graph.compute.remove((names, st))
+                    taken[name] = source.value
+            if len(taken) == len(names):
+                splits.update(taken)
+                graph.compute.remove((names, st))
         return splits
 
     # ---------------------------------------------------------------- checks
