@@ -579,7 +579,7 @@ class GraphToStrategy(Rule):
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
             return body
-        if self._report_train_op_rebound(graph):
+        if self._report_train_op_rebound(graph, inner):
             return body
         if not self._plan_inputs(graph):
             return body
@@ -695,20 +695,33 @@ class GraphToStrategy(Rule):
                         " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
         return True
 
-    def _report_train_op_rebound(self, graph: Graph) -> bool:
+    def _report_train_op_rebound(self, graph: Graph, block) -> bool:
         """The train op's name bound again after the optimizer built it
         (``if is_chief: with tf.control_dependencies([ema_op, train_op]):
-        train_op = tf.no_op()``, common in helpers TFM300 inlines): the step
-        would run only the optimizer's update and silently lose what the new
+        train_op = tf.no_op()``, common in helpers TFM300 inlines), or grouped
+        with other updates (``train_op = tf.group(train_step, ema_op)``, which
+        analysis sets aside as plumbing like an init op): the step would run
+        only the optimizer's update, or nothing, and silently lose what the new
         op also runs. Decline, at that statement."""
         name = graph.train_op if isinstance(graph.train_op, str) else None
         if name is None:
             return False
-        for _, statement in graph.compute:
+        grouping = [st for st in block if (a := C.assignment(st))[1] is not None and set(a[0]) & graph.dropped
+                    and isinstance(a[1], cst.Call) and self.qualname(a[1].func) == "group"
+                    and name in C.names_used(a[1])]
+        # `with tf.control_dependencies([train_step, ema_op]): train_op = tf.no_op()`
+        grouping += [st for _, st in graph.compute if isinstance(st, cst.With) and any(
+            isinstance(item.item, cst.Call) and self.qualname(item.item.func) == "control_dependencies"
+            and name in C.names_used(item.item) for item in st.items)]
+        for statement in [*grouping, *(st for _, st in graph.compute)]:
             for node in C.walk(statement):
-                if isinstance(node, cst.Assign) and any(name in C.target_names(t.target) for t in node.targets):
-                    self.report(statement, f"the train op `{name}` is bound again after the optimizer built it"
-                                f" (`{C.code_of(node).strip()}`): the migrated step would run only the optimizer's"
+                if isinstance(node, cst.Assign) and (statement in grouping or any(
+                        name in C.target_names(t.target) for t in node.targets)):
+                    how = "grouped with other updates" if statement in grouping else "bound again after the optimizer built it"
+                    what = C.code_of(node).strip()
+                    if isinstance(statement, cst.With) and statement in grouping:
+                        what = f"with {C.code_of(statement.items[0].item)}: {what}"
+                    self.report(statement, f"the train op `{name}` is {how} (`{what}`): the migrated step would run only the optimizer's"
                                 " update and lose what the new op also runs (moving averages, other updates);"
                                 " this training was left as TF1", hint="run those updates in the training loop"
                                 " after each step by hand (e.g. `ema.apply(...)` of tf.train.ExponentialMovingAverage"
