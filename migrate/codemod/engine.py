@@ -629,10 +629,18 @@ def _migrate(
             # statement that now binds it): find the rule whose change did
             # that, keep its input, and say what is left to do by hand.
             introduced = runs.introduced_names(output[1])
-            if not introduced:
-                break
-            dropped = _culprits(runs, rules, applied)
-            gated.extend(_unsafe_rewrite(r, introduced, tree, diagnostics) for r in dropped)
+            if introduced:
+                dropped = _culprits(runs, rules, applied)
+                gated.extend(_unsafe_rewrite(r, introduced, tree, diagnostics) for r in dropped)
+            else:
+                # A TF1 server the cluster rules declined to rewrite (they
+                # report why), next to the strategy the training rule built:
+                # both would serve this task. All or nothing.
+                server = _tf1_server_left(output[1]) if "TFM301" in applied else None
+                if server is None:
+                    break
+                dropped = [r for r in rules if r.code == "TFM301"]
+                gated.extend(_cluster_kept(r, server, tree) for r in dropped)
         rules = [r for r in rules if r not in dropped]
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
@@ -986,6 +994,20 @@ def _tf1_training_left(output: ast.Module, source: ast.Module) -> str | None:
     if isinstance(first, ast.Name):
         return first.id
     return f"{first.value.id}.target" if first.attr == "target" else first.attr
+
+
+def _tf1_server_left(output: ast.Module) -> str | None:
+    """``Server`` when ``output`` still builds a TF1 server (``tf.train.Server(...)``)."""
+    for n in _ast_nodes(output):
+        if (
+            n.__class__ is ast.Call
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "Server"
+            and isinstance(n.func.value, ast.Attribute)
+            and n.func.value.attr == "train"
+        ):
+            return "Server"
+    return None
 
 
 # what each cluster rule rewrites, to locate its finding in the input
