@@ -107,3 +107,77 @@ def test_a_cluster_rule_alone_still_places_the_resolver_after_the_spec():
     out = migrate_source(GUARDED_SERVER, select=["TFM201"]).output
     assert out.count("SimpleClusterResolver(") == 1
     assert out.index("cluster_resolver = ") < out.index("if not FLAGS.reuse_servers:")
+
+
+# --- the name that held the ps hosts, once MultiWorkerMirroredStrategy drops the ps job
+
+PS_NAMES = dedent(
+    """
+    import tensorflow as tf
+    from deploy_hosts import ps_addrs, worker_addrs
+
+    flags = tf.app.flags
+    flags.DEFINE_string("job_name", "", "ps or worker")
+    flags.DEFINE_integer("task_index", 0, "task")
+    FLAGS = flags.FLAGS
+
+    # one parameter server, kept apart from the workers
+    spare_ps = ["10.0.0.9:2222"]
+
+
+    def main(_):
+        # hosts of this run
+        ps_list = FLAGS.ps_hosts.split(",")
+        cluster = tf.train.ClusterSpec({"ps": ps_list, "worker": worker_addrs})
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+        if FLAGS.job_name == "ps":
+            server.join()
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            w = tf.Variable(tf.zeros([2]))
+            opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), replicas_to_aggregate=2)
+    """
+)
+
+
+def test_the_ps_hosts_name_read_only_by_the_dropped_entry_goes():
+    out = migrate_source(PS_NAMES, select=["TFM201"]).output
+    assert '{"worker": worker_addrs}' in out
+    assert "ps_list" not in out
+    # the comment above the removed statement stays, on the next one
+    assert "    # hosts of this run\n    cluster = tf.train.ClusterSpec(" in out
+    # names the dropped entry did not read stay
+    assert 'spare_ps = ["10.0.0.9:2222"]' in out and "from deploy_hosts import ps_addrs, worker_addrs" in out
+    compile(out, "<migrated>", "exec")
+    assert migrate_source(out, select=["TFM201"]).output == out
+
+
+def test_an_imported_ps_hosts_name_goes_from_its_import():
+    imported = PS_NAMES.replace('{"ps": ps_list,', '{"ps": ps_addrs,')
+    assert imported != PS_NAMES
+    out = migrate_source(imported, select=["TFM201"]).output
+    # the module is still imported for its other names
+    assert "from deploy_hosts import worker_addrs\n" in out
+    assert migrate_source(out, select=["TFM201"]).output == out
+
+
+def test_a_ps_hosts_name_still_read_elsewhere_stays():
+    still_read = PS_NAMES.replace("    server = tf.train.Server(",
+                                  "    print(\"ps tasks:\", len(ps_list))\n    server = tf.train.Server(")
+    assert still_read != PS_NAMES
+    out = migrate_source(still_read, select=["TFM201"]).output
+    assert 'ps_list = FLAGS.ps_hosts.split(",")' in out and '{"worker": worker_addrs}' in out
+
+
+def test_a_lone_import_and_an_effectful_value_stay():
+    lone = PS_NAMES.replace("from deploy_hosts import ps_addrs, worker_addrs",
+                            "from deploy_hosts import worker_addrs\nfrom ps_registry import ps_addrs")
+    lone = lone.replace('ps_list = FLAGS.ps_hosts.split(",")', "ps_list = fetch_ps_hosts()")
+    out = migrate_source(lone, select=["TFM201"]).output
+    assert '{"worker": worker_addrs}' in out
+    lone_import = lone.replace('{"ps": ps_list,', '{"ps": ps_addrs,')
+    out_import = migrate_source(lone_import, select=["TFM201"]).output
+    assert '{"worker": worker_addrs}' in out_import
+    assert "from ps_registry import ps_addrs" in out_import
+    # importing ps_registry may have effects; fetch_ps_hosts() is a call
+    assert "from ps_registry import ps_addrs" in out
+    assert "ps_list = fetch_ps_hosts()" in out

@@ -8,6 +8,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._role_servers import hoist_role_servers
+from migrate.codemod.rules._unread import drop_unread
 
 _SERVERS = ("train.Server", "distribute.Server")
 from migrate.codemod.rules._program import MWMS, PSS, detect_strategy, reads_tf_config
@@ -80,7 +81,10 @@ class ClusterResolver(Rule):
                         " TF_CONFIG), then run tfmigrate again", fixed=False)
             return module
         self.chief_flag: tuple[str, str] | None = None  # (flags object, style) once a chief entry is added
+        self.dropped_ps: set[str] = set()
         module = transform(module, self)
+        # the name that held the ps hosts, now read nowhere: a leftover of the TF1 cluster
+        module = drop_unread(module, self.dropped_ps)
         if self.chief_flag is not None:
             module = transform(module, _AddChiefFlag(self.chief_flag))
         return module
@@ -231,6 +235,11 @@ class ClusterResolver(Rule):
         keys = _dict_keys(spec)
         new_spec = spec
         if self.strategy == MWMS and "ps" in keys:
+            self.dropped_ps.update(
+                el.value.value for el in spec.elements
+                if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
+                and el.key.evaluated_value == "ps" and isinstance(el.value, cst.Name)
+            )
             new_spec = spec.with_changes(
                 elements=[
                     el
