@@ -181,3 +181,22 @@ def test_a_lone_import_and_an_effectful_value_stay():
     # importing ps_registry may have effects; fetch_ps_hosts() is a call
     assert "from ps_registry import ps_addrs" in out
     assert "ps_list = fetch_ps_hosts()" in out
+
+
+def test_an_asynchronous_program_with_a_guarded_server_stays_tf1():
+    """Under ParameterServerStrategy ps and worker tasks only serve: a task that
+    skips the guarded server would run the chief's loop. TFM202 declines at the
+    condition; the program stays TF1 rather than half migrated."""
+    asynchronous = GUARDED_SERVER.replace(
+        "        opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1),\n"
+        "                                             replicas_to_aggregate=len(workers), total_num_replicas=len(workers))\n",
+        "        opt = tf.train.GradientDescentOptimizer(0.1)\n",
+    ).replace("hooks = [opt.make_session_run_hook(FLAGS.task_index == 0), ", "hooks = [")
+    assert "SyncReplicasOptimizer" not in asynchronous and "make_session_run_hook" not in asynchronous
+    result = migrate_source(asynchronous, path="guarded.py")
+    assert "Strategy" not in result.output and "cluster_resolver" not in result.output
+    assert not {"TFM201", "TFM202", "TFM301"} & set(result.rules_applied)
+    [reason] = [d for d in result.manual_work if d.code == "TFM202"]
+    lines = asynchronous.splitlines()
+    assert lines[reason.line - 1][reason.column - 1 :].startswith("if not FLAGS.reuse_servers:")
+    assert "ps and worker tasks must always serve" in reason.message

@@ -138,9 +138,20 @@ class ServerRoles(Rule):
                 found = self._server_statement(statement)
                 if found is None:
                     continue
-                reads = set().union(*(C.names_used(a) for a in (C.arg(found[1], 1, "job_name"),
-                                                                   C.arg(found[1], 2, "task_index")) if a is not None))
+                job = C.arg(found[1], 1, "job_name")
+                reads = set().union(*(C.names_used(a) for a in (job, C.arg(found[1], 2, "task_index")) if a is not None))
                 if reads & _bound_names(node.body):
+                    out.add(id(statement))
+                elif self.strategy == PSS and job is not None and not any(
+                    _compares(node.test, C.code_of(job), role) for role in ("ps", "worker", "chief")
+                ):
+                    # `if not FLAGS.existing_servers:` around the server: ps and worker tasks
+                    # that skip it would go on to the chief's code and create the coordinator
+                    self.report(node, "the server is built only under this condition: under ParameterServerStrategy"
+                                " ps and worker tasks must always serve, and a task that skips the server would"
+                                " run the chief's training loop and create a coordinator of its own",
+                                hint="build the server for every ps/worker task (drop the condition), then run"
+                                " tfmigrate again", reference="legacy_reference/async_ps.py", fixed=False)
                     out.add(id(statement))
         return out
 
@@ -168,7 +179,7 @@ class ServerRoles(Rule):
                 continue
             server_name, call = found
             if id(statement) in self.role_under_condition:
-                continue  # TFM201 reports it
+                continue  # reported (by TFM201 when the role is what the condition computes)
             job = C.arg(call, 1, "job_name")
             index = C.arg(call, 2, "task_index")
             if job is None:
