@@ -200,3 +200,60 @@ def test_an_asynchronous_program_with_a_guarded_server_stays_tf1():
     lines = asynchronous.splitlines()
     assert lines[reason.line - 1][reason.column - 1 :].startswith("if not FLAGS.reuse_servers:")
     assert "ps and worker tasks must always serve" in reason.message
+
+
+# --- a cluster and server made by a helper the cluster rules cannot see
+
+SERVER_FROM_A_HELPER = dedent(
+    """
+    import tensorflow as tf
+    from lab_cluster import join_lab_cluster
+
+
+    def main(_):
+        cluster, server, job, index = join_lab_cluster(num_ps=1)
+        if job == "ps":
+            server.join()
+        elif job == "worker":
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 3])
+                w = tf.Variable(tf.zeros([3, 1]))
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=index == 0,
+                                                   hooks=[tf.train.StopAtStepHook(last_step=50)]) as sess:
+                while not sess.should_stop():
+                    sess.run(train_op, feed_dict={x: [[1.0, 2.0, 3.0]]})
+
+
+    if __name__ == "__main__":
+        tf.app.run()
+    """
+)
+
+
+def test_a_strategy_is_not_built_next_to_a_helpers_server():
+    """The ps branch joins a server `join_lab_cluster()` built: that TF1 server
+    runs on the workers too, where ParameterServerStrategy would have been
+    created (every worker a coordinator, no chief). The training stays TF1,
+    with the reason at the helper's call."""
+    result = migrate_source(SERVER_FROM_A_HELPER, path="lab.py")
+    assert "Strategy" not in result.output and "ClusterCoordinator" not in result.output
+    assert "TFM301" not in result.rules_applied
+    [reason] = [d for d in result.manual_work if d.code == "TFM301" and "built by a helper" in d.message]
+    lines = SERVER_FROM_A_HELPER.splitlines()
+    assert lines[reason.line - 1][reason.column - 1 :].startswith("server, job, index = join_lab_cluster(")
+    assert migrate_source(result.output, path="lab.py").output == result.output
+
+
+def test_a_ps_branch_joining_a_server_built_here_is_not_this_gate():
+    built_here = SERVER_FROM_A_HELPER.replace(
+        "    cluster, server, job, index = join_lab_cluster(num_ps=1)\n",
+        "    cluster, job, index = join_lab_cluster(num_ps=1)\n"
+        "    server = tf.train.Server(cluster, job_name=job, task_index=index)\n",
+    )
+    assert built_here != SERVER_FROM_A_HELPER
+    result = migrate_source(built_here, path="lab.py")
+    assert "TFM301" in result.rules_applied and "ParameterServerStrategy" in result.output
+    assert not [d for d in result.manual_work if "built by a helper" in d.message]

@@ -635,13 +635,20 @@ def _migrate(
                 gated.extend(_unsafe_rewrite(r, introduced, tree, diagnostics) for r in dropped)
             else:
                 # A TF1 server the cluster rules declined to rewrite (they
-                # report why), next to the strategy the training rule built:
-                # both would serve this task. All or nothing.
-                server = _tf1_server_left(output[1]) if "TFM301" in applied else None
-                if server is None:
+                # report why) or could not see (a helper built it), next to
+                # the strategy the training rule built: both would serve this
+                # task. All or nothing.
+                if "TFM301" not in applied:
                     break
                 dropped = [r for r in rules if r.code == "TFM301"]
-                gated.extend(_cluster_kept(r, server, tree) for r in dropped)
+                server = _tf1_server_left(output[1])
+                if server is not None:
+                    gated.extend(_cluster_kept(r, server, tree) for r in dropped)
+                else:
+                    server = _opaque_server_left(output[1], tree)
+                    if server is None:
+                        break
+                    gated.extend(_opaque_server_kept(r, server, tree) for r in dropped)
         rules = [r for r in rules if r not in dropped]
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
@@ -1013,6 +1020,61 @@ def _tf1_server_left(output: ast.Module) -> str | None:
         ):
             return "Server"
     return None
+
+
+def _opaque_server_left(output: ast.Module, source: ast.Module) -> str | None:
+    """The name of a server the ps branch of ``output`` still joins
+    (``if job_name == "ps": server.join()``) that the input got from a call
+    other than a Server constructor (``cluster, server, ... = setup_cluster()``,
+    ``ctx.start_cluster_server()``): a TF1 server built out of the rules'
+    sight, which serves on the worker tasks too, where the strategy would be."""
+    made_elsewhere = set()
+    for n in _ast_nodes(source):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            func = n.value.func
+            called = getattr(func, "attr", getattr(func, "id", ""))
+            if called == "Server":
+                continue
+            for target in n.targets:
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Name):
+                        made_elsewhere.add(t.id)
+    for n in _ast_nodes(output):
+        if not (n.__class__ is ast.If and isinstance(n.test, ast.Compare) and len(n.test.comparators) == 1):
+            continue
+        sides = [n.test.left, n.test.comparators[0]]
+        if not any(isinstance(side, ast.Constant) and side.value == "ps" for side in sides):
+            continue
+        for statement in n.body:
+            call = statement.value if isinstance(statement, ast.Expr) else None
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "join"
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id in made_elsewhere
+            ):
+                return call.func.value.id
+    return None
+
+
+def _opaque_server_kept(rule_cls: type[Rule], server: str, tree: ast.Module) -> Diagnostic:
+    at = _first_named(tree, {server})
+    return Diagnostic(
+        code=rule_cls.code,
+        message=(
+            f"{rule_cls.name}: training not migrated: `{server}` is a TF1 server built by a helper the cluster"
+            " rules cannot rewrite; it also serves on the worker tasks, where the strategy would be built"
+            " (ParameterServerStrategy needs a chief task and serving-only workers; MultiWorkerMirroredStrategy"
+            " starts its own server on the task's address)"
+        ),
+        line=at.lineno if at else 1,
+        column=at.col_offset + 1 if at else 1,
+        hint="build the cluster in this file (ClusterSpec + tf.train.Server with job_name/task_index, or TF_CONFIG),"
+        " then run tfmigrate again; or see legacy_reference/async_ps.py",
+        fixed=False,
+        severity="warning",
+    )
 
 
 # what each cluster rule rewrites, to locate its finding in the input
