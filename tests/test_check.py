@@ -334,7 +334,9 @@ def test_launch_shapes_per_strategy():
     legacy = analyze((LEGACY / "async_ps.py").read_text())
     spec = migrated_launch(pss, legacy, 2, 10)
     assert spec.jobs == {"chief": 1, "worker": 2, "ps": 1}
-    assert set(spec.server_only) == {"ps", "worker"} and spec.args == ["--steps=10"]
+    assert set(spec.server_only) == {"ps", "worker"}
+    # output directories it takes as options go inside each run's own directory
+    assert spec.args == ["--steps=10", "--checkpoint_dir={run_dir}/checkpoint_dir"]
     lspec = legacy_launch(legacy, 2, 10)
     assert lspec.jobs == {"ps": 1, "worker": 2} and lspec.server_only == ("ps",)
     towers = analyze((LEGACY / "in_graph_towers.py").read_text())
@@ -711,6 +713,18 @@ def test_mnist_tutorial_reader_script_checks_offline(tmp_path):
         fired = report[side]["runs"][0]["harness_fired"]
         assert any("read_data_sets served by tfmigrate's synthetic stand-in" in f for f in fired), fired
     assert report["comparison"]["steps_compared"] >= 12
+
+
+def test_deep_mnist_with_reader_and_dropout_placeholder_in_the_block_checks_bit_for_bit(tmp_path):
+    """deep_mnist_reader_in_block_mts.py: the MNIST reader made inside the
+    device-setter block (run once before the strategy in the migration), the
+    model helper's own keep_prob placeholder (a step argument in the
+    migration) and `tf.train.global_step(sess, gs)` in the loop."""
+    code, report = run(REALISTIC / "deep_mnist_reader_in_block_mts.py", None, tmp_path,
+                       "--workers", "1", "--steps", "12")
+    assert code == 0, report["reason"]
+    assert report["comparison"]["steps_compared"] >= 12
+    assert report["comparison"]["max_abs_diff"] == 0
 
 
 def test_unnamed_variables_pair_by_tf1s_graph_names(tmp_path):

@@ -111,6 +111,15 @@ def test_literal_server_def_with_a_hard_coded_role_runs_the_rest_as_standard_ser
     assert spec.server_only == ("worker:0", "worker:1") and spec.fixed_task == "worker:2"
     assert spec.task_env("worker", 0) == {"TFMIGRATE_STD_SERVER": "1"} and spec.task_env("worker", 2) == {}
     assert "--train-steps=20" in spec.args  # click's spelling
+    assert spec.env == {"TFMIGRATE_DEVICE_FILTERS": "0"}  # filters would hide the tasks it places ops on
+
+
+def test_environment_variables_a_script_deletes_are_set_for_it():
+    source = (
+        "import os\nimport tensorflow as tf\ndel os.environ['http_proxy']\n"
+        "tf.app.flags.DEFINE_string('job_name', '', '')\ntf.train.replica_device_setter(cluster=None)\n"
+    )
+    assert legacy_launch(analyze(source), 2, 5).env == {"http_proxy": ""}
 
 
 def test_flag_choosing_among_literal_clusters():
@@ -233,12 +242,13 @@ def test_a_cluster_that_does_not_form_stops_the_run_at_once(tmp_path, task, beha
 
 def test_migrated_program_that_does_not_compile_is_reported_before_it_runs(tmp_path):
     broken = tmp_path / "broken_migration.py"
-    broken.write_text("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\ndef f(:\n    pass\n")
+    # parses (ast, libcst) but does not compile: what a codemod can produce
+    broken.write_text("import tensorflow as tf\nstrategy = tf.distribute.MirroredStrategy()\nprint(sep='', sep=' ')\n")
     legacy = tmp_path / "legacy.py"
     legacy.write_text((CLUSTERS / "docker_env_cluster.py").read_text())
     code, report = run_check(legacy, broken, tmp_path)
     assert code == 2
-    assert report["reason"].startswith(f"the migrated program {broken} does not compile (line 3:")
+    assert report["reason"].startswith(f"the migrated program {broken} does not compile (line 3: keyword argument")
     assert not list((tmp_path / "out").glob("migrated-run*"))
 
 
@@ -276,7 +286,7 @@ def test_docker_hostnames_cluster_runs_on_loopback_and_records_the_legacy_losses
     code, report = run_check(legacy, legacy, tmp_path)
     assert code == 2 and "uses no tf.distribute strategy" in report["reason"]
     run = report["legacy"]["runs"][0]
-    assert len(run["losses"]) >= 6
+    assert run["records"] >= 6 and run["losses"]  # 6 global steps, shared by the two workers
     mapping = run["cluster_map"]
     assert mapping["ps:0"]["script"] == "paramserver:2222"
     assert mapping["worker:1"]["script"] == "trainer-b:2222"
@@ -287,8 +297,10 @@ def test_docker_hostnames_cluster_runs_on_loopback_and_records_the_legacy_losses
 
 def test_in_graph_client_of_a_server_def_gets_standard_servers_and_its_session_target_mapped(tmp_path):
     legacy = CLUSTERS / "serverdef_in_graph.py"
-    code, report = run_check(legacy, legacy, tmp_path)
-    assert code == 2 and "uses no tf.distribute strategy" in report["reason"]
+    broken = tmp_path / "broken_migration.py"  # not compared: the legacy side runs alone
+    broken.write_text("print(sep='', sep=' ')\n")
+    code, report = run_check(legacy, broken, tmp_path)
+    assert code == 2 and "does not compile" in report["reason"]
     run = report["legacy"]["runs"][0]
     assert len(run["losses"]) == 6
     assert run["cluster_map"]["worker:0"]["script"] == "lab-node-1:2222"
@@ -298,3 +310,37 @@ def test_in_graph_client_of_a_server_def_gets_standard_servers_and_its_session_t
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+DOWNPOUR_SHAPE = """
+import tensorflow.compat.v1 as tf
+tf.disable_v2_behavior()
+w = tf.get_variable("w", [1], initializer=tf.zeros_initializer())
+loss = tf.reduce_mean(tf.square(w - 3.0))
+local = tf.train.GradientDescentOptimizer(0.1)
+grads_and_vars = local.compute_gradients(loss)
+local_step = local.apply_gradients(grads_and_vars)
+# the gradients, summed over a window, applied again by a global optimizer
+summed = [(g * 2.0, v) for g, v in grads_and_vars]
+global_update = tf.train.AdagradOptimizer(0.1).apply_gradients(summed)
+with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    for _ in range(3):
+        sess.run([global_update, loss])
+"""
+
+
+def test_harness_records_a_global_update_of_gradients_computed_by_another_optimizer(tmp_path):
+    program = tmp_path / "downpour_shape.py"
+    program.write_text(DOWNPOUR_SHAPE)
+    env = {
+        **os.environ, "TFMIGRATE_BOOT_HOOKS": "migrate.runtime.harness", "TFMIGRATE_HARNESS": "record",
+        "TFMIGRATE_HARNESS_DIR": str(tmp_path / "h"), "PYTHONPATH": str(ROOT),
+    }
+    import subprocess
+
+    subprocess.run([sys.executable, "-m", "migrate.runtime.taskboot", str(program)], env=env, check=True,
+                   timeout=120, capture_output=True)
+    records = [json.loads(line) for line in (tmp_path / "h" / "harness-losses-worker-0.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert records[0]["loss"] == pytest.approx(9.0)

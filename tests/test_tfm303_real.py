@@ -134,7 +134,6 @@ def model_fn(images, labels):
     return loss
 
 with strategy.scope():
-    tower_grads = []
     global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     adam = tf.keras.optimizers.Adam(learning_rate=0.001, epsilon=1e-08)
@@ -375,7 +374,8 @@ def test_towers_that_only_compute_losses_for_one_minimize_are_declined_with_the_
     assert not d.fixed and d.line == _line_of(LOSS_TOWERS, "for d in range(n):")
     assert "only compute losses (appended to `per_example`)" in d.message
     assert "minimize(loss)" in d.message
-    assert "module level (inside `if __name__ == \"__main__\":`)" in d.message
+    assert "the towers append `tf.nn.softmax_cross_entropy_with_logits(" in d.message
+    assert "not a name bound in the tower" in d.message
     assert "tf.nn.compute_average_loss" in d.hint
 
 
@@ -519,3 +519,111 @@ def test_migrated_towers_print_what_the_legacy_program_printed(tmp_path, shape):
     before, after = _run(legacy), _run(migrated)
     assert len(before) == 6 * 2 + 1
     assert after == before
+
+
+# Towers appending per-example losses under a script's main guard, device
+# specs, `reuse=d > 0`; one minimize of the mean of their concatenation.
+CONCATENATED = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+
+def scores(images, reuse=False):
+    with tf.variable_scope("scores", reuse=reuse):
+        w = tf.get_variable("w", [6, 3], initializer=tf.glorot_uniform_initializer(seed=5))
+        return tf.matmul(images, w)
+
+
+if __name__ == "__main__":
+    devices = 2
+    rng = np.random.RandomState(11)
+    images = tf.placeholder(tf.float32, [None, 6])
+    labels = tf.placeholder(tf.float32, [None, 3])
+    image_parts = tf.split(images, devices)
+    label_parts = tf.split(labels, devices)
+    per_example = []
+    for d in range(devices):
+        with tf.device(tf.DeviceSpec(device_type="CPU", device_index=d)):
+            with tf.variable_scope(tf.get_variable_scope(), reuse=d > 0):
+                cost = tf.nn.softmax_cross_entropy_with_logits(logits=scores(image_parts[d], d > 0),
+                                                               labels=label_parts[d])
+                per_example.append(cost)
+    loss = tf.reduce_mean(tf.concat(per_example, axis=0))
+    train = tf.train.GradientDescentOptimizer(0.5).minimize(loss, colocate_gradients_with_ops=True)
+    sess = tf.Session(config=tf.ConfigProto(device_count={"CPU": devices}))
+    sess.run(tf.global_variables_initializer())
+    for step in range(8):
+        x = rng.normal(size=(10, 6))
+        y = np.eye(3)[rng.randint(3, size=10)]
+        _, value = sess.run([train, loss], feed_dict={images: x, labels: y})
+        print("train", step, repr(value))
+'''
+
+
+def test_towers_minimizing_their_concatenated_losses_become_replicas_averaging_their_means():
+    result = _migrate(CONCATENATED, select=None)
+    assert result.manual_work == []
+    out = result.output
+    assert 'strategy = tf.distribute.MirroredStrategy(' in out and '["/cpu:%d" % d for d in range(devices)]' in out
+    assert "cost_mean = tf.reduce_mean(cost)" in out
+    assert "per_example = [values[1] for values in replica_results]" in out
+    assert "loss = tf.compat.v1.reduce_mean(tf.concat(per_example, axis=0))" in out
+    assert ".minimize(" not in out and "tower_grads" not in out and "per_example = []" not in out
+    assert "# The towers minimized the mean of their losses; strategies sum the replicas' gradients." in out
+    notes = [d.message for d in result.diagnostics if d.code == "TFM303"]
+    assert any("minimized the mean of their concatenation" in m for m in notes), notes
+
+
+def test_concatenated_loss_towers_inside_another_branch_say_where():
+    code = CONCATENATED.replace('if __name__ == "__main__":', "if WITH_TOWERS:")
+    assert code != CONCATENATED
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert len(found) == 1, found
+    assert found[0].line == _line_of(code, "for d in range(devices):")
+    assert "inside `if WITH_TOWERS:`" in found[0].message
+
+
+def test_migrated_concatenated_loss_towers_train_like_the_legacy_program(tmp_path):
+    """Plain SGD: the same losses (the mean of the replicas' means is the
+    batch mean, and so are the averaged gradients)."""
+    result = _migrate(CONCATENATED, select=None)
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(CONCATENATED)
+    migrated.write_text(result.output)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 8
+    assert [line.split()[:2] for line in after] == [line.split()[:2] for line in before]
+    for old, new in zip(before, after):
+        assert float(new.split("(")[-1].rstrip(")")) == pytest.approx(float(old.split("(")[-1].rstrip(")")), rel=1e-6)
+
+
+def test_a_first_tower_value_read_by_every_tower_is_declined():
+    """Later towers read the first tower's tensor; replicas would each compute their own."""
+    code = EVALUATED.replace("                reuse = True\n",
+                             "                reuse = True\n                cost = cost + 0 * error\n")
+    assert code != EVALUATED
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303" and not d.fixed]
+    assert [d.line for d in found] == [_line_of(code, "cost = cost + 0 * error")]
+    assert "only the first tower computes (`if t == 0:`)" in found[0].message
+
+
+def test_concatenated_losses_of_index_sliced_towers_are_declined():
+    """A short batch leaves the last tower fewer rows: the mean of the
+    concatenation is then not the mean of the towers' means."""
+    code = CONCATENATED.replace("image_parts[d]", "images[d * 5:(d + 1) * 5]").replace(
+        "label_parts[d]", "labels[d * 5:(d + 1) * 5]").replace(
+        "    image_parts = tf.split(images, devices)\n    label_parts = tf.split(labels, devices)\n", "")
+    assert "tf.split" not in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert len(found) == 1 and not found[0].fixed, found
+    assert found[0].line == _line_of(code, "for d in range(devices):")
+    assert "slice the batch by their index" in found[0].message
+    assert "not the mean of the towers' means" in found[0].message

@@ -15,6 +15,7 @@ import ast
 import bisect
 import difflib
 import itertools
+import re
 import sys
 import textwrap
 import tokenize
@@ -125,6 +126,7 @@ class RuleContext:
         self.path = path
         self.names = _tf_names(module)
         self.qualname = self.names.qualname  # the method below, without a call in between
+        self.source = module.code  # the engine sets the file as it came, before any rule
         self.reports: list[tuple[cst.CSTNode, str, str, str, str, bool, str]] = []
         self.imports: list[tuple[str, str | None, str | None]] = []
 
@@ -555,19 +557,21 @@ def migrate_source(
     path: str = "<string>",
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
-    top_level_await: bool = False,
+    cell_marker: str | None = None,
 ) -> MigrationResult:
     """Run the selected rules over ``source`` and return the result.
 
     Raises :class:`MigrationError` when the source is not valid Python 3 or
     the rewritten code would not compile (nothing is ever written then).
-    ``top_level_await``: ``await`` outside a function compiles (notebook
-    cells, which IPython runs that way).
+    ``cell_marker``: a regular expression matching the line that starts each
+    cell of a notebook program; each cell must compile on its own then, as
+    IPython compiles them (a top-level ``await`` or a cell's own
+    ``from __future__`` import is fine).
     """
     if not mentions_tensorflow(source):
         return MigrationResult(source, source)
     try:
-        return _migrate(source, path, select, ignore, top_level_await)
+        return _migrate(source, path, select, ignore, cell_marker)
     finally:
         # the caches of node walks, code and names hold this source's trees
         clear_caches()
@@ -576,7 +580,7 @@ def migrate_source(
 
 
 def _migrate(
-    source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None, top_level_await: bool
+    source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None, cell_marker: str | None
 ) -> MigrationResult:
     tree = _syntax_check(source, path)
     try:
@@ -633,7 +637,7 @@ def _migrate(
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
     if output is not source:
-        _compile_gate(output, runs, rules, applied, top_level_await)
+        _compile_gate(output, runs, rules, applied, cell_marker)
     diagnostics.extend(gated)
     output = output if output is source else output[0]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
@@ -678,6 +682,7 @@ class _Runs:
             known = self._transforms.get(key)
             if known is None or known[0] is not module:
                 ctx = RuleContext(module, self.path)
+                ctx.source = self.source  # the file as it came: what reports can be located in
                 new_module = rule_cls(ctx).transform(module)
                 changed = new_module is not module and not new_module.deep_equals(module)
                 known = self._transforms[key] = (module, new_module, ctx, changed)
@@ -768,16 +773,36 @@ def compile_error(code: str | ast.Module, path: str, top_level_await: bool = Fal
     return None
 
 
-def _compile_gate(output, runs: _Runs, rules, applied, top_level_await) -> None:
+def _program_compile_error(code: str, tree: ast.Module, path: str, cell_marker: str | None) -> SyntaxError | None:
+    """:func:`compile_error` of a module, or of each cell of a notebook
+    program (``cell_marker``: see :func:`migrate_source`). The text before
+    the first marker belongs to the first cell (imports added on top), the
+    marker lines are compiled as blank lines and each cell is preceded by
+    blank lines, so errors are located at program lines."""
+    if cell_marker is None:
+        return compile_error(tree, path)
+    marker = re.compile(cell_marker)
+    lines = code.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if marker.match(line)]
+    bounds = [0, *starts[1:], len(lines)]
+    for start, end in itertools.pairwise(bounds):
+        cell = "".join("\n" if marker.match(line) else line for line in lines[start:end])
+        error = compile_error("\n" * start + cell, path, top_level_await=True)
+        if error is not None:
+            return error
+    return None
+
+
+def _compile_gate(output, runs: _Runs, rules, applied, cell_marker: str | None) -> None:
     """Raise a located :class:`MigrationError` naming the rule whose change
     makes the output not compile: the first rule, in run order, after whose
     change the code no longer compiles (all the applied ones when only their
     combination fails). The file is then left as it is."""
     source, path, tree = runs.source, runs.path, runs.tree
-    error = compile_error(output[1], path, top_level_await)
+    error = _program_compile_error(output[0], output[1], path, cell_marker)
     if error is None:
         return
-    refused = compile_error(tree, path, top_level_await)
+    refused = _program_compile_error(source, tree, path, cell_marker)
     if refused is not None:  # Python refuses the input too: nothing a rule did
         raise MigrationError(
             f"syntax error: {refused.msg} (the file parses but does not compile)", refused.lineno, refused.offset
@@ -788,7 +813,7 @@ def _compile_gate(output, runs: _Runs, rules, applied, top_level_await) -> None:
             continue
         module, _, applied_now = runs.run(rules[:k])
         code = runs.checked_code(module, applied_now)
-        if code is not source and compile_error(code[1], path, top_level_await) is not None:
+        if code is not source and _program_compile_error(code[0], code[1], path, cell_marker) is not None:
             culprits = [rule_cls]
             break
     names = ", ".join(f"{r.code} ({r.name})" for r in culprits)

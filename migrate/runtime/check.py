@@ -11,12 +11,27 @@ losses, the codemod changed nothing, bad usage).
 
 How it works
 ------------
+* Cluster: check owns it. The launcher's loopback addresses reach every
+  task (``TFMIGRATE_CLUSTER``) and the harness maps whatever cluster the
+  program builds -- literal hosts, docker names, remote IPs, a settings
+  module, a ``ServerDef``, a ``TF_CONFIG`` it writes -- onto them task by task,
+  session targets included; the mapping is in the report. Task counts come
+  from the script's own cluster where it fixes one (``--workers`` replaces
+  its worker count), roles as the script reads them: flags it defines
+  (absl, argparse, click, hand-parsed), ``TF_CONFIG``, role environment
+  variables, ``sys.argv`` positions, its address looked up in its host
+  lists, or a role it hard-codes (the rest of its cluster then runs
+  standard servers). A script whose tasks cannot be told apart is refused
+  before anything starts, with the line and what would help.
 * Topology (:mod:`migrate.runtime.topology`): legacy ps/worker scripts get ps:1 +
   worker:N with roles as flags or ``TF_CONFIG``, as the script reads them;
   migrations get chief + workers + ps (ParameterServerStrategy), N workers
   (MultiWorkerMirroredStrategy) or one process (MirroredStrategy, towers as
   logical CPUs). The step count (``--steps``) and tower count go to whichever
   flag, argparse option or environment variable the script defines.
+* Not comparable: a migration that does not compile or names no strategy
+  is reported (exit 2) without being run; the legacy side still runs once,
+  so the report holds its losses.
 * Losses: every task boots with :mod:`migrate.runtime.harness`, which records
   per-step training losses without editing the script (legacy: the training
   fetches of ``Session.run``; migrated: ``GradientTape.gradient`` inside the
@@ -1147,23 +1162,6 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     opts = dataclasses.replace(
         opts, mnist_standin=bool(report.get("mnist_standin")), contrib_standin=bool(report.get("contrib_standin"))
     )
-    infos = []
-    for what, path in (("legacy", legacy_program), ("migrated", migrated_path)):
-        try:
-            # sibling modules (a settings.py holding the cluster) are the user's script's
-            infos.append(analyze(path.read_text(encoding="utf-8"), str(opts.legacy)))
-        except TopologyError as e:
-            raise CheckError(f"{what} script {path}: {e}") from None
-    legacy_info, migrated_info = infos
-    if legacy_program != opts.legacy:
-        # where the user's own file draws them, not the prepared copy (a line longer)
-        try:
-            tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
-            legacy_info = dataclasses.replace(legacy_info, unseeded_initializers=unseeded_initializers(tree))
-        except SyntaxError:
-            pass  # Python 2: the copy's lines are what there is
-    if manual_work:
-        report["migrated"]["manual_work"] = manual_work
     # Decided before anything starts: a migration that does not compile, or
     # names no strategy (running the TF1 program twice would "prove" a
     # migration that did not happen), is not compared. The legacy side still
@@ -1179,6 +1177,26 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
             + (f" (line {line}: {e.msg})" if line else f" ({e})"),
             "\n".join(manual_work[:STACK_LINES_SHOWN]),
         )
+    infos = []
+    for what, path in (("legacy", legacy_program), ("migrated", migrated_path)):
+        if what == "migrated" and not_comparable is not None:
+            infos.append(infos[0])  # never launched: the legacy shape stands in
+            continue
+        try:
+            # sibling modules (a settings.py holding the cluster) are the user's script's
+            infos.append(analyze(path.read_text(encoding="utf-8"), str(opts.legacy)))
+        except TopologyError as e:
+            raise CheckError(f"{what} script {path}: {e}") from None
+    legacy_info, migrated_info = infos
+    if legacy_program != opts.legacy:
+        # where the user's own file draws them, not the prepared copy (a line longer)
+        try:
+            tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
+            legacy_info = dataclasses.replace(legacy_info, unseeded_initializers=unseeded_initializers(tree))
+        except SyntaxError:
+            pass  # Python 2: the copy's lines are what there is
+    if manual_work:
+        report["migrated"]["manual_work"] = manual_work
     if not_comparable is None and legacy_info.strategy is not None and migrated_info.distribute_strategy is None:
         details = "\n".join(manual_work[:STACK_LINES_SHOWN])
         not_comparable = CheckError(

@@ -40,6 +40,8 @@ program itself is never edited:
                             cluster (what a script that hard-codes its own role, e.g. an
                             in-graph client ``Server(cluster, "worker", 2)``, expects the
                             other tasks to run)
+``TFMIGRATE_TF_CONFIG``     with ``TFMIGRATE_CLUSTER``: also set ``TF_CONFIG`` for this task
+                            (a script reading its role from flags or from TF_CONFIG)
 ``TFMIGRATE_HARNESS_DIR``   where the harness writes (default: beside the loss log,
                             else a new temp dir)
 ``TFMIGRATE_ALIGN_INIT``    npz of initial values to carry into this job by name
@@ -92,6 +94,8 @@ BARRIER_ENV = "TFMIGRATE_HARNESS_BARRIER"  # number of tasks that train
 LOSS_LOG_ENV = "TFMIGRATE_LOSS_LOG"
 CLUSTER_ENV = "TFMIGRATE_CLUSTER"
 STD_SERVER_ENV = "TFMIGRATE_STD_SERVER"
+TF_CONFIG_TOO_ENV = "TFMIGRATE_TF_CONFIG"
+DEVICE_FILTERS_ENV = "TFMIGRATE_DEVICE_FILTERS"  # "0": robust adds no device_filters
 
 PRINT_TAG = "TFMH"
 RECOVERY_WAIT_CAP_SECS = 1.0
@@ -189,6 +193,7 @@ class _Harness:
         self.notes: dict[str, object] = {"task": self.task, "fired": []}
         self.train_ops: dict[object, object] = {}  # train Operation -> loss Tensor
         self.pending_losses: list[object] = []
+        self.last_losses: list[object] = []  # of the train op registered last
         self.depth = threading.local()
         self.steps_recorded = 0
         self.started = False  # this task ran its first training step
@@ -339,12 +344,18 @@ class _Harness:
         losses, self.pending_losses = self.pending_losses, []
         try:
             tf = self.tf
-            if not losses or tf.executing_eagerly():
+            if tf.executing_eagerly():
                 return
             op = getattr(train_op, "op", train_op)
+            if not losses:
+                # gradients computed earlier and applied again (DOWNPOUR: a
+                # local optimizer's gradients summed into a global one's
+                # update): the losses they were computed from
+                losses = self.last_losses
             losses = [t for t in losses if getattr(t, "graph", None) is op.graph]
             if not losses:
                 return
+            self.last_losses = losses
             # One loss per tower: averaged by ``check`` in float64, like the
             # per-replica losses of a migration.
             self.train_ops[op] = losses
@@ -761,6 +772,12 @@ class _Harness:
             return
         self.cluster_map: dict[str, dict] = {}
         self.address_map: dict[str, str] = {}
+        if os.environ.get(TF_CONFIG_TOO_ENV) and not os.environ.get("TF_CONFIG"):
+            # a script taking its role from flags and from TF_CONFIG alike
+            job, _, index = self.task.partition(":")
+            os.environ["TF_CONFIG"] = json.dumps(
+                {"cluster": self.launcher_cluster, "task": {"type": job, "index": int(index or 0)}}
+            )
         self.notes["cluster_map"] = self.cluster_map
         spec_init = server_lib.ClusterSpec.__init__
 
@@ -969,13 +986,32 @@ class _Harness:
 
         # Without device_filters a worker's session waits for every task of
         # the cluster, so a worker starting after the chief exited hangs.
-        if job in ("worker", "master", "chief") and index.isdigit():
+        # (not for a script that is an in-graph client: it places ops on the
+        # other tasks, often after opening its session)
+        if job in ("worker", "master", "chief") and index.isdigit() and os.environ.get(DEVICE_FILTERS_ENV) != "0":
             filters = ["/job:ps", f"/job:{job}/task:{index}"]
             session_init = session_lib.Session.__init__
 
+            own = {f"/job:{job}/task:{index}", f"/job:{job}/replica:0/task:{index}"}
+
+            def places_elsewhere(graph) -> bool:
+                """In-graph replication: the graph runs ops on other trainer
+                tasks, which filters would hide from the session."""
+                try:
+                    graph = graph or harness.tf.compat.v1.get_default_graph()
+                    for op in graph.get_operations():
+                        device = op.device
+                        if device and "/job:ps" not in device and "/job:" in device:
+                            prefix = device.split("/device:")[0].rstrip("/")
+                            if prefix not in own and not any(prefix.startswith(o + "/") for o in own):
+                                return True
+                except Exception as e:  # noqa: BLE001 - observing must never break the program
+                    harness.failed(e)
+                return False
+
             def session_init_filtered(self, target="", graph=None, config=None):
                 remote = isinstance(target, str) and target.startswith("grpc://")
-                if remote and (config is None or not list(config.device_filters)):
+                if remote and (config is None or not list(config.device_filters)) and not places_elsewhere(graph):
                     new = harness.tf.compat.v1.ConfigProto()
                     if config is not None:
                         new.CopyFrom(config)

@@ -32,6 +32,7 @@ import libcst as cst
 
 from migrate.codemod.rules._cst import walk
 from migrate.codemod.tfnames import TFNames, dotted
+from migrate.codemod.tfnames import canonical as tf_canonical
 
 __all__ = ["Prepared", "prepare"]
 
@@ -174,6 +175,9 @@ CONTRIB_PROVIDED = frozenset({
     *_CONTRIB_MNIST_SELECTED,
     *CONTRIB_MOVED,
 })
+# contrib.learn's modules as a whole are not imported: of them check serves the
+# MNIST reader only (imported as its own module, or reached by a use check can judge)
+_CONTRIB_LEARN_MODULES = frozenset({"learn", "learn.datasets", "learn.python"})
 # Other names TF 1.x gave the same modules: (spelling, canonical module).
 # slim re-exported contrib.layers and contrib.framework's members (below), and
 # slim.layers was contrib.layers' own module.
@@ -302,6 +306,31 @@ _WHY_NOT_PROVIDED = {
 }
 
 
+# tf.compat.v1.layers functions check runs as TF1's code when Keras 3 left
+# them out (harness feature `tf1layers`, migrate/codemod/tf1_layers.py).
+TF1_LAYERS_PROVIDED = frozenset({"dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout"})
+
+
+def _keras3_removed(name: str) -> str | None:
+    """Why canonical ``name`` (``layers.batch_normalization``,
+    ``nn.rnn_cell.LSTMCell``) cannot run on Keras 3, or None. tf-keras with
+    TF_USE_LEGACY_KERAS brings them back."""
+    import importlib.util
+    import os
+
+    from migrate.codemod.rules.tfm101_tensorflow_import import load_tf_api
+
+    module = next((m for m in load_tf_api().keras2_only if name.startswith(m + ".")), None)
+    if module is None or (module == "layers" and name.split(".")[1] in TF1_LAYERS_PROVIDED):
+        return None
+    if os.environ.get("TF_USE_LEGACY_KERAS", "") not in ("", "0") and importlib.util.find_spec("tf_keras"):
+        return None
+    provided = f"; tfmigrate check provides tf.layers.{', '.join(sorted(TF1_LAYERS_PROVIDED))} only" if (
+        module == "layers") else ""
+    return (f"TensorFlow 2 runs only with Keras 2 (tf-keras and TF_USE_LEGACY_KERAS=1): Keras 3 removed"
+            f" tf.compat.v1.{module}{provided}")
+
+
 def _removed(full: str, verb: str, line: int) -> str:
     why = next((w for prefix, w in _WHY_NOT_PROVIDED.items() if full == prefix or full.startswith(prefix + ".")), "")
     shown = f"`{full}`" if verb == "imports" else full
@@ -333,6 +362,11 @@ def _blockers(module: cst.Module) -> list[str]:
             if id(node) in inner:
                 continue  # only whole chains: tf.contrib.layers.fully_connected, not tf.contrib
             full = _tf1_name(tf_names.full_name(node) or "")
+            keras3 = _keras3_removed(tf_names.qualname(node) or "")
+            if keras3 is not None and full not in used:
+                used.add(full)
+                found.append(f"line {line(node)}: uses {dotted(node)}, which {keras3}")
+                continue
             change = api.pre1.get(tf_names.qualname(node) or "")
             if change is not None and change.removed and change.old and full not in used:
                 used.add(full)
@@ -365,7 +399,15 @@ def _blockers(module: cst.Module) -> list[str]:
             if base.startswith(("tensorflow.contrib", "tensorflow")) and not isinstance(node.names, cst.ImportStar):
                 names = [f"{base}.{_module_name(a.name)}" for a in node.names]
         for name in names:
-            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials" or contrib_provided(name):
+            keras3 = _keras3_removed(tf_canonical(name) or "")
+            if keras3 is not None:
+                found.append(f"line {line(node)}: imports `{name}`, which {keras3}")
+                break
+            member = contrib_member(name)
+            whole_learn = member is not None and contrib_canonical(member) in _CONTRIB_LEARN_MODULES
+            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials" or (
+                contrib_provided(name) and not whole_learn
+            ):
                 continue
             if any(name == r or name.startswith(r + ".") for r in _REMOVED):
                 found.append(_removed(name, "imports", line(node)))

@@ -75,6 +75,7 @@ OUTPUT_DIR_KNOBS = (
 TOWER_KNOBS = ("num_towers", "num_gpus", "num_replicas", "num_devices")
 SEED_KNOBS = ("seed", "random_seed")
 DEFAULT_WORKERS = 2
+TF_CONFIG_TOO_ENV = "TFMIGRATE_TF_CONFIG"  # the harness writes TF_CONFIG from the launcher's cluster
 # spellings of the role flags (normalized: "-" -> "_"), most common first
 ROLE_FLAGS = {
     "job": ("job_name", "job_type", "job"),
@@ -423,6 +424,8 @@ class ProgramInfo:
     server_line: int | None = None  # where the script builds its tf.train.Server
     rank_env: tuple[str, int] | None = None  # (variable, line) a rank-only role source
     fixed_role: tuple[str, int, int] | None = None  # (job, index, line): the role it hard-codes
+    reads_tf_config: bool = False
+    deleted_env: tuple[str, ...] = ()  # `del os.environ["X"]`: variables it expects to be set
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -578,6 +581,11 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
         _server_line(tree),
         (rank, _first_line(tree, {rank}) or 0) if rank else None,
         fixed,
+        reads_tf_config(module),
+        tuple(sorted({
+            _string(t.slice) for node in ast.walk(tree) if isinstance(node, ast.Delete) for t in node.targets
+            if isinstance(t, ast.Subscript) and _chain(t.value)[-1:] == ["environ"] and _string(t.slice)
+        })),
     )
 
 
@@ -603,6 +611,31 @@ def _output_dir_args(info: ProgramInfo, spec: LaunchSpec) -> None:
     for knob in OUTPUT_DIR_KNOBS:
         if knob in info.options:
             spec.args.append(f"--{info.spelling(knob)}={{run_dir}}/{knob}")
+
+
+# options a script takes the size of its cluster from (done-queues sized by
+# them, replicas_to_aggregate): given the launched counts
+WORKER_COUNT_KNOBS = ("num_workers", "workers", "worker_count", "n_workers", "worker_replicas", "num_worker")
+PS_COUNT_KNOBS = ("num_ps", "ps", "ps_count", "num_parameter_servers", "n_ps", "num_ps_tasks", "ps_tasks")
+GPU_KNOBS = ("num_gpus", "gpus", "n_gpus", "gpu_num", "num_gpu")
+
+
+def _cpu_only_args(info: ProgramInfo, spec: LaunchSpec) -> None:
+    """A ps/worker script's GPU-count option is 0: check's clusters run on
+    the CPU (scripts refuse more workers than GPUs, or pin /gpu:N)."""
+    for knob in GPU_KNOBS:
+        if knob in info.options:
+            spec.args.append(f"--{info.spelling(knob)}=0")
+            spec.notes.append(f"--{info.spelling(knob)}=0: check's clusters run on the CPU")
+            return
+
+
+def _count_args(info: ProgramInfo, spec: LaunchSpec) -> None:
+    """Cluster-size options the script defines get the launched counts."""
+    for knobs, job in ((WORKER_COUNT_KNOBS, "worker"), (PS_COUNT_KNOBS, "ps")):
+        found = next((k for k in knobs if k in info.options), None)
+        if found and job in spec.jobs:
+            spec.args.append(f"--{info.spelling(found)}={spec.jobs[job]}")
 
 
 def _cannot_launch(info: ProgramInfo) -> TopologyError:
@@ -707,6 +740,13 @@ def legacy_launch(
         spec.notes += notes
         if info.role_style == "fixed":
             spec.fixed_task = f"{info.fixed_role[0]}:{info.fixed_role[1]}"
+            spec.env["TFMIGRATE_DEVICE_FILTERS"] = "0"  # it places ops on the other tasks
+        if strategy != MIRRORED:
+            _cpu_only_args(info, spec)
+            _count_args(info, spec)
+        if info.reads_tf_config and spec.role_style != "tf_config":
+            # flags and TF_CONFIG both (a TF_CONFIG it finds overrides its flags)
+            spec.env[TF_CONFIG_TOO_ENV] = "1"
         if info.role_style == "env":
             spec.role_env = dict(info.role_env)
         elif info.role_style == "argv":
@@ -721,6 +761,8 @@ def legacy_launch(
     _knob_args(info, spec, STEP_KNOBS, steps, "step-count")
     _knob_args(info, spec, SEED_KNOBS, seed, "seed")
     _output_dir_args(info, spec)
+    # `del os.environ["http_proxy"]`: set (empty) so the script can delete it
+    spec.env.update({name: "" for name in info.deleted_env})
     if spec.role_style == "flags":
         spec.flag_names = flag_names(info)
     elif spec.launcher_style == "flags":
@@ -761,6 +803,12 @@ def migrated_launch(
         spec.argv_roles = dict(info.argv_roles or legacy.argv_roles)
     elif spec.role_style == "match":
         spec.role_style = "flags"  # the migration's resolver takes --job_name/--task_index
+    if strategy in (PSS, MWMS):
+        _cpu_only_args(info, spec)
+        _count_args(info, spec)
+    if info.reads_tf_config and spec.role_style == "flags":
+        spec.env[TF_CONFIG_TOO_ENV] = "1"
+    spec.env.update({name: "" for name in info.deleted_env})
     chooser = (info.script_cluster or legacy.script_cluster)
     if chooser is not None and chooser.choice is not None and chooser.choice[0] in info.options:
         spec.args.append(f"--{info.spelling(chooser.choice[0])}={chooser.choice[1]}")

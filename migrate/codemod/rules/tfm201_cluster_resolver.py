@@ -7,6 +7,9 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._role_servers import hoist_role_servers
+
+_SERVERS = ("train.Server", "distribute.Server")
 from migrate.codemod.rules._program import MWMS, PSS, detect_strategy, reads_tf_config
 
 
@@ -62,6 +65,9 @@ class ClusterResolver(Rule):
         if "cluster_resolver" in C.all_names(module):
             return module  # already migrated
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is not None:
+            # servers built per role branch with a literal job name: one server before the branching
+            module = hoist_role_servers(module, lambda call: self.qualname(call.func) in _SERVERS)
         self.from_tf_config = reads_tf_config(module)
         self.server_args = self._server_args(module)
         self._place_near_server(module)

@@ -39,7 +39,13 @@ from migrate.codemod.rules._program import (
     STRATEGY_CLASS,
     detect_strategy,
 )
-from migrate.codemod.rules._session_loop import carry_program_hooks, hook_arguments, hook_list_names
+from migrate.codemod.rules._session_loop import (
+    carry_program_hooks,
+    hook_arguments,
+    hook_list_names,
+    note_supervisor_chief,
+    supervisor_chief_read,
+)
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.tfnames import dotted
 
@@ -246,8 +252,19 @@ class GraphToStrategy(Rule):
     ``get_variable(..., regularizer=r)`` terms; a term added another way
     declines the block (TF2 fills no collection per step). TF1's
     RMSPropOptimizer stays (``tf.compat.v1``, TF1's numerics under every
-    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. Anything
-    the rule cannot map (a placeholder created inside a helper, a train op
+    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. A
+    placeholder a model helper makes and returns (``y, keep_prob =
+    net(x)``, TF1's deep MNIST tutorial) is made in the block and passed to
+    the helper, a step argument like the block's own; a shapeless one fed a
+    number in every run builds the model with that number. A dataset reader
+    built in the block (``input_data.read_data_sets``) runs once before the
+    strategy; ``tf.train.global_step(sess, gs)`` reads the variable; a
+    session bound to a name and entered later (``with mts as sess:``) is the
+    training session. Where the rewrite would leave a name the program still
+    reads unbound (a session or graph value used outside the runs it maps),
+    the block is declined at the statement reading it (``_dataflow.py``).
+    Anything the rule cannot map (a placeholder created inside a helper that
+    does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
     iterators, an asynchronous pipeline sharded per task, a
     SyncReplicasOptimizer outside a device-setter block) is reported for
@@ -274,9 +291,13 @@ class GraphToStrategy(Rule):
         # request_stop() ends the loop; classes reported as not carried over
         self.class_rewrites: dict[str, cst.ClassDef] = {}
         self.hook_stops: list[str] = []
+        self.hook_objects: set[str] = set()
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
+        self.signals_dropped = False  # a block's "done" signals to the ps were dropped
         module = transform(module, self)
+        if self.converted and self.signals_dropped:
+            module = _dataflow.drop_unused_functions(module, self._signal_makers)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         self._report_sync_left(module)
@@ -531,7 +552,14 @@ class GraphToStrategy(Rule):
         helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
         if helper_moves is not None:
             inner, helper_moves = helper_moves
-        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
+        # "done" signals to the ps tasks (`for q in create_done_queues(): ops.append(q.enqueue(1))`)
+        makers = self.__dict__.get("_signal_makers")
+        if makers is None:  # the same for the whole module
+            makers = self._signal_makers = _dataflow.queue_makers(self.ctx.module, self.qualname, QUEUE_CLASSES)
+        signals, signal_names = _dataflow.done_signals([*inner, *session_inside, *body[i + 1:]], makers)
+        inner = [st for st in inner if id(st) not in signals]
+        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
+                        | signal_names,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers())
         reported = len(self.ctx.reports)
@@ -558,7 +586,7 @@ class GraphToStrategy(Rule):
             return body
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
-        if not self._report_model_builders(graph):
+        if not self._report_model_builders(graph, device_with):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
@@ -575,7 +603,9 @@ class GraphToStrategy(Rule):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
-            chosen = _dataflow.plumbing_choice(statement, graph.dropped)
+            if id(statement) in signals:
+                continue
+            chosen = _dataflow.plumbing_choice(statement, graph.dropped, self.qualname)
             if chosen:
                 graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
                 continue
@@ -585,7 +615,7 @@ class GraphToStrategy(Rule):
                 kept.append(statement)
         after = kept
         session = _SessionRegion(self, graph, body)
-        session.scan(after)
+        session.scan(after, graph_part=inner)
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
@@ -620,6 +650,7 @@ class GraphToStrategy(Rule):
             return body
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        self.signals_dropped = self.signals_dropped or bool(signals)
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
@@ -700,13 +731,22 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._program().builds_no_train_op(value):
+                continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
             callee = C.code_of(value.func)
-            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`:"
-                        " TFM301 migrates train ops built in the device-setter block (an optimizer's minimize or"
-                        " apply_gradients there); this training was left as TF1",
+            where = self._program().origin_of(value)
+            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`"
+                        f"{where}: TFM301 migrates train ops built in the device-setter block (an optimizer's minimize"
+                        " or apply_gradients there); this training was left as TF1",
                         hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
                         " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
+        if graph.unsupported:
+            node, why = graph.unsupported[0]
+            self.report(node, f"cannot migrate automatically: {why}; this training was left as TF1",
+                        hint="keep one way of training in the device-setter block (the other in a program of its"
+                        " own), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
             return
         for statement in before:
             names, value, _ = C.assignment(statement)
@@ -1218,7 +1258,7 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
-    def _report_model_builders(self, graph: Graph) -> bool:
+    def _report_model_builders(self, graph: Graph, device_with: cst.With) -> bool:
         """A note for each model built by a sibling module's function: read
         there (present) or taken as an opaque builder (absent). A loss that
         reads a collection such a builder may fill declines: TF2 fills no
@@ -1250,9 +1290,11 @@ class GraphToStrategy(Rule):
                     why = (f"the model's variables are created by `{builder.function}()` of the project module"
                            f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
                            " step")
-                    hint = ""
-                self.report(builder.call, why, hint=hint, fixed=True, severity="info",
-                            reference=REFERENCE[self.strategy])
+                    hint = f"migrate `{builder.module.name}` with this file (tfmigrate on their directory)"
+                # a call inlined from another module is not in this file: the note goes on the block
+                source = "".join(self.ctx.source.split())
+                at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
+                self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
         return True
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
@@ -1953,6 +1995,7 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.supervisor_chief: dict[str, str | None] = {}  # Supervisor name -> its is_chief argument's code
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
@@ -1963,7 +2006,10 @@ class _SessionRegion:
         return item
 
     # ---------------------------------------------------------------- scan
-    def scan(self, statements) -> None:
+    def scan(self, statements, graph_part=()) -> None:
+        """Find the sessions, hooks and fetches of ``statements`` (the code after
+        the graph); a hook list the graph part builds (`hooks = [sync_hook,
+        stop_hook]` before the session starts) is read from ``graph_part``."""
         q = self.rule.qualname
         for statement in self.scope:
             for node in C.walk(statement):
@@ -1977,6 +2023,13 @@ class _SessionRegion:
             for call in C.calls_in(statement):
                 if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
                     hook_lists.update(h.value for h in hook_arguments(call, q) if isinstance(h, cst.Name))
+        for statement in graph_part:
+            for node in C.walk(statement):
+                self._hook_list_growth(node, hook_lists)
+                names, value, _ = C.assignment(node)
+                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
+                    self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
+                    self.removed_names.add(names[0])
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
@@ -1988,6 +2041,7 @@ class _SessionRegion:
                     vq = q(value.func)
                     if vq == "train.Supervisor":
                         self.supervisors.update(names)
+                        note_supervisor_chief(self.supervisor_chief, names, value)
                         self._supervisor_checkpointing(value)
                         self.removed_names.update(names)
                     elif vq in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS:
@@ -2037,6 +2091,9 @@ class _SessionRegion:
                             self.summary_results.update(
                                 el.value.value for el, name in zip(target.elements, fetch.names)
                                 if name in self.graph.dropped and isinstance(el.value, cst.Name))
+                        elif fetch.dropped_only and _dataflow.only_written_as_summary(target, statements, SUMMARY_WRITES):
+                            # `summary = sess.run(summary_op)` for `writer.add_summary(summary)`: gone with them
+                            self.summary_results.add(target.value)
                     self.fetch_by_call[id(node)] = fetch
                     key = fetch.key()
                     if fetch.ok and fetch.train:
@@ -2097,7 +2154,7 @@ class _SessionRegion:
             if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
                 bound = self.bindings.get(hook.value)
                 if bound is not None and isinstance(bound.func, cst.Name) and (
-                        bound.func.value in self.rule.declined_hooks):
+                        bound.func.value in getattr(self.rule, "declined_hooks", {})):
                     continue  # reported where its class does what a TF2 loop cannot
                 if bound is None or q(bound.func) is None:
                     made = f" (a `{C.code_of(bound.func)}`)" if bound is not None else ""
@@ -2113,7 +2170,7 @@ class _SessionRegion:
             if not isinstance(hook, cst.Call):
                 continue
             hq = q(hook.func)
-            if isinstance(hook.func, cst.Name) and hook.func.value in self.rule.declined_hooks:
+            if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "declined_hooks", {}):
                 continue  # reported where its class does what a TF2 loop cannot
             if hq is None and _method(hook) != "make_session_run_hook":
                 # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
@@ -2242,7 +2299,7 @@ class _SessionRegion:
         raise or exit in the body (one under `if sess.should_stop():` dies
         with the session), no other bound in the test, no input pipeline
         whose end raises OutOfRangeError."""
-        if self.last_step is not None or self.num_steps is not None or self.rule.hook_stops:
+        if self.last_step is not None or self.num_steps is not None or getattr(self.rule, "hook_stops", ()):
             return []
         return [node for statement in statements for node in C.walk(statement)
                 if isinstance(node, cst.While) and self._waits_for_stop(node.test)
@@ -2283,7 +2340,7 @@ class _SessionRegion:
 
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
-        stops = [f"{hook}.stop_requested" for hook in self.rule.hook_stops]
+        stops = [f"{hook}.stop_requested" for hook in getattr(self.rule, "hook_stops", ())]
         if self.last_step is not None:
             stops.insert(0, f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
         elif self.num_steps is not None:
@@ -2422,6 +2479,8 @@ class _SessionRewriter(cst.CSTTransformer):
 
     def leave_For(self, original, updated):
         self.loop_depth -= 1
+        if _dataflow.runs_dropped_ops(original, self.r.graph.dropped, self.r.sessions):
+            return cst.RemovalSentinel.REMOVE  # the ps tasks' "done" signals: TF2's ps serve to the end
         return self._timed_saves(updated, _Pipeliner(self.r, original, updated).result())
 
     def _timed_saves(self, updated, result):
@@ -2565,6 +2624,8 @@ class _SessionRewriter(cst.CSTTransformer):
                 if self.loop_depth:
                     return cst.FlattenSentinel([take, C.stmt(f"if {names[0]} is None:\n    break\n")])
                 return take
+            if fetch is not None and fetch.dropped_only and set(names) <= self.r.summary_results:
+                return cst.RemovalSentinel.REMOVE
             if fetch is not None and fetch.dropped_only:
                 self.r.rule.report(
                     original,
@@ -2603,6 +2664,10 @@ class _SessionRewriter(cst.CSTTransformer):
                 el.with_changes(key=cst.SimpleString(f'"{el.key.value}"')) for el in updated.elements
             ])
         return updated
+
+    def leave_Attribute(self, original, updated):
+        # `if sv.is_chief:` reads what the program told its Supervisor
+        return supervisor_chief_read(original, updated, self.r.supervisor_chief)
 
     def leave_UnaryOperation(self, original, updated):
         # `not sess.should_stop()` with no stop hook: the session never asked to stop
@@ -2652,7 +2717,9 @@ class _SessionRewriter(cst.CSTTransformer):
             self._report_foreign_feeds(fetch, original)
             args = self._args(fetch, getattr(canonical, "params", []))
             if args is None:
-                self.r.rule.report(original, "feed_dict does not feed every placeholder the step needs",
+                unfed = _dataflow.unfed_placeholders(fetch.feed, getattr(canonical, "params", []), self.r.graph)
+                what = f" ({', '.join(f'`{n}`' for n in unfed)} not fed: TF1 raised an error here too)" if unfed else ""
+                self.r.rule.report(original, f"feed_dict does not feed every placeholder the step needs{what}",
                                    hint="pass the step function's arguments explicitly",
                                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
                 return updated
@@ -2856,6 +2923,9 @@ class _Pipeliner:
         pre_names = set().union(*(C.names_used(st) for st in pre)) if pre else set()
         tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
         if (head_names | pre_names | tail_names) & state:
+            self._refuse()
+        if getattr(rule, "hook_objects", set()) & tail_names & (head_names | pre_names):
+            # a session hook's before_run (or the loop's stop) reads what its after_run sets
             self._refuse()
         # names the deferred tail binds live only there (and in the step's target)
         target_names = C.target_names(target) if target is not None else []
@@ -3196,7 +3266,7 @@ class _DropGraphModeSwitches(cst.CSTTransformer):
         return updated
 
     def leave_ClassDef(self, original, updated):
-        migrated = self.rule.class_rewrites.get(C.code_of(original))
+        migrated = getattr(self.rule, "class_rewrites", {}).get(C.code_of(original))
         return updated if migrated is None else migrated
 
     def leave_FunctionDef(self, original, updated):
@@ -3693,18 +3763,17 @@ GraphToStrategy.INVALID = [
         import tensorflow.compat.v1 as tf
 
 
-        def inference(x):
+        def inference(x, keep_prob):
             w = tf.get_variable("w", [3, 1])
-            keep_prob = tf.placeholder(tf.float32)
-            return keep_prob, tf.nn.dropout(tf.matmul(x, w), keep_prob)
+            return tf.nn.dropout(tf.matmul(x, w), keep_prob)
 
 
         def train(cluster, server, is_chief):
             strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
             coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 
-            def model_fn(x):
-                keep_prob, y = inference(x)
+            def model_fn(x, keep_prob):
+                y = inference(x, keep_prob)
                 loss = tf.reduce_mean(tf.square(y))
                 return loss
 
@@ -3714,20 +3783,20 @@ GraphToStrategy.INVALID = [
                 optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
-                model(tf.zeros([1, 3], tf.float32))
+                model(tf.zeros([1, 3], tf.float32), tf.constant(0.5, tf.float32))
             trainable_variables = model.trainable_variables
 
             @tf.function
-            def train_step(x):
-                def train_step_replica(x):
+            def train_step(x, keep_prob):
+                def train_step_replica(x, keep_prob):
                     global_step_value = global_step.read_value()
                     with tf.GradientTape() as tape:
-                        loss = model(x)
+                        loss = model(x, keep_prob)
                     gradients = tape.gradient(loss, trainable_variables)
                     optimizer.apply_gradients(zip(gradients, trainable_variables))
                     global_step.assign_add(1)
                     return global_step_value
-                results = strategy.run(train_step_replica, args=(x,))
+                results = strategy.run(train_step_replica, args=(x, keep_prob))
                 return tf.nest.map_structure(
                     lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
             # ParameterServerStrategy trains on whichever worker is free. Each closure costs
@@ -3751,14 +3820,14 @@ GraphToStrategy.INVALID = [
                 # Steps whose arguments have the same shapes share a closure, stacked.
                 groups = []
                 for arguments, captured in pending_steps:
-                    x, = arguments
+                    x, keep_prob = arguments
                     # feed_dict converted fed values to the placeholders' dtypes; tensors also
                     # take tf.function's fast path (NumPy arguments cost more than the step)
-                    x = tf.convert_to_tensor(x, tf.float32)
-                    shapes = [value.shape for value in (x,)]
+                    x, keep_prob = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(keep_prob, tf.float32)
+                    shapes = [value.shape for value in (x, keep_prob)]
                     if not groups or groups[-1][0] != shapes:
                         groups.append((shapes, []))
-                    groups[-1][1].append(((x,), captured))
+                    groups[-1][1].append(((x, keep_prob), captured))
                 for _, steps in groups:
                     stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
                     closure = coordinator.schedule(train_steps, args=tuple(stacked))
@@ -3775,7 +3844,7 @@ GraphToStrategy.INVALID = [
                     return
 
             while not scheduled_steps >= 500:
-                pending_steps.append(((batch(),), ()))
+                pending_steps.append(((batch(), 0.5), ()))
                 scheduled_steps += 1
                 if len(pending_steps) == steps_per_closure:
                     queue_pending_steps()
@@ -3785,7 +3854,7 @@ GraphToStrategy.INVALID = [
             while steps_in_flight:
                 finish_train_step(*steps_in_flight.pop(0))
         """,
-        diagnostics=('TFM301',),
+        diagnostics=(),
     ),
     Invalid(
         """
