@@ -215,6 +215,7 @@ def describe(images):
     assert "create_file_writer" not in result.output and "add_summary" not in result.output
     assert [line for line, _ in located(result, "TF1 summaries are not carried over")] == [
         line_of(source, "writer.add_summary")]
+    assert "also merged `tf.summary.histogram(...)` in `describe()`" in manual(result)[0]
 
 
 def test_add_summary_without_a_step_is_reported():
@@ -601,3 +602,13 @@ def test_a_hook_in_a_nested_loop_is_called_once_per_step():
     out = migrate(source).output
     assert out.count("progress.before_run()") == 1 and out.count("progress.after_run(") == 1
     assert out.count("progress.begin()") == 1 and out.count("progress.end()") == 1
+
+
+def test_hooks_passed_positionally_to_a_monitored_session_bound_the_loop_too():
+    source = HOOK_LIST_NAME.replace(
+        "    sess = tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks)\n",
+        "    sess = tf.train.MonitoredSession(tf.train.ChiefSessionCreator(master=server.target), hooks)\n")
+    result = migrate(source)
+    assert result.output.endswith(HOOK_LIST_NAME_LOOP.lstrip("\n"))
+    assert "MonitoredSession" not in result.output and "ChiefSessionCreator" not in result.output
+    assert manual(result) == []

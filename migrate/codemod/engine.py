@@ -942,7 +942,7 @@ _TF1_CLUSTER_TRAINING = frozenset(
     {"replica_device_setter", "SyncReplicasOptimizer", "MonitoredTrainingSession", "Supervisor"}
 )
 _CLUSTER_RULES = ("TFM201", "TFM202")
-_TRAINING_PREP_RULES = ("TFM300",)
+_TRAINING_PREP_RULES = ("TFM300", "TFM304")
 _TRAINING_RULES = ("TFM301", "TFM303")
 
 

@@ -115,16 +115,24 @@ def plan_summaries(module, inner, after, qualname, fetchable, variables=()) -> S
     if not seen:
         return None
     # summary ops built anywhere else (a model helper's histograms) would be merged too
-    for call in C.calls_in(module):
-        if qualname(call.func) in SUMMARY_OPS and id(call) not in seen and not any(
-                call is n for st in inner for n in C.walk(st)):
-            return None
+    if summary_elsewhere(module, inner, qualname, seen) is not None:
+        return None
     for statement in [*inner, *after]:
         for node in C.walk(statement):
             names, value, _ = C.assignment(node)
             if len(names) == 1 and isinstance(value, cst.Call) and qualname(value.func) in WRITERS:
                 plan.writers.add(names[0])
     return plan
+
+
+def summary_elsewhere(module, inner, qualname, seen=frozenset()) -> cst.Call | None:
+    """A summary op built outside the graph block's own statements (in a
+    helper the block calls, say), which merge_all() also merged."""
+    own = {id(found[1]) for found in (_summary_call(st, qualname) for st in inner) if found is not None}
+    for call in C.calls_in(module):
+        if qualname(call.func) in SUMMARY_OPS and id(call) not in seen and id(call) not in own:
+            return call
+    return None
 
 
 class _Rewrite(cst.CSTTransformer):
@@ -238,7 +246,15 @@ def carry_summaries(rule, graph, inner, after, reference: str):
     qualname = rule.qualname
     plan = plan_summaries(rule.ctx.module, inner, after, qualname,
                           lambda name: name in graph.compute_names, set(graph.variables))
+    rule.summaries_elsewhere = ""
     if plan is None:
+        other = summary_elsewhere(rule.ctx.module, inner, qualname)
+        if other is not None:
+            function = next((f.name.value for f in C.walk(rule.ctx.module) if isinstance(f, cst.FunctionDef)
+                             and any(n is other for n in C.walk(f))), None)
+            where = f" in `{function}()`" if function else ""
+            rule.summaries_elsewhere = (f" (merge_all() also merged `{C.code_of(other.func)}(...)`{where}, built"
+                                        " outside the graph block's own statements)")
         return after
     moved = [st for st in inner if C.assignment(st)[0] and set(C.assignment(st)[0]) <= plan.writers]
     rewriter = _Rewrite(plan, qualname, set(rule.taken))

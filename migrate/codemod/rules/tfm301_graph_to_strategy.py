@@ -8,7 +8,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow
+from migrate.codemod.rules import _dataflow, _rebinding
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -558,6 +558,11 @@ class GraphToStrategy(Rule):
             makers = self._signal_makers = _dataflow.queue_makers(self.ctx.module, self.qualname, QUEUE_CLASSES)
         signals, signal_names = _dataflow.done_signals([*inner, *session_inside, *body[i + 1:]], makers)
         inner = [st for st in inner if id(st) not in signals]
+        # layers built one after another under the same names (`weights = tf.Variable(...)`)
+        inner, renamed = _rebinding.distinct_variable_names(
+            inner, lambda call: self.qualname(call.func) in VARIABLE_CREATORS, self.taken)
+        if renamed:
+            device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
                         | signal_names,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
@@ -1437,16 +1442,18 @@ class GraphToStrategy(Rule):
             leading_lines=[cst.EmptyLine(indent=False)] if self.template is not None else [],
         )
         out.append(scope)
-        if graph.var_list is None and not graph.variables and self.template is None:
+        # the step counter `minimize` advanced is a tf.Variable too, never a trained one
+        trained = [v for v in graph.variables if v != graph.global_step]
+        if graph.var_list is None and not trained and self.template is None:
             self.report(device_with, "no trainable variables found for the training step",
                         hint="create the model's variables in the graph block", fixed=False,
                         reference=REFERENCE[strategy])
         if graph.var_list is not None:
             variables = C.code_of(graph.var_list)
         else:
-            variables = "[" + ", ".join(graph.variables) + "]"
+            variables = "[" + ", ".join(trained) + "]"
             if self.template is not None:
-                variables = (variables + " + " if graph.variables else "") + f"{self.template}.trainable_variables"
+                variables = (variables + " + " if trained else "") + f"{self.template}.trainable_variables"
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
 
@@ -2609,7 +2616,7 @@ class _SessionRewriter(cst.CSTTransformer):
                     self.r.summaries_reported = True
                     self.r.rule.report(
                         original, "TF1 summaries are not carried over: the summary op, its writer and this"
-                        f" `{method}` call were removed",
+                        f" `{method}` call were removed{getattr(self.r.rule, 'summaries_elsewhere', '')}",
                         hint="write tf.summary.scalar(...) under tf.summary.create_file_writer(logdir).as_default()"
                         " with the step's returned values",
                         reference=REFERENCE[self.r.rule.strategy], fixed=False)
