@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
 
 _INTERACTIVE = ("InteractiveSession",)
@@ -177,7 +178,8 @@ class SessionEvals(Rule):
         ]
         self.interactive = interactive[0] if len(interactive) == 1 else None
         self.defaults: list[str] = []  # sessions of the enclosing `with S.as_default():`
-        return module.visit(self)
+        # (the engine's walk: libcst's visit rebuilt the whole module, changed or not)
+        return transform(module, self)
 
     def _as_default(self, node: cst.With) -> str | None:
         if len(node.items) != 1 or node.items[0].asname is not None:
