@@ -445,7 +445,7 @@ def train(cluster, server, steps):
     result = migrate(source, path=str(tmp_path / "train.py"), select=("TFM300", "TFM301"))
     assert result.output == dedent(source)
     messages = {d.message: d.line for d in result.manual_work}
-    [inlined] = [m for m in messages if m.endswith("(found with the graph builder inlined)")]
+    [inlined] = [m for m in messages if m.endswith("(found with the rewrite of TFM300 applied)")]
     assert "reads a collection" in inlined and messages[inlined] == line_of(source, 'tf.get_collection("penalties")')
     assert any("comes from `build(...)`" in m for m in messages)
 
@@ -675,3 +675,47 @@ def train_and_report(''')
     assert result.output == migrate(PROCEDURE, select=("TFM300", "TFM301")).output
     assert sorted(d.line for d in result.diagnostics if d.code == "TFM300") == [
         line_of(source, "global_step, loss, train_op = build("), line_of(source, "train_and_report(server, task")]
+
+
+def test_a_train_op_bound_again_after_the_optimizer_built_it_is_declined_there():
+    """`if is_chief: ... train_op = tf.no_op()` under control dependencies on
+    a moving average: the step would lose the averages; declined, located."""
+    source = '''
+import tensorflow as tf
+
+
+def main(cluster, server, is_chief):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 3])
+        w = tf.Variable(tf.zeros([3, 1]))
+        loss = tf.reduce_sum(tf.matmul(x, w))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        if is_chief:
+            averages = tf.train.ExponentialMovingAverage(0.99, global_step)
+            with tf.control_dependencies([averages.apply(tf.trainable_variables()), train_op]):
+                train_op = tf.no_op()
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief) as sess:
+        for _ in range(10):
+            sess.run(train_op, feed_dict={x: [[1.0, 2.0, 3.0]]})
+'''
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = [d for d in result.manual_work if "bound again" in d.message]
+    assert reason.line == line_of(source, "if is_chief:") and "`train_op = tf.no_op()`" in reason.message
+    # without the rebinding the averages never ran in TF1 either: the same block migrates
+    plain = migrate(source.replace("                train_op = tf.no_op()\n", "                pass\n"))
+    assert "strategy.scope()" in plain.output
+
+
+def test_a_call_of_an_absent_module_given_no_graph_value_is_no_model_builder(tmp_path):
+    """`data_lib.scale_for("mnist")` reads no placeholder or tensor of the
+    block: not taken as a model builder (no recorder, no note)."""
+    source = _setter_program(
+        'setter = tf.train.replica_device_setter(cluster=cluster)', "setter", header="import data_lib\n").replace(
+        "        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))\n",
+        '        scale = data_lib.scale_for("mnist")\n'
+        "        loss = scale * tf.reduce_mean(tf.square(tf.matmul(x, w) - y))\n")
+    result = migrate(source, path=str(tmp_path / "train.py"))
+    assert "strategy.scope()" in result.output and "ModelBuiltOnce" not in result.output
+    assert not any("data_lib" in d.message for d in result.diagnostics)

@@ -262,7 +262,7 @@ def test_a_placeholder_a_model_helper_returns_becomes_its_parameter_and_a_step_a
     assert "placeholder(" not in result.output
 
 
-def test_a_helper_called_twice_keeps_its_placeholder_and_the_feed_is_reported():
+def test_a_helper_called_twice_keeps_its_placeholder_and_the_training_is_declined_where_it_is_fed():
     # another caller relies on the helper's own placeholder: nothing is moved
     source = HELPER_PLACEHOLDER + """
 
@@ -270,10 +270,11 @@ def evaluate(images):
     return network(images)
 """
     result = migrate(source)
-    assert "def network(images):" in result.output
-    assert "keep = tf.placeholder(tf.float32)" in result.output
-    assert any("`keep_prob` is fed but is not a placeholder of the graph block" in d.message
-               for d in manual(result))
+    # no step could be given keep_prob: the training stays TF1, said where it is fed
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert "`keep_prob` is fed to the session but is not a placeholder of the device-setter block" in reason.message
+    assert reason.line == line_of(source, "sess.run(train_op, feed_dict={images: xs, labels: ys, keep_prob: 0.5})")
 
 
 UNMIGRATED_USE = """
@@ -470,3 +471,38 @@ def test_a_summary_result_read_by_other_code_is_not_dropped():
     result = migrate(source)
     assert "archive(serialized)" in result.output
     assert "serialized = " in result.output
+
+
+def test_eval_in_the_sessions_default_scope_is_a_run_of_it():
+    source = SYNC_CHOICE.replace(
+        "        sess.run(train_op, feed_dict={x: batch()})\n",
+        "        sess.run(train_op, feed_dict={x: batch()})\n"
+        "        with sess.as_default():\n"
+        "            print(loss.eval({x: batch()}))\n")
+    result = migrate(source, select=("TFM304", "TFM301"))  # TFM304 spells the evals as runs
+    assert not manual(result)
+    assert "print(tf.nest.map_structure(lambda value: value.numpy(), compute_loss(batch())))" in lines(result.output)
+    assert "as_default" not in result.output and ".eval(" not in result.output
+
+
+def test_eval_naming_its_session_is_a_run_of_it():
+    source = SYNC_CHOICE.replace(
+        "        sess.run(train_op, feed_dict={x: batch()})\n",
+        "        sess.run(train_op, feed_dict={x: batch()})\n"
+        "        print(loss.eval(session=sess, feed_dict={x: batch()}))\n")
+    result = migrate(source, select=("TFM304", "TFM301"))  # TFM304 spells the evals as runs
+    assert not manual(result)
+    assert "compute_loss(batch())" in result.output and ".eval(" not in result.output
+
+
+def test_a_placeholder_made_before_the_block_declines_it_where_it_is_fed():
+    source = SYNC_CHOICE.replace(
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
+        "        x = tf.placeholder(tf.float32, [None, 4])\n",
+        "    x = tf.placeholder(tf.float32, [None, 4])\n"
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    reasons = [d for d in manual(result) if "`x` is fed to the session but is not a placeholder" in d.message]
+    assert [d.line for d in reasons] == [line_of(source, "sess.run(train_op, feed_dict={x: batch()})")]
+    assert "it is made by `x = tf.placeholder(tf.float32, [None, 4])`" in reasons[0].message

@@ -621,7 +621,8 @@ def _migrate(
             if prepared:
                 # why the training stayed TF1 once the builder was inlined: the
                 # run without the inlining only sees the builder's call
-                gated.extend(replace(d, message=f"{d.message} (found with the graph builder inlined)")
+                found_with = f" (found with the rewrite of {' and '.join(r.code for r in prepared)} applied)"
+                gated.extend(replace(d, message=d.message + found_with)
                              for d in diagnostics if d.code == "TFM301" and not d.fixed and d.severity != "info")
             dropped += prepared
         else:
@@ -640,7 +641,10 @@ def _migrate(
         output = runs.checked_code(module, applied)
     if output is not source:
         _compile_gate(output, runs, rules, applied, cell_marker)
-    diagnostics.extend(gated)
+    # a reason found with a builder inlined that the final run also gives is said once
+    final = {(d.code, d.line, d.column, d.message) for d in diagnostics}
+    diagnostics.extend(d for d in gated if (
+        d.code, d.line, d.column, _FOUND_WITH.sub("", d.message)) not in final or not _FOUND_WITH.search(d.message))
     output = output if output is source else output[0]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
     return MigrationResult(source, output, _dedupe(diagnostics), applied)
@@ -943,6 +947,7 @@ _TF1_CLUSTER_TRAINING = frozenset(
 )
 _CLUSTER_RULES = ("TFM201", "TFM202")
 _TRAINING_PREP_RULES = ("TFM300", "TFM304")
+_FOUND_WITH = re.compile(r" \(found with the rewrite of [A-Z0-9 and]+ applied\)$")
 _TRAINING_RULES = ("TFM301", "TFM303")
 
 

@@ -162,3 +162,25 @@ def strip_blank_lines(lines):
 def tuple_code(names) -> str:
     """Source of a tuple of names: `(a,)`, `(a, b)`."""
     return f"({names[0]},)" if len(names) == 1 else "(" + ", ".join(names) + ")"
+
+
+class _InnerBlocks(cst.CSTTransformer):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=self.fn(list(updated.body)))
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False
+
+    def visit_ClassDef(self, node) -> bool:
+        return False
+
+
+def map_inner_blocks(statement: cst.CSTNode, fn) -> cst.CSTNode:
+    """``statement`` with ``fn(statements)`` applied to every block nested in
+    it, innermost first (each block once), without entering functions or
+    classes: they are scopes of their own."""
+    return statement.visit(_InnerBlocks(fn))

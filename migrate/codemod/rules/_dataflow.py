@@ -601,3 +601,25 @@ def only_written_as_summary(target, statements, writes: set[str]) -> bool:
                 if type(node) is cst.Name and node.value == name)
     bindings = binding_counts(statements)[name]
     return inside_writes > 0 and reads == inside_writes + bindings
+
+
+def first_feed_of(name: str, statements) -> cst.CSTNode | None:
+    """The first statement feeding ``name`` (a `{name: value}` feed entry)."""
+    for statement in statements:
+        for node in C.walk(statement):
+            if type(node) is cst.DictElement and isinstance(node.key, cst.Name) and node.key.value == name:
+                return _innermost_reader(statement, name) or statement
+    return None
+
+
+def binding_code(name: str, nearby, module: cst.Module) -> str | None:
+    """The code of the statement binding ``name``: in ``nearby`` statements
+    first (the block's own scope), else at the module's top level; one line,
+    shortened."""
+    for statements in (nearby, list(module.body)):
+        for statement in statements:
+            for node in C.walk(statement):
+                if type(node) is cst.SimpleStatementLine and name in _bound([node]):
+                    code = " ".join("; ".join(C.code_of(small) for small in node.body).split())
+                    return code if len(code) <= 80 else code[:77] + "..."
+    return None

@@ -403,24 +403,12 @@ class _SummaryAfterStep:
         """`statements` with the writes placed; `descend`: also in their inner
         blocks (the nested transformer handles each inner block once, bottom-up)."""
         out = []
-        placer = self
-
-        class _Blocks(cst.CSTTransformer):
-            def leave_IndentedBlock(self, original, updated):
-                return updated.with_changes(body=placer.block(list(updated.body), descend=False))
-
-            def visit_FunctionDef(self, node):
-                return False
-
-            def visit_ClassDef(self, node):
-                return False
-
         for statement in statements:
             found = self._train_run(statement) if isinstance(statement, cst.SimpleStatementLine) else None
             if found is not None:
                 out += self._after(statement, found)
             elif descend and not isinstance(statement, cst.SimpleStatementLine):
-                out.append(statement.visit(_Blocks()))
+                out.append(C.map_inner_blocks(statement, lambda inner: self.block(inner, descend=False)))
             else:
                 out.append(statement)
         return out

@@ -579,6 +579,8 @@ class GraphToStrategy(Rule):
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
             return body
+        if self._report_train_op_rebound(graph):
+            return body
         if not self._plan_inputs(graph):
             return body
         if not self._plan_regularization(graph, inner):
@@ -650,6 +652,21 @@ class GraphToStrategy(Rule):
                         " device setter shared these) and ops run on the replica's device", fixed=True,
                         severity="info", reference=REFERENCE[self.strategy])
         out = hoisted + self._used_wrappers(prelude, new_after, session) + new_after
+        if session.foreign_feeds:
+            # a step cannot be given a value it has no argument for: the training stays TF1
+            self.converted, self.helper_rewrites, self.strategy_names = undo
+            del self.ctx.reports[reported:]
+            for name in sorted(session.foreign_feeds):
+                key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
+                made = _dataflow.binding_code(name, [*body[:i], device_with], self.ctx.module)
+                where = f"it is made by `{made}`" if made else "it is made elsewhere: before the block or in a helper"
+                self.report(key or device_with, f"training not migrated: `{name}` is fed to the session but is not a"
+                            f" placeholder of the device-setter block ({where}), so no step function has an argument"
+                            " for it",
+                            hint="create it in the graph block, or make it a parameter of the function that creates"
+                            " it (a tf.placeholder cannot run in TF2), then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            return body
         if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
             self.converted, self.helper_rewrites, self.strategy_names = undo
             return body
@@ -677,6 +694,28 @@ class GraphToStrategy(Rule):
                         hint="migrate this use by hand (or build it in the step function's results), then migrate"
                         " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
         return True
+
+    def _report_train_op_rebound(self, graph: Graph) -> bool:
+        """The train op's name bound again after the optimizer built it
+        (``if is_chief: with tf.control_dependencies([ema_op, train_op]):
+        train_op = tf.no_op()``, common in helpers TFM300 inlines): the step
+        would run only the optimizer's update and silently lose what the new
+        op also runs. Decline, at that statement."""
+        name = graph.train_op if isinstance(graph.train_op, str) else None
+        if name is None:
+            return False
+        for _, statement in graph.compute:
+            for node in C.walk(statement):
+                if isinstance(node, cst.Assign) and any(name in C.target_names(t.target) for t in node.targets):
+                    self.report(statement, f"the train op `{name}` is bound again after the optimizer built it"
+                                f" (`{C.code_of(node).strip()}`): the migrated step would run only the optimizer's"
+                                " update and lose what the new op also runs (moving averages, other updates);"
+                                " this training was left as TF1", hint="run those updates in the training loop"
+                                " after each step by hand (e.g. `ema.apply(...)` of tf.train.ExponentialMovingAverage"
+                                " once per step), then migrate the rest", reference=REFERENCE[self.strategy],
+                                fixed=False)
+                    return True
+        return False
 
     def _report_task_sharded_data(self, before, after) -> None:
         """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
@@ -1251,10 +1290,19 @@ class GraphToStrategy(Rule):
             if used & helpers or qualnames & VARIABLE_CREATORS:
                 wanted = True
                 self.creates_plain_variables |= bool(used & plain_helpers) or "Variable" in qualnames
-            for builder in self._program().model_builders(st):  # the model of a sibling module
+            for builder in self._model_builders(graph, st):  # the model of a sibling module
                 wanted = True
                 self.creates_plain_variables |= builder.plain
         return wanted
+
+    def _model_builders(self, graph: Graph, statement) -> list:
+        """The model builders of another module ``statement`` calls; an opaque
+        one (its module is not in the project) only when it is given a value
+        of the graph (a placeholder, a tensor of the block): `tfds.load("x")`
+        is no model."""
+        graph_values = set(graph.placeholder_names) | set(graph.compute_names)
+        return [b for b in self._program().model_builders(statement)
+                if not b.opaque or C.names_used(b.call) & graph_values]
 
     def _program(self) -> ProgramModel:
         """The program model of this file and its project (built once per run)."""
@@ -1268,7 +1316,7 @@ class GraphToStrategy(Rule):
         there (present) or taken as an opaque builder (absent). A loss that
         reads a collection such a builder may fill declines: TF2 fills no
         collection at each step (the builder's terms would be lost)."""
-        builders = [b for _, st in graph.compute for b in self._program().model_builders(st)]
+        builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
         if not builders:
             return True
         for _, st in graph.compute:
@@ -2004,6 +2052,7 @@ class _SessionRegion:
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
         self.supervisor_chief: dict[str, str | None] = {}  # Supervisor name -> its is_chief argument's code
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
+        self.foreign_feeds: set[str] = set()  # fed keys that are no placeholder of the block
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one
@@ -2744,6 +2793,7 @@ class _SessionRewriter(cst.CSTTransformer):
         for element in fetch.feed.elements:
             if (isinstance(element, cst.DictElement) and isinstance(element.key, cst.Name)
                     and element.key.value not in placeholders):
+                self.r.foreign_feeds.add(element.key.value)
                 self.r.rule.report(
                     run_call, f"`{element.key.value}` is fed but is not a placeholder of the graph block:"
                     " the step function has no argument for it and its value is not passed",

@@ -409,7 +409,7 @@ class TowersToMirrored(GraphToStrategy):
         pre += self._optimizer_from_loop(towers)
         pre = [st for st in pre if not self._list_init(st, towers, [*session_part, *after])]
         blockers: list[_Blocker] = []
-        graph = analyze(pre, self.qualname)
+        graph = analyze(pre, self.qualname, inputs=self._input_helpers())
         for node, why in graph.unsupported:
             blockers.append(_Blocker(node, f"tower loop `{_header(loop)}`: cannot migrate automatically: {why}",
                              "create variables at the top of the graph block (or in a tf.Module)"))
@@ -451,7 +451,8 @@ class TowersToMirrored(GraphToStrategy):
                                          "split the fed batch along axis 0 into equal slices, or port this by"
                                          " hand"))
         if not params and not bad_splits:
-            blockers.append(self._no_input(pairs, towers, header, graph, loss))
+            blockers.append(self._input_helper_problem(pre, pairs, header)
+                            or self._no_input(pairs, towers, header, graph, loss))
         self._check_tower_body(pairs, towers, header, blockers, index=bool(params) and not bad_splits)
         for original, new in pairs:
             shared = C.names_used(new) & towers.first_tower_names
@@ -472,6 +473,8 @@ class TowersToMirrored(GraphToStrategy):
                              " mapped to the Keras optimizer with the same update), or port this by hand"))
         self.post = []
         averaged, apply_call = self._read_post(post, towers, graph, header, blockers)
+        if self.ema is not None and self.ema[3]:
+            graph.state.append(self.ema[1])  # made under the strategy, updated by the step
         if graph.train_op is None:
             self.report(anchor, f"{header} not migrated: no `train_op = opt.apply_gradients(...)` after it",
                         hint="apply the averaged tower gradients with the optimizer's apply_gradients",
@@ -503,6 +506,8 @@ class TowersToMirrored(GraphToStrategy):
             for node, message, hint in sorted(blockers, key=lambda b: _order(statements + after, b.node)):
                 self._decline(node, message, hint)
             return None
+        if not self._plan_inputs(graph):
+            return None  # reported: a tf.data input TF1 read otherwise than each step's batch
         # build it; keep it only if it leaves no name of the TF1 graph behind
         reports, taken, imports = len(self.ctx.reports), set(self.taken), len(self.ctx.imports)
         strategies = set(self.strategy_names)
@@ -513,6 +518,10 @@ class TowersToMirrored(GraphToStrategy):
         prelude = self._build(block, graph, session)
         new_part = session.rewrite(session_part)
         new = self._used_wrappers(prelude, new_part, session) + new_part
+        if self.ema is not None and self.ema[3]:
+            update = C.stmts("# The moving averages follow the updated variables (tf.group gave the two no order).\n"
+                             f"{self.ema[0]}.apply({self.trainable_name})\n")
+            new = [transform(st, _BeforeReturn(self.train_replica_names, update)) for st in new]
         lost = _introduced(statements + after, new + after)
         if lost:
             del self.ctx.reports[reports:]
@@ -628,22 +637,31 @@ class TowersToMirrored(GraphToStrategy):
         self.bad_splits: dict[str, str] = {}
         for names, st in list(graph.compute):
             _, value, _ = C.assignment(st)
-            if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "split":
-                source = C.arg(value, 0, "value")
-                count = C.arg(value, 1, "num_or_size_splits")
-                axis = C.arg(value, 2, "axis")
+            # `xs = tf.split(x, n)`, or `xs, ys = tf.split(x, n), tf.split(y, n)`
+            values = [value] if len(names) == 1 else (
+                [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [])
+            if len(values) != len(names) or not all(
+                    isinstance(v, cst.Call) and self.qualname(v.func) == "split" for v in values):
+                continue
+            taken = {}
+            for name, call in zip(names, values):
+                source = C.arg(call, 0, "value")
+                count = C.arg(call, 1, "num_or_size_splits")
+                axis = C.arg(call, 2, "axis")
                 if axis is not None and not (isinstance(axis, cst.Integer) and axis.evaluated_value == 0):
-                    self.bad_splits[names[0]] = (f"it splits axis `{C.code_of(axis)}`, not the batch axis the"
-                                                 " strategy's replicas are sliced on")
+                    self.bad_splits[name] = (f"it splits axis `{C.code_of(axis)}`, not the batch axis the"
+                                             " strategy's replicas are sliced on")
                 elif isinstance(count, (cst.List, cst.Tuple)):
-                    self.bad_splits[names[0]] = ("its slices have sizes of their own, the strategy's replicas"
-                                                 " take equal slices")
+                    self.bad_splits[name] = ("its slices have sizes of their own, the strategy's replicas"
+                                             " take equal slices")
                 elif not (isinstance(source, cst.Name) and source.value in graph.placeholder_names):
-                    self.bad_splits[names[0]] = (f"it splits `{C.code_of(source) if source else '?'}`, not a"
-                                                 " placeholder fed by the session")
+                    self.bad_splits[name] = (f"it splits `{C.code_of(source) if source else '?'}`, not a"
+                                             " placeholder fed by the session")
                 else:
-                    splits[names[0]] = source.value
-                    graph.compute.remove((names, st))
+                    taken[name] = source.value
+            if len(taken) == len(names):
+                splits.update(taken)
+                graph.compute.remove((names, st))
         return splits
 
     # ---------------------------------------------------------------- checks
@@ -734,6 +752,29 @@ class TowersToMirrored(GraphToStrategy):
                                  " replica function"))
                 break
 
+    def _input_helper_problem(self, pre, pairs, header) -> _Blocker | None:
+        """Towers reading the batch a module function returns from a tf.data
+        iterator in a shape the input planning does not follow (`features,
+        labels = iterator.get_next()` then `return features, labels`)."""
+        read = set().union(*(C.names_used(new) for _, new in pairs)) if pairs else set()
+        for st in pre:
+            names, value, _ = C.assignment(st)
+            if not (set(names) & read and isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+                continue
+            helper = next((f for f in C.walk(self.module_in) if isinstance(f, cst.FunctionDef)
+                           and f.name.value == value.func.value), None)
+            if helper is None or not any(isinstance(n, cst.Call) and _method(n) == "get_next" for n in C.walk(helper)):
+                continue
+            if value.func.value in self._input_helpers():
+                continue
+            return _Blocker(st, f"{header}: the towers read `{', '.join(names)}` from `{_first_line(st)}`, a batch"
+                            f" of a tf.data iterator that `{value.func.value}()` does not return as"
+                            " `tf.data.make_one_shot_iterator(dataset).get_next()` (or `dataset.make_one_shot_iterator()"
+                            ".get_next()`): TFM303 cannot tell which batches each step took",
+                            f"make `{value.func.value}()` return `dataset.make_one_shot_iterator().get_next()` itself,"
+                            " then migrate again (every tower read the same batch: so will every replica)")
+        return None
+
     def _no_input(self, pairs, towers: _Towers, header, graph: Graph, loss):
         """The decline of towers that read no fed placeholder, located where
         a tower gets its input (among the statements its loss depends on)."""
@@ -767,8 +808,11 @@ class TowersToMirrored(GraphToStrategy):
         """Sort the statements after the tower loop; (averaged gradient names, apply_gradients call)."""
         averaged: set[str] = set()
         apply_call = None
+        self.ema = None  # (name, constructor statement, apply op name, grouped into the train op)
         for st in post:
             names, value, _ = C.assignment(st)
+            if self._moving_average(st, names, value):
+                continue
             if isinstance(value, cst.Call) and _method(value) == "apply_gradients" and len(names) == 1:
                 graph.train_op = names[0]
                 apply_call = value
@@ -792,6 +836,10 @@ class TowersToMirrored(GraphToStrategy):
                     graph.train_op in C.names_used(value)):
                 others = [a for a in value.args if not (isinstance(a.value, cst.Name)
                                                         and a.value.value == graph.train_op) and a.keyword is None]
+                if self.ema is not None and self.ema[2] and len(others) == 1 and isinstance(others[0].value, cst.Name) \
+                        and others[0].value.value == self.ema[2] and len(names) == 1:
+                    self.ema = (*self.ema[:3], True)
+                    others = []  # the moving averages are updated in the step, after the variables
                 if not others and len(names) == 1:
                     graph.train_op = names[0]  # tf.group(apply_gradient_op)
                     continue
@@ -819,6 +867,23 @@ class TowersToMirrored(GraphToStrategy):
                 continue
             extend(graph, st, self.qualname)
         return averaged, apply_call
+
+    def _moving_average(self, st, names, value) -> bool:
+        """`ema = tf.train.ExponentialMovingAverage(decay, num_updates)` and
+        `ema_op = ema.apply(tf.trainable_variables())` after the tower loop:
+        taken here (the step updates the averages); False for anything else."""
+        if len(names) != 1 or not isinstance(value, cst.Call):
+            return False
+        if self.qualname(value.func) == "train.ExponentialMovingAverage" and self.ema is None:
+            self.ema = (names[0], st, "", False)
+            return True
+        if self.ema is not None and not self.ema[2] and _method(value) == "apply" and isinstance(
+                value.func.value, cst.Name) and value.func.value.value == self.ema[0] and len(value.args) == 1:
+            listed = value.args[0].value
+            if isinstance(listed, cst.Call) and self.qualname(listed.func) == "trainable_variables" and not listed.args:
+                self.ema = (self.ema[0], self.ema[1], names[0], False)
+                return True
+        return False
 
     def _schedules(self, pre, graph: Graph, region, apply_call, header, blockers) -> set:
         """`lr = tf.train.exponential_decay(...)` read by the optimizer -> a
@@ -1117,6 +1182,7 @@ class TowersToMirrored(GraphToStrategy):
         # stays in the tf.function too: run eagerly, those ops cost more than
         # a whole training step of the towers reference.
         names = ", ".join(params)
+        self.train_replica_names = getattr(self, "train_replica_names", set()) | {f"{step_name}_replica"}
         lines = [f"def {step_name}({names}):"]
         wrapper = self._slice_wrapper(step_name, params)
         lines += wrapper
@@ -1236,6 +1302,23 @@ class TowersToMirrored(GraphToStrategy):
         fn = C.stmt("\n".join(lines) + "\n")
         return [fn.with_changes(decorators=[cst.Decorator(C.expr("tf.function"))],
                                 leading_lines=[cst.EmptyLine(indent=False)])]
+
+    def _build(self, device_with: cst.With, graph: Graph, session):
+        out = super()._build(device_with, graph, session)
+        if self.ema is None or not self.ema[3]:
+            return out
+        # the averages' variables are made once, from the variables' initial
+        # values as TF1's were (that first update leaves them equal)
+        k = next(k for k, st in enumerate(out) if C.assignment(st)[0] == [self.trainable_name])
+        made = C.stmts(
+            f"with {self.strategy_name}.scope():\n"
+            "    # The moving averages start from the variables' initial values, as TF1's did.\n"
+            f"    {self.ema[0]}.apply({self.trainable_name})\n")
+        self.report(self.ema[1], f"`{_first_line(self.ema[1])}`: the moving averages of the trainable variables are"
+                    " made under the strategy and updated by each step after the variables (TF1's tf.group ran the"
+                    " two updates in no set order; ema.average(variable) reads them)", fixed=True,
+                    severity="info", reference=REFERENCE[MIRRORED])
+        return [*out[:k + 1], *made, *out[k + 1:]]
 
     def _model_function(self, graph: Graph, session):
         """All tower statements as one function of the placeholders, returning
@@ -1495,6 +1578,22 @@ def _introduced(before, after) -> list[str]:
 
 _AVERAGED_COMMENT = "# average_gradients averaged the replicas' gradients; strategies sum them."
 _CONCATENATED_COMMENT = "# The towers minimized the mean of their losses; strategies sum the replicas' gradients."
+
+
+class _BeforeReturn(cst.CSTTransformer):
+    """Statements added before the return of the named functions."""
+
+    def __init__(self, names: set[str], statements):
+        super().__init__()
+        self.names, self.statements = names, statements
+
+    def leave_FunctionDef(self, original, updated):
+        if updated.name.value not in self.names or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body = list(updated.body.body)
+        k = next((k for k, st in enumerate(body) if isinstance(st, cst.SimpleStatementLine)
+                  and isinstance(st.body[0], cst.Return)), len(body))
+        return updated.with_changes(body=updated.body.with_changes(body=[*body[:k], *self.statements, *body[k:]]))
 
 
 class _ReplaceComment(cst.CSTTransformer):
@@ -2124,7 +2223,7 @@ TowersToMirrored.INVALID = [
                         saver.save(sess, data_dir + "/model.ckpt", global_step=i)
         """,
         None,
-        diagnostics=('TFM303', 'TFM303', 'TFM303', 'TFM303'),
+        diagnostics=('TFM303', 'TFM303', 'TFM303'),
     ),
     # a tower loop inside an `if` is not migrated, and says so
     Invalid(

@@ -11,10 +11,9 @@ from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
 
 _INTERACTIVE = ("InteractiveSession",)
-# calls that cannot read a default session: an `as_default()` block holding only
-# these (and the session's own run calls) is not needed once its evals are runs
-_PLAIN_CALLS = {"print", "len", "str", "int", "float", "bool", "round", "abs", "min", "max", "sum", "format",
-                "repr", "range", "enumerate", "zip", "list", "tuple", "dict", "sorted"}
+# what reads the default session: an `as_default()` block in which nothing does
+# (after its evals became runs) is not needed
+_DEFAULT_READERS = ("eval", "run", "get_default_session")
 
 
 def _keywords(call: cst.Call) -> dict[str, cst.BaseExpression] | None:
@@ -108,6 +107,31 @@ class SessionEvals(Rule):
     )
 
     INVALID = (
+        # a function of the module reads the default session: the `with` stays for it
+        Invalid(
+            """
+            import tensorflow as tf
+
+            def show(tensor):
+                print(tensor.eval())
+
+            def report(sess, accuracy, x, batch):
+                with sess.as_default():
+                    print(accuracy.eval({x: batch}))
+                    show(accuracy)
+            """,
+            expected="""
+            import tensorflow as tf
+
+            def show(tensor):
+                print(tensor.eval())
+
+            def report(sess, accuracy, x, batch):
+                with sess.as_default():
+                    print(sess.run(accuracy, feed_dict={x: batch}))
+                    show(accuracy)
+            """,
+        ),
         Invalid(
             """
             import tensorflow as tf
@@ -178,6 +202,12 @@ class SessionEvals(Rule):
         ]
         self.interactive = interactive[0] if len(interactive) == 1 else None
         self.defaults: list[str] = []  # sessions of the enclosing `with S.as_default():`
+        self.reading_functions = {
+            f.name.value for f in C.walk(module) if isinstance(f, cst.FunctionDef)
+            and any(isinstance(c.func, (cst.Attribute, cst.Name))
+                    and (c.func.attr.value if isinstance(c.func, cst.Attribute) else c.func.value) in _DEFAULT_READERS
+                    for c in C.calls_in(f))
+        }
         # (the engine's walk: libcst's visit rebuilt the whole module, changed or not)
         return transform(module, self)
 
@@ -209,17 +239,16 @@ class SessionEvals(Rule):
         return cst.FlattenSentinel(body)
 
     def _needs_no_default(self, body: cst.BaseSuite, session: str) -> bool:
-        """Nothing in ``body`` can read the default session: its calls are the
-        session's own runs, Python builtins and string formatting."""
+        """Nothing in ``body`` reads the default session: no call of ``eval``,
+        ``run`` (but the session's own) or ``get_default_session``, and no call
+        of a function of this module that makes one."""
         for call in C.calls_in(body):
             func = call.func
-            if isinstance(func, cst.Name) and func.value in _PLAIN_CALLS:
+            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if name == "run" and isinstance(func, cst.Attribute) and C.code_of(func.value) == session:
                 continue
-            if isinstance(func, cst.Attribute) and func.attr.value == "format":
-                continue
-            if isinstance(func, cst.Attribute) and func.attr.value == "run" and C.code_of(func.value) == session:
-                continue
-            return False
+            if name in _DEFAULT_READERS or name in self.reading_functions:
+                return False
         return True
 
     def leave_Call(self, original: cst.Call, updated: cst.Call):
