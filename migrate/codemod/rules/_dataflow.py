@@ -229,9 +229,11 @@ def _params(params: cst.Parameters) -> list[cst.Param]:
     return out
 
 
-def _innermost_reader(statement, name: str, reads: dict[int, tuple[cst.CSTNode, set[str]]]):
+def _innermost_reader(statement, name: str, reads: dict[int, tuple[cst.CSTNode, set[str]]] | None = None):
     """The innermost statement in ``statement`` reading ``name``, or None
     (``reads``: free reads of the statements seen so far, by id)."""
+    if reads is None:
+        reads = {}
     known = reads.get(id(statement))
     if known is None or known[0] is not statement:
         known = reads[id(statement)] = (statement, free_reads([statement]))
