@@ -54,6 +54,7 @@ def names_used(node: cst.CSTNode) -> set[str]:
 
 
 def target_names(target: cst.BaseExpression) -> list[str]:
+    """Names an assignment target binds (``a``, ``a, (b, *c)``; not ``x.a``, ``x[a]``)."""
     if isinstance(target, cst.Name):
         return [target.value]
     if isinstance(target, (cst.Tuple, cst.List)):
@@ -61,6 +62,8 @@ def target_names(target: cst.BaseExpression) -> list[str]:
         for el in target.elements:
             out.extend(target_names(el.value))
         return out
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
     return []
 
 

@@ -12,6 +12,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import children, transform
 from migrate.codemod.program.model import ProgramModel
 from migrate.codemod.program.project import ProjectModule
+from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._graph import _is_optimizer, is_device_item
 from migrate.codemod.rules.tfm301_graph_to_strategy import (
@@ -36,16 +37,7 @@ def _optimizer_like(q: str | None) -> bool:
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: set[str] = set()
-        for el in target.elements:
-            out |= _target_names(el.value)
-        return out
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()
+    return set(C.target_names(target))
 
 
 def _walk(node: cst.CSTNode, skip: cst.CSTNode | None = None):
@@ -56,18 +48,6 @@ def _walk(node: cst.CSTNode, skip: cst.CSTNode | None = None):
         if n is skip:
             continue
         yield n
-        stack.extend(reversed(list(children(n))))
-
-
-def _own_scope(node: cst.CSTNode):
-    """The nodes of a function body in its own scope (not in nested
-    functions, lambdas or classes)."""
-    stack = list(reversed(list(children(node))))
-    while stack:
-        n = stack.pop()
-        yield n
-        if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            continue
         stack.extend(reversed(list(children(n))))
 
 
@@ -688,7 +668,7 @@ class InlineGraphBuilder(Rule):
         """A function with no ``return`` that calls a train-op builder of this
         file as ``targets = builder(...)``: inlined, it brings that call into
         the block, where the next round inlines it."""
-        if any(isinstance(node, cst.Return) for node in _own_scope(fn.body)):
+        if any(isinstance(node, cst.Return) for node in own_scope(fn.body)):
             return False
         for statement in fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ():
             names, value, _ = C.assignment(statement)
@@ -725,14 +705,14 @@ class InlineGraphBuilder(Rule):
         if not body:
             return None
         ret = body[-1]
-        procedure = not any(isinstance(node, cst.Return) for node in _own_scope(fn.body))
+        procedure = not any(isinstance(node, cst.Return) for node in own_scope(fn.body))
         if procedure:
             # builds the graph (and maybe runs its session) and returns nothing: called as a statement
             ret = None
         elif not (isinstance(ret, cst.SimpleStatementLine) and len(ret.body) == 1
                   and isinstance(ret.body[0], cst.Return) and ret.body[0].value is not None):
             return None
-        for node in _own_scope(fn.body):
+        for node in own_scope(fn.body):
             if isinstance(node, (cst.Yield, cst.Await, cst.Global, cst.Nonlocal)):
                 return None
             if isinstance(node, cst.Return) and node is not ret.body[0]:
