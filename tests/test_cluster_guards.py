@@ -257,3 +257,29 @@ def test_a_ps_branch_joining_a_server_built_here_is_not_this_gate():
     result = migrate_source(built_here, path="lab.py")
     assert "TFM301" in result.rules_applied and "ParameterServerStrategy" in result.output
     assert not [d for d in result.manual_work if "built by a helper" in d.message]
+
+
+def test_a_parameter_server_cluster_from_a_variable_is_reported_to_need_a_chief():
+    """``ClusterSpec(hosts)`` with ``hosts`` a dict made elsewhere: TFM201 cannot
+    add the chief entry ParameterServerStrategy needs, and says so there."""
+    from_variable = dedent(
+        """
+        import tensorflow as tf
+        flags = tf.app.flags
+        flags.DEFINE_string("job_name", "", "ps or worker")
+        flags.DEFINE_integer("task_index", 0, "task")
+        FLAGS = flags.FLAGS
+
+        def main(_):
+            hosts = load_hosts()
+            cluster = tf.train.ClusterSpec(hosts)
+            server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+            with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                pass
+        """
+    )
+    result = migrate_source(from_variable, select=["TFM201"])
+    [chief] = [d for d in result.manual_work if "'chief'" in d.message]
+    assert '`hosts` must have a "chief" job' in chief.message
+    line = from_variable.splitlines()[chief.line - 1]
+    assert line[chief.column - 1 :].startswith("cluster = tf.train.ClusterSpec(hosts)")

@@ -231,6 +231,17 @@ class ClusterResolver(Rule):
     def _fix_cluster_dict(self, statement, call: cst.Call):
         spec = C.arg(call, 0, "cluster")
         if not isinstance(spec, cst.Dict):
+            if self.strategy == PSS and spec is not None and not self.from_tf_config:
+                # a dict built elsewhere (a variable, an environment variable): its jobs are not known here
+                self.report(
+                    statement,
+                    f"ParameterServerStrategy needs a 'chief' (coordinator) task: `{C.code_of(spec)}` must have a"
+                    " \"chief\" job besides \"ps\" and \"worker\"",
+                    hint='add "chief": ["host:port"] to the cluster and launch one more process with'
+                    " --job_name=chief",
+                    reference="legacy_reference/async_ps.py",
+                    fixed=False,
+                )
             return statement
         keys = _dict_keys(spec)
         new_spec = spec
