@@ -1,7 +1,14 @@
 """Benchmark: ``tfmigrate -o`` against ``tf_upgrade_v2 --intree/--outtree`` and a
-bare libcst parse+regenerate, on the same generated tree.
+bare libcst parse+regenerate, on the same generated tree (or real code).
 
     python benchmarks/bench_codemod.py [--files 500] [--tf-fraction 0.2] [--jobs N]
+    python benchmarks/bench_codemod.py --dir DIR   # the .py files under DIR
+
+With ``--dir`` the tools run on a temporary copy of the ``.py`` files under
+DIR (nothing of DIR is kept), the per-file table lists every file with its
+engine / bare ratio, and the figures go to their own section of
+``benchmarks/RESULTS-realworld.md``. A Python 2 file is timed on the Python 3
+text the engine sees (the ``fissix`` pre-pass, not timed, converts it first).
 
 Measures, on a deterministic tree (``gen_tree.py``: a fifth of the files are
 legacy TF1 distributed code):
@@ -40,6 +47,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from gen_tree import generate_tree
+from results_sections import replace_section
 
 BARE_LIBCST = r"""
 import os, sys, libcst
@@ -51,7 +59,10 @@ for dirpath, _, names in os.walk(src):
         os.makedirs(os.path.dirname(out), exist_ok=True)
         data = open(path, encoding="utf-8").read()
         if name.endswith(".py"):
-            data = libcst.parse_module(data).code
+            try:
+                data = libcst.parse_module(data).code
+            except libcst.ParserSyntaxError:
+                pass  # (Python 2 in real trees) copied as it is
         with open(out, "w", encoding="utf-8") as f:
             f.write(data)
 """
@@ -64,15 +75,16 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def _timed(cmd: list[str], env: dict | None = None) -> tuple[float, subprocess.CompletedProcess]:
+def _timed(cmd: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd, timeout=3600, check=False)
     return time.perf_counter() - start, proc
 
 
 def _tfmigrate_cmd() -> list[str]:
-    script = shutil.which("tfmigrate")
-    return [script] if script else [sys.executable, "-m", "migrate"]
+    # `python3 -m migrate` from the checkout this script is in (cwd first on
+    # sys.path): an installed `tfmigrate` may be another copy of the package
+    return [sys.executable, "-m", "migrate"]
 
 
 def run_tfmigrate(tree: Path, out: Path, jobs: int) -> dict:
@@ -90,6 +102,7 @@ def run_tfmigrate(tree: Path, out: Path, jobs: int) -> dict:
             str(tree),
         ],
         env,
+        HERE.parent,
     )
     if proc.returncode not in (0, 1, 2) or not proc.stdout.startswith("{"):
         raise SystemExit(f"tfmigrate failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
@@ -116,35 +129,67 @@ def run_bare_libcst(tree: Path, out: Path) -> dict:
     return {"seconds": seconds}
 
 
+def engine_input(text: str) -> str | None:
+    """The Python 3 text the engine runs on for a file (Python 2 converted
+    as the CLI does), None when the engine cannot process it."""
+    from migrate.codemod import py2
+    from migrate.codemod.engine import MigrationError, migrate_source
+
+    try:
+        migrate_source(text)
+        return text
+    except MigrationError:
+        pass
+    try:
+        converted, _ = py2.convert(text)
+        migrate_source(converted)
+        return converted
+    except (MigrationError, ValueError):
+        return None
+
+
 def per_file_overhead(tree: Path, per_rule: bool, rounds: int = 5) -> dict:
     """Engine against the bare round trip on the TensorFlow files, timed file
     by file in alternation (bare, engine, bare, engine, ...): this machine's
     speed drifts by up to 2x within a minute, and alternating exposes both
     sides to the same drift. Each round sums the files; the median round is
-    reported."""
+    reported, and per file the median of its rounds."""
     import libcst
 
     from migrate.codemod.engine import mentions_tensorflow, migrate_source
     from migrate.codemod.rules import REGISTRY
 
-    sources = [p.read_text() for p in sorted(tree.rglob("*.py"))]
-    tf_sources = [s for s in sources if mentions_tensorflow(s)]
-    for s in tf_sources:  # warm up: imports, caches of node-type tables
-        migrate_source(s)
+    named = {}
+    for path in sorted(tree.rglob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if mentions_tensorflow(text):
+            # warm up on the way: imports, caches of node-type tables
+            source = engine_input(text)
+            if source is not None:
+                named[str(path.relative_to(tree))] = source
+    tf_sources = list(named.values())
 
     clock = time.perf_counter
     round_times = []
+    file_times: dict[str, list[tuple[float, float]]] = {name: [] for name in named}
     for _ in range(rounds):
         bare = engine = 0.0
-        for s in tf_sources:
+        for name, s in named.items():
             start = clock()
             _ = libcst.parse_module(s).code
             middle = clock()
             migrate_source(s)
+            end = clock()
             bare += middle - start
-            engine += clock() - middle
+            engine += end - middle
+            file_times[name].append((middle - start, end - middle))
         round_times.append((engine / bare, bare, engine))
     _, bare, engine = sorted(round_times)[len(round_times) // 2]
+    files = []
+    for name, times in file_times.items():
+        file_bare = sorted(b for b, _ in times)[len(times) // 2]
+        file_engine = sorted(e for _, e in times)[len(times) // 2]
+        files.append({"file": name, "bare": file_bare, "engine": file_engine, "ratio": file_engine / file_bare})
     rules = {}
     if per_rule:
         for rule in REGISTRY:
@@ -164,6 +209,7 @@ def per_file_overhead(tree: Path, per_rule: bool, rounds: int = 5) -> dict:
         "engine_seconds": engine,
         "rules": [r.code for r in REGISTRY],
         "per_rule_seconds": rules,
+        "files": files,
     }
 
 
@@ -262,6 +308,101 @@ def write_results(
     return text
 
 
+def copy_python_files(src: Path, dst: Path) -> dict:
+    """The ``.py`` files under ``src`` copied to ``dst`` (same relative paths): every
+    tool then sees the same tree, and nothing else of ``src``."""
+    count = tf_files = size = 0
+    for path in sorted(src.rglob("*.py")):
+        target = dst / path.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = path.read_bytes()
+        target.write_bytes(data)
+        count += 1
+        tf_files += b"tensorflow" in data
+        size += len(data)
+    return {"files": count, "tf_files": tf_files, "bytes": size}
+
+
+def realworld_section(args, counts: dict, tfm: dict, tfu: dict | None, bare: dict, per_file: dict) -> str:
+    """The speed section of RESULTS-realworld.md for ``--dir``."""
+    speedup = tfu["seconds"] / tfm["seconds"] if tfu and tfu.get("exit") == 0 else None
+    engine_ratio = per_file["engine_seconds"] / per_file["bare_seconds"]
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
+    files = sorted(per_file["files"], key=lambda f: -f["ratio"])
+    over = [f for f in files if f["ratio"] > 10]
+    tfu_cell = (
+        "not installed" if tfu is None
+        else f"failed (exit {tfu['exit']})" if tfu.get("exit") != 0
+        else f"{tfu['seconds']:.2f}"
+    )
+    lines = [
+        "## Speed on real code",
+        "",
+        f"Command: `python3 benchmarks/bench_codemod.py --dir {args.dir} --jobs {args.jobs} --rounds {args.rounds}`  ",
+        f"Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
+        (
+            f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()},"
+            f" libcst {_version('libcst')}, tensorflow-cpu {_version('tensorflow-cpu')}; load average at the end"
+            f" {', '.join(f'{x:.2f}' for x in load)} (other jobs on the machine skew wall-clock figures)  "
+        ),
+        (
+            f"Input: the {counts['files']} `.py` files of the directory ({counts['tf_files']} mention TensorFlow,"
+            f" {counts['bytes'] / 1e6:.2f} MB), copied to a temporary tree every tool reads"
+        ),
+        "",
+        "| end to end, output tree written | seconds | vs tfmigrate |",
+        "|---|---:|---:|",
+        f"| `tfmigrate -o` (--jobs {args.jobs}) | {tfm['seconds']:.2f} | 1.00x |",
+        f"| `tf_upgrade_v2 --intree/--outtree` | {tfu_cell} | {_ratio(tfu and tfu.get('seconds'), tfm['seconds'])} |",
+        f"| bare libcst parse+regenerate, 1 process | {bare['seconds']:.2f} | {_ratio(bare['seconds'], tfm['seconds'])} |",
+        "",
+        f"**tfmigrate vs tf_upgrade_v2 end to end: {f'{speedup:.2f}x faster' if speedup else 'n/a'}** (target >= 2x).",
+        "",
+        (
+            f"Per file, in one process, engine (`migrate_source`, all rules) against a bare libcst"
+            f" parse + regenerate of the same text, timed alternately file by file, median of {per_file['rounds']}"
+            f" rounds (round ratios {per_file['ratio_spread'][0]}-{per_file['ratio_spread'][1]}x),"
+            f" {per_file['tf_files']} files the engine processes:"
+        ),
+        "",
+        (
+            f"**Engine / bare round trip overall: {engine_ratio:.2f}x** ({per_file['engine_seconds']:.2f} s vs"
+            f" {per_file['bare_seconds']:.2f} s; target <= 3x); **worst file {files[0]['ratio']:.1f}x**"
+            f" ({files[0]['file']}); files over 10x: {', '.join(f['file'] for f in over) or 'none'} (target: none)."
+        ) if files else "No file to time.",
+        "",
+        "| file | bare ms | engine ms | engine / bare |",
+        "|---|---:|---:|---:|",
+        *(f"| {f['file']} | {1000 * f['bare']:.1f} | {1000 * f['engine']:.1f} | {f['ratio']:.1f}x |" for f in files),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main_dir(args) -> int:
+    """``--dir``: the same measurements on the ``.py`` files of a real directory."""
+    work = Path(tempfile.mkdtemp(prefix="tfmigrate-bench-dir-"))
+    try:
+        tree = work / "tree"
+        counts = copy_python_files(args.dir.resolve(), tree)
+        print(f"tree: {counts}", flush=True)
+        tfm = run_tfmigrate(tree, work / "out_tfmigrate", args.jobs)
+        print(f"tfmigrate -o: {tfm['seconds']:.2f}s ({tfm['summary']['text']})", flush=True)
+        tfu = run_tf_upgrade_v2(tree, work / "out_tf_upgrade_v2", work / "tf_upgrade_v2_report.txt")
+        print("tf_upgrade_v2: " + ("not installed" if tfu is None else f"{tfu['seconds']:.2f}s (exit {tfu['exit']})"),
+              flush=True)
+        bare = run_bare_libcst(tree, work / "out_libcst")
+        print(f"bare libcst: {bare['seconds']:.2f}s", flush=True)
+        per_file = per_file_overhead(tree, args.per_rule, args.rounds)
+        text = realworld_section(args, counts, tfm, tfu, bare, per_file)
+        print()
+        print(text)
+        if args.write:
+            replace_section(args.realworld_results, "speed", text)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description="Time tfmigrate against tf_upgrade_v2 and bare libcst."
@@ -272,7 +413,14 @@ def main() -> int:
     parser.add_argument("--per-rule", action="store_true", help="also time each rule alone")
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS.md")
     parser.add_argument("--keep", type=Path, help="keep the generated tree and outputs here")
+    parser.add_argument("--dir", type=Path, help="measure on the .py files under DIR instead of a generated tree")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the per-file timing (median reported)")
+    parser.add_argument("--write", action="store_true",
+                        help="with --dir: write the speed section of benchmarks/RESULTS-realworld.md")
+    parser.add_argument("--realworld-results", type=Path, default=HERE / "RESULTS-realworld.md")
     args = parser.parse_args()
+    if args.dir is not None:
+        return main_dir(args)
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="tfmigrate-bench-"))
     try:
@@ -293,7 +441,7 @@ def main() -> int:
         )
         bare = run_bare_libcst(tree, work / "out_libcst")
         print(f"bare libcst: {bare['seconds']:.2f}s", flush=True)
-        per_file = per_file_overhead(tree, args.per_rule)
+        per_file = per_file_overhead(tree, args.per_rule, args.rounds)
         print(
             f"per file: bare {per_file['bare_seconds']:.2f}s, engine {per_file['engine_seconds']:.2f}s"
             f" over {per_file['tf_files']} TF files",

@@ -9,8 +9,9 @@
     tfmigrate check ... / reference ...   equivalence check / reference programs
 
 Exit codes: 0 nothing to change and no manual work; 1 changes pending or
-manual work reported; 2 some input could not be processed (the others still
-were) or a usage error.
+manual work reported; 2 some input could not be processed or a path named on
+the command line yields no file (the others still were; each says why), or a
+usage error.
 
 ``TFMIGRATE_EXTRA_RULES=module:Class,...`` appends plugin rules to the
 registry (for plugins and tests). This module never imports TensorFlow.
@@ -294,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Other commands: tfmigrate rules | demo | check | reference (see `tfmigrate CMD -h`)."
         " A path literally named like a command can be given as ./NAME."
         " Exit codes: 0 nothing to do, 1 changes pending or manual work reported,"
-        " 2 some file could not be processed or usage error."
+        " 2 some file could not be processed, a named path yields no file, or usage error."
         f" Plugins/tests: {EXTRA_RULES_ENV}=module:Class,... adds rules.",
     )
     parser.add_argument(
@@ -421,7 +422,10 @@ def migrate_command(argv: list[str]) -> int:
         force_exclude=args.force_exclude,
         skip_dirs=skip_dirs,
         collect_others=out is not None,
+        pattern_origins=_pattern_origins(args, cfg),
     )
+    for given, why in found.skipped:
+        print(f"tfmigrate: {given}: not processed: {why}", file=sys.stderr)
     target_of = _output_targets(paths, out, found) if out is not None else None
 
     tasks = [
@@ -461,6 +465,20 @@ def migrate_command(argv: list[str]) -> int:
                 )
     results.sort(key=lambda r: r.path)
     return _report(results, mode, args.format)
+
+
+def _pattern_origins(args: argparse.Namespace, cfg: config.Config) -> dict[str, str]:
+    """Exclude pattern -> where it was set, for the message of a path that
+    yields no file."""
+    origins: dict[str, str] = {}
+    where = f"[tool.tfmigrate] {{}} in {cfg.path}"
+    if args.exclude is not None:
+        origins.update(dict.fromkeys(_patterns(args.exclude) or [], "--exclude"))
+    elif cfg.exclude is not None:
+        origins.update(dict.fromkeys(cfg.exclude, where.format("exclude")))
+    origins.update(dict.fromkeys(cfg.extend_exclude, where.format("extend-exclude")))
+    origins.update(dict.fromkeys(_patterns(args.extend_exclude) or [], "--extend-exclude"))
+    return origins
 
 
 def _warn_unknown_codes(codes: list[str] | None, option: str) -> None:

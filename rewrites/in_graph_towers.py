@@ -119,8 +119,6 @@ def train():
     with strategy.scope():
         global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
             aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-
-        tower_grads, tower_losses = [], []
         opt = tf.keras.optimizers.SGD(learning_rate=FLAGS.learning_rate)
         model = tf.compat.v1.make_template("model", model_fn)
         # Build the model's variables once, under the strategy, as the TF1 graph did.

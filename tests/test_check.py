@@ -716,6 +716,18 @@ def test_mnist_tutorial_reader_script_checks_offline(tmp_path):
     assert report["comparison"]["steps_compared"] >= 12
 
 
+def test_deep_mnist_with_reader_and_dropout_placeholder_in_the_block_checks_bit_for_bit(tmp_path):
+    """deep_mnist_reader_in_block_mts.py: the MNIST reader made inside the
+    device-setter block (run once before the strategy in the migration), the
+    model helper's own keep_prob placeholder (a step argument in the
+    migration) and `tf.train.global_step(sess, gs)` in the loop."""
+    code, report = run(REALISTIC / "deep_mnist_reader_in_block_mts.py", None, tmp_path,
+                       "--workers", "1", "--steps", "12")
+    assert code == 0, report["reason"]
+    assert report["comparison"]["steps_compared"] >= 12
+    assert report["comparison"]["max_abs_diff"] == 0
+
+
 def test_unnamed_variables_pair_by_tf1s_graph_names(tmp_path):
     code, report = run(REALISTIC / "unnamed_variables_mts.py", None, tmp_path, "--workers", "1", "--steps", "10")
     assert code == 0, report["reason"]

@@ -177,3 +177,59 @@ def test_every_rule_gives_the_same_result_with_libcst_walks(monkeypatch):
     assert fast.keys() == slow.keys() and len(fast) >= 10
     for name in fast:
         assert fast[name] == slow[name], name
+
+
+_POSITIONS_SOURCE = '''\
+#!/usr/bin/env python
+"""Header docstring."""
+import os
+
+
+def build(x,
+          y=(1,
+             2)):
+    if x:  # a comment
+        return [x, y]; z = 3
+    else:
+        return {"a": x}
+
+
+class Model:
+
+    def run(self, data):
+        with open(data) as f, open(data + "2"):
+            for line in f:
+                yield line.strip() if line else None
+
+
+print(build(1), Model().run("p"))
+'''
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_statement_position_is_libcsts_position(newline):
+    """The position of a node computed from its top-level statement alone is
+    the one libcst's PositionProvider computes over the whole module, for every
+    node (line endings, nested blocks, two statements on a line, parentheses)."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    for text in (_POSITIONS_SOURCE, (ROOT / "legacy_reference" / "sync_replicas.py").read_text()):
+        module = cst.parse_module(text.replace("\n", newline))
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        checked = 0
+        for node in fastcst.walk(module):
+            if node is module:
+                continue
+            assert fastcst.statement_position(module, node) == positions[node], node
+            checked += 1
+        assert checked > 80
+
+
+def test_statement_position_refuses_a_node_it_cannot_place():
+    module = cst.parse_module("x = 1\n")
+    shared = cst.parse_expression("y")
+    twice = module.with_changes(body=[cst.SimpleStatementLine([cst.Expr(shared)])] * 2)
+    with pytest.raises(LookupError):
+        fastcst.statement_position(twice, shared)
+    with pytest.raises(LookupError):
+        fastcst.statement_position(module, shared)

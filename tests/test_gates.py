@@ -100,3 +100,23 @@ def test_notebook_top_level_await_compiles(gate_rules):
     result = migrate_notebook(raw, path="nb.ipynb")
     cells = json.loads(result.output)["cells"]
     assert "".join(cells[1]["source"]) == "await asyncio.sleep(0)\ns = tf.distribute.Server(c)"
+
+
+def test_notebook_cells_compile_one_by_one(gate_rules):
+    """IPython compiles each cell on its own: a cell may start with its own
+    ``from __future__`` import (the joined program would not compile)."""
+    raw = notebook(
+        ["import tensorflow as tf", "from __future__ import print_function\nprint('ready')", "s = tf.train.Server(c)"]
+    )
+    result = migrate_notebook(raw, path="nb.ipynb")
+    cells = json.loads(result.output)["cells"]
+    assert "".join(cells[2]["source"]) == "s = tf.distribute.Server(c)"
+
+
+def test_a_notebook_cell_that_does_not_compile_on_its_own_is_reported(gate_rules):
+    raw = notebook(["import tensorflow as tf\ns = tf.train.Server(c)", "x = 1\nreturn x"])
+    with pytest.raises(NotebookError) as raised:
+        migrate_notebook(raw, path="nb.ipynb")
+    error = raised.value
+    assert (error.cell, error.line) == (2, 2)
+    assert "'return' outside function (the file parses but does not compile)" in error.message

@@ -357,3 +357,59 @@ def test_every_provided_contrib_member_exists_on_tensorflow_2():
     members = contrib_standin.implementations(tf, v1)
     assert set(members) == legacy_compat.CONTRIB_PROVIDED
     assert all(member is not None for member in members.values())
+
+
+def test_tf1_apis_keras_3_removed_are_refused_with_their_line_unless_provided(monkeypatch):
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    prepared = prepare(src("""
+        import tensorflow as tf
+        h = tf.layers.dense(x, 4)  # provided: TF1's code
+        h = tf.layers.batch_normalization(h, training=True)
+        cell = tf.nn.rnn_cell.BasicLSTMCell(8)
+        outputs, state = tf.nn.dynamic_rnn(cell, h, dtype=tf.float32)  # in compat.v1 as it was
+    """))
+    assert [b.split(", which")[0] for b in prepared.blockers] == [
+        "line 3: uses tf.layers.batch_normalization",
+        "line 4: uses tf.nn.rnn_cell.BasicLSTMCell",
+    ]
+    assert "Keras 3 removed tf.compat.v1.layers; tfmigrate check provides tf.layers." in prepared.blockers[0]
+    imported = prepare("import tensorflow.compat.v1 as tf\nfrom tensorflow.compat.v1.nn.rnn_cell import LSTMCell\n")
+    assert imported.blockers[0].startswith("line 2: imports `tensorflow.compat.v1.nn.rnn_cell.LSTMCell`, which")
+
+
+def test_keras_2_apis_keras_3_lacks_are_refused_with_their_line():
+    prepared = prepare(src("""
+        import tensorflow as tf
+        import keras
+        from keras import backend as K
+        from keras.layers.core import Lambda
+        dense = keras.layers.Dense(4)  # Keras 3 has it
+        eps = K.epsilon()  # Keras 3 has it
+        K.set_learning_phase(1)
+        total = K.sum(x, 1)
+    """))
+    assert [b.split(", a Keras 2")[0] for b in prepared.blockers] == [
+        "line 4: imports `keras.layers.core`",
+        "line 7: uses K.set_learning_phase (keras.backend.set_learning_phase)",
+        "line 8: uses K.sum (keras.backend.sum)",
+    ]
+    assert "Keras 3 removed it" in prepared.blockers[0]
+    assert prepare("import keras\nm = keras.models.Model(i, o)\n").blockers == []
+
+
+def test_keras_lists_match_the_installed_keras():
+    """What legacy_compat (which never imports Keras) says Keras 3 lacks, it lacks."""
+    import importlib
+
+    import keras
+
+    from migrate.runtime.legacy_compat import KERAS2_MODULES, KERAS3_BACKEND
+
+    for name in KERAS2_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            continue
+        raise AssertionError(f"{name} exists in Keras {keras.__version__}")
+    public = {n for n in dir(keras.backend) if not n.startswith("_")}
+    assert public <= KERAS3_BACKEND, public - KERAS3_BACKEND

@@ -262,7 +262,7 @@ def test_a_placeholder_a_model_helper_returns_becomes_its_parameter_and_a_step_a
     assert "placeholder(" not in result.output
 
 
-def test_a_helper_called_twice_keeps_its_placeholder_and_the_feed_is_reported():
+def test_a_helper_called_twice_keeps_its_placeholder_and_the_training_is_declined_where_it_is_fed():
     # another caller relies on the helper's own placeholder: nothing is moved
     source = HELPER_PLACEHOLDER + """
 
@@ -270,10 +270,11 @@ def evaluate(images):
     return network(images)
 """
     result = migrate(source)
-    assert "def network(images):" in result.output
-    assert "keep = tf.placeholder(tf.float32)" in result.output
-    assert any("`keep_prob` is fed but is not a placeholder of the graph block" in d.message
-               for d in manual(result))
+    # no step could be given keep_prob: the training stays TF1, said where it is fed
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert "`keep_prob` is fed to the session but is not a placeholder of the device-setter block" in reason.message
+    assert reason.line == line_of(source, "sess.run(train_op, feed_dict={images: xs, labels: ys, keep_prob: 0.5})")
 
 
 UNMIGRATED_USE = """
@@ -326,7 +327,8 @@ def test_a_run_feeding_too_little_keeps_its_own_reason_next_to_the_decline():
     assert result.output == dedent(source)
     messages = {d.message for d in manual(result) if d.line == line_of(source, "print(sess.run(loss")}
     assert any(m.startswith("training not migrated: it uses the TF1 session `sess`") for m in messages)
-    assert "feed_dict does not feed every placeholder the step needs" in messages
+    assert "feed_dict does not feed every placeholder the step needs (`keep` not fed: TF1 raised an error here too)" in (
+        messages)
 
 
 def test_nothing_to_migrate_is_left_alone():
@@ -340,3 +342,167 @@ def test_nothing_to_migrate_is_left_alone():
     result = migrate(source)
     assert result.output == dedent(source)
     assert not result.diagnostics
+
+
+def test_a_placeholder_with_a_default_left_unfed_is_not_called_an_error():
+    source = UNMIGRATED_USE.replace(
+        "        x = tf.placeholder(tf.float32, [None, 4])\n",
+        "        x = tf.placeholder(tf.float32, [None, 4])\n"
+        "        keep = tf.placeholder_with_default(1.0, [])\n"
+        "        scale = tf.placeholder(tf.float32, [])\n")
+    source = source.replace("tf.matmul(x, w)", "tf.nn.dropout(tf.matmul(x, w), keep) * scale")
+    source = source.replace("feed_dict={x: batch()})", "feed_dict={x: batch(), keep: 0.5, scale: 1.0})")
+    source = source.replace("export_graph(sess.graph.as_graph_def())",
+                            "print(sess.run(loss, feed_dict={x: batch()}))")
+    result = migrate(source)
+    [unfed] = [d.message for d in manual(result) if d.message.startswith("feed_dict does not feed")]
+    assert "(`scale` not fed: TF1 raised an error here too)" in unfed and "`keep`" not in unfed
+
+
+CHOSEN_SUMMARY = SYNC_CHOICE.replace(
+    "    # each task picks its own initialization of the sync machinery\n",
+    "    # only the chief writes summaries\n"
+    "    if is_chief:\n"
+    "        summaries = tf.summary.merge_all()\n"
+    "    else:\n"
+    "        summaries = None\n"
+    "    # each task picks its own initialization of the sync machinery\n")
+
+
+def test_a_summary_op_chosen_by_an_if_is_plumbing_too():
+    result = migrate(CHOSEN_SUMMARY)
+    assert not manual(result)
+    assert "summaries" not in result.output and "merge_all" not in result.output
+
+
+def test_an_if_choosing_only_none_is_no_plumbing():
+    source = SYNC_CHOICE.replace(
+        "    # each task picks its own initialization of the sync machinery\n",
+        "    if is_chief:\n        marker = None\n    else:\n        marker = None\n"
+        "    # each task picks its own initialization of the sync machinery\n")
+    assert "marker = None" in migrate(source).output
+
+
+def test_graph_values_published_as_globals_are_named_on_the_global_statement():
+    source = UNMIGRATED_USE.replace(
+        "        x = tf.placeholder(tf.float32, [None, 4])\n",
+        "        global x\n        x = tf.placeholder(tf.float32, [None, 4])\n")
+    source = source.replace("export_graph(sess.graph.as_graph_def())", "pass")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert "publishes `x` as module globals" in reason.message
+    assert reason.line == line_of(source, "global x")
+
+
+DONE_SIGNALS = """
+import tensorflow.compat.v1 as tf
+
+
+def signal_queue(shard, workers):
+    return tf.FIFOQueue(workers, tf.int32, shared_name="finished%d" % shard)
+
+
+def signal_queues(shards, workers):
+    return [signal_queue(shard, workers) for shard in range(shards)]
+
+
+def train(cluster, server, is_chief, shards, workers):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 4])
+        w = tf.Variable(tf.zeros([4, 1]), name="w")
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+        # tell every ps shard this worker is finished
+        finished = []
+        for queue in signal_queues(shards, workers):
+            token = queue.enqueue(1)
+            finished.append(token)
+    sv = tf.train.Supervisor(is_chief=is_chief, global_step=step)
+    with sv.managed_session(server.target) as sess:
+        for _ in range(100):
+            sess.run(train_op, feed_dict={x: batch()})
+        for token in finished:
+            sess.run(token)
+"""
+
+
+def test_done_signals_to_the_ps_tasks_go_with_the_ps_shutdown():
+    result = migrate(DONE_SIGNALS)
+    assert not manual(result)
+    assert "ParameterServerStrategy" in result.output
+    # the queue makers only the signals used go with them
+    assert "def signal_queue" not in result.output
+    train = result.output[result.output.index("def train("):]
+    for gone in ("finished", "enqueue", "for queue in", "for token in", "compute_"):
+        assert gone not in train
+    assert "run_train_step(batch())" in result.output or "pending_steps.append(((batch(),)" in result.output
+
+
+def test_a_signal_loop_doing_more_than_enqueueing_is_kept():
+    source = DONE_SIGNALS.replace("            finished.append(token)\n",
+                                  "            finished.append(token)\n            print(queue)\n")
+    result = migrate(source)
+    assert "print(queue)" in result.output and "def signal_queues(" in result.output
+
+
+def test_a_summary_run_alone_for_a_summary_write_goes_with_the_write():
+    # only the chief builds the merged op; its serialized result is only written
+    source = CHOSEN_SUMMARY.replace(
+        "        sess.run(train_op, feed_dict={x: batch()})\n",
+        "        sess.run(train_op, feed_dict={x: batch()})\n"
+        "        if is_chief:\n"
+        "            serialized = sess.run(summaries, feed_dict={x: batch()})\n"
+        "            sv.summary_computed(sess, serialized)\n")
+    result = migrate(source)
+    assert "serialized" not in result.output and "summary_computed" not in result.output
+    assert any("TF1 summaries are not carried over" in d.message for d in manual(result))
+    assert "MultiWorkerMirroredStrategy" in result.output
+
+
+def test_a_summary_result_read_by_other_code_is_not_dropped():
+    source = CHOSEN_SUMMARY.replace(
+        "        sess.run(train_op, feed_dict={x: batch()})\n",
+        "        sess.run(train_op, feed_dict={x: batch()})\n"
+        "        serialized = sess.run(summaries, feed_dict={x: batch()})\n"
+        "        sv.summary_computed(sess, serialized)\n"
+        "        archive(serialized)\n")
+    result = migrate(source)
+    assert "archive(serialized)" in result.output
+    assert "serialized = " in result.output
+
+
+def test_eval_in_the_sessions_default_scope_is_a_run_of_it():
+    source = SYNC_CHOICE.replace(
+        "        sess.run(train_op, feed_dict={x: batch()})\n",
+        "        sess.run(train_op, feed_dict={x: batch()})\n"
+        "        with sess.as_default():\n"
+        "            print(loss.eval({x: batch()}))\n")
+    result = migrate(source, select=("TFM304", "TFM301"))  # TFM304 spells the evals as runs
+    assert not manual(result)
+    assert "print(tf.nest.map_structure(lambda value: value.numpy(), compute_loss(batch())))" in lines(result.output)
+    assert "as_default" not in result.output and ".eval(" not in result.output
+
+
+def test_eval_naming_its_session_is_a_run_of_it():
+    source = SYNC_CHOICE.replace(
+        "        sess.run(train_op, feed_dict={x: batch()})\n",
+        "        sess.run(train_op, feed_dict={x: batch()})\n"
+        "        print(loss.eval(session=sess, feed_dict={x: batch()}))\n")
+    result = migrate(source, select=("TFM304", "TFM301"))  # TFM304 spells the evals as runs
+    assert not manual(result)
+    assert "compute_loss(batch())" in result.output and ".eval(" not in result.output
+
+
+def test_a_placeholder_made_before_the_block_declines_it_where_it_is_fed():
+    source = SYNC_CHOICE.replace(
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
+        "        x = tf.placeholder(tf.float32, [None, 4])\n",
+        "    x = tf.placeholder(tf.float32, [None, 4])\n"
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    reasons = [d for d in manual(result) if "`x` is fed to the session but is not a placeholder" in d.message]
+    assert [d.line for d in reasons] == [line_of(source, "sess.run(train_op, feed_dict={x: batch()})")]
+    assert "it is made by `x = tf.placeholder(tf.float32, [None, 4])`" in reasons[0].message

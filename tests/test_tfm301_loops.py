@@ -215,6 +215,7 @@ def describe(images):
     assert "create_file_writer" not in result.output and "add_summary" not in result.output
     assert [line for line, _ in located(result, "TF1 summaries are not carried over")] == [
         line_of(source, "writer.add_summary")]
+    assert "also merged `tf.summary.histogram(...)` in `describe()`" in manual(result)[0]
 
 
 def test_add_summary_without_a_step_is_reported():
@@ -330,3 +331,284 @@ def test_a_program_hook_in_chief_only_hooks_is_reported_not_dropped_silently():
     result = migrate(source)
     assert [line for line, _ in located(result, "`ProgressHook(...)` is dropped")] == [
         line_of(source, "chief_only_hooks=[ProgressHook()]")]
+
+
+# ------------------------------------------------------------------------ the program's own hooks
+
+PROGRESS_HOOK = '''
+import time
+
+import tensorflow.compat.v1 as tf
+
+
+class Progress(tf.train.SessionRunHook):
+    """Prints the loss now and then; stops once it is small enough."""
+
+    def __init__(self, every, small_enough):
+        self.every = every
+        self.small_enough = small_enough
+
+    def begin(self):
+        self.count = 0
+        self.started = time.time()
+
+    def before_run(self, run_context):
+        self.count += 1
+        return tf.train.SessionRunArgs(loss)
+
+    def after_run(self, run_context, run_values):
+        value = run_values.results
+        if self.count % self.every == 0:
+            print(self.count, value, time.time() - self.started)
+        if value < self.small_enough:
+            run_context.request_stop()
+
+    def end(self, session):
+        print("trained", self.count, "steps")
+
+
+def train(cluster, server, data):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 2])
+        w = tf.Variable(tf.zeros([2, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+    with tf.train.MonitoredTrainingSession(master=server.target, hooks=[Progress(10, 1e-3)]) as sess:
+        while not sess.should_stop():
+            sess.run(train_op, feed_dict={x: data})
+'''
+
+PROGRESS_CLASS = '''
+class Progress:
+    """Prints the loss now and then; stops once it is small enough."""
+    stop_requested = False  # set by after_run(): the loop ends after this step
+
+    def __init__(self, every, small_enough):
+        self.every = every
+        self.small_enough = small_enough
+
+    def begin(self):
+        self.count = 0
+        self.started = time.time()
+
+    def before_run(self):
+        self.count += 1
+
+    def after_run(self, results):
+        value = results
+        if self.count % self.every == 0:
+            print(self.count, value, time.time() - self.started)
+        if value < self.small_enough:
+            self.stop_requested = True
+
+    def end(self):
+        print("trained", self.count, "steps")
+'''
+
+PROGRESS_LOOP = '''
+    progress = Progress(10, 1e-3)
+    progress.begin()
+    while not progress.stop_requested:
+        progress.before_run()
+        progress_results = run_train_step(data)
+        progress.after_run(progress_results)
+    progress.end()
+'''
+
+
+def test_a_hook_of_the_program_becomes_calls_at_the_same_points_of_the_loop():
+    result = migrate(PROGRESS_HOOK)
+    out = result.output
+    assert dedent(PROGRESS_CLASS).strip() in out
+    assert out.endswith(PROGRESS_LOOP.lstrip("\n"))
+    # the step returns what before_run's SessionRunArgs fetched
+    assert "            return loss\n" in out
+    # its after_run reads the stop flag the loop tests: each step's results are waited for
+    assert "coordinator.schedule(train_step" in out and "steps_in_flight" not in out
+    assert manual(result) == []
+    assert [line for line, _ in located(result, "is now a plain object")] == [line_of(PROGRESS_HOOK, "hooks=[Progress")]
+
+
+def test_a_hook_class_no_session_is_given_stays_as_it_is():
+    source = PROGRESS_HOOK.replace("hooks=[Progress(10, 1e-3)]", "hooks=[tf.train.StopAtStepHook(last_step=9)]")
+    result = migrate(source)
+    assert "class Progress(tf.train.SessionRunHook):" in result.output
+    assert located(result, "Progress") == []
+
+
+def test_a_hook_that_runs_the_session_is_reported_where_it_does():
+    source = PROGRESS_HOOK.replace(
+        "    def begin(self):\n", "    def after_create_session(self, session, coord):\n"
+        "        self.first = session.run(global_step)\n\n    def begin(self):\n").replace(
+        "hooks=[Progress(10, 1e-3)]", "hooks=[Progress(10, 1e-3), tf.train.StopAtStepHook(last_step=9)]")
+    result = migrate(source)
+    assert located(result, "cannot become calls in the TF2 loop") == [
+        (line_of(source, "self.first = session.run"),
+         ("the session hook `Progress` cannot become calls in the TF2 loop: its after_create_session() uses"
+          " `session` (TF1's session), which a TF2 loop does not have"))]
+    assert "class Progress(tf.train.SessionRunHook):" in result.output
+
+
+def test_a_stop_hook_subclass_ending_the_loop_is_named_in_the_reason():
+    source = PROGRESS_HOOK.replace("class Progress(tf.train.SessionRunHook):",
+                                   "class Progress(tf.train.StopAtStepHook):")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [(line, message)] = located(result, "would never end in TF2")
+    assert line == line_of(source, "while not sess.should_stop()")
+    assert "the program's hook `Progress`" in message and "extends `tf.train.StopAtStepHook`" in message
+
+
+def test_a_chief_only_hook_under_multi_worker_mirrored_is_reported():
+    source = SUMMARIES_SYNC.replace("hooks=hooks)", "hooks=hooks, chief_only_hooks=[Timer()])") + '''
+
+class Timer(tf.train.SessionRunHook):
+    def after_run(self, run_context, run_values):
+        print("step done")
+'''
+    result = migrate(source)
+    assert [line for line, _ in located(result, "ran on the chief only")] == [line_of(source, "chief_only_hooks=")]
+    assert "class Timer(tf.train.SessionRunHook):" in result.output
+
+
+def test_a_hook_reading_what_it_did_not_fetch_is_reported():
+    source = PROGRESS_HOOK.replace("        value = run_values.results\n",
+                                   "        value = run_values.results\n        print(run_values.options)\n").replace(
+        "hooks=[Progress(10, 1e-3)]", "hooks=[Progress(10, 1e-3), tf.train.StopAtStepHook(last_step=9)]")
+    result = migrate(source)
+    assert [line for line, _ in located(result, "cannot become calls")] == [line_of(source, "run_values.options")]
+
+
+# ------------------------------------------------------------------------ Supervisor.is_chief in the loop
+
+SUPERVISOR_CHIEF = '''
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, task_index, data, steps, log_dir):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 2])
+        w = tf.Variable(tf.zeros([2, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        global_step = tf.Variable(0, trainable=False)
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        tf.summary.scalar("loss", loss)
+        summaries = tf.summary.merge_all()
+    writer = tf.summary.FileWriter(log_dir)
+    sv = tf.train.Supervisor(is_chief=task_index == 0, global_step=global_step, summary_op=None)
+    with sv.managed_session(server.target) as sess:
+        step = 0
+        while step < steps:
+            _, written, step = sess.run([train_op, summaries, global_step], feed_dict={x: data})
+            if sv.is_chief:
+                writer.add_summary(written, step)
+'''
+
+SUPERVISOR_CHIEF_LOOP = '''
+writer = tf.summary.create_file_writer(log_dir)
+step = 0
+while step < steps:
+    loss_value, step = run_train_step(data)
+    if (task_index == 0):
+        with writer.as_default():
+            tf.summary.scalar("loss", loss_value, step=step)
+'''
+
+
+def test_supervisor_is_chief_reads_what_the_program_told_the_supervisor():
+    result = migrate(SUPERVISOR_CHIEF)
+    assert loop_of(result.output) == dedent(SUPERVISOR_CHIEF_LOOP).lstrip("\n")
+    assert "sv" not in result.output.split("def train(")[1].split("writer =")[1]
+    assert manual(result) == []
+
+
+def test_supervisors_told_different_things_are_not_guessed():
+    source = SUPERVISOR_CHIEF.replace(
+        "    sv = tf.train.Supervisor(is_chief=task_index == 0, global_step=global_step, summary_op=None)\n",
+        "    if task_index == 0:\n        sv = tf.train.Supervisor(is_chief=True, global_step=global_step)\n"
+        "    else:\n        sv = tf.train.Supervisor(is_chief=False, global_step=global_step)\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert [line for line, _ in located(result, "uses the TF1 session `sv`")] == [line_of(source, "if sv.is_chief")]
+
+
+# ------------------------------------------------------------------------ summaries the session saved
+
+SESSION_SAVED = '''
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, epochs, batches, data, checkpoints):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 2])
+        w = tf.Variable(tf.zeros([2, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        tf.summary.scalar("loss", loss)
+    with tf.train.MonitoredTrainingSession(master=server.target, checkpoint_dir=checkpoints,
+                                           save_checkpoint_secs=None, save_summaries_steps=50) as sess:
+        for epoch in range(epochs):
+            for i in range(batches):
+                sess.run(train_op, feed_dict={x: data[i]})
+'''
+
+SESSION_SAVED_LOOP = '''
+summary_writer = tf.summary.create_file_writer(checkpoints)
+next_summary_step = 0
+'''
+
+SESSION_SAVED_WRITES = '''
+            loss_value, global_step_value = run_train_step(data[i])
+            # Summaries as the session saved them: the global step after this one, every 50 steps.
+            if global_step_value + 1 >= next_summary_step:
+                with summary_writer.as_default():
+                    tf.summary.scalar("loss", loss_value, step=global_step_value + 1)
+                next_summary_step = global_step_value + 1 + 50
+'''
+
+
+def test_summaries_the_session_saved_are_written_after_the_step_as_it_did():
+    result = migrate(SESSION_SAVED)
+    out = result.output
+    assert textwrap.indent(dedent(SESSION_SAVED_LOOP).lstrip("\n"), "    ") in out
+    assert SESSION_SAVED_WRITES.lstrip("\n") in out
+    assert out.count("tf.summary.scalar") == 1
+    assert manual(result) == []
+    assert [line for line, _ in located(result, "save_summaries_steps")] == [line_of(SESSION_SAVED, "tf.summary.scalar")]
+
+
+def test_a_session_saving_no_summaries_gets_no_writer():
+    source = SESSION_SAVED.replace("save_summaries_steps=50", "save_summaries_steps=None")
+    result = migrate(source)
+    assert "summary" not in result.output.split("def train(")[1].split("strategy.scope()")[1]
+    assert located(result, "summar") == []
+
+
+def test_summaries_saved_by_time_are_reported():
+    source = SESSION_SAVED.replace("save_summaries_steps=50", "save_summaries_secs=30")
+    result = migrate(source)
+    assert "create_file_writer" not in result.output
+    assert [line for line, _ in located(result, "save_summaries_secs seconds")] == [
+        line_of(source, "tf.summary.scalar")]
+
+
+def test_a_hook_in_a_nested_loop_is_called_once_per_step():
+    source = PROGRESS_HOOK.replace(
+        "        while not sess.should_stop():\n            sess.run(train_op, feed_dict={x: data})\n",
+        "        for epoch in range(3):\n            for i in range(5):\n"
+        "                sess.run(train_op, feed_dict={x: data})\n")
+    out = migrate(source).output
+    assert out.count("progress.before_run()") == 1 and out.count("progress.after_run(") == 1
+    assert out.count("progress.begin()") == 1 and out.count("progress.end()") == 1
+
+
+def test_hooks_passed_positionally_to_a_monitored_session_bound_the_loop_too():
+    source = HOOK_LIST_NAME.replace(
+        "    sess = tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks)\n",
+        "    sess = tf.train.MonitoredSession(tf.train.ChiefSessionCreator(master=server.target), hooks)\n")
+    result = migrate(source)
+    assert result.output.endswith(HOOK_LIST_NAME_LOOP.lstrip("\n"))
+    assert "MonitoredSession" not in result.output and "ChiefSessionCreator" not in result.output
+    assert manual(result) == []

@@ -63,3 +63,10 @@ def test_counter_from_get_or_create_global_step_is_tracked_once():
     result = migrate_source(source, path="train.py")
     compile(result.output, "train.py", "exec")
     assert [kw.count("counter") for kw in checkpoint_keywords(result.output)] == [1]
+
+
+def test_the_step_counter_is_not_one_of_the_trained_variables():
+    out = migrate_source(dedent(COUNTER_AS_PLAIN_VARIABLE)).output
+    trainable = next(n for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Assign)
+                     and getattr(n.targets[0], "id", "") == "trainable_variables")
+    assert [e.id for e in trainable.value.elts] == ["weights", "bias"]

@@ -134,7 +134,6 @@ def model_fn(images, labels):
     return loss
 
 with strategy.scope():
-    tower_grads = []
     global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     adam = tf.keras.optimizers.Adam(learning_rate=0.001, epsilon=1e-08)
@@ -375,7 +374,8 @@ def test_towers_that_only_compute_losses_for_one_minimize_are_declined_with_the_
     assert not d.fixed and d.line == _line_of(LOSS_TOWERS, "for d in range(n):")
     assert "only compute losses (appended to `per_example`)" in d.message
     assert "minimize(loss)" in d.message
-    assert "module level (inside `if __name__ == \"__main__\":`)" in d.message
+    assert "the towers append `tf.nn.softmax_cross_entropy_with_logits(" in d.message
+    assert "not a name bound in the tower" in d.message
     assert "tf.nn.compute_average_loss" in d.hint
 
 
@@ -519,3 +519,293 @@ def test_migrated_towers_print_what_the_legacy_program_printed(tmp_path, shape):
     before, after = _run(legacy), _run(migrated)
     assert len(before) == 6 * 2 + 1
     assert after == before
+
+
+# Towers appending per-example losses under a script's main guard, device
+# specs, `reuse=d > 0`; one minimize of the mean of their concatenation.
+CONCATENATED = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+
+def scores(images, reuse=False):
+    with tf.variable_scope("scores", reuse=reuse):
+        w = tf.get_variable("w", [6, 3], initializer=tf.glorot_uniform_initializer(seed=5))
+        return tf.matmul(images, w)
+
+
+if __name__ == "__main__":
+    devices = 2
+    rng = np.random.RandomState(11)
+    images = tf.placeholder(tf.float32, [None, 6])
+    labels = tf.placeholder(tf.float32, [None, 3])
+    image_parts = tf.split(images, devices)
+    label_parts = tf.split(labels, devices)
+    per_example = []
+    for d in range(devices):
+        with tf.device(tf.DeviceSpec(device_type="CPU", device_index=d)):
+            with tf.variable_scope(tf.get_variable_scope(), reuse=d > 0):
+                cost = tf.nn.softmax_cross_entropy_with_logits(logits=scores(image_parts[d], d > 0),
+                                                               labels=label_parts[d])
+                per_example.append(cost)
+    loss = tf.reduce_mean(tf.concat(per_example, axis=0))
+    train = tf.train.GradientDescentOptimizer(0.5).minimize(loss, colocate_gradients_with_ops=True)
+    sess = tf.Session(config=tf.ConfigProto(device_count={"CPU": devices}))
+    sess.run(tf.global_variables_initializer())
+    for step in range(8):
+        x = rng.normal(size=(10, 6))
+        y = np.eye(3)[rng.randint(3, size=10)]
+        _, value = sess.run([train, loss], feed_dict={images: x, labels: y})
+        print("train", step, repr(value))
+'''
+
+
+def test_towers_minimizing_their_concatenated_losses_become_replicas_averaging_their_means():
+    result = _migrate(CONCATENATED, select=None)
+    assert result.manual_work == []
+    out = result.output
+    assert 'strategy = tf.distribute.MirroredStrategy(' in out and '["/cpu:%d" % d for d in range(devices)]' in out
+    assert "cost_mean = tf.reduce_mean(cost)" in out
+    assert "per_example = [values[1] for values in replica_results]" in out
+    assert "loss = tf.compat.v1.reduce_mean(tf.concat(per_example, axis=0))" in out
+    assert ".minimize(" not in out and "tower_grads" not in out and "per_example = []" not in out
+    assert "# The towers minimized the mean of their losses; strategies sum the replicas' gradients." in out
+    notes = [d.message for d in result.diagnostics if d.code == "TFM303"]
+    assert any("minimized the mean of their concatenation" in m for m in notes), notes
+
+
+def test_concatenated_loss_towers_inside_another_branch_say_where():
+    code = CONCATENATED.replace('if __name__ == "__main__":', "if WITH_TOWERS:")
+    assert code != CONCATENATED
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert len(found) == 1, found
+    assert found[0].line == _line_of(code, "for d in range(devices):")
+    assert "inside `if WITH_TOWERS:`" in found[0].message
+
+
+def test_migrated_concatenated_loss_towers_train_like_the_legacy_program(tmp_path):
+    """Plain SGD: the same losses (the mean of the replicas' means is the
+    batch mean, and so are the averaged gradients)."""
+    result = _migrate(CONCATENATED, select=None)
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(CONCATENATED)
+    migrated.write_text(result.output)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 8
+    assert [line.split()[:2] for line in after] == [line.split()[:2] for line in before]
+    for old, new in zip(before, after):
+        assert float(new.split("(")[-1].rstrip(")")) == pytest.approx(float(old.split("(")[-1].rstrip(")")), rel=1e-6)
+
+
+def test_a_first_tower_value_read_by_every_tower_is_declined():
+    """Later towers read the first tower's tensor; replicas would each compute their own."""
+    code = EVALUATED.replace("                reuse = True\n",
+                             "                reuse = True\n                cost = cost + 0 * error\n")
+    assert code != EVALUATED
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303" and not d.fixed]
+    assert [d.line for d in found] == [_line_of(code, "cost = cost + 0 * error")]
+    assert "only the first tower computes (`if t == 0:`)" in found[0].message
+
+
+def test_concatenated_losses_of_index_sliced_towers_are_declined():
+    """A short batch leaves the last tower fewer rows: the mean of the
+    concatenation is then not the mean of the towers' means."""
+    code = CONCATENATED.replace("image_parts[d]", "images[d * 5:(d + 1) * 5]").replace(
+        "label_parts[d]", "labels[d * 5:(d + 1) * 5]").replace(
+        "    image_parts = tf.split(images, devices)\n    label_parts = tf.split(labels, devices)\n", "")
+    assert "tf.split" not in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert len(found) == 1 and not found[0].fixed, found
+    assert found[0].line == _line_of(code, "for d in range(devices):")
+    assert "slice the batch by their index" in found[0].message
+    assert "not the mean of the towers' means" in found[0].message
+
+
+# Every tower reads the same batch of a one-shot iterator a module function
+# returns: one get_next() per session run, so every tower the same batch.
+SHARED_DATASET = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+TOWERS = 2
+
+
+def batches():
+    rng = np.random.RandomState(4)
+    x = rng.normal(size=(64, 3)).astype(np.float32)
+    y = x.sum(axis=1, keepdims=True)
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8)
+    return dataset.make_one_shot_iterator().get_next()
+
+
+def regression(features):
+    w = tf.get_variable("w", [3, 1], initializer=tf.glorot_uniform_initializer(seed=7))
+    return tf.matmul(features, w)
+
+
+def main():
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        x, y = batches()
+        sgd = tf.train.GradientDescentOptimizer(0.1)
+        per_tower = []
+        for t in range(TOWERS):
+            with tf.device("/cpu:%d" % t):
+                with tf.variable_scope(tf.get_variable_scope(), reuse=t > 0):
+                    cost = tf.reduce_mean(tf.square(regression(x) - y))
+                    per_tower.append(sgd.compute_gradients(cost))
+        update = sgd.apply_gradients(average_gradients(per_tower))
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": TOWERS})) as sess:
+            sess.run(tf.global_variables_initializer())
+            for step in range(6):
+                _, c = sess.run([update, cost])
+                print("train", step, c)
+
+
+def average_gradients(per_tower):
+    return [(tf.reduce_mean(tf.stack([g for g, _ in pairs]), 0), pairs[0][1]) for pairs in zip(*per_tower)]
+
+
+main()
+'''
+
+
+def test_towers_reading_one_iterator_batch_become_replicas_given_that_batch_whole():
+    result = _migrate(SHARED_DATASET, select=None)
+    assert result.manual_work == []
+    out = result.output
+    assert "iterator = iter(batches())" in out
+    assert "strategy.run(train_step_replica, args=(x, y))" in out  # whole, no slicing
+    assert "c = run_train_step(*iterator.get_next())" in out
+
+
+def test_towers_reading_one_iterator_batch_train_like_the_legacy_program(tmp_path):
+    result = _migrate(SHARED_DATASET, select=None)
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(SHARED_DATASET)
+    migrated.write_text(result.output)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 6
+    assert after == before
+
+
+def test_an_iterator_batch_returned_through_names_is_declined_at_the_helper_call():
+    code = SHARED_DATASET.replace(
+        "    return dataset.make_one_shot_iterator().get_next()\n",
+        "    features, targets = dataset.make_one_shot_iterator().get_next()\n    return features, targets\n")
+    assert code != SHARED_DATASET
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert [d.line for d in found] == [_line_of(code, "x, y = batches()")]
+    assert "`batches()` does not return as" in found[0].message
+    assert "make `batches()` return `dataset.make_one_shot_iterator().get_next()` itself" in found[0].hint
+
+
+# The cifar10 shape: an ExponentialMovingAverage of the trainable variables
+# made after the update and grouped with it into the train op.
+MOVING_AVERAGES = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+TOWERS = 2
+
+
+def regression(features):
+    w = tf.get_variable("w", [3, 1], initializer=tf.glorot_uniform_initializer(seed=7))
+    return tf.matmul(features, w)
+
+
+def average_gradients(per_tower):
+    return [(tf.reduce_mean(tf.stack([g for g, _ in pairs]), 0), pairs[0][1]) for pairs in zip(*per_tower)]
+
+
+def main():
+    rng = np.random.RandomState(2)
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        step = tf.train.get_or_create_global_step()
+        inputs = tf.placeholder(tf.float32, [None, 3])
+        targets = tf.placeholder(tf.float32, [None, 1])
+        input_parts = tf.split(inputs, TOWERS)
+        target_parts = tf.split(targets, TOWERS)
+        sgd = tf.train.GradientDescentOptimizer(0.1)
+        per_tower = []
+        for t in range(TOWERS):
+            with tf.device("/cpu:%d" % t):
+                with tf.variable_scope(tf.get_variable_scope(), reuse=t > 0):
+                    cost = tf.reduce_mean(tf.square(regression(input_parts[t]) - target_parts[t]))
+                    per_tower.append(sgd.compute_gradients(cost))
+        update = sgd.apply_gradients(average_gradients(per_tower), global_step=step)
+        averages = tf.train.ExponentialMovingAverage(0.9, step)
+        averages_op = averages.apply(tf.trainable_variables())
+        train_op = tf.group(update, averages_op)
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": TOWERS})) as sess:
+            sess.run(tf.global_variables_initializer())
+            for n in range(6):
+                x = rng.normal(size=(8, 3))
+                y = x.sum(axis=1, keepdims=True)
+                _, c = sess.run([train_op, cost], {inputs: x, targets: y})
+                print("train", n, c)
+
+
+main()
+'''
+
+
+def test_moving_averages_grouped_with_the_update_are_updated_by_each_replica_step():
+    result = _migrate(MOVING_AVERAGES, select=None)
+    assert result.manual_work == []
+    out = result.output
+    assert "averages = tf.train.ExponentialMovingAverage(0.9, step)" in out
+    replica = out[out.index("def train_step_replica"):out.index("def train_step_slice")]
+    assert replica.index("sgd.apply_gradients(") < replica.index("averages.apply(trainable_variables)")
+    assert replica.index("averages.apply(trainable_variables)") < replica.index("return cost")
+    assert "tf.group(" not in out and "averages_op" not in out
+    notes = [d for d in result.diagnostics if d.code == "TFM303" and "moving averages" in d.message]
+    assert len(notes) == 1 and notes[0].fixed and "no set order" in notes[0].message
+
+
+def test_moving_averages_follow_the_variables_as_a_tf1_update_then_average_would(tmp_path):
+    """TF1's tf.group gave the two updates no order; the migration averages
+    after the update. Against the TF1 program that orders them so
+    (control_dependencies), the averages and the losses are the same."""
+    migrated_code = _migrate(MOVING_AVERAGES, select=None).output
+    ordered = MOVING_AVERAGES.replace(
+        "        averages_op = averages.apply(tf.trainable_variables())\n",
+        "        with tf.control_dependencies([update]):\n"
+        "            averages_op = averages.apply(tf.trainable_variables())\n")
+    observe_legacy = '            print("first", sess.run(averages.average(tf.trainable_variables()[0])).ravel().tolist())\n'
+    ordered = ordered.replace('                print("train", n, c)\n', '                print("train", n, c)\n' + observe_legacy)
+    assert "control_dependencies" in ordered and '"first"' in ordered
+    end = migrated_code.rindex("    run_pending_steps()\n") + len("    run_pending_steps()\n")
+    observe = '    print("first", averages.average(trainable_variables[0]).numpy().ravel().tolist())\n'
+    migrated_code = migrated_code[:end] + observe + migrated_code[end:]
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(ordered)
+    migrated.write_text(migrated_code)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 7 and before[-1].startswith("first [")
+    assert after == before
+
+
+def test_splits_assigned_together_are_the_replicas_slices():
+    code = MOVING_AVERAGES.replace(
+        "        input_parts = tf.split(inputs, TOWERS)\n        target_parts = tf.split(targets, TOWERS)\n",
+        "        input_parts, target_parts = tf.split(inputs, TOWERS), tf.split(targets, TOWERS)\n")
+    assert "input_parts, target_parts = " in code
+    result = _migrate(code)
+    assert "tf.distribute.MirroredStrategy" in result.output
+    assert "tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync))," in result.output
+    assert "for value in (inputs, targets))" in result.output
+    assert "input_parts" not in result.output

@@ -12,7 +12,10 @@ Rules live one per file in :mod:`migrate.codemod.rules`; each is a libcst transf
 from __future__ import annotations
 
 import ast
+import bisect
 import difflib
+import itertools
+import re
 import sys
 import textwrap
 import tokenize
@@ -26,7 +29,13 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
-from migrate.codemod.fastcst import cached_walk, clear_caches, module_code, transform
+from migrate.codemod.fastcst import (
+    cached_walk,
+    clear_caches,
+    module_code,
+    statement_position,
+    transform,
+)
 from migrate.codemod.tfnames import TFNames
 
 DOCS_BASE = "legacy_reference/"
@@ -117,6 +126,7 @@ class RuleContext:
         self.path = path
         self.names = _tf_names(module)
         self.qualname = self.names.qualname  # the method below, without a call in between
+        self.source = module.code  # the engine sets the file as it came, before any rule
         self.reports: list[tuple[cst.CSTNode, str, str, str, str, bool, str]] = []
         self.imports: list[tuple[str, str | None, str | None]] = []
 
@@ -250,6 +260,8 @@ class _Locator:
         self.tree = tree
         self.seen: dict[str, int] = {}
         self._ends: dict[tuple[int, int], tuple[int, int]] | None = None
+        self._text: str | None = None  # the lines joined by newlines, and where each starts in it
+        self._starts: list[int] = []
         self._masks: dict[int, list[tuple[int, int]]] | None = None
 
     def fresh(self) -> _Locator:
@@ -264,6 +276,8 @@ class _Locator:
         """Keep what ``fresh`` (from :meth:`fresh`) found about the input."""
         self._masks = self._masks if self._masks is not None else fresh._masks
         self._ends = self._ends if self._ends is not None else fresh._ends
+        if self._text is None:
+            self._text, self._starts = fresh._text, fresh._starts
 
     def _masked(self) -> dict[int, list[tuple[int, int]]]:
         """Line -> column spans of comments and strings: text there is not
@@ -324,16 +338,24 @@ class _Locator:
         return masks
 
     def _find(self, snippet: str, nth: int) -> tuple[int, int] | None:
+        """The ``nth`` hit of ``snippet`` in code (else in comments and strings),
+        hits in line and column order. ``snippet`` is one stripped line (no line
+        break), so it is searched in the lines joined by newlines."""
         code_hits, other_hits = [], []
         masks = self._masked()
-        for i, line in enumerate(self.lines, 1):
-            col = line.find(snippet)
-            while col >= 0:
-                inside = any(a <= col < b for a, b in masks.get(i, ()))
-                (other_hits if inside else code_hits).append((i, col + 1))
-                if len(code_hits) > nth:
-                    return code_hits[nth]
-                col = line.find(snippet, col + 1)
+        if self._text is None:
+            self._text = "\n".join(self.lines)
+            self._starts = list(itertools.accumulate((len(line) + 1 for line in self.lines[:-1]), initial=0))
+        text, starts = self._text, self._starts
+        at = text.find(snippet)
+        while at >= 0:
+            i = bisect.bisect_right(starts, at)  # 1-based line
+            col = at - starts[i - 1]
+            inside = any(a <= col < b for a, b in masks.get(i, ()))
+            (other_hits if inside else code_hits).append((i, col + 1))
+            if len(code_hits) > nth:
+                return code_hits[nth]
+            at = text.find(snippet, at + 1)
         hits = code_hits or other_hits
         if not hits:
             return None
@@ -414,7 +436,7 @@ def first_line_code(node: cst.CSTNode) -> tuple[str, bool]:
 _EMPTY = cst.Module(body=[])
 
 
-def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, positions_of) -> list[Diagnostic]:
+def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, position_of) -> list[Diagnostic]:
     if not ctx.reports:
         return []
     out = []
@@ -422,7 +444,7 @@ def _resolve_reports(ctx: RuleContext, module: cst.Module, locator: _Locator, po
         where = locator.locate(node)
         if where is None:
             # new code with no counterpart in the input: position in this rule's input tree
-            pos = positions_of(module).get(node)
+            pos = position_of(module, node)
             where = (pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1) if pos else (1, 1, 1, 1)
         line, col, end_line, end_col = where
         out.append(
@@ -535,19 +557,21 @@ def migrate_source(
     path: str = "<string>",
     select: Iterable[str] | None = None,
     ignore: Iterable[str] | None = None,
-    top_level_await: bool = False,
+    cell_marker: str | None = None,
 ) -> MigrationResult:
     """Run the selected rules over ``source`` and return the result.
 
     Raises :class:`MigrationError` when the source is not valid Python 3 or
     the rewritten code would not compile (nothing is ever written then).
-    ``top_level_await``: ``await`` outside a function compiles (notebook
-    cells, which IPython runs that way).
+    ``cell_marker``: a regular expression matching the line that starts each
+    cell of a notebook program; each cell must compile on its own then, as
+    IPython compiles them (a top-level ``await`` or a cell's own
+    ``from __future__`` import is fine).
     """
     if not mentions_tensorflow(source):
         return MigrationResult(source, source)
     try:
-        return _migrate(source, path, select, ignore, top_level_await)
+        return _migrate(source, path, select, ignore, cell_marker)
     finally:
         # the caches of node walks, code and names hold this source's trees
         clear_caches()
@@ -556,7 +580,7 @@ def migrate_source(
 
 
 def _migrate(
-    source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None, top_level_await: bool
+    source: str, path: str, select: Iterable[str] | None, ignore: Iterable[str] | None, cell_marker: str | None
 ) -> MigrationResult:
     tree = _syntax_check(source, path)
     try:
@@ -595,7 +619,8 @@ def _migrate(
             if prepared:
                 # why the training stayed TF1 once the builder was inlined: the
                 # run without the inlining only sees the builder's call
-                gated.extend(replace(d, message=f"{d.message} (found with the graph builder inlined)")
+                found_with = f" (found with the rewrite of {' and '.join(r.code for r in prepared)} applied)"
+                gated.extend(replace(d, message=d.message + found_with)
                              for d in diagnostics if d.code == "TFM301" and not d.fixed and d.severity != "info")
             dropped += prepared
         else:
@@ -613,8 +638,11 @@ def _migrate(
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
     if output is not source:
-        _compile_gate(output, runs, rules, applied, top_level_await)
-    diagnostics.extend(gated)
+        _compile_gate(output, runs, rules, applied, cell_marker)
+    # a reason found with a builder inlined that the final run also gives is said once
+    final = {(d.code, d.line, d.column, d.message) for d in diagnostics}
+    diagnostics.extend(d for d in gated if (
+        d.code, d.line, d.column, _FOUND_WITH.sub("", d.message)) not in final or not _FOUND_WITH.search(d.message))
     output = output if output is source else output[0]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
     return MigrationResult(source, output, _dedupe(diagnostics), applied)
@@ -640,6 +668,8 @@ class _Runs:
         self._transforms: dict[tuple[type[Rule], int], tuple[cst.Module, cst.Module, RuleContext, bool]] = {}
         # id(module) -> (module, its libcst positions)
         self._positions: dict[int, tuple[cst.Module, object]] = {}
+        # (id(module), id(node)) -> (module, node, its position there)
+        self._node_positions: dict[tuple[int, int], tuple[cst.Module, cst.CSTNode, object]] = {}
         # id(module) -> (module, _checked_code of it)
         self._checked: dict[int, tuple[cst.Module, object]] = {}
         self._undefined_in_source: frozenset[str] | None = None
@@ -656,11 +686,12 @@ class _Runs:
             known = self._transforms.get(key)
             if known is None or known[0] is not module:
                 ctx = RuleContext(module, self.path)
+                ctx.source = self.source  # the file as it came: what reports can be located in
                 new_module = rule_cls(ctx).transform(module)
                 changed = new_module is not module and not new_module.deep_equals(module)
                 known = self._transforms[key] = (module, new_module, ctx, changed)
             _, new_module, ctx, changed = known
-            diagnostics.extend(_resolve_reports(ctx, module, locator, self._module_positions))
+            diagnostics.extend(_resolve_reports(ctx, module, locator, self._position))
             pending_imports.extend(ctx.imports)
             if changed:
                 applied.append(rule_cls.code)
@@ -673,12 +704,24 @@ class _Runs:
             module = _add_imports(module, pending_imports)
         return module, diagnostics, applied
 
-    def _module_positions(self, module: cst.Module):
+    def _position(self, module: cst.Module, node: cst.CSTNode):
+        """libcst's position of ``node`` in ``module``, generating only the
+        top-level statement holding it when it is found there exactly once."""
+        key = (id(module), id(node))
+        known = self._node_positions.get(key)
+        if known is not None and known[0] is module and known[1] is node:
+            return known[2]
+        try:
+            position = statement_position(module, node)
+            self._node_positions[key] = (module, node, position)
+            return position
+        except LookupError:
+            pass
         known = self._positions.get(id(module))
         if known is None or known[0] is not module:
             positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
             known = self._positions[id(module)] = (module, positions)
-        return known[1]
+        return known[1].get(node)
 
     def checked_code(self, module: cst.Module, applied: list[str]):
         """:func:`_checked_code`, once per module (``_add_imports`` hands back
@@ -734,16 +777,36 @@ def compile_error(code: str | ast.Module, path: str, top_level_await: bool = Fal
     return None
 
 
-def _compile_gate(output, runs: _Runs, rules, applied, top_level_await) -> None:
+def _program_compile_error(code: str, tree: ast.Module, path: str, cell_marker: str | None) -> SyntaxError | None:
+    """:func:`compile_error` of a module, or of each cell of a notebook
+    program (``cell_marker``: see :func:`migrate_source`). The text before
+    the first marker belongs to the first cell (imports added on top), the
+    marker lines are compiled as blank lines and each cell is preceded by
+    blank lines, so errors are located at program lines."""
+    if cell_marker is None:
+        return compile_error(tree, path)
+    marker = re.compile(cell_marker)
+    lines = code.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if marker.match(line)]
+    bounds = [0, *starts[1:], len(lines)]
+    for start, end in itertools.pairwise(bounds):
+        cell = "".join("\n" if marker.match(line) else line for line in lines[start:end])
+        error = compile_error("\n" * start + cell, path, top_level_await=True)
+        if error is not None:
+            return error
+    return None
+
+
+def _compile_gate(output, runs: _Runs, rules, applied, cell_marker: str | None) -> None:
     """Raise a located :class:`MigrationError` naming the rule whose change
     makes the output not compile: the first rule, in run order, after whose
     change the code no longer compiles (all the applied ones when only their
     combination fails). The file is then left as it is."""
     source, path, tree = runs.source, runs.path, runs.tree
-    error = compile_error(output[1], path, top_level_await)
+    error = _program_compile_error(output[0], output[1], path, cell_marker)
     if error is None:
         return
-    refused = compile_error(tree, path, top_level_await)
+    refused = _program_compile_error(source, tree, path, cell_marker)
     if refused is not None:  # Python refuses the input too: nothing a rule did
         raise MigrationError(
             f"syntax error: {refused.msg} (the file parses but does not compile)", refused.lineno, refused.offset
@@ -754,7 +817,7 @@ def _compile_gate(output, runs: _Runs, rules, applied, top_level_await) -> None:
             continue
         module, _, applied_now = runs.run(rules[:k])
         code = runs.checked_code(module, applied_now)
-        if code is not source and compile_error(code[1], path, top_level_await) is not None:
+        if code is not source and _program_compile_error(code[0], code[1], path, cell_marker) is not None:
             culprits = [rule_cls]
             break
     names = ", ".join(f"{r.code} ({r.name})" for r in culprits)
@@ -882,7 +945,8 @@ _TF1_CLUSTER_TRAINING = frozenset(
     {"replica_device_setter", "SyncReplicasOptimizer", "MonitoredTrainingSession", "Supervisor"}
 )
 _CLUSTER_RULES = ("TFM201", "TFM202")
-_TRAINING_PREP_RULES = ("TFM300",)
+_TRAINING_PREP_RULES = ("TFM300", "TFM304")
+_FOUND_WITH = re.compile(r" \(found with the rewrite of [A-Z0-9 and]+ applied\)$")
 _TRAINING_RULES = ("TFM301", "TFM303")
 
 

@@ -10,6 +10,7 @@ and `transform` rebuilds only the nodes on the path to a change.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import inspect
 import textwrap
@@ -19,6 +20,8 @@ from collections.abc import Iterator
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+from libcst._position import CodeRange
+from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
 
 # Fields that only hold whitespace, comments and punctuation. No rule hooks
 # those node types, so the walks skip them (and the code they print is kept
@@ -474,8 +477,22 @@ _MODULE_NODES: list[list] = []
 _STATEMENT_WALKS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode], list[int]]] = {}
 
 
+# type -> whether it is a statement (``isinstance`` on libcst's ABCs is slow)
+_IS_STATEMENT: dict[type, bool] = {}
+
+
+def _is_statement(kind: type) -> bool:
+    found = _IS_STATEMENT.get(kind)
+    if found is None:
+        found = _IS_STATEMENT[kind] = issubclass(kind, cst.BaseStatement)
+    return found
+
+
 def _subtree(node: cst.CSTNode) -> tuple[list[cst.CSTNode], list[int]]:
-    """``list(walk(node))`` and the size of each of those nodes' subtrees."""
+    """``list(walk(node))`` and the size of each of those nodes' subtrees.
+    Kept for every statement: a rule that changes one line of a function
+    rebuilds the statements on the path to it only, so the walk of the new
+    function splices the kept walks of all its other statements."""
     found = _STATEMENT_WALKS.get(id(node))
     if found is not None and found[0] is node:
         return found[1], found[2]
@@ -488,6 +505,11 @@ def _subtree(node: cst.CSTNode) -> tuple[list[cst.CSTNode], list[int]]:
         n = pop()
         if type(n) is int:  # the end of the subtree of nodes[n]
             sizes[n] = len(nodes) - n
+            continue
+        if n is not node and (_IS_STATEMENT.get(type(n)) or _is_statement(type(n))):
+            child_nodes, child_sizes = _subtree(n)
+            nodes += child_nodes
+            sizes += child_sizes
             continue
         i = len(nodes)
         append(n)
@@ -573,3 +595,89 @@ def cached_calls(node: cst.CSTNode) -> Iterator[cst.Call]:
         nodes, calls = entry[1], _calls(entry)
         return iter([nodes[i] for i in calls[bisect_left(calls, start):bisect_left(calls, end)]])
     return (n for n in walk(node) if type(n) is cst.Call)
+
+
+# --------------------------------------------------------------------------- positions
+
+
+class _PositionFound(Exception):
+    pass
+
+
+class _PositionOfNode(PositionProvidingCodegenState):
+    """libcst's position-tracking code generation for ``target`` only: the
+    code before it is generated plainly (positions untracked) and its lines
+    counted when ``target`` starts; generation stops once ``target``'s own
+    position is recorded."""
+
+    def add_indent_tokens(self) -> None:
+        if self.tracking:
+            super().add_indent_tokens()
+        else:
+            self.tokens.extend(self.indent_tokens)
+
+    def add_token(self, value: str) -> None:
+        if self.tracking:
+            super().add_token(value)
+        else:
+            self.tokens.append(value)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node is self.target:
+            # libcst counts lines token by token; a token never ends between "\r" and "\n"
+            segments = NEWLINE_RE.split("".join(self.tokens))
+            self.line, self.column = len(segments), len(segments[-1])
+            self.tracking = True
+        if self.tracking:
+            super().before_codegen(node)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        if self.tracking:
+            super().after_codegen(node)
+            if node is self.target:
+                raise _PositionFound
+
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        if self.tracking:
+            return super().record_syntactic_position(node, start_node=start_node, end_node=end_node)
+        return contextlib.nullcontext()
+
+
+class _Computed:
+    def __init__(self) -> None:
+        self._computed: dict[cst.CSTNode, CodeRange] = {}
+
+
+def statement_position(module: cst.Module, node: cst.CSTNode) -> CodeRange | None:
+    """``MetadataWrapper(module).resolve(PositionProvider).get(node)`` computed
+    from the top-level statement holding ``node`` only: that statement's code
+    does not depend on the others (:func:`module_code` relies on it too), so
+    the lines before it are counted in their generated text and only the
+    statement is generated again, up to ``node``. Raises LookupError when
+    ``node`` is not found exactly once under the module's statements (the
+    caller then resolves the whole module)."""
+    holder = None
+    for statement in module.body:
+        nodes, _ = _subtree(statement)
+        hits = sum(1 for n in nodes if n is node)
+        if hits and (holder is not None or hits > 1):
+            raise LookupError("node found more than once")
+        if hits:
+            holder = statement
+    if holder is None:
+        raise LookupError("node not under a statement")
+    module_code(module)  # every statement's code is now in _STATEMENT_CODE
+    indent, newline = module.default_indent, module.default_newline
+    state = _PositionOfNode(default_indent=indent, default_newline=newline, provider=_Computed())
+    state.target, state.tracking = node, False
+    for h in module.header:
+        h._codegen(state)
+    for statement in module.body:
+        if statement is holder:
+            break
+        state.tokens.append(_STATEMENT_CODE[(id(statement), indent, newline)][1])
+    try:
+        holder._codegen(state)
+    except _PositionFound:
+        pass
+    return state.provider._computed.get(node)

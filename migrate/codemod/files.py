@@ -73,10 +73,41 @@ class FileError(Exception):
 @dataclass
 class Discovery:
     files: list[Path] = field(default_factory=list)
-    # Paths given on the command line that are unusable: (path, message).
+    # Paths given on the command line that are unusable or yield no file to
+    # process: (path, message saying why).
     errors: list[tuple[Path, str]] = field(default_factory=list)
     # Other files under the given directories (for ``-o DIR``: copied as they are).
     others: list[Path] = field(default_factory=list)
+    # Files named explicitly and left out by ``force_exclude``: (path, why).
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+
+@dataclass
+class _Skips:
+    """What a walk left out and why: (kind, reason) -> how many."""
+
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    found: int = 0  # files to process (also those another given path found first)
+
+    def add(self, kind: str, detail: str = "") -> None:
+        self.counts[(kind, detail)] = self.counts.get((kind, detail), 0) + 1
+
+    def explain(self, most: int = 4) -> str:
+        """Why nothing was found, e.g. "2 paths ignored by .gitignore
+        (/r/.gitignore line 3: `build/`)"; the ``most`` first reasons."""
+        parts = []
+        for (kind, detail), count in list(self.counts.items())[:most]:
+            one, many, label = {
+                "gitignore": ("path", "paths", "ignored by .gitignore"),
+                "exclude": ("path", "paths", "excluded by the exclude pattern"),
+                "virtualenv": ("virtualenv directory", "virtualenv directories", "not entered"),
+                "symlink": ("symbolic link", "symbolic links", "not followed"),
+                "other": ("file", "files", "not Python or a notebook (.py, .ipynb)"),
+            }[kind]
+            parts.append(f"{count} {one if count == 1 else many} {label}" + (f" {detail}" if detail else ""))
+        if len(self.counts) > most:
+            parts.append(f"{len(self.counts) - most} other reasons")
+        return "; ".join(parts) if parts else "the directory is empty"
 
 
 def _is_virtualenv(path: Path) -> bool:
@@ -104,7 +135,8 @@ def _ancestor_gitignores(root: Path) -> list[tuple[Path, GitIgnoreSpec]]:
     return []
 
 
-def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, GitIgnoreSpec]]) -> bool:
+def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, GitIgnoreSpec]]) -> str | None:
+    """Which ``.gitignore`` ignores ``path``: "(FILE line N: `PATTERN`)", else None."""
     for base, spec in specs:
         try:
             rel = path.relative_to(base).as_posix()
@@ -112,9 +144,12 @@ def _ignored(path: Path, is_dir: bool, specs: list[tuple[Path, GitIgnoreSpec]]) 
             continue
         if is_dir:
             rel += "/"
-        if spec.match_file(rel):
-            return True
-    return False
+        found = spec.check_file(rel)
+        if found.include:
+            pattern = getattr(spec.patterns[found.index], "pattern", None) if found.index is not None else None
+            where = f" line {found.index + 1}: `{pattern}`" if pattern else ""
+            return f"({base / '.gitignore'}{where})"
+    return None
 
 
 def discover(
@@ -126,6 +161,7 @@ def discover(
     force_exclude: bool = False,
     skip_dirs: tuple[Path, ...] = (),
     collect_others: bool = False,
+    pattern_origins: dict[str, str] | None = None,
 ) -> Discovery:
     """Expand ``paths`` into the ``.py``/``.ipynb`` files to process.
 
@@ -133,24 +169,37 @@ def discover(
     them; both are gitignore-style patterns relative to ``exclude_base``
     (where the config lives) and also match bare names anywhere. Files named
     explicitly are always processed unless ``force_exclude`` (pre-commit
-    passes file names one by one).
+    passes file names one by one; those are then ``skipped``, with why). A
+    directory that yields no file is an error saying why (``.gitignore``,
+    which exclude pattern and where it was set: ``pattern_origins``, files
+    of other kinds).
     """
     patterns = list(DEFAULT_EXCLUDES if exclude is None else exclude) + list(extend_exclude or [])
     exclude_spec = GitIgnoreSpec.from_lines(patterns)
+    origins = dict(pattern_origins or {})
+    if exclude is None:
+        for pattern in DEFAULT_EXCLUDES:
+            origins.setdefault(pattern, "one of the default excludes")
     base = (exclude_base or Path.cwd()).resolve()
     skip = {p.resolve() for p in skip_dirs}
     result = Discovery()
     seen: set[Path] = set()
 
-    def excluded(path: Path, is_dir: bool, resolved: Path | None = None) -> bool:
+    def excluded(path: Path, is_dir: bool, resolved: Path | None = None) -> str | None:
+        """Why the exclude patterns leave ``path`` out: "`PATTERN` (ORIGIN)", else None."""
         suffix = "/" if is_dir else ""
-        if exclude_spec.match_file(path.name + suffix):
-            return True
-        try:
-            rel = (resolved or path.resolve()).relative_to(base).as_posix()
-        except ValueError:
-            return False
-        return exclude_spec.match_file(rel + suffix)
+        found = exclude_spec.check_file(path.name + suffix)
+        if not found.include:
+            try:
+                rel = (resolved or path.resolve()).relative_to(base).as_posix()
+            except ValueError:
+                return None
+            found = exclude_spec.check_file(rel + suffix)
+            if not found.include:
+                return None
+        pattern = patterns[found.index]
+        origin = origins.get(pattern)
+        return f"`{pattern}`" + (f" ({origin})" if origin else "")
 
     def add(path: Path, resolved: Path | None = None) -> None:
         key = resolved or path.resolve()
@@ -166,17 +215,42 @@ def discover(
             result.errors.append((given, "no such file or directory"))
             continue
         if given.is_dir():
-            _walk(given, excluded, skip, result, add, collect_others)
+            errors_before = len(result.errors)
+            skips = _walk(given, excluded, skip, result, add, collect_others)
+            if not skips.found and len(result.errors) == errors_before:
+                result.errors.append((given, f"no Python or notebook file to process here: {skips.explain()}"))
             continue
-        if force_exclude and excluded(given, False):
+        why = excluded(given, False) if force_exclude else None
+        if why is not None:
+            result.skipped.append((given, f"excluded by the exclude pattern {why} (--force-exclude)"))
+            continue
+        if not _python_or_notebook(given):
+            why = "not a Python or notebook file (.py, .ipynb, or a script whose #! line runs python)"
+            # pre-commit names files its own way (SConstruct is Python to it): skip them quietly there
+            (result.skipped if force_exclude else result.errors).append((given, why))
             continue
         add(given)
     return result
 
 
-def _walk(root, excluded, skip, result: Discovery, add, collect_others: bool) -> None:
+def _python_or_notebook(path: Path) -> bool:
+    """A named file tfmigrate reads: a Python or notebook suffix, or a
+    ``#!`` line that runs python (an unreadable file is let through: reading
+    it reports why)."""
+    if path.suffix in (*SOURCE_SUFFIXES, ".pyw", ".pyi"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256)
+    except OSError:
+        return True
+    return first.startswith(b"#!") and b"python" in first
+
+
+def _walk(root, excluded, skip, result: Discovery, add, collect_others: bool) -> _Skips:
     root_resolved = root.resolve()
     specs = _ancestor_gitignores(root_resolved)
+    skips = _Skips()
 
     def unlistable(error: OSError) -> None:
         result.errors.append((Path(error.filename), f"cannot list directory: {error.strerror}"))
@@ -192,14 +266,16 @@ def _walk(root, excluded, skip, result: Discovery, add, collect_others: bool) ->
         keep = []
         for name in sorted(dirnames):
             sub, resolved = current / name, resolved_dir / name
-            if (
-                resolved in skip
-                or excluded(sub, True, resolved)
-                or _is_virtualenv(sub)
-                or _ignored(resolved, True, specs)
-            ):
+            if resolved in skip:
                 continue
-            keep.append(name)
+            if (why := excluded(sub, True, resolved)) is not None:
+                skips.add("exclude", why)
+            elif _is_virtualenv(sub):
+                skips.add("virtualenv")
+            elif (why := _ignored(resolved, True, specs)) is not None:
+                skips.add("gitignore", why)
+            else:
+                keep.append(name)
         dirnames[:] = keep
         for name in sorted(filenames):
             path = current / name
@@ -207,14 +283,21 @@ def _walk(root, excluded, skip, result: Discovery, add, collect_others: bool) ->
                 # Processing a link would either touch a file outside the
                 # tree or process its target twice; the target is found
                 # on its own when it lives in the tree.
+                skips.add("symlink")
                 continue
             resolved = resolved_dir / name
-            if excluded(path, False, resolved) or _ignored(resolved, False, specs):
-                continue
-            if name.endswith(SOURCE_SUFFIXES):
+            if (why := excluded(path, False, resolved)) is not None:
+                skips.add("exclude", why)
+            elif (why := _ignored(resolved, False, specs)) is not None:
+                skips.add("gitignore", why)
+            elif name.endswith(SOURCE_SUFFIXES):
+                skips.found += 1
                 add(path, resolved)
-            elif collect_others:
-                result.others.append(path)
+            else:
+                skips.add("other")
+                if collect_others:
+                    result.others.append(path)
+    return skips
 
 
 # --------------------------------------------------------------------------- reading

@@ -388,7 +388,7 @@ def migrate_notebook(
     """Migrate the code cells of notebook ``raw`` as one program.
 
     ``python2``: code cells written for Python 2 go through the same
-    pre-pass as ``.py`` files, cell by cell (:func:`_python2_cells`), each
+    pre-pass as ``.py`` files, cell by cell (:class:`_Python2Cells`), each
     conversion reported as TFM001 on its cell."""
     text, nb = load(raw)
     language = _language(nb)
@@ -433,7 +433,9 @@ def migrate_notebook(
                 " limit); use --max-file-size 0 to process them anyway"
             )
         try:
-            result = migrate_source(program, path=path, select=select, ignore=ignore, top_level_await=True)
+            result = migrate_source(
+                program, path=path, select=select, ignore=ignore, cell_marker=rf"{CELL_MARKER}\(\d+\)[ \t]*\r?$"
+            )
             break
         except MigrationError as e:
             # Python 3 whose indentation mixes tabs the way the CST parser cannot read

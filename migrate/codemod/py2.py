@@ -13,6 +13,11 @@ conversion uses fissix, the maintained fork of lib2to3, with the fixers that
 keep behaviour (e.g. ``d.keys()`` -> ``list(d.keys())``) and without the
 purely stylistic ones; fissix changes only the constructs its fixers match,
 so every other line stays byte-identical.
+
+Python 3 whose indentation mixes tabs and spaces in a way libcst's tokenizer
+cannot read (Python reads it with 8-column tab stops) is re-indented with
+those stops (:func:`expand_indentation`). Notebooks get the same pre-pass
+cell by cell (:mod:`migrate.codemod.notebook`).
 """
 
 from __future__ import annotations
@@ -378,15 +383,6 @@ def _error(original: SyntaxError, detail: str) -> MigrationError:
     )
 
 
-def _first_tab_indented_line(source: str) -> int | None:
-    """The first line whose indentation holds a tab (outside strings), else None."""
-    expanded = _expand_indent_tabs(source).splitlines()
-    for number, (line, new) in enumerate(zip(source.splitlines(), expanded), 1):
-        if line != new:
-            return number
-    return None
-
-
 def expand_indentation(source: str, path: str = "<string>", *, top_level_await: bool = False) -> tuple[str, Diagnostic] | None:
     """Python 3 that the CST parser cannot tokenize because of how its
     indentation mixes tabs and spaces (``8 spaces + tab`` then ``tab + 8
@@ -395,11 +391,11 @@ def expand_indentation(source: str, path: str = "<string>", *, top_level_await: 
     indentation expanded to 8-column stops, which is how Python 2 and 3 read
     them, strings untouched. None when no indentation holds a tab (or the
     expanded source does not compile)."""
-    line = _first_tab_indented_line(source)
-    if line is None:
-        return None
     expanded = _expand_indent_tabs(source)
-    if compile_error(expanded, path, top_level_await) is not None:
+    line = next(
+        (n for n, (a, b) in enumerate(zip(source.splitlines(), expanded.splitlines()), 1) if a != b), None
+    )
+    if line is None or compile_error(expanded, path, top_level_await) is not None:
         return None
     diagnostic = Diagnostic(
         code=PY2_CODE,

@@ -32,6 +32,7 @@ import libcst as cst
 
 from migrate.codemod.rules._cst import walk
 from migrate.codemod.tfnames import TFNames, dotted
+from migrate.codemod.tfnames import canonical as tf_canonical
 
 __all__ = ["Prepared", "prepare"]
 
@@ -174,6 +175,9 @@ CONTRIB_PROVIDED = frozenset({
     *_CONTRIB_MNIST_SELECTED,
     *CONTRIB_MOVED,
 })
+# contrib.learn's modules as a whole are not imported: of them check serves the
+# MNIST reader only (imported as its own module, or reached by a use check can judge)
+_CONTRIB_LEARN_MODULES = frozenset({"learn", "learn.datasets", "learn.python"})
 # Other names TF 1.x gave the same modules: (spelling, canonical module).
 # slim re-exported contrib.layers and contrib.framework's members (below), and
 # slim.layers was contrib.layers' own module.
@@ -302,6 +306,79 @@ _WHY_NOT_PROVIDED = {
 }
 
 
+# tf.compat.v1.layers functions check runs as TF1's code when Keras 3 left
+# them out (harness feature `tf1layers`, migrate/codemod/tf1_layers.py).
+TF1_LAYERS_PROVIDED = frozenset({"dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout"})
+
+
+def _keras3_removed(name: str) -> str | None:
+    """Why canonical ``name`` (``layers.batch_normalization``,
+    ``nn.rnn_cell.LSTMCell``) cannot run on Keras 3, or None. tf-keras with
+    TF_USE_LEGACY_KERAS brings them back."""
+    import importlib.util
+    import os
+
+    from migrate.codemod.rules.tfm101_tensorflow_import import load_tf_api
+
+    module = next((m for m in load_tf_api().keras2_only if name.startswith(m + ".")), None)
+    if module is None or (module == "layers" and name.split(".")[1] in TF1_LAYERS_PROVIDED):
+        return None
+    if os.environ.get("TF_USE_LEGACY_KERAS", "") not in ("", "0") and importlib.util.find_spec("tf_keras"):
+        return None
+    provided = f"; tfmigrate check provides tf.layers.{', '.join(sorted(TF1_LAYERS_PROVIDED))} only" if (
+        module == "layers") else ""
+    return (f"TensorFlow 2 runs only with Keras 2 (tf-keras and TF_USE_LEGACY_KERAS=1): Keras 3 removed"
+            f" tf.compat.v1.{module}{provided}")
+
+
+# Keras 2 (what TF 1.x programs imported as `keras`) against Keras 3, which TF
+# 2.21 installs: these modules are gone, and keras.backend keeps only these
+# names (tests/test_legacy_compat.py checks both lists on the installed Keras).
+KERAS2_MODULES = frozenset({
+    "keras.layers.core", "keras.layers.recurrent", "keras.layers.convolutional", "keras.layers.merge",
+    "keras.layers.embeddings", "keras.layers.normalization", "keras.layers.pooling", "keras.layers.wrappers",
+    "keras.layers.advanced_activations", "keras.layers.noise", "keras.layers.local", "keras.engine",
+    "keras.utils.np_utils", "keras.utils.generic_utils", "keras.wrappers.scikit_learn", "keras.objectives",
+})
+KERAS3_BACKEND = frozenset({
+    "backend", "clear_session", "epsilon", "floatx", "get_uid", "image_data_format", "is_float_dtype",
+    "is_int_dtype", "is_keras_tensor", "result_type", "set_epsilon", "set_floatx", "set_image_data_format",
+    "standardize_dtype",
+})
+_KERAS2_WHY = ("a Keras 2 {what}: TensorFlow 2.21's Keras 3 removed it, and check does not substitute Keras 2"
+               " (tf-keras) for the program's Keras")
+
+
+def _keras_bindings(module: cst.Module) -> dict[str, str]:
+    """Local names bound to standalone ``keras`` modules: ``K`` -> ``keras.backend``."""
+    bindings: dict[str, str] = {}
+    for node in walk(module):
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = _module_name(alias.name)
+                if full == "keras" or full.startswith("keras."):
+                    bindings[alias.asname.name.value if alias.asname else full.split(".")[0]] = (
+                        full if alias.asname else "keras")
+        elif isinstance(node, cst.ImportFrom) and not node.relative and not isinstance(node.names, cst.ImportStar):
+            base = _module_name(node.module)
+            if base == "keras" or base.startswith("keras."):
+                for alias in node.names:
+                    name = _module_name(alias.name)
+                    bindings[alias.asname.name.value if alias.asname else name] = f"{base}.{name}"
+    return bindings
+
+
+def _keras2_removed(full: str) -> str | None:
+    """``full`` (``keras.backend.sum``, ``keras.layers.core.Lambda``) as Keras 3 lacks it, or None."""
+    module = next((m for m in KERAS2_MODULES if full == m or full.startswith(m + ".")), None)
+    if module is not None:
+        return module
+    parts = full.split(".")
+    if len(parts) >= 3 and parts[:2] == ["keras", "backend"] and parts[2] not in KERAS3_BACKEND:
+        return ".".join(parts[:3])
+    return None
+
+
 def _removed(full: str, verb: str, line: int) -> str:
     why = next((w for prefix, w in _WHY_NOT_PROVIDED.items() if full == prefix or full.startswith(prefix + ".")), "")
     shown = f"`{full}`" if verb == "imports" else full
@@ -322,6 +399,7 @@ def _blockers(module: cst.Module) -> list[str]:
     api = load_tf_api()
     guarded = {id(n) for t in walk(module) if isinstance(t, cst.Try) for n in walk(t.body)}
     tf_names = TFNames.from_module(module)
+    keras_names = _keras_bindings(module)
     found = []
     used: set[str] = set()
     inner = {id(n.value) for n in walk(module) if isinstance(n, cst.Attribute)}
@@ -332,7 +410,23 @@ def _blockers(module: cst.Module) -> list[str]:
         if isinstance(node, cst.Attribute):
             if id(node) in inner:
                 continue  # only whole chains: tf.contrib.layers.fully_connected, not tf.contrib
+            head = (dotted(node) or "").split(".")[0]
+            keras_full = (
+                keras_names[head] + (dotted(node) or "")[len(head):] if head in keras_names
+                else tf_names.qualname(node) or ""
+            )
+            keras2 = _keras2_removed(keras_full)
+            if keras2 is not None and keras2 not in used:
+                used.add(keras2)
+                what = "module" if keras2 in KERAS2_MODULES else "backend function"
+                found.append(f"line {line(node)}: uses {dotted(node)} ({keras2}), " + _KERAS2_WHY.format(what=what))
+                continue
             full = _tf1_name(tf_names.full_name(node) or "")
+            keras3 = _keras3_removed(tf_names.qualname(node) or "")
+            if keras3 is not None and full not in used:
+                used.add(full)
+                found.append(f"line {line(node)}: uses {dotted(node)}, which {keras3}")
+                continue
             change = api.pre1.get(tf_names.qualname(node) or "")
             if change is not None and change.removed and change.old and full not in used:
                 used.add(full)
@@ -362,10 +456,26 @@ def _blockers(module: cst.Module) -> list[str]:
         elif isinstance(node, cst.ImportFrom) and not node.relative:
             base = _module_name(node.module)
             names = [base]
-            if base.startswith(("tensorflow.contrib", "tensorflow")) and not isinstance(node.names, cst.ImportStar):
+            if base.startswith(("tensorflow", "keras")) and not isinstance(node.names, cst.ImportStar):
                 names = [f"{base}.{_module_name(a.name)}" for a in node.names]
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            gone = [n for n in names if _keras2_removed(n) in KERAS2_MODULES]
+            if isinstance(node, cst.ImportFrom) and _keras2_removed(_module_name(node.module)) in KERAS2_MODULES:
+                gone = [_module_name(node.module)]
+            if gone and gone[0] not in used:
+                used.add(gone[0])
+                found.append(f"line {line(node)}: imports `{gone[0]}`, " + _KERAS2_WHY.format(what="module"))
+                continue
         for name in names:
-            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials" or contrib_provided(name):
+            keras3 = _keras3_removed(tf_canonical(name) or "")
+            if keras3 is not None:
+                found.append(f"line {line(node)}: imports `{name}`, which {keras3}")
+                break
+            member = contrib_member(name)
+            whole_learn = member is not None and contrib_canonical(member) in _CONTRIB_LEARN_MODULES
+            if _is_mnist_reader(name) or name == "tensorflow.examples.tutorials" or (
+                contrib_provided(name) and not whole_learn
+            ):
                 continue
             if any(name == r or name.startswith(r + ".") for r in _REMOVED):
                 found.append(_removed(name, "imports", line(node)))

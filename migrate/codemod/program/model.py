@@ -18,7 +18,8 @@ import libcst as cst
 
 from migrate.codemod.fastcst import code_of
 from migrate.codemod.program.project import ProjectModule, index_for
-from migrate.codemod.program.tracing import Pick, Tracer, creates_variables, own_scope
+from migrate.codemod.program.tracing import Pick, Tracer, Unit, creates_variables, own_scope
+from migrate.codemod.tfnames import TFNames
 
 VARIABLE_CREATORS = frozenset({"get_variable", "Variable", "get_local_variable"})
 
@@ -46,6 +47,7 @@ class ModelBuilder:
 _PURE_METHODS = frozenset({"format", "split", "strip", "join", "lower", "upper"})
 _PURE_BUILTINS = frozenset({"len", "str", "int", "range", "list", "tuple"})
 SETTER = "train.replica_device_setter"
+_TRAIN_METHODS = frozenset({"minimize", "apply_gradients", "compute_gradients"})
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,79 @@ class ProgramModel:
                 if creates:
                     out.append(ModelBuilder(node, plain, found[2].project, found[1].name.value))
         return out
+
+    def sibling_functions(self, driver_bindings: dict[str, str]):
+        """(module alias, function name, function with the sibling's module
+        names qualified as ``alias.NAME``, ProjectModule) for each function of
+        a present sibling this file imports as ``import alias``, when its code
+        reads TensorFlow under the names this file binds the same way and reads
+        no other import of its module (so it means the same here)."""
+        tracer = self.tracer
+        for alias, (module, attr) in tracer.imported(tracer.root).items():
+            if attr is not None or not module.present:
+                continue
+            unit = tracer.unit_of(module)
+            if unit is None:
+                continue
+            # its functions as TFM101 writes them (TF2 names), since this file's code is written so
+            # by the time they are inlined; names only the migration adds are never qualified
+            migrated = _tf2_spelled(unit.module, module.path)
+            if migrated is None:
+                continue
+            sibling_bindings = TFNames.from_module(migrated).bindings
+            top = _top_level_names(unit.module)
+            for name, fn in tracer.functions(Unit(migrated, module)).items():
+                qualified = _qualified(fn, alias, top, sibling_bindings, driver_bindings)
+                if qualified is not None:
+                    yield alias, name, qualified, module
+
+    def origin_of(self, call: cst.Call) -> str:
+        """Where the function ``call`` calls lives, for a reason: "" for this
+        file or unknown, else a clause naming the project module."""
+        found = self.tracer.callee(call, self.tracer.root)
+        if found is None:
+            return ""
+        if found[0] == "opaque":
+            return (f", a function of `{found[1].name}`, which is not in this project (its code, optimizer"
+                    " included, cannot be read: migrate it with this file)")
+        unit = found[2]
+        if unit.project is None:
+            return ""
+        return (f", a function of the project module `{unit.project.name}` that TFM300 could not inline here"
+                " (it inlines one that reads only TensorFlow, its parameters and plain module-level names, ends"
+                " with its only `return`, of names, and binds no name the calling function uses)")
+
+    def builds_no_train_op(self, call: cst.Call) -> bool:
+        """True when ``call`` calls a function of the program (this file or a
+        present sibling) that, with the program functions it calls, builds no
+        train op: no TF optimizer, no ``minimize``/``apply_gradients``."""
+        found = self.tracer.callee(call, self.tracer.root)
+        if found is None or found[0] != "function":
+            return False
+        seen: set[int] = set()
+        stack = [(found[1], found[2])]
+        while stack:
+            fn, unit = stack.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
+            for node in own_scope(fn.body):
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    return False  # code it defines could train: not proven
+                if not isinstance(node, cst.Call):
+                    continue
+                q = self.tracer.qualname(node.func, unit) or ""
+                if (isinstance(node.func, cst.Attribute) and node.func.attr.value in _TRAIN_METHODS) or (
+                        q.startswith(("train.", "keras.optimizers.", "optimizers."))):
+                    return False
+                inner = self.tracer.callee(node, unit)
+                if inner is not None and inner[0] == "opaque":
+                    return False
+                if inner is not None:
+                    stack.append((inner[1], inner[2]))
+                elif isinstance(node.func, cst.Attribute) and q == "":
+                    return False  # a method of an object: what it builds is not seen
+        return True
 
     def device_helper(self, value: cst.BaseExpression, index: int | None = None) -> DeviceHelper | None:
         """The helper of this file ``value`` calls, when what it returns (its
@@ -162,3 +237,137 @@ def explain_device(program: ProgramModel, expr: cst.BaseExpression, scope: cst.C
     elif setters[0].via:
         text += ", with other work or values the migration would have to carry along"
     return text
+
+
+def _top_level_names(module: cst.Module) -> dict[str, str]:
+    """Names a module binds at its top: name -> "import" or "other"."""
+    out: dict[str, str] = {}
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            out[statement.name.value] = "other"
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                    for alias in small.names:
+                        bound = alias.asname.name if alias.asname is not None else alias.name
+                        while isinstance(bound, cst.Attribute):
+                            bound = bound.value
+                        if isinstance(bound, cst.Name):
+                            out[bound.value] = "import"
+                elif isinstance(small, (cst.Assign, cst.AnnAssign)):
+                    targets = small.targets if isinstance(small, cst.Assign) else [small]
+                    for t in targets:
+                        if isinstance(t.target, cst.Name):
+                            out.setdefault(t.target.value, "other")
+        else:
+            # names bound in compound statements (if/try at the top): not traced
+            for node in own_scope(statement):
+                if isinstance(node, cst.Name):
+                    out.setdefault(node.value, "unknown")
+    return out
+
+
+class _Qualify(cst.CSTTransformer):
+    """``NAME`` -> ``alias.NAME`` for the module-level names a function reads."""
+
+    def __init__(self, alias: str, names: set[str]):
+        super().__init__()
+        self.alias = alias
+        self.names = names
+        self.skip: set[int] = set()
+
+    def visit_Attribute(self, node):
+        self.skip.add(id(node.attr))
+
+    def visit_Arg(self, node):
+        if node.keyword is not None:
+            self.skip.add(id(node.keyword))
+
+    def leave_Name(self, original, updated):
+        if original.value in self.names and id(original) not in self.skip:
+            return cst.Attribute(cst.Name(self.alias), cst.Name(original.value))
+        return updated
+
+
+def _qualified(fn: cst.FunctionDef, alias: str, top: dict[str, str], sibling_bindings: dict[str, str],
+               driver_bindings: dict[str, str]) -> cst.FunctionDef | None:
+    """``fn`` as code of the importing file, or None when it cannot mean the
+    same there (a TF alias bound otherwise, another import of its module,
+    a default that is not a literal, a nested scope reading module names)."""
+    import builtins
+
+    params = fn.params
+    for p in [*params.posonly_params, *params.params, *params.kwonly_params]:
+        if p.default is not None and not isinstance(p.default, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)):
+            return None
+        if isinstance(p.default, cst.Name) and p.default.value not in ("None", "True", "False"):
+            return None
+    local: set[str] = {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
+    for node in own_scope(fn.body):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return None
+        targets = []
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr)):
+            targets = [node.target]
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            targets = [node.asname.name]
+        elif isinstance(node, (cst.Import, cst.ImportFrom, cst.Global, cst.Nonlocal)):
+            return None
+        for t in targets:
+            local |= _bound_by(t)
+    read: set[str] = set()
+    skip: set[int] = set()
+    for node in own_scope(fn.body):
+        if isinstance(node, cst.Attribute):
+            skip.add(id(node.attr))
+        elif isinstance(node, cst.Arg) and node.keyword is not None:
+            skip.add(id(node.keyword))
+        elif isinstance(node, cst.Name) and id(node) not in skip:
+            read.add(node.value)
+    qualify: set[str] = set()
+    for name in read - local:
+        if name in sibling_bindings:
+            if driver_bindings.get(name) != sibling_bindings[name]:
+                return None  # TensorFlow under a name the importing file binds otherwise
+        elif top.get(name) == "other":
+            qualify.add(name)
+        elif name in top or not hasattr(builtins, name):
+            return None  # another import of its module, or a name of unknown origin
+    return fn.with_changes(body=fn.body.visit(_Qualify(alias, qualify))) if qualify else fn
+
+
+def _bound_by(target: cst.CSTNode) -> set[str]:
+    """Names an assignment target binds (``a``, ``a, (b, *c)``; not ``x.a``, ``x[a]``)."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: set[str] = set()
+        for element in target.elements:
+            out |= _bound_by(element.value)
+        return out
+    if isinstance(target, cst.StarredElement):
+        return _bound_by(target.value)
+    return set()
+
+
+_SPELLED: dict[tuple[str, str], cst.Module | None] = {}
+
+
+def _tf2_spelled(module: cst.Module, path: str) -> cst.Module | None:
+    """A sibling module with TFM101's TF2 names (None: it does not migrate)."""
+    # imported here: the engine imports the rules, which import this module
+    from migrate.codemod.engine import MigrationError, migrate_source
+
+    source = module.code
+    key = (path, source)
+    if key not in _SPELLED:
+        try:
+            output = migrate_source(source, path=path, select=["TFM101"]).output
+            _SPELLED[key] = cst.parse_module(output)
+        except (MigrationError, cst.ParserSyntaxError):
+            _SPELLED[key] = None
+        if len(_SPELLED) > 32:
+            _SPELLED.pop(next(iter(_SPELLED)))
+    return _SPELLED[key]

@@ -192,20 +192,29 @@ class Tracer:
         self.root = Unit(module, None)
         self._qualname = qualname
         self.project = project or ProjectIndex(None)
-        self._names: dict[int, TFNames] = {}
+        self._names: dict[int, tuple[cst.Module, TFNames]] = {}
+        # per module (kept with it: ids of collected modules are reused)
+        self._functions: dict[int, tuple[cst.Module, dict[str, cst.FunctionDef]]] = {}
+        self._imported: dict[int, tuple[cst.Module, dict[str, tuple[ProjectModule, str | None]]]] = {}
 
     # ------------------------------------------------------------ units
     def qualname(self, node: cst.CSTNode, unit: Unit) -> str | None:
         """The TF name of ``node`` as ``unit`` imports it."""
         if unit.project is None:
             return self._qualname(node)
-        names = self._names.get(id(unit.module))
-        if names is None:
-            names = self._names[id(unit.module)] = TFNames.from_module(unit.module)
-        return names.qualname(node)
+        known = self._names.get(id(unit.module))
+        if known is None or known[0] is not unit.module:
+            known = self._names[id(unit.module)] = (unit.module, TFNames.from_module(unit.module))
+        return known[1].qualname(node)
 
     def functions(self, unit: Unit) -> dict[str, cst.FunctionDef]:
         """Top-level functions of a unit whose name nothing else binds there."""
+        known = self._functions.get(id(unit.module))
+        if known is None or known[0] is not unit.module:
+            known = self._functions[id(unit.module)] = (unit.module, self._find_functions(unit))
+        return known[1]
+
+    def _find_functions(self, unit: Unit) -> dict[str, cst.FunctionDef]:
         counts: dict[str, int] = {}
         defs: dict[str, cst.FunctionDef] = {}
         for statement, _ in _statements(unit.module.body):
@@ -224,6 +233,12 @@ class Tracer:
     def imported(self, unit: Unit) -> dict[str, tuple[ProjectModule, str | None]]:
         """Names a unit binds at its top to project modules: ``import net``
         -> (net, None); ``from net import build as b`` -> (net, "build")."""
+        known = self._imported.get(id(unit.module))
+        if known is None or known[0] is not unit.module:
+            known = self._imported[id(unit.module)] = (unit.module, self._find_imported(unit))
+        return known[1]
+
+    def _find_imported(self, unit: Unit) -> dict[str, tuple[ProjectModule, str | None]]:
         out: dict[str, tuple[ProjectModule, str | None]] = {}
         for statement in unit.module.body:
             if not isinstance(statement, cst.SimpleStatementLine):

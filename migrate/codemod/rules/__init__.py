@@ -23,6 +23,7 @@ from migrate.codemod.rules.tfm300_inline_graph_builder import InlineGraphBuilder
 from migrate.codemod.rules.tfm301_graph_to_strategy import GraphToStrategy
 from migrate.codemod.rules.tfm302_sync_backup_workers import SyncBackupWorkers
 from migrate.codemod.rules.tfm303_towers_to_mirrored import TowersToMirrored
+from migrate.codemod.rules.tfm304_session_evals import SessionEvals
 from migrate.codemod.rules.tfm401_estimator import Estimator
 from migrate.codemod.rules.tfm402_contrib import Contrib
 from migrate.codemod.rules.tfm901_legacy_leftovers import LegacyDistributedLeftover
@@ -38,6 +39,7 @@ REGISTRY: list[type[Rule]] = [
     ClusterResolver,
     ServerRoles,
     SyncBackupWorkers,  # before TFM301 removes the SyncReplicasOptimizer it inspects
+    SessionEvals,  # before TFM301: values read by tensor.eval() become session runs it migrates
     InlineGraphBuilder,  # before TFM301: the train op a helper builds is then in the block
     GraphToStrategy,
     TowersToMirrored,

@@ -16,7 +16,7 @@ from collections import Counter
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._graph import SYNC_ATTRS, Graph
+from migrate.codemod.rules._graph import DROPPED_CALLS, SYNC_ATTRS, Graph
 
 # TensorFlow-namespaced calls that run on the host and build no graph: dataset
 # readers handing out NumPy batches (TF1's MNIST tutorial reader, Keras's loaders)
@@ -91,14 +91,16 @@ def host_statements(graph: Graph, qualname) -> list[cst.BaseStatement]:
     return hoisted
 
 
-def plumbing_choice(statement, dropped: set[str]) -> list[str] | None:
-    """The names an `if` binds when each of its branches only picks TF1 sync
+def plumbing_choice(statement, dropped: set[str], qualname=None) -> list[str] | None:
+    """The names an `if` binds when each of its branches only picks TF1
     plumbing (`if is_chief: local_init_op = opt.chief_init_op` / `else:
-    local_init_op = opt.local_step_init_op`), which the dropped session used
-    and TF2 has no counterpart for; None when the statement is anything else."""
+    local_init_op = opt.local_step_init_op`; `summary_op = tf.summary.merge_all()`
+    / `summary_op = None`), which the dropped session used and TF2 has no
+    counterpart for; None when the statement is anything else."""
     if not isinstance(statement, cst.If):
         return None
     bound: list[str] = []
+    plumbing = False
     branch: cst.If | cst.Else | None = statement
     while branch is not None:
         if isinstance(branch, cst.If) and any(True for _ in C.calls_in(branch.test)):
@@ -107,12 +109,18 @@ def plumbing_choice(statement, dropped: set[str]) -> list[str] | None:
             names, value, _ = C.assignment(inner)
             if not names or value is None:
                 return None
-            if not (C.names_used(value) & dropped or any(
-                    isinstance(n, cst.Attribute) and n.attr.value in SYNC_ATTRS for n in C.walk(value))):
+            if isinstance(value, cst.Name) and value.value == "None":
+                pass  # this task has none of it
+            elif (C.names_used(value) & dropped or any(
+                    isinstance(n, cst.Attribute) and n.attr.value in SYNC_ATTRS for n in C.walk(value))) or (
+                    qualname is not None and isinstance(value, cst.Call) and qualname(value.func) in DROPPED_CALLS
+                    and not value.args):
+                plumbing = True
+            else:
                 return None
             bound += [n for n in names if n not in bound]
         branch = branch.orelse if isinstance(branch, cst.If) else None
-    return bound
+    return bound if plumbing else None
 
 
 def session_state_read(call: cst.Call, qualname, sessions: set[str], graph: Graph) -> cst.BaseExpression | None:
@@ -140,8 +148,8 @@ def unbound_reads(old: list[cst.BaseStatement], new: list[cst.BaseStatement],
     parameter) are left to the engine's scope analysis."""
     lost = _bound(old) - _bound(new)
     if lost:
-        in_module, in_old = _module_counts(module), binding_counts(old)
-        lost = {name for name in lost if in_module[name] <= in_old[name]}
+        in_scope, in_old = _scope_counts(module, old), binding_counts(old)
+        lost = {name for name in lost if in_scope[name] <= in_old[name]}
     if not lost:
         return []
     lost &= free_reads(new)
@@ -237,6 +245,22 @@ def _innermost_reader(statement, name: str):
     return statement
 
 
+def _scope_counts(module: cst.Module, old) -> Counter:
+    """Bindings the statements ``old`` can see: module-level names and the
+    innermost function holding them (its parameters and nested scopes
+    included); the whole module's when that function is not found."""
+    ids = {id(node) for statement in old for node in C.walk(statement)}
+    holder = None
+    for node in C.walk(module):
+        if type(node) is cst.FunctionDef and any(id(n) in ids for n in C.walk(node.body)):
+            holder = node  # walked outer to inner: the last one holding them is innermost
+    if holder is None:
+        return _module_counts(module)
+    counts = Counter(_bound(module.body))
+    counts.update(binding_counts([holder]))
+    return counts
+
+
 _MODULE_COUNTS: list[tuple[cst.Module, Counter]] = []
 
 
@@ -316,8 +340,9 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
     used_sessions = [n for n in names if n in sessions]
     runs = any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "run" for c in C.calls_in(reader))
     fed = [n for n in names if runs and n in graph.placeholder_names and n not in used_sessions]
-    ops = [n for n in names if n in values and n not in fed and n not in used_sessions]
-    other = [n for n in names if n not in used_sessions + fed + ops]
+    plumbing = [n for n in names if n in graph.dropped and n not in used_sessions]
+    ops = [n for n in names if n in values and n not in fed + used_sessions + plumbing]
+    other = [n for n in names if n not in used_sessions + fed + ops + plumbing]
     parts = []
     if used_sessions:
         parts.append(f"it uses the TF1 session {listed(used_sessions)} outside the `run` calls this rule turns into"
@@ -327,8 +352,15 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
     if ops:
         parts.append(f"it uses {listed(ops)}, built in the device-setter block, as TF1 graph value(s), not as"
                      " fetches of a session run the rule migrates, so no step or evaluation function binds them")
+    if plumbing:
+        parts.append(f"it uses {listed(plumbing)}, TF1 graph plumbing of the block (a Saver, a summary, queue or"
+                     " initializer op) that the migration drops, having no TF2 counterpart there")
     if other:
         parts.append(f"it uses {listed(other)}, bound by TF1 session code this rule removes")
+    if isinstance(reader, cst.SimpleStatementLine) and any(type(s) is cst.Global for s in reader.body):
+        # `global x, y` in the block: other functions run these graph values in sessions of their own
+        parts = [(f"the block publishes {listed(names)} as module globals (`global`) for code elsewhere that runs"
+                  " them in a TF1 session; the step functions cannot hand graph values out")]
     return "training not migrated: " + "; ".join(parts)
 
 
@@ -430,3 +462,158 @@ def fed_literal(name: str, fetches) -> str | None:
                     return None
                 found = found or C.code_of(element.value)
     return found
+
+
+def unfed_placeholders(feed, params: list[str], graph: Graph) -> list[str]:
+    """The placeholders among a step's ``params`` that a literal feed dict
+    leaves out (TF1 raised "You must feed a value for placeholder" there)."""
+    if not isinstance(feed, cst.Dict):
+        return []
+    fed = {el.key.value for el in feed.elements if isinstance(el, cst.DictElement) and isinstance(el.key, cst.Name)}
+    if any(not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.Name) for el in feed.elements):
+        return []
+    plain = {name for name, _, call in graph.placeholders
+             if C.code_of(call.func).rsplit(".", 1)[-1] == "placeholder"}  # no default to fall back on
+    return [p for p in params if p in plain and p not in fed]
+
+
+def queue_makers(module: cst.Module, qualname, queue_classes) -> set[str]:
+    """Module functions returning a TF queue, or queues made by such
+    functions (`create_done_queues()` returning `[create_done_queue(i) ...]`)."""
+    returns: dict[str, list[cst.BaseExpression]] = {}
+    for node in C.walk(module):
+        if type(node) is cst.FunctionDef:
+            returns[node.name.value] = [r.value for r in C.walk(node.body) if type(r) is cst.Return and r.value]
+    makers: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, values in returns.items():
+            if name in makers:
+                continue
+            if any(qualname(c.func) in queue_classes or (isinstance(c.func, cst.Name) and c.func.value in makers)
+                   for value in values for c in C.calls_in(value)):
+                makers.add(name)
+                changed = True
+    return makers
+
+
+def done_signals(statements, makers: set[str]) -> tuple[set[int], set[str]]:
+    """The statements building TF1's "done" signals to the ps tasks, which
+    TF2 has no use for (a ParameterServerStrategy's ps serve until the job
+    ends; MultiWorkerMirrored has none): `for q in create_done_queues():`
+    whose body only enqueues (`op = q.enqueue(1)`, `ops.append(op)`), and
+    the `ops = []` list it fills. Returns (ids of those statements, the
+    names they bind, the lists included)."""
+    dropped: set[int] = set()
+    names: set[str] = set()
+    lists: set[str] = set()
+    for statement in statements:
+        if not (isinstance(statement, cst.For) and isinstance(statement.target, cst.Name)
+                and isinstance(statement.iter, cst.Call) and isinstance(statement.iter.func, cst.Name)
+                and statement.iter.func.value in makers and statement.orelse is None):
+            continue
+        queue = statement.target.value
+        ops: set[str] = set()
+        filled: set[str] = set()
+        for inner in C.body_of(statement.body):
+            bound, value, _ = C.assignment(inner)
+            lone = C.single_expr(inner)
+            call = value if value is not None else lone
+            if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+                break
+            owner, method = call.func.value, call.func.attr.value
+            if isinstance(owner, cst.Name) and owner.value == queue and method in ("enqueue", "enqueue_many"):
+                ops.update(bound)
+            elif (lone is not None and method == "append" and isinstance(owner, cst.Name) and len(call.args) == 1
+                  and isinstance(call.args[0].value, cst.Name) and call.args[0].value.value in ops):
+                filled.add(owner.value)
+            else:
+                break
+        else:
+            dropped.add(id(statement))
+            names |= {queue} | ops | filled
+            lists |= filled
+    for statement in statements:
+        bound, value, _ = C.assignment(statement)
+        if len(bound) == 1 and bound[0] in lists and isinstance(value, cst.List) and not value.elements:
+            dropped.add(id(statement))
+        for loop in C.walk(statement):
+            # `for op in enq_ops: sess.run(op)`: its op is a signal too (the session stage drops the loop)
+            if type(loop) is cst.For and runs_dropped_ops(loop, lists, None):
+                names.add(loop.target.value)
+    return dropped, names
+
+
+def runs_dropped_ops(loop: cst.For, dropped: set[str], sessions: set[str] | None) -> bool:
+    """`for op in enq_ops: sess.run(op)` over a dropped list of signal ops
+    (``sessions`` None: whatever runs them)."""
+    if not (isinstance(loop.iter, cst.Name) and loop.iter.value in dropped and isinstance(loop.target, cst.Name)):
+        return False
+    for inner in C.body_of(loop.body):
+        call = C.single_expr(inner)
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "run"
+                and isinstance(call.func.value, cst.Name) and (sessions is None or call.func.value.value in sessions)
+                and len(call.args) == 1 and isinstance(call.args[0].value, cst.Name)
+                and call.args[0].value.value == loop.target.value):
+            return False
+    return True
+
+
+def drop_unused_functions(module: cst.Module, candidates: set[str]) -> cst.Module:
+    """Remove the module-level functions among ``candidates`` nothing reads
+    any more (the ps "done" queue makers once their signals are gone), and
+    then those only they read."""
+    while True:
+        read: set[str] = set()
+        for statement in module.body:
+            if type(statement) is cst.FunctionDef and statement.name.value in candidates:
+                read |= free_reads([statement]) - {statement.name.value}
+            else:
+                read |= free_reads([statement])
+        unused = [st for st in module.body if type(st) is cst.FunctionDef and st.name.value in candidates
+                  and st.name.value not in read]
+        if not unused:
+            return module
+        gone = {id(st) for st in unused}
+        module = module.with_changes(body=[st for st in module.body if id(st) not in gone])
+
+
+def only_written_as_summary(target, statements, writes: set[str]) -> bool:
+    """Is ``target`` (the name a session run's result is bound to) read only
+    as an argument of summary writes (`writer.add_summary(summary, step)`,
+    `sv.summary_computed(sess, summary)`) in the statements?"""
+    if not isinstance(target, cst.Name):
+        return False
+    name = target.value
+    inside_writes = 0
+    for statement in statements:
+        for call in C.calls_in(statement):
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in writes:
+                inside_writes += sum(1 for a in call.args if isinstance(a.value, cst.Name) and a.value.value == name)
+    reads = sum(1 for statement in statements for node in C.walk(statement)
+                if type(node) is cst.Name and node.value == name)
+    bindings = binding_counts(statements)[name]
+    return inside_writes > 0 and reads == inside_writes + bindings
+
+
+def first_feed_of(name: str, statements) -> cst.CSTNode | None:
+    """The first statement feeding ``name`` (a `{name: value}` feed entry)."""
+    for statement in statements:
+        for node in C.walk(statement):
+            if type(node) is cst.DictElement and isinstance(node.key, cst.Name) and node.key.value == name:
+                return _innermost_reader(statement, name) or statement
+    return None
+
+
+def binding_code(name: str, nearby, module: cst.Module) -> str | None:
+    """The code of the statement binding ``name``: in ``nearby`` statements
+    first (the block's own scope), else at the module's top level; one line,
+    shortened."""
+    for statements in (nearby, list(module.body)):
+        for statement in statements:
+            for node in C.walk(statement):
+                if type(node) is cst.SimpleStatementLine and name in _bound([node]):
+                    code = " ".join("; ".join(C.code_of(small) for small in node.body).split())
+                    return code if len(code) <= 80 else code[:77] + "..."
+    return None

@@ -143,9 +143,12 @@ def plan_program_hook(cls: cst.ClassDef, qualname, fetchable) -> tuple[dict, cst
                 statements = statements[:-1]
             body = body.with_changes(body=statements)
         context, values = (passed + [None, None])[:2] if name == "after_run" else (None, None)
-        for n in C.walk(body):
-            if isinstance(n, cst.Name) and n.value in {p for p in passed if p} and name != "after_run":
-                return {}, n, f"its {name}() uses `{n.value}` (TF1's {n.value}), which a TF2 loop does not have"
+        for statement in body.body:
+            for n in C.walk(statement):
+                if isinstance(n, cst.Name) and n.value in {p for p in passed if p} and name != "after_run":
+                    # located on its statement: a bare name's text also appears in the signature
+                    return {}, statement, (f"its {name}() uses `{n.value}` (TF1's {n.value}), which a TF2 loop"
+                                           " does not have")
         if name == "after_run":
             body, problem = _after_run_body(body, context, values, info)
             if problem is not None:
@@ -205,10 +208,11 @@ def _after_run_body(body, context, values, info):
                 (n.value.value == values and n.attr.value == "results")
                 or (n.value.value == context and n.attr.value == "request_stop")):
             allowed.add(id(n.value))
-    for n in C.walk(body):
-        if isinstance(n, cst.Name) and n.value in {context, values} - {None} and id(n) not in allowed:
-            why = f"its after_run() uses `{n.value}` beyond run_values.results and run_context.request_stop()"
-            return body, (n, why)
+    for statement in body.body:
+        for n in C.walk(statement):
+            if isinstance(n, cst.Name) and n.value in {context, values} - {None} and id(n) not in allowed:
+                why = f"its after_run() uses `{n.value}` beyond run_values.results and run_context.request_stop()"
+                return body, (statement, why)
     rewriter = _AfterRun(context, values, info)
     new = body.visit(rewriter)
     # `setattr(self, ...)` stood in for the call inside expressions; a statement of its own reads plainly
@@ -245,6 +249,7 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
     does what a TF2 loop cannot is reported where it does it, and left to
     the session stage (which drops it with the session, reported)."""
     qualname = rule.qualname
+    rule.hook_stops, rule.hook_objects = [], set()  # this block's
     sessions: set[str] = set()
     lists: dict[str, cst.List] = {}
     bound: dict[str, cst.Call] = {}
@@ -295,16 +300,23 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
     new = placer.block(after)
     for hook in hooks:
         rule.class_rewrites[C.code_of(hook.cls)] = hook.new_cls
+        rule.hook_objects.add(hook.instance)
         if hook.stops:
             rule.hook_stops.append(hook.instance)
         rule.report(hook.element, f"the session hook `{hook.cls.name.value}` is now a plain object whose methods the"
-                    " loop calls where the session called them (begin and after_create_session before the loop,"
-                    " before_run and after_run around each step" + (", with the value its SessionRunArgs fetched,"
-                    " which the step returns" if hook.fetch is not None else "")
-                    + (", end after it" if "end" in hook.methods else "")
-                    + ")" + ("; its request_stop() ends the loop" if hook.stops else ""),
+                    f" loop calls where the session called them ({_where(hook)})"
+                    + ("; its request_stop() ends the loop" if hook.stops else ""),
                     fixed=True, severity="info", reference=reference)
     return new
+
+
+def _where(hook: ProgramHook) -> str:
+    places = {"begin": "begin() before the loop", "after_create_session": "after_create_session() before the loop",
+              "before_run": "before_run() before each train step",
+              "after_run": "after_run() after it" + (", given the value its SessionRunArgs fetched, which the step"
+                                                      " now returns" if hook.reads_results else ""),
+              "end": "end() after the loop"}
+    return ", ".join(text for method, text in places.items() if method in hook.methods)
 
 
 def _program_hook(rule, graph, element, bound, reference) -> ProgramHook | None:
@@ -357,14 +369,13 @@ class _PlaceHookCalls:
         else:
             _, value, _ = C.assignment(node)
             calls = [value] if isinstance(value, cst.Call) else []
-        carried = {id(h.element) for h in self.hooks}
         for call in calls:
             if not self.rule._is_session_call(call):
                 continue
             for given in hook_arguments(call, self.rule.qualname):
                 if isinstance(given, cst.Name):
                     given = self.lists.get(given.value)
-                if isinstance(given, cst.List) and any(id(el.value) in carried for el in given.elements):
+                if isinstance(given, cst.List) and any(self._carried(el.value) for el in given.elements):
                     return True
         return False
 
@@ -419,7 +430,9 @@ class _PlaceHookCalls:
             statement = statement.with_changes(leading_lines=[])
         return out + [statement] + (C.stmts("".join(after)) if after else [])
 
-    def block(self, statements):
+    def block(self, statements, descend: bool = True):
+        """`statements` with the calls placed; `descend`: also in their inner
+        blocks (the nested transformer handles each inner block once, bottom-up)."""
         out = []
         for statement in statements:
             if isinstance(statement, cst.SimpleStatementLine):
@@ -437,38 +450,31 @@ class _PlaceHookCalls:
                 if self._session_of(statement):
                     out += self.start()
                 continue
-            if isinstance(statement, cst.With) and self._session_of(statement):
-                inner = self.block(list(C.body_of(statement.body)))
+            session = isinstance(statement, cst.With) and self._session_of(statement)
+            if descend:
+                statement = self._nested(statement)
+            if session:
                 statement = statement.with_changes(
                     items=[self._drop_elements(i) for i in statement.items],
-                    body=statement.body.with_changes(body=self.start() + inner + self.end()))
-                out.append(statement)
-                continue
-            out.append(self._nested(statement))
+                    body=statement.body.with_changes(body=self.start() + list(C.body_of(statement.body)) + self.end()))
+            out.append(statement)
         return out
 
     def _nested(self, statement):
-        placer = self
+        return C.map_inner_blocks(statement, lambda statements: self.block(statements, descend=False))
 
-        class _Blocks(cst.CSTTransformer):
-            def leave_IndentedBlock(self, original, updated):
-                return updated.with_changes(body=placer.block(list(updated.body)))
-
-            def visit_FunctionDef(self, node):
-                return False
-
-            def visit_ClassDef(self, node):
-                return False
-
-        return statement.visit(_Blocks())
+    def _carried(self, element) -> bool:
+        # by code too: the nested transformer hands over rebuilt nodes
+        return id(element) in {id(h.element) for h in self.hooks} or (
+            C.code_of(element) in {C.code_of(h.element) for h in self.hooks})
 
     def _drop_elements(self, node):
         """The carried hooks leave the session's hook lists."""
-        carried = {id(h.element) for h in self.hooks}
+        placer = self
 
         class _Drop(cst.CSTTransformer):
             def leave_List(self, original, updated):
-                kept = [el for el, was in zip(updated.elements, original.elements) if id(was.value) not in carried]
+                kept = [el for el, was in zip(updated.elements, original.elements) if not placer._carried(was.value)]
                 if len(kept) == len(updated.elements):
                     return updated
                 if kept:
@@ -476,3 +482,24 @@ class _PlaceHookCalls:
                 return updated.with_changes(elements=kept)
 
         return node.visit(_Drop())
+
+
+# ---------------------------------------------------------------- Supervisor.is_chief
+
+def note_supervisor_chief(chiefs: dict, names, call: cst.Call) -> None:
+    """`sv = tf.train.Supervisor(is_chief=..., ...)`: what `sv.is_chief` reads
+    (True, TF1's default, when not given); None where the name is bound to
+    Supervisors told different things."""
+    given = C.arg(call, 0, "is_chief")
+    code = C.code_of(given) if given is not None else "True"
+    if given is not None and not isinstance(given, (cst.Name, cst.Attribute)):
+        code = code if given.lpar else f"({code})"
+    for name in names:
+        chiefs[name] = code if chiefs.get(name, code) == code else None
+
+
+def supervisor_chief_read(original: cst.Attribute, updated, chiefs: dict):
+    if isinstance(original.value, cst.Name) and original.attr.value == "is_chief" and (
+            chiefs.get(original.value.value) is not None):
+        return C.expr(chiefs[original.value.value])
+    return updated

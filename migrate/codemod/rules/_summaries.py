@@ -59,6 +59,7 @@ class SummaryPlan:
     left: list[tuple[cst.CSTNode, str]] = field(default_factory=list)
     moved_writers: list[cst.BaseStatement] = field(default_factory=list)  # FileWriters built in the graph block
     carried: bool = False
+    everything: list[Summary] = field(default_factory=list)  # what merge_all() would merge, in order
 
 
 def _summary_call(statement, qualname) -> tuple[list[str], cst.Call] | None:
@@ -69,12 +70,12 @@ def _summary_call(statement, qualname) -> tuple[list[str], cst.Call] | None:
     return None
 
 
-def plan_summaries(module, inner, after, qualname, fetchable) -> SummaryPlan | None:
+def plan_summaries(module, inner, after, qualname, fetchable, variables=()) -> SummaryPlan | None:
     """What the graph block's summary ops record, or None when the program
     has none (or builds some where this plan cannot see them: a helper
     function, another block). `fetchable(name)`: can a step return it?"""
     plan = SummaryPlan()
-    everything: list[Summary] = []
+    everything = plan.everything
     seen: set[int] = set()
     for statement in inner:
         found = _summary_call(statement, qualname)
@@ -98,6 +99,10 @@ def plan_summaries(module, inner, after, qualname, fetchable) -> SummaryPlan | N
             why = (f"`{C.code_of(call.func)}` has no TF2 counterpart recording the same values"
                    " (TF2's image summary takes values in [0, 1] where TF1 rescaled them)")
             plan.left.append((call, why))
+        elif isinstance(tensor, cst.Name) and tensor.value in variables and not others and name is not None:
+            why = (f"it records the variable `{tensor.value}`, which TF1 read in the same run as the update, in no"
+                   " set order; a TF2 step reads it either before or after its update")
+            plan.left.append((call, why))
         elif others or name is None or not (isinstance(tensor, cst.Name) and fetchable(tensor.value)):
             why = (f"`{C.code_of(call).strip()}` records a value the training step cannot return"
                    " (an expression, or extra arguments: collections, family)")
@@ -110,16 +115,24 @@ def plan_summaries(module, inner, after, qualname, fetchable) -> SummaryPlan | N
     if not seen:
         return None
     # summary ops built anywhere else (a model helper's histograms) would be merged too
-    for call in C.calls_in(module):
-        if qualname(call.func) in SUMMARY_OPS and id(call) not in seen and not any(
-                call is n for st in inner for n in C.walk(st)):
-            return None
+    if summary_elsewhere(module, inner, qualname, seen) is not None:
+        return None
     for statement in [*inner, *after]:
         for node in C.walk(statement):
             names, value, _ = C.assignment(node)
             if len(names) == 1 and isinstance(value, cst.Call) and qualname(value.func) in WRITERS:
                 plan.writers.add(names[0])
     return plan
+
+
+def summary_elsewhere(module, inner, qualname, seen=frozenset()) -> cst.Call | None:
+    """A summary op built outside the graph block's own statements (in a
+    helper the block calls, say), which merge_all() also merged."""
+    own = {id(found[1]) for found in (_summary_call(st, qualname) for st in inner) if found is not None}
+    for call in C.calls_in(module):
+        if qualname(call.func) in SUMMARY_OPS and id(call) not in seen and id(call) not in own:
+            return call
+    return None
 
 
 class _Rewrite(cst.CSTTransformer):
@@ -232,12 +245,23 @@ def carry_summaries(rule, graph, inner, after, reference: str):
     stage then removes the TF1 summary code and says so)."""
     qualname = rule.qualname
     plan = plan_summaries(rule.ctx.module, inner, after, qualname,
-                          lambda name: name in graph.compute_names)
+                          lambda name: name in graph.compute_names, set(graph.variables))
+    rule.summaries_elsewhere = ""
     if plan is None:
+        other = summary_elsewhere(rule.ctx.module, inner, qualname)
+        if other is not None:
+            function = next((f.name.value for f in C.walk(rule.ctx.module) if isinstance(f, cst.FunctionDef)
+                             and any(n is other for n in C.walk(f))), None)
+            where = f" in `{function}()`" if function else ""
+            rule.summaries_elsewhere = (f" (merge_all() also merged `{C.code_of(other.func)}(...)`{where}, built"
+                                        " outside the graph block's own statements)")
         return after
     moved = [st for st in inner if C.assignment(st)[0] and set(C.assignment(st)[0]) <= plan.writers]
     rewriter = _Rewrite(plan, qualname, set(rule.taken))
     new = [statement.visit(rewriter) for statement in [*moved, *after]]
+    if not rewriter.results and not plan.writers:
+        # no run fetches a summary op: the session itself may have saved them
+        return session_summaries(rule, graph, plan, after, reference)
     # every fetched summary result must now be written by TF2 (a result handed to a
     # Supervisor or kept for later has no TF2 meaning)
     left = set(rewriter.results) & set().union(*(C.names_used(st) for st in new)) if new else set()
@@ -258,3 +282,133 @@ def carry_summaries(rule, graph, inner, after, reference: str):
                 " TensorFlow 2.21 no longer installs: add it to the program's requirements", fixed=True,
                 severity="info", reference=reference)
     return new
+
+
+# ---------------------------------------------------------------- the session's own summary saving
+
+def session_summaries(rule, graph, plan: SummaryPlan, after, reference: str):
+    """MonitoredTrainingSession(checkpoint_dir=d) saved merge_all() into d (or
+    summary_dir) every save_summaries_steps (100 by default) global steps,
+    from the first step on, on the chief (SummarySaverHook): the same writes
+    follow each train step, of the values the step returns, at the global
+    step after it. Time-based saving, or a chief chosen at run time under
+    MultiWorkerMirroredStrategy (every worker runs the loop), is reported."""
+    from migrate.codemod.rules._program import PSS
+
+    qualname = rule.qualname
+    found = None
+    for statement in after:
+        for call in C.calls_in(statement):
+            if qualname(call.func) == "train.MonitoredTrainingSession":
+                found = found or call
+    if found is None or not plan.everything:
+        return after
+    directory = C.arg(found, None, "summary_dir") or C.arg(found, 2, "checkpoint_dir")
+    steps, secs = C.arg(found, None, "save_summaries_steps"), C.arg(found, None, "save_summaries_secs")
+    is_chief = C.arg(found, 1, "is_chief")
+    if directory is None or C.code_of(directory) == "None" or (steps is not None and C.code_of(steps) == "None"
+                                                               and (secs is None or C.code_of(secs) == "None")):
+        return after  # TF1 saved no summaries either
+    why = None
+    if secs is not None and C.code_of(secs) != "None":
+        why = "they were saved every save_summaries_secs seconds by the session"
+    elif rule.strategy != PSS and is_chief is not None and C.code_of(is_chief) != "True":
+        why = ("the session saved them on the chief only, and under MultiWorkerMirroredStrategy every worker runs"
+               " the loop")
+    elif graph.global_step is None:
+        why = "the session saved them at the global step, and the graph has none"
+    if why is not None:
+        rule.report(plan.everything[0].node, f"TF1 summaries are not carried over: {why}", hint="return the"
+                    " values from the training step and write them with tf.summary.scalar(name, value, step=step)"
+                    " under tf.summary.create_file_writer(logdir).as_default() in the loop",
+                    reference=reference, fixed=False)
+        return after
+    taken = rule.taken
+    writer, due = C.fresh("summary_writer", taken), C.fresh("next_summary_step", taken)
+    every = C.code_of(steps) if steps is not None else "100"
+    placer = _SummaryAfterStep(rule, graph, plan.everything, writer, due, every, taken)
+    new = placer.block(after)
+    if not placer.placed:
+        return after
+    setup = C.stmts(f"{writer} = tf.summary.create_file_writer({C.code_of(directory)})\n{due} = 0\n")
+    out = []
+    for statement in new:
+        if any(call is found for call in C.calls_in(statement)) or any(
+                C.code_of(call) == C.code_of(found) for call in C.calls_in(statement)):
+            setup[0] = setup[0].with_changes(leading_lines=statement.leading_lines)
+            out += setup
+            statement = statement.with_changes(leading_lines=[])
+        out.append(statement)
+    rule.report(plan.everything[0].node, "TF1 summaries the session saved (MonitoredTrainingSession's"
+                f" save_summaries_steps, every {every} global steps from the first) are now TF2 tf.summary writes"
+                f" after the train step, under `{writer}` in the same directory, of the values the step returns."
+                " TF 2's tf.summary functions are implemented by the tensorboard package, which TensorFlow 2.21 no"
+                " longer installs: add it to the program's requirements", fixed=True, severity="info",
+                reference=reference)
+    return out
+
+
+class _SummaryAfterStep:
+    """After each train run: the writes SummarySaverHook made when due."""
+
+    def __init__(self, rule, graph, summaries, writer, due, every, taken):
+        self.rule, self.graph, self.summaries = rule, graph, summaries
+        self.writer, self.due, self.every, self.taken = writer, due, every, taken
+        self.placed = False
+
+    def _train_run(self, statement):
+        _, value, assign = C.assignment(statement)
+        call = value if assign is not None else C.single_expr(statement)
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "run"):
+            return None
+        fetches = C.arg(call, 0, "fetches")
+        items = [el.value for el in fetches.elements] if isinstance(fetches, (cst.List, cst.Tuple)) else [fetches]
+        if not any(isinstance(i, cst.Name) and i.value == self.graph.train_op for i in items):
+            return None
+        target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
+        listed = isinstance(fetches, (cst.List, cst.Tuple))
+        if target is None:
+            targets = ["_"] * len(items)
+        elif listed and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(items):
+            targets = [C.code_of(el.value) for el in target.elements]
+        elif not listed:
+            targets = [C.code_of(target)]
+        else:
+            return None
+        return call, items, targets
+
+    def _after(self, statement, found):
+        call, items, targets = found
+        codes = [C.code_of(i) for i in items]
+        fetched = {c: t for c, t in zip(codes, targets) if t != "_" and isinstance(C.expr(t), cst.Name)}
+        for wanted in [*(s.tensor for s in self.summaries), self.graph.global_step]:
+            if wanted not in fetched:
+                fetched[wanted] = C.fresh(f"{wanted}_value", self.taken)
+                codes.append(wanted)
+                targets.append(fetched[wanted])
+        args = list(call.args)
+        args[0] = args[0].with_changes(value=C.expr("[" + ", ".join(codes) + "]"))
+        run = C.stmt(f"{', '.join(targets)} = {C.code_of(call.with_changes(args=args))}\n").with_changes(
+            leading_lines=statement.leading_lines)
+        step = f"{fetched[self.graph.global_step]} + 1"
+        writes = "".join(f"        tf.summary.{s.kind}({C.code_of(s.name)}, {fetched[s.tensor]}, step={step})\n"
+                         for s in self.summaries)
+        self.placed = True
+        return [run, *C.stmts(
+            f"# Summaries as the session saved them: the global step after this one, every {self.every} steps.\n"
+            f"if {step} >= {self.due}:\n    with {self.writer}.as_default():\n{writes}"
+            f"    {self.due} = {step} + {self.every}\n")]
+
+    def block(self, statements, descend: bool = True):
+        """`statements` with the writes placed; `descend`: also in their inner
+        blocks (the nested transformer handles each inner block once, bottom-up)."""
+        out = []
+        for statement in statements:
+            found = self._train_run(statement) if isinstance(statement, cst.SimpleStatementLine) else None
+            if found is not None:
+                out += self._after(statement, found)
+            elif descend and not isinstance(statement, cst.SimpleStatementLine):
+                out.append(C.map_inner_blocks(statement, lambda inner: self.block(inner, descend=False)))
+            else:
+                out.append(statement)
+        return out

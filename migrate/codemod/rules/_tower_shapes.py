@@ -185,20 +185,157 @@ def _later_tower_test(node, index_names: set[str]) -> bool:
 
 
 class _FirstTowerReuse(cst.CSTTransformer):
-    def __init__(self, index_names: set[str]):
+    def __init__(self, index_names: set[str], reuse_positions: dict[str, int]):
         super().__init__()
         self.index_names = index_names
+        self.reuse_positions = reuse_positions
 
-    def leave_Arg(self, original, updated):
-        if updated.keyword is not None and updated.keyword.value == "reuse" and _later_tower_test(
-                updated.value, self.index_names):
-            return updated.with_changes(value=cst.Name("False"))
-        return updated
+    def leave_Call(self, original, updated):
+        position = self.reuse_positions.get(updated.func.value) if isinstance(updated.func, cst.Name) else None
+        args = list(updated.args)
+        for k, a in enumerate(args):
+            named = a.keyword is not None and a.keyword.value == "reuse"
+            positional = a.keyword is None and not a.star and k == position
+            if (named or positional) and _later_tower_test(a.value, self.index_names):
+                args[k] = a.with_changes(value=cst.Name("False"))
+        return updated.with_changes(args=args)
 
 
-def first_tower_reuse(statement, index_names: set[str]):
+def reuse_positions(module: cst.Module) -> dict[str, int]:
+    """{module function: position of its `reuse` parameter}."""
+    out = {}
+    for st in module.body:
+        if isinstance(st, cst.FunctionDef):
+            names = [p.name.value for p in st.params.params]
+            if "reuse" in names:
+                out[st.name.value] = names.index("reuse")
+    return out
+
+
+def first_tower_reuse(statement, index_names: set[str], positions: dict[str, int]):
     """`model(x, reuse=i > 0)` -> `model(x, reuse=False)`: the first tower
     built the variables and the later ones reused them; the migrated model is
     built once by its first call and reuses them on every later call
     (make_template), and reuse=False inherits that reuse."""
-    return transform(statement, _FirstTowerReuse(index_names))
+    return transform(statement, _FirstTowerReuse(index_names, positions))
+
+
+# --------------------------------------------------------------------------- loss towers
+
+# minimize() arguments with no effect on the update a strategy step makes
+# (TF2 places each gradient with its op) or that become apply_gradients' own
+_MINIMIZE_KEPT = {"loss", "global_step", "colocate_gradients_with_ops", "name"}
+
+
+class LossTowers(NamedTuple):
+    """Towers appending their per-example losses to a list, then one
+    `train_op = opt.minimize(tf.reduce_mean(tf.concat(losses, axis=0)))`,
+    restated as towers computing their gradients: with equal slices the mean
+    of the concatenation is the mean of the towers' means, so its gradient is
+    the average of each tower's gradient of its own mean (what
+    average_gradients computed)."""
+
+    statements: list  # the region with the loss towers restated (`opt.compute_gradients` per tower)
+    loop: cst.For  # the original loop
+    new_loop: cst.For
+    minimize: cst.BaseStatement  # the original `train_op = ....minimize(loss)` statement
+    item: str  # the per-tower value appended
+
+
+def _concat_mean(value, lists: set[str], qualname) -> str | None:
+    """`tf.reduce_mean(tf.concat(L, axis=0))` -> L."""
+    if not (isinstance(value, cst.Call) and qualname(value.func) == "reduce_mean" and len(value.args) == 1):
+        return None
+    inner = C.arg(value, 0, "input_tensor")
+    if not (isinstance(inner, cst.Call) and qualname(inner.func) == "concat"):
+        return None
+    values, axis = C.arg(inner, 0, "values"), C.arg(inner, 1, "axis")
+    if not (isinstance(values, cst.Name) and values.value in lists and isinstance(axis, cst.Integer)
+            and axis.evaluated_value == 0) or len(inner.args) != 2:
+        return None
+    return values.value
+
+
+def loss_towers(statements, loop: cst.For, qualname, taken: set[str]) -> tuple[LossTowers | None, str]:
+    """(the restated region, "") or (None, why not)."""
+    appends = {}
+    for n in C.walk(loop):
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value == "append" and (
+                isinstance(n.func.value, cst.Name)):
+            appends[n.func.value.value] = C.arg(n, 0, None)
+    flat = []
+
+    def flatten(sts):
+        for st in sts:
+            if isinstance(st, cst.With):
+                flatten(C.body_of(st.body))
+            else:
+                flat.append(st)
+    flatten(statements)
+    after = flat[next((k for k, st in enumerate(flat) if st is loop), len(flat)) + 1:]
+    combined, listed, minimize, train_call = None, None, None, None
+    for st in after:
+        names, value, _ = C.assignment(st)
+        if len(names) == 1 and listed is None and (found := _concat_mean(value, set(appends), qualname)):
+            combined, listed = names[0], found
+            continue
+        if combined and len(names) == 1 and isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value == "minimize":
+            loss = C.arg(value, 0, "loss")
+            if isinstance(loss, cst.Name) and loss.value == combined:
+                minimize, train_call = st, value
+                break
+    if minimize is None:
+        return None, ("the loss the `minimize` after the loop differentiates is not"
+                      " `tf.reduce_mean(tf.concat(tower_losses, axis=0))` of the list the towers append to")
+    item = appends[listed]
+    if not isinstance(item, cst.Name):
+        return None, f"the towers append `{C.code_of(item)}` to `{listed}`, not a name bound in the tower"
+    extra = [a.keyword.value for a in train_call.args if a.keyword is not None and a.keyword.value not in _MINIMIZE_KEPT]
+    if extra or any(a.keyword is None for a in train_call.args[1:]):
+        return None, (f"`minimize` takes {', '.join(f'`{e}`' for e in extra) or 'positional arguments'} besides the"
+                      " loss, which the replicas' step does not reproduce")
+    owner = train_call.func.value
+    pre = []
+    if isinstance(owner, cst.Name):
+        optimizer = owner.value
+    elif isinstance(owner, cst.Call) and (q := qualname(owner.func) or "").startswith("train.") and q.endswith(
+            "Optimizer"):
+        optimizer = C.fresh("optimizer", taken)
+        pre.append(C.stmt(f"{optimizer} = {C.code_of(owner)}\n"))
+    else:
+        return None, f"`minimize` is called on `{C.code_of(owner)}`, not a tf.train optimizer"
+    grads = C.fresh("tower_grads", taken)
+    mean = C.fresh(f"{item.value}_mean", taken)
+    restated = [C.stmt(f"{mean} = tf.reduce_mean({item.value})\n"),
+                C.stmt(f"{grads}.append({optimizer}.compute_gradients({mean}))\n")]
+
+    class _AfterAppend(cst.CSTTransformer):
+        def leave_IndentedBlock(self, original, updated):
+            body = []
+            for st in updated.body:
+                body.append(st)
+                lone = C.single_expr(st)
+                if isinstance(lone, cst.Call) and isinstance(lone.func, cst.Attribute) and (
+                        lone.func.attr.value == "append") and C.code_of(lone.func.value) == listed:
+                    body += restated
+            return updated.with_changes(body=body)
+
+    new_loop = loop.visit(_AfterAppend())
+    step = C.arg(train_call, 1, "global_step")
+    apply = f"{optimizer}.apply_gradients(average_gradients({grads})" + (
+        f", global_step={C.code_of(step)})" if step is not None else ")")
+    target = C.code_of(minimize.body[0].targets[0].target).strip()
+    new_minimize = C.stmt(f"{target} = {apply}\n").with_changes(leading_lines=minimize.leading_lines)
+
+    out = []
+    for st in statements:
+        if any(x is loop for x in C.walk(st)):
+            out += pre
+            st = st if st is not loop else new_loop
+            if st is not new_loop:
+                st = st.deep_replace(loop, new_loop)
+        elif any(x is minimize for x in C.walk(st)):
+            st = new_minimize if st is minimize else st.deep_replace(minimize, new_minimize)
+        out.append(st)
+    return LossTowers(out, loop, new_loop, minimize, item.value), ""

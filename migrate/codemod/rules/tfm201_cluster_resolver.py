@@ -7,6 +7,9 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._role_servers import hoist_role_servers
+
+_SERVERS = ("train.Server", "distribute.Server")
 from migrate.codemod.rules._program import MWMS, PSS, detect_strategy, reads_tf_config
 
 
@@ -62,6 +65,9 @@ class ClusterResolver(Rule):
         if "cluster_resolver" in C.all_names(module):
             return module  # already migrated
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is not None:
+            # servers built per role branch with a literal job name: one server before the branching
+            module = hoist_role_servers(module, lambda call: self.qualname(call.func) in _SERVERS)
         self.from_tf_config = reads_tf_config(module)
         self.server_args = self._server_args(module)
         self._place_near_server(module)
@@ -107,12 +113,26 @@ class ClusterResolver(Rule):
                     any(arg.value is self.server_args[0] for arg in call.args) for call in C.calls_in(statement)
                 ):
                     server_block, self.server_statement, server_at = block, id(statement), at
+        if len(specs) > 1 and server_block is not None:
+            # several clusters (one per deployment, chosen by a flag): the resolver
+            # describes the one the Server is given, where it is given
+            chosen = self._server_cluster(module)
+            if isinstance(chosen, cst.Name):
+                self.spec_name = chosen.value
+                return
         if len(specs) != 1 or server_block is None or (
             server_block is spec_block and not self._bound_between(spec_block.body[spec_at + 1 : server_at])
         ):
             self.server_statement = None
             return
         self.spec_name = specs[0]
+
+    def _server_cluster(self, module: cst.Module) -> cst.BaseExpression | None:
+        """The cluster argument of the Server call whose job and index the resolver takes."""
+        for call in C.calls_in(module):
+            if any(arg.value is self.server_args[0] for arg in call.args):
+                return C.arg(call, 0, "server_or_cluster_def")
+        return None
 
     def _bound_between(self, statements) -> bool:
         """Whether these statements (between the spec and the Server in one

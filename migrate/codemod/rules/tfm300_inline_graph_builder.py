@@ -11,6 +11,8 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import children, transform
 from migrate.codemod.program.model import ProgramModel
+from migrate.codemod.program.project import ProjectModule
+from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._graph import _is_optimizer, is_device_item
 from migrate.codemod.rules.tfm301_graph_to_strategy import (
@@ -35,16 +37,7 @@ def _optimizer_like(q: str | None) -> bool:
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: set[str] = set()
-        for el in target.elements:
-            out |= _target_names(el.value)
-        return out
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()
+    return set(C.target_names(target))
 
 
 def _walk(node: cst.CSTNode, skip: cst.CSTNode | None = None):
@@ -55,18 +48,6 @@ def _walk(node: cst.CSTNode, skip: cst.CSTNode | None = None):
         if n is skip:
             continue
         yield n
-        stack.extend(reversed(list(children(n))))
-
-
-def _own_scope(node: cst.CSTNode):
-    """The nodes of a function body in its own scope (not in nested
-    functions, lambdas or classes)."""
-    stack = list(reversed(list(children(node))))
-    while stack:
-        n = stack.pop()
-        yield n
-        if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            continue
         stack.extend(reversed(list(children(n))))
 
 
@@ -150,12 +131,13 @@ class _Helper:
     fn: cst.FunctionDef
     body: list[cst.BaseStatement]  # without the docstring and the return
     docstring: str | None
-    ret: cst.SimpleStatementLine
-    value: cst.BaseExpression  # what it returns
+    ret: cst.SimpleStatementLine | None  # None: a procedure, called as a statement
+    value: cst.BaseExpression | None  # what it returns
     returned: list[str] | dict[str, str] | str  # tuple of names / dict key -> name / one name
     locals: set[str]  # bound in its body
     free: set[str]  # read in its body, bound neither there nor as a parameter
     params: list[cst.Param] = field(default_factory=list)
+    module: ProjectModule | None = None  # the sibling module defining it (None: this file)
 
 
 @dataclass
@@ -181,6 +163,14 @@ class InlineGraphBuilder(Rule):
     names coincide). A returned dict assigned to a name read only as
     ``model["key"]`` has those subscripts replaced by the returned names.
     The helper's ``def`` goes when nothing else in the file refers to it.
+    Also inlined: a helper of a sibling module of the project called as
+    ``alias.helper(args)`` after ``import alias`` (its module's names read
+    through ``alias.NAME``, from its TF2 spelling; the module itself is left
+    as it is); a procedure called as a statement ``helper(args)`` that builds
+    the graph (and may run its session) and returns nothing, or that calls
+    such a train-op builder, which the next round inlines; a block whose
+    device function comes from a helper of this file that only builds the
+    setter (``with tf.device(placement(cluster)):``).
 
     Why
     TFM301 migrates the train op an optimizer builds in the device-setter
@@ -209,7 +199,11 @@ class InlineGraphBuilder(Rule):
     function, its only ``return`` ends it, it declares no ``global`` /
     ``nonlocal``, does not yield, is not decorated and looks nothing up in
     its own scope (``locals()``), its defaults are constants, and the call
-    passes no ``*args``/``**kwargs``. Anything else is left as it is (TFM301
+    passes no ``*args``/``**kwargs``; a sibling module's helper reads
+    TensorFlow under the names this file binds alike and no other import of
+    its module, and its defaults are literals; a parameter of a procedure read
+    only by its TF1 session's arguments (``is_chief``) is not bound, as the
+    migrated training has no such session. Anything else is left as it is (TFM301
     then reports the train op coming from the helper). The engine keeps this
     rewrite only when TFM301 migrates the training it prepares.
     """
@@ -558,6 +552,16 @@ class InlineGraphBuilder(Rule):
 
     # ------------------------------------------------------------ driver
     def transform(self, module: cst.Module) -> cst.Module:
+        # a procedure inlined brings the calls of the helpers it used into the block: those
+        # are inlined in the next round
+        for _ in range(3):
+            inlined = self._inline_round(module)
+            if inlined is module:
+                break
+            module = inlined
+        return module
+
+    def _inline_round(self, module: cst.Module) -> cst.Module:
         helpers = self._helpers(module)
         if not helpers:
             return module
@@ -583,11 +587,22 @@ class InlineGraphBuilder(Rule):
             inlined[name] = inlined.get(name, 0) + 1
         removed = {name for name, n in inlined.items() if references.get(name, 0) == n}
         for site, (assignments, mapping, subs) in planned:
-            drop_def = site.helper.fn.name.value in removed
+            sibling = site.helper.module
+            drop_def = sibling is None and site.helper.fn.name.value in removed
             replacements[id(site.statement)] = self._inlined(site, assignments, mapping, drop_def)
             subscripts.update(subs)
-            self.report(site.statement, f"`{site.helper.fn.name.value}(...)` inlined into the device-setter block:"
-                        " its train op is now built there, where TFM301 migrates it", fixed=True, severity="info")
+            if sibling is None:
+                self.report(site.statement, f"`{site.helper.fn.name.value}(...)` inlined into the device-setter"
+                            " block: its train op is now built there, where TFM301 migrates it", fixed=True,
+                            severity="info")
+            else:
+                self.report(site.statement, f"`{C.code_of(site.call.func)}(...)` of the project module"
+                            f" `{sibling.name}` ({_relative(sibling.path, self.ctx.path)}) inlined into the"
+                            " device-setter block, its module's names read through"
+                            f" `{C.code_of(site.call.func.value)}`: its train op is now built there, where TFM301"
+                            f" migrates it; `{sibling.name}` itself is left as it is (its"
+                            f" `{site.helper.fn.name.value}()` still builds the TF1 train op for other callers)",
+                            fixed=True, severity="info")
         if not replacements:
             return module
         removed_defs = {id(h.fn) for h in helpers.values() if h.fn.name.value in removed}
@@ -614,13 +629,43 @@ class InlineGraphBuilder(Rule):
                 for item in node.names:
                     counts[item.name.value] = counts.get(item.name.value, 0) + 1
         out = {}
+        builders = {name for name, fn in defs.items() if counts.get(name) == 1 and self._builds_train_op(fn)}
         for name, fn in defs.items():
-            if counts.get(name) != 1 or not self._builds_train_op(fn):
+            if counts.get(name) != 1:
+                continue
+            if name not in builders and not self._procedure_calling(fn, builders):
                 continue
             helper = self._helper(fn)
             if helper is not None:
                 out[name] = helper
+        # functions of the project's sibling modules, called as `alias.name(...)`
+        for alias, name, fn, project in self._program().sibling_functions(self.ctx.names.bindings):
+            if counts.get(alias) != 1 or not self._builds_train_op(fn):
+                continue
+            helper = self._helper(fn)
+            if helper is not None:
+                helper.module = project
+                out[f"{alias}.{name}"] = helper
         return out
+
+    def _program(self) -> ProgramModel:
+        program = self.__dict__.get("_program_model")
+        if program is None:
+            program = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
+        return program
+
+    def _procedure_calling(self, fn: cst.FunctionDef, builders: set[str]) -> bool:
+        """A function with no ``return`` that calls a train-op builder of this
+        file as ``targets = builder(...)``: inlined, it brings that call into
+        the block, where the next round inlines it."""
+        if any(isinstance(node, cst.Return) for node in own_scope(fn.body)):
+            return False
+        for statement in fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ():
+            names, value, _ = C.assignment(statement)
+            if names and isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and (
+                    value.func.value in builders):
+                return True
+        return False
 
     def _builds_train_op(self, fn: cst.FunctionDef) -> bool:
         optimizers: set[str] = {p.name.value for p in _params(fn.params)}
@@ -650,10 +695,14 @@ class InlineGraphBuilder(Rule):
         if not body:
             return None
         ret = body[-1]
-        if not (isinstance(ret, cst.SimpleStatementLine) and len(ret.body) == 1
-                and isinstance(ret.body[0], cst.Return) and ret.body[0].value is not None):
+        procedure = not any(isinstance(node, cst.Return) for node in own_scope(fn.body))
+        if procedure:
+            # builds the graph (and maybe runs its session) and returns nothing: called as a statement
+            ret = None
+        elif not (isinstance(ret, cst.SimpleStatementLine) and len(ret.body) == 1
+                  and isinstance(ret.body[0], cst.Return) and ret.body[0].value is not None):
             return None
-        for node in _own_scope(fn.body):
+        for node in own_scope(fn.body):
             if isinstance(node, (cst.Yield, cst.Await, cst.Global, cst.Nonlocal)):
                 return None
             if isinstance(node, cst.Return) and node is not ret.body[0]:
@@ -665,8 +714,8 @@ class InlineGraphBuilder(Rule):
                 return None
             if isinstance(node, cst.Name) and node.value == fn.name.value:
                 return None  # recursive
-        value = ret.body[0].value
-        returned = _returned(value)
+        value = ret.body[0].value if ret is not None else None
+        returned = _returned(value) if value is not None else ()
         if returned is None:
             return None
         docstring = None
@@ -675,7 +724,8 @@ class InlineGraphBuilder(Rule):
             text = first.evaluated_value
             docstring = text if isinstance(text, str) else None
             body = body[1:]
-        body = body[:-1]
+        if ret is not None:
+            body = body[:-1]
         if not body:
             return None
         local = _bound_names(fn.body)
@@ -730,10 +780,7 @@ class InlineGraphBuilder(Rule):
     def _setter_helper(self, call: cst.Call) -> bool:
         """A call of a function of this file that only builds the device setter
         (TFM301 takes its block as it takes the setter's own)."""
-        program = self.__dict__.get("_program_model")
-        if program is None:
-            program = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
-        helper = program.device_helper(call)
+        helper = self._program().device_helper(call)
         return helper is not None and helper.function is not None
 
     def _calls_in_block(self, block: cst.With, helpers):
@@ -751,11 +798,20 @@ class InlineGraphBuilder(Rule):
             if not (isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1):
                 continue
             small = statement.body[0]
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                func = small.value.func
+                if isinstance(func, cst.Name) and func.value in helpers and helpers[func.value].ret is None:
+                    yield statement, small.value, helpers[func.value]
+                continue
             if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.value, cst.Call)):
                 continue
             func = small.value.func
-            if isinstance(func, cst.Name) and func.value in helpers:
+            if isinstance(func, cst.Name) and func.value in helpers and helpers[func.value].ret is not None:
                 yield statement, small.value, helpers[func.value]
+            elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and (
+                    f"{func.value.value}.{func.attr.value}" in helpers) and (
+                    helpers[f"{func.value.value}.{func.attr.value}"].ret is not None):
+                yield statement, small.value, helpers[f"{func.value.value}.{func.attr.value}"]
 
     def _starts_session(self, statement) -> bool:
         for node in C.walk(statement):
@@ -774,8 +830,13 @@ class InlineGraphBuilder(Rule):
         bindings = _bind_arguments(helper.fn.params, call)
         if bindings is None:
             return None
-        target = site.statement.body[0].targets[0].target
-        if isinstance(target, cst.Name):
+        if helper.ret is None:  # `helper(...)` as a statement: nothing is bound
+            target, targets = None, []
+        else:
+            target = site.statement.body[0].targets[0].target
+        if target is None:
+            pass
+        elif isinstance(target, cst.Name):
             targets: list[str] | str = target.value
         elif isinstance(target, (cst.Tuple, cst.List)) and all(
                 isinstance(el, cst.Element) and isinstance(el.value, cst.Name) for el in target.elements):
@@ -797,17 +858,22 @@ class InlineGraphBuilder(Rule):
         assignments: list[tuple[str, cst.BaseExpression]] = []
         new_params: set[str] = set()
         used_in_body = _all_names(helper.fn.body)
+        session_only = self._session_only_names(helper) if helper.ret is None else set()
         for name, value, is_default in bindings:
             if isinstance(value, cst.Name) and value.value == name:
                 continue
             if name not in used_in_body and _pure(value):
                 continue  # a parameter the helper never reads (`is_chief`): nothing to bind
+            if name in session_only and _pure(value):
+                continue  # read only by the TF1 session's arguments, which TFM301 replaces
             if is_default and not self._constant_default(value, module, site):
                 return None
             assignments.append((name, value))
             new_params.add(name)
         local = helper.locals | new_params
         clash = (local - target_set) & elsewhere
+        if "_" in clash and not _reads_name(site.scope, site.statement, "_"):
+            clash.discard("_")  # `def main(_):`, `_, x = ...`: a throwaway nothing reads
         if clash:
             return None
         # names the helper reads from the module must still mean the module's there
@@ -822,6 +888,10 @@ class InlineGraphBuilder(Rule):
                 return None
         if helper.fn.name.value in local:
             return None
+        if helper.module is not None:
+            alias = site.call.func.value.value  # `alias.name(...)`: the alias must still be the module
+            if alias in local or any(alias in (_bound_names(fn) or {alias}) for fn in site.chain):
+                return None
         for fn in site.chain:
             if helper.fn.name.value in (_bound_names(fn) or {helper.fn.name.value}):
                 return None  # the call reaches a function of the caller's own, not the module's
@@ -829,6 +899,8 @@ class InlineGraphBuilder(Rule):
         mapping: list[tuple[str, cst.BaseExpression]] = []
         subs: dict[int, cst.BaseExpression] = {}
         returned = helper.returned
+        if helper.ret is None:
+            return assignments, mapping, subs
         if isinstance(returned, list):
             if isinstance(targets, list):
                 if len(targets) != len(returned):
@@ -858,6 +930,29 @@ class InlineGraphBuilder(Rule):
                     return None
                 mapping.append((target, cst.Name(returned)))
         return assignments, mapping, subs
+
+    def _session_only_names(self, helper: _Helper) -> set[str]:
+        """Parameters a procedure reads only in the arguments of its TF1
+        session (`MonitoredTrainingSession(is_chief=is_chief)`)."""
+        inside: dict[str, int] = {}
+        for call in C.calls_in(helper.fn.body):
+            if self.qualname(call.func) in SESSION_CLASSES | {"train.Supervisor"}:
+                for a in call.args:
+                    attrs = {id(n.attr) for n in _walk(a.value) if isinstance(n, cst.Attribute)}
+                    for node in _walk(a.value):
+                        if isinstance(node, cst.Name) and id(node) not in attrs:
+                            inside[node.value] = inside.get(node.value, 0) + 1
+        everywhere: dict[str, int] = {}
+        not_names: set[int] = set()
+        for node in _walk(helper.fn.body):
+            if isinstance(node, cst.Arg) and node.keyword is not None:
+                not_names.add(id(node.keyword))
+            elif isinstance(node, cst.Attribute):
+                not_names.add(id(node.attr))
+            elif isinstance(node, cst.Name) and id(node) not in not_names:
+                everywhere[node.value] = everywhere.get(node.value, 0) + 1
+        params = {p.name.value for p in helper.params}
+        return {name for name, n in inside.items() if name in params and everywhere.get(name) == n}
 
     def _constant_default(self, value: cst.BaseExpression, module: cst.Module, site: _Site) -> bool:
         """A default the def evaluated once that evaluates alike at the call:
@@ -921,6 +1016,39 @@ class InlineGraphBuilder(Rule):
             own = C.strip_blank_lines(own)
         out[0] = first.with_changes(leading_lines=[*lead, *own])
         return out
+
+
+def _reads_name(scope: cst.CSTNode, skip: cst.CSTNode, name: str) -> bool:
+    """Whether code in ``scope`` (nested scopes too, not ``skip``) may read
+    ``name``: it occurs other than as a parameter or a plain assignment or
+    loop target."""
+    bound: set[int] = set()
+    for node in _walk(scope, skip):
+        targets = []
+        if isinstance(node, cst.Assign):
+            targets = [t.target for t in node.targets]
+        elif isinstance(node, (cst.For, cst.CompFor)):
+            targets = [node.target]
+        elif isinstance(node, cst.Param):
+            bound.add(id(node.name))
+        for t in targets:
+            stack = [t]
+            while stack:
+                n = stack.pop()
+                if isinstance(n, cst.Name):
+                    bound.add(id(n))
+                elif isinstance(n, (cst.Tuple, cst.List)):
+                    stack.extend(e.value for e in n.elements)
+                elif isinstance(n, cst.StarredElement):
+                    stack.append(n.value)
+    return any(isinstance(n, cst.Name) and n.value == name and id(n) not in bound for n in _walk(scope, skip))
+
+
+def _relative(path: str, beside: str) -> str:
+    """``path`` relative to the directory of ``beside``."""
+    import os
+
+    return os.path.relpath(path, os.path.dirname(os.path.abspath(beside)))
 
 
 def _module_names_outside(module: cst.Module, helper: cst.FunctionDef, statement: cst.CSTNode) -> set[str]:

@@ -8,7 +8,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow
+from migrate.codemod.rules import _dataflow, _rebinding
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -39,7 +39,13 @@ from migrate.codemod.rules._program import (
     STRATEGY_CLASS,
     detect_strategy,
 )
-from migrate.codemod.rules._session_loop import carry_program_hooks, hook_arguments, hook_list_names
+from migrate.codemod.rules._session_loop import (
+    carry_program_hooks,
+    hook_arguments,
+    hook_list_names,
+    note_supervisor_chief,
+    supervisor_chief_read,
+)
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.tfnames import dotted
 
@@ -246,8 +252,19 @@ class GraphToStrategy(Rule):
     ``get_variable(..., regularizer=r)`` terms; a term added another way
     declines the block (TF2 fills no collection per step). TF1's
     RMSPropOptimizer stays (``tf.compat.v1``, TF1's numerics under every
-    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. Anything
-    the rule cannot map (a placeholder created inside a helper, a train op
+    strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. A
+    placeholder a model helper makes and returns (``y, keep_prob =
+    net(x)``, TF1's deep MNIST tutorial) is made in the block and passed to
+    the helper, a step argument like the block's own; a shapeless one fed a
+    number in every run builds the model with that number. A dataset reader
+    built in the block (``input_data.read_data_sets``) runs once before the
+    strategy; ``tf.train.global_step(sess, gs)`` reads the variable; a
+    session bound to a name and entered later (``with mts as sess:``) is the
+    training session. Where the rewrite would leave a name the program still
+    reads unbound (a session or graph value used outside the runs it maps),
+    the block is declined at the statement reading it (``_dataflow.py``).
+    Anything the rule cannot map (a placeholder created inside a helper that
+    does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
     iterators, an asynchronous pipeline sharded per task, a
     SyncReplicasOptimizer outside a device-setter block) is reported for
@@ -274,9 +291,13 @@ class GraphToStrategy(Rule):
         # request_stop() ends the loop; classes reported as not carried over
         self.class_rewrites: dict[str, cst.ClassDef] = {}
         self.hook_stops: list[str] = []
+        self.hook_objects: set[str] = set()
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
+        self.signals_dropped = False  # a block's "done" signals to the ps were dropped
         module = transform(module, self)
+        if self.converted and self.signals_dropped:
+            module = _dataflow.drop_unused_functions(module, self._signal_makers)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         self._report_sync_left(module)
@@ -308,10 +329,13 @@ class GraphToStrategy(Rule):
             if covered is None:
                 covered = self._covered()
             text = "".join(C.code_of(node).split())
-            scope = "".join(C.code_of(function).split()) if function is not None else None
-            if any(text in code for code in covered) or (
-                    scope is not None and any(block in scope for block in self.declined_blocks)):
+            if any(text in code for code in covered):
                 continue
+            if function is not None and self.declined_blocks:
+                # (the function's code only when a block was declined: it can be the whole script)
+                scope = "".join(C.code_of(function).split())
+                if any(block in scope for block in self.declined_blocks):
+                    continue
             self.report(node, why, hint="build the graph in a `with tf.device(tf.train.replica_device_setter(...)):`"
                         " block of the function that runs its session loop (or migrate to"
                         f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again",
@@ -528,7 +552,19 @@ class GraphToStrategy(Rule):
         helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
         if helper_moves is not None:
             inner, helper_moves = helper_moves
-        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]},
+        # "done" signals to the ps tasks (`for q in create_done_queues(): ops.append(q.enqueue(1))`)
+        makers = self.__dict__.get("_signal_makers")
+        if makers is None:  # the same for the whole module
+            makers = self._signal_makers = _dataflow.queue_makers(self.ctx.module, self.qualname, QUEUE_CLASSES)
+        signals, signal_names = _dataflow.done_signals([*inner, *session_inside, *body[i + 1:]], makers)
+        inner = [st for st in inner if id(st) not in signals]
+        # layers built one after another under the same names (`weights = tf.Variable(...)`)
+        inner, renamed = _rebinding.distinct_variable_names(
+            inner, lambda call: self.qualname(call.func) in VARIABLE_CREATORS, self.taken)
+        if renamed:
+            device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
+        graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
+                        | signal_names,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers())
         reported = len(self.ctx.reports)
@@ -543,6 +579,8 @@ class GraphToStrategy(Rule):
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
             return body
+        if self._report_train_op_rebound(graph):
+            return body
         if not self._plan_inputs(graph):
             return body
         if not self._plan_regularization(graph, inner):
@@ -555,7 +593,7 @@ class GraphToStrategy(Rule):
             return body
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
-        if not self._report_model_builders(graph):
+        if not self._report_model_builders(graph, device_with):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
@@ -572,7 +610,9 @@ class GraphToStrategy(Rule):
             if self._starts_session(statement):
                 kept += after[k:]
                 break
-            chosen = _dataflow.plumbing_choice(statement, graph.dropped)
+            if id(statement) in signals:
+                continue
+            chosen = _dataflow.plumbing_choice(statement, graph.dropped, self.qualname)
             if chosen:
                 graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
                 continue
@@ -582,7 +622,7 @@ class GraphToStrategy(Rule):
                 kept.append(statement)
         after = kept
         session = _SessionRegion(self, graph, body)
-        session.scan(after)
+        session.scan(after, graph_part=inner)
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
@@ -612,11 +652,27 @@ class GraphToStrategy(Rule):
                         " device setter shared these) and ops run on the replica's device", fixed=True,
                         severity="info", reference=REFERENCE[self.strategy])
         out = hoisted + self._used_wrappers(prelude, new_after, session) + new_after
+        if session.foreign_feeds:
+            # a step cannot be given a value it has no argument for: the training stays TF1
+            self.converted, self.helper_rewrites, self.strategy_names = undo
+            del self.ctx.reports[reported:]
+            for name in sorted(session.foreign_feeds):
+                key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
+                made = _dataflow.binding_code(name, [*body[:i], device_with], self.ctx.module)
+                where = f"it is made by `{made}`" if made else "it is made elsewhere: before the block or in a helper"
+                self.report(key or device_with, f"training not migrated: `{name}` is fed to the session but is not a"
+                            f" placeholder of the device-setter block ({where}), so no step function has an argument"
+                            " for it",
+                            hint="create it in the graph block, or make it a parameter of the function that creates"
+                            " it (a tf.placeholder cannot run in TF2), then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            return body
         if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
             self.converted, self.helper_rewrites, self.strategy_names = undo
             return body
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        self.signals_dropped = self.signals_dropped or bool(signals)
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
@@ -638,6 +694,28 @@ class GraphToStrategy(Rule):
                         hint="migrate this use by hand (or build it in the step function's results), then migrate"
                         " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
         return True
+
+    def _report_train_op_rebound(self, graph: Graph) -> bool:
+        """The train op's name bound again after the optimizer built it
+        (``if is_chief: with tf.control_dependencies([ema_op, train_op]):
+        train_op = tf.no_op()``, common in helpers TFM300 inlines): the step
+        would run only the optimizer's update and silently lose what the new
+        op also runs. Decline, at that statement."""
+        name = graph.train_op if isinstance(graph.train_op, str) else None
+        if name is None:
+            return False
+        for _, statement in graph.compute:
+            for node in C.walk(statement):
+                if isinstance(node, cst.Assign) and any(name in C.target_names(t.target) for t in node.targets):
+                    self.report(statement, f"the train op `{name}` is bound again after the optimizer built it"
+                                f" (`{C.code_of(node).strip()}`): the migrated step would run only the optimizer's"
+                                " update and lose what the new op also runs (moving averages, other updates);"
+                                " this training was left as TF1", hint="run those updates in the training loop"
+                                " after each step by hand (e.g. `ema.apply(...)` of tf.train.ExponentialMovingAverage"
+                                " once per step), then migrate the rest", reference=REFERENCE[self.strategy],
+                                fixed=False)
+                    return True
+        return False
 
     def _report_task_sharded_data(self, before, after) -> None:
         """Data chosen by the task index (`shard = data[FLAGS.task_index::n]`,
@@ -697,13 +775,22 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._program().builds_no_train_op(value):
+                continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
             callee = C.code_of(value.func)
-            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`:"
-                        " TFM301 migrates train ops built in the device-setter block (an optimizer's minimize or"
-                        " apply_gradients there); this training was left as TF1",
+            where = self._program().origin_of(value)
+            self.report(statement, f"the train op the session runs (`{fetched[shown]}`) comes from `{callee}(...)`"
+                        f"{where}: TFM301 migrates train ops built in the device-setter block (an optimizer's minimize"
+                        " or apply_gradients there); this training was left as TF1",
                         hint=f"inline the graph code of `{callee}` into the device-setter block, or migrate"
                         " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
+        if graph.unsupported:
+            node, why = graph.unsupported[0]
+            self.report(node, f"cannot migrate automatically: {why}; this training was left as TF1",
+                        hint="keep one way of training in the device-setter block (the other in a program of its"
+                        " own), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
             return
         for statement in before:
             names, value, _ = C.assignment(statement)
@@ -1203,10 +1290,19 @@ class GraphToStrategy(Rule):
             if used & helpers or qualnames & VARIABLE_CREATORS:
                 wanted = True
                 self.creates_plain_variables |= bool(used & plain_helpers) or "Variable" in qualnames
-            for builder in self._program().model_builders(st):  # the model of a sibling module
+            for builder in self._model_builders(graph, st):  # the model of a sibling module
                 wanted = True
                 self.creates_plain_variables |= builder.plain
         return wanted
+
+    def _model_builders(self, graph: Graph, statement) -> list:
+        """The model builders of another module ``statement`` calls; an opaque
+        one (its module is not in the project) only when it is given a value
+        of the graph (a placeholder, a tensor of the block): `tfds.load("x")`
+        is no model."""
+        graph_values = set(graph.placeholder_names) | set(graph.compute_names)
+        return [b for b in self._program().model_builders(statement)
+                if not b.opaque or C.names_used(b.call) & graph_values]
 
     def _program(self) -> ProgramModel:
         """The program model of this file and its project (built once per run)."""
@@ -1215,12 +1311,12 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
-    def _report_model_builders(self, graph: Graph) -> bool:
+    def _report_model_builders(self, graph: Graph, device_with: cst.With) -> bool:
         """A note for each model built by a sibling module's function: read
         there (present) or taken as an opaque builder (absent). A loss that
         reads a collection such a builder may fill declines: TF2 fills no
         collection at each step (the builder's terms would be lost)."""
-        builders = [b for _, st in graph.compute for b in self._program().model_builders(st)]
+        builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
         if not builders:
             return True
         for _, st in graph.compute:
@@ -1247,9 +1343,11 @@ class GraphToStrategy(Rule):
                     why = (f"the model's variables are created by `{builder.function}()` of the project module"
                            f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
                            " step")
-                    hint = ""
-                self.report(builder.call, why, hint=hint, fixed=True, severity="info",
-                            reference=REFERENCE[self.strategy])
+                    hint = f"migrate `{builder.module.name}` with this file (tfmigrate on their directory)"
+                # a call inlined from another module is not in this file: the note goes on the block
+                source = "".join(self.ctx.source.split())
+                at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
+                self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
         return True
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
@@ -1392,16 +1490,18 @@ class GraphToStrategy(Rule):
             leading_lines=[cst.EmptyLine(indent=False)] if self.template is not None else [],
         )
         out.append(scope)
-        if graph.var_list is None and not graph.variables and self.template is None:
+        # the step counter `minimize` advanced is a tf.Variable too, never a trained one
+        trained = [v for v in graph.variables if v != graph.global_step]
+        if graph.var_list is None and not trained and self.template is None:
             self.report(device_with, "no trainable variables found for the training step",
                         hint="create the model's variables in the graph block", fixed=False,
                         reference=REFERENCE[strategy])
         if graph.var_list is not None:
             variables = C.code_of(graph.var_list)
         else:
-            variables = "[" + ", ".join(graph.variables) + "]"
+            variables = "[" + ", ".join(trained) + "]"
             if self.template is not None:
-                variables = (variables + " + " if graph.variables else "") + f"{self.template}.trainable_variables"
+                variables = (variables + " + " if trained else "") + f"{self.template}.trainable_variables"
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
 
@@ -1950,7 +2050,9 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.supervisor_chief: dict[str, str | None] = {}  # Supervisor name -> its is_chief argument's code
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
+        self.foreign_feeds: set[str] = set()  # fed keys that are no placeholder of the block
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one
@@ -1960,7 +2062,10 @@ class _SessionRegion:
         return item
 
     # ---------------------------------------------------------------- scan
-    def scan(self, statements) -> None:
+    def scan(self, statements, graph_part=()) -> None:
+        """Find the sessions, hooks and fetches of ``statements`` (the code after
+        the graph); a hook list the graph part builds (`hooks = [sync_hook,
+        stop_hook]` before the session starts) is read from ``graph_part``."""
         q = self.rule.qualname
         for statement in self.scope:
             for node in C.walk(statement):
@@ -1974,6 +2079,13 @@ class _SessionRegion:
             for call in C.calls_in(statement):
                 if q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS:
                     hook_lists.update(h.value for h in hook_arguments(call, q) if isinstance(h, cst.Name))
+        for statement in graph_part:
+            for node in C.walk(statement):
+                self._hook_list_growth(node, hook_lists)
+                names, value, _ = C.assignment(node)
+                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
+                    self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
+                    self.removed_names.add(names[0])
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
@@ -1985,6 +2097,7 @@ class _SessionRegion:
                     vq = q(value.func)
                     if vq == "train.Supervisor":
                         self.supervisors.update(names)
+                        note_supervisor_chief(self.supervisor_chief, names, value)
                         self._supervisor_checkpointing(value)
                         self.removed_names.update(names)
                     elif vq in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS:
@@ -2034,6 +2147,9 @@ class _SessionRegion:
                             self.summary_results.update(
                                 el.value.value for el, name in zip(target.elements, fetch.names)
                                 if name in self.graph.dropped and isinstance(el.value, cst.Name))
+                        elif fetch.dropped_only and _dataflow.only_written_as_summary(target, statements, SUMMARY_WRITES):
+                            # `summary = sess.run(summary_op)` for `writer.add_summary(summary)`: gone with them
+                            self.summary_results.add(target.value)
                     self.fetch_by_call[id(node)] = fetch
                     key = fetch.key()
                     if fetch.ok and fetch.train:
@@ -2094,7 +2210,7 @@ class _SessionRegion:
             if isinstance(hook, cst.Name) and hook.value not in self.graph.dropped:
                 bound = self.bindings.get(hook.value)
                 if bound is not None and isinstance(bound.func, cst.Name) and (
-                        bound.func.value in self.rule.declined_hooks):
+                        bound.func.value in getattr(self.rule, "declined_hooks", {})):
                     continue  # reported where its class does what a TF2 loop cannot
                 if bound is None or q(bound.func) is None:
                     made = f" (a `{C.code_of(bound.func)}`)" if bound is not None else ""
@@ -2110,7 +2226,7 @@ class _SessionRegion:
             if not isinstance(hook, cst.Call):
                 continue
             hq = q(hook.func)
-            if isinstance(hook.func, cst.Name) and hook.func.value in self.rule.declined_hooks:
+            if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "declined_hooks", {}):
                 continue  # reported where its class does what a TF2 loop cannot
             if hq is None and _method(hook) != "make_session_run_hook":
                 # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
@@ -2239,7 +2355,7 @@ class _SessionRegion:
         raise or exit in the body (one under `if sess.should_stop():` dies
         with the session), no other bound in the test, no input pipeline
         whose end raises OutOfRangeError."""
-        if self.last_step is not None or self.num_steps is not None or self.rule.hook_stops:
+        if self.last_step is not None or self.num_steps is not None or getattr(self.rule, "hook_stops", ()):
             return []
         return [node for statement in statements for node in C.walk(statement)
                 if isinstance(node, cst.While) and self._waits_for_stop(node.test)
@@ -2280,7 +2396,7 @@ class _SessionRegion:
 
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
-        stops = [f"{hook}.stop_requested" for hook in self.rule.hook_stops]
+        stops = [f"{hook}.stop_requested" for hook in getattr(self.rule, "hook_stops", ())]
         if self.last_step is not None:
             stops.insert(0, f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
         elif self.num_steps is not None:
@@ -2419,6 +2535,8 @@ class _SessionRewriter(cst.CSTTransformer):
 
     def leave_For(self, original, updated):
         self.loop_depth -= 1
+        if _dataflow.runs_dropped_ops(original, self.r.graph.dropped, self.r.sessions):
+            return cst.RemovalSentinel.REMOVE  # the ps tasks' "done" signals: TF2's ps serve to the end
         return self._timed_saves(updated, _Pipeliner(self.r, original, updated).result())
 
     def _timed_saves(self, updated, result):
@@ -2547,7 +2665,7 @@ class _SessionRewriter(cst.CSTTransformer):
                     self.r.summaries_reported = True
                     self.r.rule.report(
                         original, "TF1 summaries are not carried over: the summary op, its writer and this"
-                        f" `{method}` call were removed",
+                        f" `{method}` call were removed{getattr(self.r.rule, 'summaries_elsewhere', '')}",
                         hint="write tf.summary.scalar(...) under tf.summary.create_file_writer(logdir).as_default()"
                         " with the step's returned values",
                         reference=REFERENCE[self.r.rule.strategy], fixed=False)
@@ -2562,6 +2680,8 @@ class _SessionRewriter(cst.CSTTransformer):
                 if self.loop_depth:
                     return cst.FlattenSentinel([take, C.stmt(f"if {names[0]} is None:\n    break\n")])
                 return take
+            if fetch is not None and fetch.dropped_only and set(names) <= self.r.summary_results:
+                return cst.RemovalSentinel.REMOVE
             if fetch is not None and fetch.dropped_only:
                 self.r.rule.report(
                     original,
@@ -2600,6 +2720,10 @@ class _SessionRewriter(cst.CSTTransformer):
                 el.with_changes(key=cst.SimpleString(f'"{el.key.value}"')) for el in updated.elements
             ])
         return updated
+
+    def leave_Attribute(self, original, updated):
+        # `if sv.is_chief:` reads what the program told its Supervisor
+        return supervisor_chief_read(original, updated, self.r.supervisor_chief)
 
     def leave_UnaryOperation(self, original, updated):
         # `not sess.should_stop()` with no stop hook: the session never asked to stop
@@ -2649,7 +2773,9 @@ class _SessionRewriter(cst.CSTTransformer):
             self._report_foreign_feeds(fetch, original)
             args = self._args(fetch, getattr(canonical, "params", []))
             if args is None:
-                self.r.rule.report(original, "feed_dict does not feed every placeholder the step needs",
+                unfed = _dataflow.unfed_placeholders(fetch.feed, getattr(canonical, "params", []), self.r.graph)
+                what = f" ({', '.join(f'`{n}`' for n in unfed)} not fed: TF1 raised an error here too)" if unfed else ""
+                self.r.rule.report(original, f"feed_dict does not feed every placeholder the step needs{what}",
                                    hint="pass the step function's arguments explicitly",
                                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
                 return updated
@@ -2667,6 +2793,7 @@ class _SessionRewriter(cst.CSTTransformer):
         for element in fetch.feed.elements:
             if (isinstance(element, cst.DictElement) and isinstance(element.key, cst.Name)
                     and element.key.value not in placeholders):
+                self.r.foreign_feeds.add(element.key.value)
                 self.r.rule.report(
                     run_call, f"`{element.key.value}` is fed but is not a placeholder of the graph block:"
                     " the step function has no argument for it and its value is not passed",
@@ -2853,6 +2980,9 @@ class _Pipeliner:
         pre_names = set().union(*(C.names_used(st) for st in pre)) if pre else set()
         tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
         if (head_names | pre_names | tail_names) & state:
+            self._refuse()
+        if getattr(rule, "hook_objects", set()) & tail_names & (head_names | pre_names):
+            # a session hook's before_run (or the loop's stop) reads what its after_run sets
             self._refuse()
         # names the deferred tail binds live only there (and in the step's target)
         target_names = C.target_names(target) if target is not None else []
@@ -3193,7 +3323,7 @@ class _DropGraphModeSwitches(cst.CSTTransformer):
         return updated
 
     def leave_ClassDef(self, original, updated):
-        migrated = self.rule.class_rewrites.get(C.code_of(original))
+        migrated = getattr(self.rule, "class_rewrites", {}).get(C.code_of(original))
         return updated if migrated is None else migrated
 
     def leave_FunctionDef(self, original, updated):
@@ -3690,18 +3820,17 @@ GraphToStrategy.INVALID = [
         import tensorflow.compat.v1 as tf
 
 
-        def inference(x):
+        def inference(x, keep_prob):
             w = tf.get_variable("w", [3, 1])
-            keep_prob = tf.placeholder(tf.float32)
-            return keep_prob, tf.nn.dropout(tf.matmul(x, w), keep_prob)
+            return tf.nn.dropout(tf.matmul(x, w), keep_prob)
 
 
         def train(cluster, server, is_chief):
             strategy = tf.distribute.ParameterServerStrategy(tf.distribute.cluster_resolver.TFConfigClusterResolver())
             coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 
-            def model_fn(x):
-                keep_prob, y = inference(x)
+            def model_fn(x, keep_prob):
+                y = inference(x, keep_prob)
                 loss = tf.reduce_mean(tf.square(y))
                 return loss
 
@@ -3711,20 +3840,20 @@ GraphToStrategy.INVALID = [
                 optimizer = tf.keras.optimizers.SGD(learning_rate=0.1)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
-                model(tf.zeros([1, 3], tf.float32))
+                model(tf.zeros([1, 3], tf.float32), tf.constant(0.5, tf.float32))
             trainable_variables = model.trainable_variables
 
             @tf.function
-            def train_step(x):
-                def train_step_replica(x):
+            def train_step(x, keep_prob):
+                def train_step_replica(x, keep_prob):
                     global_step_value = global_step.read_value()
                     with tf.GradientTape() as tape:
-                        loss = model(x)
+                        loss = model(x, keep_prob)
                     gradients = tape.gradient(loss, trainable_variables)
                     optimizer.apply_gradients(zip(gradients, trainable_variables))
                     global_step.assign_add(1)
                     return global_step_value
-                results = strategy.run(train_step_replica, args=(x,))
+                results = strategy.run(train_step_replica, args=(x, keep_prob))
                 return tf.nest.map_structure(
                     lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
             # ParameterServerStrategy trains on whichever worker is free. Each closure costs
@@ -3748,14 +3877,14 @@ GraphToStrategy.INVALID = [
                 # Steps whose arguments have the same shapes share a closure, stacked.
                 groups = []
                 for arguments, captured in pending_steps:
-                    x, = arguments
+                    x, keep_prob = arguments
                     # feed_dict converted fed values to the placeholders' dtypes; tensors also
                     # take tf.function's fast path (NumPy arguments cost more than the step)
-                    x = tf.convert_to_tensor(x, tf.float32)
-                    shapes = [value.shape for value in (x,)]
+                    x, keep_prob = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(keep_prob, tf.float32)
+                    shapes = [value.shape for value in (x, keep_prob)]
                     if not groups or groups[-1][0] != shapes:
                         groups.append((shapes, []))
-                    groups[-1][1].append(((x,), captured))
+                    groups[-1][1].append(((x, keep_prob), captured))
                 for _, steps in groups:
                     stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
                     closure = coordinator.schedule(train_steps, args=tuple(stacked))
@@ -3772,7 +3901,7 @@ GraphToStrategy.INVALID = [
                     return
 
             while not scheduled_steps >= 500:
-                pending_steps.append(((batch(),), ()))
+                pending_steps.append(((batch(), 0.5), ()))
                 scheduled_steps += 1
                 if len(pending_steps) == steps_per_closure:
                     queue_pending_steps()
@@ -3782,7 +3911,7 @@ GraphToStrategy.INVALID = [
             while steps_in_flight:
                 finish_train_step(*steps_in_flight.pop(0))
         """,
-        diagnostics=('TFM301',),
+        diagnostics=(),
     ),
     Invalid(
         """

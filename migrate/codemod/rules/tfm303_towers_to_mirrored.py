@@ -18,7 +18,9 @@ from migrate.codemod.rules._tower_shapes import (
     device_function_target,
     first_tower_reuse,
     index_slices,
+    loss_towers,
     replace_index_slices,
+    reuse_positions,
 )
 from migrate.codemod.rules.tfm301_graph_to_strategy import (
     SESSION_CLASSES,
@@ -82,11 +84,13 @@ class _Towers:
         self.loss_node: cst.CSTNode | None = None  # the statement calling compute_gradients
         self.grads_list = ""
         self.loss_lists: set[str] = set()
+        self.loss_items: dict[str, str] = {}  # list of tower values -> the value each tower appends
         self.optimizer = ""
         self.index_slices: dict[str, str] = {}  # placeholder -> `i * k:(i + 1) * k` (see _tower_shapes)
         self.variable_device = ""  # where a device function put the variables
         self.first_tower_names: set[str] = set()  # bound under `if i == 0:` (the first tower only)
         self.first_tower_guard: cst.If | None = None
+        self.first_tower_statements: set[int] = set()  # ids of the statements under `if i == 0:`
 
 
 class TowersToMirrored(GraphToStrategy):
@@ -117,6 +121,28 @@ class TowersToMirrored(GraphToStrategy):
     training loop whose rest of body can run after later steps (see TFM301)
     runs four steps per ``tf.function`` call (``run_pending_steps``): a call
     costs more than a TF1 session's run of its cached graph.
+
+    The shapes real multi-GPU scripts take (analysis in ``_tower_shapes``):
+    a tower slicing a fed placeholder by its index (``x[i * k:(i + 1) * k]``)
+    -- replica ``i`` takes the same rows, ``replica_id_in_sync_group`` in
+    place of ``i``; a device function of this module putting variables on
+    one device and every other op on the device string it was given
+    (``assign_to_device("/gpu:%d" % i, ps_device="/cpu:0")``) or a
+    ``tf.DeviceSpec(device_type=..., device_index=i)`` -- the replicas run
+    on those devices, the strategy mirrors the variables (a note says so);
+    an optimizer every tower builds alike (only ``apply_gradients`` makes
+    optimizer state) -- built once; ``reuse=i > 0`` -- ``reuse=False``, the
+    model being built once and reused; values only the first tower computes
+    (``if i == 0:``) -- computed by every replica, read from the first.
+    Fetched tower values (training or evaluation) are the replicas' own,
+    computed on their tower's rows: the last tower's, as the TF1 name held
+    after the loop, or the first's. Towers that append per-example losses
+    and ``minimize`` the mean of their concatenation are restated as towers
+    differentiating their own mean (equal ``tf.split`` slices: the same mean,
+    the averaged gradient) and migrated the same way. Towers built directly
+    under ``if __name__ == "__main__":`` are taken like a function body.
+    Towers written out one ``with tf.device(...)`` block each are reported
+    (across a cluster's tasks: MultiWorkerMirroredStrategy by hand).
 
     Every tower loop (a ``for`` whose body calls ``tf.device`` and
     ``compute_gradients``) that is not rewritten gets a located TFM303
@@ -163,7 +189,7 @@ class TowersToMirrored(GraphToStrategy):
     @classmethod
     def applies_to(cls, source: str) -> bool:
         # also towers that only compute losses, one minimize after the loop
-        return "compute_gradients" in source or ("minimize" in source and "device" in source)
+        return "compute_gradients" in source or ("minimize" in source and "device" in source and ".append(" in source)
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = MIRRORED
@@ -188,9 +214,17 @@ class TowersToMirrored(GraphToStrategy):
             isinstance(n, cst.Call) and _method(n) == "compute_gradients" for n in C.walk(st)
         ) and any(isinstance(n, cst.Call) and self.qualname(n.func) == "device" for n in C.walk(st))
 
+    def _is_loss_tower_loop(self, st) -> bool:
+        """A loop of towers appending their losses to a list (no gradients): one
+        `minimize` after it may differentiate their mean (see loss_towers)."""
+        return isinstance(st, cst.For) and not any(
+            isinstance(n, cst.Call) and _method(n) == "compute_gradients" for n in C.walk(st)
+        ) and any(isinstance(n, cst.Call) and self.qualname(n.func) == "device" for n in C.walk(st)) and bool(
+            _appended_names(st))
+
     def _tower_loop(self, statements) -> cst.For | None:
         for st in statements:
-            if self._is_tower_loop(st):
+            if self._is_tower_loop(st) or self._is_loss_tower_loop(st):
                 return st
             if isinstance(st, cst.With):
                 found = self._tower_loop(C.body_of(st.body))
@@ -214,6 +248,13 @@ class TowersToMirrored(GraphToStrategy):
 
     def leave_FunctionDef(self, original, updated):
         """Towers built directly in the function body (no enclosing graph block)."""
+        return self._rewrite_bare(updated)
+
+    def leave_If(self, original, updated):
+        """Towers built directly under `if __name__ == "__main__":`, a script's main function."""
+        return self._rewrite_bare(updated) if _is_main_guard(updated) else updated
+
+    def _rewrite_bare(self, updated):
         if not isinstance(updated.body, cst.IndentedBlock):
             return updated
         body = list(updated.body.body)
@@ -235,7 +276,7 @@ class TowersToMirrored(GraphToStrategy):
         """The tower loop of a statement that is one, or that holds one under
         `with` blocks of variable/name scopes and device strings only (a
         block the graph-block rewrite does not take)."""
-        if self._is_tower_loop(st):
+        if self._is_tower_loop(st) or self._is_loss_tower_loop(st):
             return st
         if isinstance(st, cst.With) and all(self._scope_item(i) for i in st.items) and not all(
                 self._dissolvable(i) for i in st.items):
@@ -283,6 +324,50 @@ class TowersToMirrored(GraphToStrategy):
     def _rewrite_region(self, anchor, block: cst.With, statements, after):
         """The graph (and its session loop) in ``statements`` rebuilt on a
         MirroredStrategy; None when it is not (every reason reported)."""
+        self.restated = None
+        loop = self._tower_loop(statements)
+        if loop is None or not self._is_loss_tower_loop(loop):
+            return self._rewrite_towers(anchor, block, statements, after)
+        restated, _ = loss_towers(statements, loop, self.qualname, self.taken)
+        if restated is None:
+            return None  # _report_loss_towers says why
+        self.handled.add(_loop_key(loop))
+        self.restated = restated
+        reports, imports, taken = len(self.ctx.reports), len(self.ctx.imports), set(self.taken)
+        strategies, converted = set(self.strategy_names), self.converted
+        new = self._rewrite_towers(anchor, block, restated.statements, after)
+        if new is None:
+            # reasons found on the restated towers: said on the towers as written
+            originals = {id(n) for st in [*statements, *after] for n in C.walk(st)}
+            for k in range(reports, len(self.ctx.reports)):
+                node, code, message, *rest = self.ctx.reports[k]
+                if id(node) not in originals:
+                    self.ctx.reports[k] = (loop, code, message, *rest)
+            self._decline(loop, f"tower loop `{_header(loop)}` not migrated: the towers only compute losses, and"
+                          " their restatement as towers computing their gradients (above) is not migrated either",
+                          "port this by hand")
+            return None
+        if self.towers.index_slices:
+            # a short batch gives the last tower fewer rows: the mean of the
+            # concatenation is then not the mean of the towers' means
+            del self.ctx.reports[reports:]
+            del self.ctx.imports[imports:]
+            self.taken, self.strategy_names, self.converted = taken, strategies, converted
+            self._decline(loop, f"tower loop `{_header(loop)}` not migrated: the towers slice the batch by their index"
+                          f" and `{_first_line(restated.minimize)}` minimizes the mean of their concatenated losses:"
+                          " a batch shorter than the towers' slices gives the last tower fewer rows, and the mean of"
+                          " the concatenation is then not the mean of the towers' means",
+                          "split the batch with tf.split (equal slices), or port this by hand")
+            return None
+        new = [st.visit(_ReplaceComment(_AVERAGED_COMMENT, _CONCATENATED_COMMENT)) for st in new]
+        self.report(self.anchor, f"the towers appended their losses to `{next(iter(sorted(self.towers.loss_lists)))}` and"
+                    f" `{_first_line(restated.minimize)}` minimized the mean of their concatenation: with equal"
+                    " slices that is the mean of the towers' means, so each replica differentiates the mean of its own"
+                    f" `{restated.item}` and the strategy averages the gradients", fixed=True, severity="info",
+                    reference=REFERENCE[MIRRORED])
+        return new
+
+    def _rewrite_towers(self, anchor, block: cst.With, statements, after):
         loop = self._tower_loop(statements)
         if loop is None:
             return None
@@ -322,8 +407,9 @@ class TowersToMirrored(GraphToStrategy):
                         fixed=False)
             return None
         pre += self._optimizer_from_loop(towers)
+        pre = [st for st in pre if not self._list_init(st, towers, [*session_part, *after])]
         blockers: list[_Blocker] = []
-        graph = analyze(pre, self.qualname)
+        graph = analyze(pre, self.qualname, inputs=self._input_helpers())
         for node, why in graph.unsupported:
             blockers.append(_Blocker(node, f"tower loop `{_header(loop)}`: cannot migrate automatically: {why}",
                              "create variables at the top of the graph block (or in a tf.Module)"))
@@ -341,7 +427,8 @@ class TowersToMirrored(GraphToStrategy):
                               _scope_bound(C.body_of(loop.body)))
         towers.index_slices = sliced.slices
         pairs = [(st, first_tower_reuse(replace_index_slices(_replace_splits(st, splits, towers.index),
-                                                             sliced.slices, towers.index_names), towers.index_names))
+                                                             sliced.slices, towers.index_names), towers.index_names,
+                                          reuse_positions(self.module_in)))
                  for st in towers.statements]
         for node, why in sliced.problems:
             blockers.append(_Blocker(node, f"{header}: {why}; TFM303 gives each replica one slice of a fed"
@@ -364,8 +451,18 @@ class TowersToMirrored(GraphToStrategy):
                                          "split the fed batch along axis 0 into equal slices, or port this by"
                                          " hand"))
         if not params and not bad_splits:
-            blockers.append(self._no_input(pairs, towers, header, graph, loss))
+            blockers.append(self._input_helper_problem(pre, pairs, header)
+                            or self._no_input(pairs, towers, header, graph, loss))
         self._check_tower_body(pairs, towers, header, blockers, index=bool(params) and not bad_splits)
+        for original, new in pairs:
+            shared = C.names_used(new) & towers.first_tower_names
+            if shared and id(original) not in towers.first_tower_statements:
+                name = min(shared)
+                blockers.append(_Blocker(original, f"{header}: `{_first_line(original)}` reads `{name}`, which only the"
+                                         f" first tower computes (`{_header(towers.first_tower_guard)}`): every later"
+                                         " tower read the first tower's value, each replica would compute its own",
+                                         "compute it before the tower loop, or port this by hand"))
+                break
         graph.optimizer = graph.optimizer or towers.optimizer
         if graph.optimizer_call is None or graph.optimizer != towers.optimizer:
             where = next((st for st in pre if towers.optimizer and C.assignment(st)[0] == [towers.optimizer]), None)
@@ -376,6 +473,8 @@ class TowersToMirrored(GraphToStrategy):
                              " mapped to the Keras optimizer with the same update), or port this by hand"))
         self.post = []
         averaged, apply_call = self._read_post(post, towers, graph, header, blockers)
+        if self.ema is not None and self.ema[3]:
+            graph.state.append(self.ema[1])  # made under the strategy, updated by the step
         if graph.train_op is None:
             self.report(anchor, f"{header} not migrated: no `train_op = opt.apply_gradients(...)` after it",
                         hint="apply the averaged tower gradients with the optimizer's apply_gradients",
@@ -407,6 +506,8 @@ class TowersToMirrored(GraphToStrategy):
             for node, message, hint in sorted(blockers, key=lambda b: _order(statements + after, b.node)):
                 self._decline(node, message, hint)
             return None
+        if not self._plan_inputs(graph):
+            return None  # reported: a tf.data input TF1 read otherwise than each step's batch
         # build it; keep it only if it leaves no name of the TF1 graph behind
         reports, taken, imports = len(self.ctx.reports), set(self.taken), len(self.ctx.imports)
         strategies = set(self.strategy_names)
@@ -417,6 +518,10 @@ class TowersToMirrored(GraphToStrategy):
         prelude = self._build(block, graph, session)
         new_part = session.rewrite(session_part)
         new = self._used_wrappers(prelude, new_part, session) + new_part
+        if self.ema is not None and self.ema[3]:
+            update = C.stmts("# The moving averages follow the updated variables (tf.group gave the two no order).\n"
+                             f"{self.ema[0]}.apply({self.trainable_name})\n")
+            new = [transform(st, _BeforeReturn(self.train_replica_names, update)) for st in new]
         lost = _introduced(statements + after, new + after)
         if lost:
             del self.ctx.reports[reports:]
@@ -468,6 +573,7 @@ class TowersToMirrored(GraphToStrategy):
                     towers.first_tower_guard = st
                     for inner in C.body_of(st.body):
                         towers.first_tower_names.update(_targets(inner))
+                        towers.first_tower_statements.add(id(inner))
                         towers.statements.append(inner)
                     continue
                 lone = C.single_expr(st)
@@ -486,6 +592,7 @@ class TowersToMirrored(GraphToStrategy):
                         towers.grads_list = target
                     elif isinstance(item, cst.Name):
                         towers.loss_lists.add(target)
+                        towers.loss_items[target] = item.value
                     continue
                 if isinstance(value, cst.Call) and _method(value) == "compute_gradients":
                     self._grad_names.add(names[0])
@@ -530,22 +637,31 @@ class TowersToMirrored(GraphToStrategy):
         self.bad_splits: dict[str, str] = {}
         for names, st in list(graph.compute):
             _, value, _ = C.assignment(st)
-            if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "split":
-                source = C.arg(value, 0, "value")
-                count = C.arg(value, 1, "num_or_size_splits")
-                axis = C.arg(value, 2, "axis")
+            # `xs = tf.split(x, n)`, or `xs, ys = tf.split(x, n), tf.split(y, n)`
+            values = [value] if len(names) == 1 else (
+                [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [])
+            if len(values) != len(names) or not all(
+                    isinstance(v, cst.Call) and self.qualname(v.func) == "split" for v in values):
+                continue
+            taken = {}
+            for name, call in zip(names, values):
+                source = C.arg(call, 0, "value")
+                count = C.arg(call, 1, "num_or_size_splits")
+                axis = C.arg(call, 2, "axis")
                 if axis is not None and not (isinstance(axis, cst.Integer) and axis.evaluated_value == 0):
-                    self.bad_splits[names[0]] = (f"it splits axis `{C.code_of(axis)}`, not the batch axis the"
-                                                 " strategy's replicas are sliced on")
+                    self.bad_splits[name] = (f"it splits axis `{C.code_of(axis)}`, not the batch axis the"
+                                             " strategy's replicas are sliced on")
                 elif isinstance(count, (cst.List, cst.Tuple)):
-                    self.bad_splits[names[0]] = ("its slices have sizes of their own, the strategy's replicas"
-                                                 " take equal slices")
+                    self.bad_splits[name] = ("its slices have sizes of their own, the strategy's replicas"
+                                             " take equal slices")
                 elif not (isinstance(source, cst.Name) and source.value in graph.placeholder_names):
-                    self.bad_splits[names[0]] = (f"it splits `{C.code_of(source) if source else '?'}`, not a"
-                                                 " placeholder fed by the session")
+                    self.bad_splits[name] = (f"it splits `{C.code_of(source) if source else '?'}`, not a"
+                                             " placeholder fed by the session")
                 else:
-                    splits[names[0]] = source.value
-                    graph.compute.remove((names, st))
+                    taken[name] = source.value
+            if len(taken) == len(names):
+                splits.update(taken)
+                graph.compute.remove((names, st))
         return splits
 
     # ---------------------------------------------------------------- checks
@@ -556,6 +672,8 @@ class TowersToMirrored(GraphToStrategy):
                              " MirroredStrategy device list cannot be derived from it",
                              'give MirroredStrategy its device list (["/gpu:0", "/gpu:1", ...]) by hand'))
         device = towers.device
+        if isinstance(device, cst.Call) and self.qualname(device.func) == "DeviceSpec":
+            device = towers.device = _device_spec_string(device) or device
         if isinstance(device, cst.Call) and (found := device_function_target(device, self.module_in)) is not None:
             device, towers.variable_device = found  # the ops' device string; the variables are mirrored
             towers.device = device
@@ -576,6 +694,19 @@ class TowersToMirrored(GraphToStrategy):
                                  " inside the graph block; the strategy is created before it",
                                  "compute it before the graph block"))
                 return
+
+    def _list_init(self, st, towers: _Towers, rest) -> bool:
+        """`tower_grads = []` (or `tower_grads, tower_losses = [], []`) of lists
+        only the tower loop fills: the strategy's step collects them itself."""
+        names, value, _ = C.assignment(st)
+        lists = {towers.grads_list, *towers.loss_lists} - {""}
+        if not names or not set(names) <= lists:
+            return False
+        empties = value.elements if isinstance(value, cst.Tuple) and len(names) > 1 else [value]
+        if len(empties) != len(names) or not all(
+                isinstance(getattr(e, "value", e), cst.List) and not getattr(e, "value", e).elements for e in empties):
+            return False
+        return not any(set(names) & C.names_used(other) for other in rest)
 
     def _optimizer_from_loop(self, towers: _Towers) -> list[cst.BaseStatement]:
         """`opt = tf.train.XOptimizer(...)` built by every tower (the last one
@@ -621,6 +752,29 @@ class TowersToMirrored(GraphToStrategy):
                                  " replica function"))
                 break
 
+    def _input_helper_problem(self, pre, pairs, header) -> _Blocker | None:
+        """Towers reading the batch a module function returns from a tf.data
+        iterator in a shape the input planning does not follow (`features,
+        labels = iterator.get_next()` then `return features, labels`)."""
+        read = set().union(*(C.names_used(new) for _, new in pairs)) if pairs else set()
+        for st in pre:
+            names, value, _ = C.assignment(st)
+            if not (set(names) & read and isinstance(value, cst.Call) and isinstance(value.func, cst.Name)):
+                continue
+            helper = next((f for f in C.walk(self.module_in) if isinstance(f, cst.FunctionDef)
+                           and f.name.value == value.func.value), None)
+            if helper is None or not any(isinstance(n, cst.Call) and _method(n) == "get_next" for n in C.walk(helper)):
+                continue
+            if value.func.value in self._input_helpers():
+                continue
+            return _Blocker(st, f"{header}: the towers read `{', '.join(names)}` from `{_first_line(st)}`, a batch"
+                            f" of a tf.data iterator that `{value.func.value}()` does not return as"
+                            " `tf.data.make_one_shot_iterator(dataset).get_next()` (or `dataset.make_one_shot_iterator()"
+                            ".get_next()`): TFM303 cannot tell which batches each step took",
+                            f"make `{value.func.value}()` return `dataset.make_one_shot_iterator().get_next()` itself,"
+                            " then migrate again (every tower read the same batch: so will every replica)")
+        return None
+
     def _no_input(self, pairs, towers: _Towers, header, graph: Graph, loss):
         """The decline of towers that read no fed placeholder, located where
         a tower gets its input (among the statements its loss depends on)."""
@@ -654,8 +808,11 @@ class TowersToMirrored(GraphToStrategy):
         """Sort the statements after the tower loop; (averaged gradient names, apply_gradients call)."""
         averaged: set[str] = set()
         apply_call = None
+        self.ema = None  # (name, constructor statement, apply op name, grouped into the train op)
         for st in post:
             names, value, _ = C.assignment(st)
+            if self._moving_average(st, names, value):
+                continue
             if isinstance(value, cst.Call) and _method(value) == "apply_gradients" and len(names) == 1:
                 graph.train_op = names[0]
                 apply_call = value
@@ -679,6 +836,10 @@ class TowersToMirrored(GraphToStrategy):
                     graph.train_op in C.names_used(value)):
                 others = [a for a in value.args if not (isinstance(a.value, cst.Name)
                                                         and a.value.value == graph.train_op) and a.keyword is None]
+                if self.ema is not None and self.ema[2] and len(others) == 1 and isinstance(others[0].value, cst.Name) \
+                        and others[0].value.value == self.ema[2] and len(names) == 1:
+                    self.ema = (*self.ema[:3], True)
+                    others = []  # the moving averages are updated in the step, after the variables
                 if not others and len(names) == 1:
                     graph.train_op = names[0]  # tf.group(apply_gradient_op)
                     continue
@@ -706,6 +867,23 @@ class TowersToMirrored(GraphToStrategy):
                 continue
             extend(graph, st, self.qualname)
         return averaged, apply_call
+
+    def _moving_average(self, st, names, value) -> bool:
+        """`ema = tf.train.ExponentialMovingAverage(decay, num_updates)` and
+        `ema_op = ema.apply(tf.trainable_variables())` after the tower loop:
+        taken here (the step updates the averages); False for anything else."""
+        if len(names) != 1 or not isinstance(value, cst.Call):
+            return False
+        if self.qualname(value.func) == "train.ExponentialMovingAverage" and self.ema is None:
+            self.ema = (names[0], st, "", False)
+            return True
+        if self.ema is not None and not self.ema[2] and _method(value) == "apply" and isinstance(
+                value.func.value, cst.Name) and value.func.value.value == self.ema[0] and len(value.args) == 1:
+            listed = value.args[0].value
+            if isinstance(listed, cst.Call) and self.qualname(listed.func) == "trainable_variables" and not listed.args:
+                self.ema = (self.ema[0], self.ema[1], names[0], False)
+                return True
+        return False
 
     def _schedules(self, pre, graph: Graph, region, apply_call, header, blockers) -> set:
         """`lr = tf.train.exponential_decay(...)` read by the optimizer -> a
@@ -875,27 +1053,32 @@ class TowersToMirrored(GraphToStrategy):
             if _loop_key(loop) in self.handled:
                 continue
             self.handled.add(_loop_key(loop))
-            scope = chain
-            for k, node in enumerate(chain):
-                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                    scope = chain[k + 1 :]
-            in_function = any(isinstance(n, cst.FunctionDef) for n in chain)
-            blocking = [n for n in scope if not isinstance(n, cst.With)]
-            withs = [n for n in scope if isinstance(n, cst.With)
-                     and not all(self._scope_item(i) or self._dissolvable(i) for i in n.items)]
-            if blocking:
-                why = (f"it is inside `{_header(blocking[-1])}`; TFM303 migrates tower loops built directly in a"
-                       " function body or under `with` blocks")
-            elif withs:
-                why = (f"it is inside `{_header(withs[-1])}`, which TFM303 cannot remove (it dissolves only"
-                       ' `tf.Graph().as_default()`, `tf.device("...")` and variable/name scopes)')
-            elif not in_function:
-                why = "it runs at module level; TFM303 migrates towers built inside a function"
-            else:
-                why = "the graph around it does not have the shape TFM303 migrates"
-            self._decline(loop, f"tower loop `{_header(loop)}` not migrated: {why}",
-                          _WHERE_HINT if (blocking or withs or not in_function) else
-                          "build a MirroredStrategy replica function by hand")
+            why, hint = self._why_not_here(chain)
+            self._decline(loop, f"tower loop `{_header(loop)}` not migrated: {why}", hint)
+
+    def _why_not_here(self, chain) -> tuple[str, str]:
+        """Why a tower loop under these compound statements was not taken, and a hint."""
+        scope = chain
+        for k, node in enumerate(chain):
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                scope = chain[k + 1 :]
+        in_function = any(isinstance(n, cst.FunctionDef) for n in chain)
+        blocking = [n for n in scope if not isinstance(n, cst.With) and not (
+            not in_function and isinstance(n, cst.If) and _is_main_guard(n))]
+        withs = [n for n in scope if isinstance(n, cst.With)
+                 and not all(self._scope_item(i) or self._dissolvable(i) for i in n.items)]
+        if blocking:
+            why = (f"it is inside `{_header(blocking[-1])}`; TFM303 migrates tower loops built directly in a"
+                   " function body (or `if __name__ == \"__main__\":`) or under `with` blocks")
+        elif withs:
+            why = (f"it is inside `{_header(withs[-1])}`, which TFM303 cannot remove (it dissolves only"
+                   ' `tf.Graph().as_default()`, `tf.device("...")` and variable/name scopes)')
+        elif not in_function and not any(isinstance(n, cst.If) for n in chain):
+            why = "it runs at module level; TFM303 migrates towers built inside a function"
+        else:
+            why = "the graph around it does not have the shape TFM303 migrates"
+        return why, (_WHERE_HINT if (blocking or withs or not in_function) else
+                     "build a MirroredStrategy replica function by hand")
 
     def _report_loss_towers(self, module: cst.Module) -> None:
         """Tower loops that only compute losses (one `minimize` of their
@@ -915,16 +1098,16 @@ class TowersToMirrored(GraphToStrategy):
                     continue
                 self.handled.add(_loop_key(st))
                 lists = ", ".join(f"`{n}`" for n in sorted(appended))
-                where = ""
-                holder = next((n for n in reversed(chain) if not isinstance(n, (cst.With, cst.FunctionDef))), None)
-                if not any(isinstance(n, cst.FunctionDef) for n in chain):
-                    where = ("; the towers are also built at module level"
-                             + (f" (inside `{_header(holder)}`)" if holder is not None else "")
-                             + ", and TFM303 migrates towers built inside a function")
+                restated, why = loss_towers(body, st, self.qualname, set(self.taken))
+                if restated is not None:  # the towers' shape is fine: where they are is not
+                    why, hint = self._why_not_here(chain)
+                    self._decline(st, f"tower loop `{_header(st)}` not migrated: {why}", hint)
+                    continue
                 self._decline(st, f"tower loop `{_header(st)}` not migrated: the towers only compute losses (appended"
                               f" to {lists}) and one `{_first_line(minimize)}` after the loop differentiates their"
-                              " combination; TFM303 migrates towers that each compute their gradients"
-                              f" (`opt.compute_gradients(loss)`, then average_gradients){where}",
+                              f" combination, and {why}; TFM303 migrates towers that compute their gradients"
+                              " (`opt.compute_gradients(loss)`, then average_gradients) or whose losses are"
+                              " concatenated and minimized as one mean",
                               "under MirroredStrategy each replica computes its slice's loss, e.g."
                               " tf.nn.compute_average_loss(per_example_loss, global_batch_size=...) for the mean over"
                               " the whole batch, and the strategy sums the replicas' gradients; port this by hand or"
@@ -999,6 +1182,7 @@ class TowersToMirrored(GraphToStrategy):
         # stays in the tf.function too: run eagerly, those ops cost more than
         # a whole training step of the towers reference.
         names = ", ".join(params)
+        self.train_replica_names = getattr(self, "train_replica_names", set()) | {f"{step_name}_replica"}
         lines = [f"def {step_name}({names}):"]
         wrapper = self._slice_wrapper(step_name, params)
         lines += wrapper
@@ -1012,11 +1196,14 @@ class TowersToMirrored(GraphToStrategy):
             lines.append(f"    {self.strategy_name}.run({replica_fn}, args={args if params else '()'})")
         returned = self._replica_returns(fetch, graph, [])
         for lst in sorted(self.towers.loss_lists):
+            item = self.towers.loss_items.get(lst, self.towers.loss)
             if len(returned) == 1:
                 lines.append(f"    {lst} = list(replica_results)")
             else:
-                lines.append(f"    {lst} = [values[0] for values in replica_results]")
+                lines.append(f"    {lst} = [values[{returned.index(item)}] for values in replica_results]")
         for k, value in enumerate(returned):
+            if value != self.towers.loss and value not in fetch.values:
+                continue  # appended to a list only
             if value != self.towers.loss and value in self.towers.first_tower_names:
                 lines.append(f"    {value} = replica_results[0][{k}]  # the first tower computed it")
             elif value != self.towers.loss:
@@ -1116,11 +1303,49 @@ class TowersToMirrored(GraphToStrategy):
         return [fn.with_changes(decorators=[cst.Decorator(C.expr("tf.function"))],
                                 leading_lines=[cst.EmptyLine(indent=False)])]
 
+    def _build(self, device_with: cst.With, graph: Graph, session):
+        out = super()._build(device_with, graph, session)
+        if self.ema is None or not self.ema[3]:
+            return out
+        # the averages' variables are made once, from the variables' initial
+        # values as TF1's were (that first update leaves them equal)
+        k = next(k for k, st in enumerate(out) if C.assignment(st)[0] == [self.trainable_name])
+        made = C.stmts(
+            f"with {self.strategy_name}.scope():\n"
+            "    # The moving averages start from the variables' initial values, as TF1's did.\n"
+            f"    {self.ema[0]}.apply({self.trainable_name})\n")
+        self.report(self.ema[1], f"`{_first_line(self.ema[1])}`: the moving averages of the trainable variables are"
+                    " made under the strategy and updated by each step after the variables (TF1's tf.group ran the"
+                    " two updates in no set order; ema.average(variable) reads them)", fixed=True,
+                    severity="info", reference=REFERENCE[MIRRORED])
+        return [*out[:k + 1], *made, *out[k + 1:]]
+
+    def _model_function(self, graph: Graph, session):
+        """All tower statements as one function of the placeholders, returning
+        the tower loss, the fetched tower values and what the towers append to
+        lists read after the loop."""
+        exports: list[str] = [graph.loss.value] if isinstance(graph.loss, cst.Name) else []
+        items = [self.towers.loss_items[lst] for lst in sorted(self.towers.loss_lists)]
+        for fetch in [*session.train_fetches.values(), *session.eval_fetches.values()]:
+            exports += [n for n in [*fetch.values, *items] if n in graph.compute_names and n not in exports]
+        wanted = set(exports) | C.names_used(graph.loss)
+        statements = [st for _, st in graph.slice_for(wanted)]
+        self.model_params = graph.params_for([(None, st) for st in statements])
+        self.model_exports = exports
+        self.model_fn = self._fresh("model_fn")
+        ret = exports[0] if len(exports) == 1 else ", ".join(exports)
+        fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
+        fn = fn.with_changes(body=fn.body.with_changes(body=statements + list(fn.body.body)),
+                             leading_lines=[cst.EmptyLine(indent=False)])
+        return [fn]
+
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
         # each replica returns its tower loss (and the tower values fetched
         # with the train op); the step derives the fetches from them
         bound = {n for st in self.towers.statements for n in _targets(st)}
-        return [self.towers.loss, *(n for n in fetch.values if n in bound and n != self.towers.loss)]
+        items = [self.towers.loss_items[lst] for lst in sorted(self.towers.loss_lists)]
+        wanted = [n for n in [*fetch.values, *items] if n in bound and n != self.towers.loss]
+        return [self.towers.loss, *dict.fromkeys(wanted)]
 
 
 def _why(message: str, hint: str) -> tuple[str, str]:
@@ -1130,6 +1355,15 @@ def _why(message: str, hint: str) -> tuple[str, str]:
 def _targets(statement) -> list[str]:
     names, _, _ = C.assignment(statement)
     return names
+
+
+def _is_main_guard(node) -> bool:
+    """`if __name__ == "__main__":` with no else."""
+    test = node.test
+    return node.orelse is None and isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and (
+        isinstance(test.comparisons[0].operator, cst.Equal)) and {
+        C.code_of(test.left).strip(), C.code_of(test.comparisons[0].comparator).strip()} in (
+        {"__name__", "'__main__'"}, {"__name__", '"__main__"'})
 
 
 def _statement_lists(node, chain):
@@ -1203,6 +1437,18 @@ def _is_device_string(node) -> bool:
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "format":
         return isinstance(node.func.value, (cst.SimpleString, cst.FormattedString))
     return False
+
+
+def _device_spec_string(call: cst.Call) -> cst.BaseExpression | None:
+    """`tf.DeviceSpec(device_type="GPU", device_index=i)` -> `"/gpu:%d" % i`."""
+    kinds = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+    kind, index = kinds.get("device_type"), kinds.get("device_index")
+    if len(kinds) != 2 or len(call.args) != 2 or not isinstance(kind, cst.SimpleString) or index is None:
+        return None
+    name = kind.evaluated_value.lower()
+    if name not in ("gpu", "cpu"):
+        return None
+    return C.expr(f'"/{name}:%d" % {C.code_of(index)}')
 
 
 def _is_zero(node) -> bool:
@@ -1330,6 +1576,35 @@ def _introduced(before, after) -> list[str]:
     return sorted(new - old)
 
 
+_AVERAGED_COMMENT = "# average_gradients averaged the replicas' gradients; strategies sum them."
+_CONCATENATED_COMMENT = "# The towers minimized the mean of their losses; strategies sum the replicas' gradients."
+
+
+class _BeforeReturn(cst.CSTTransformer):
+    """Statements added before the return of the named functions."""
+
+    def __init__(self, names: set[str], statements):
+        super().__init__()
+        self.names, self.statements = names, statements
+
+    def leave_FunctionDef(self, original, updated):
+        if updated.name.value not in self.names or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body = list(updated.body.body)
+        k = next((k for k, st in enumerate(body) if isinstance(st, cst.SimpleStatementLine)
+                  and isinstance(st.body[0], cst.Return)), len(body))
+        return updated.with_changes(body=updated.body.with_changes(body=[*body[:k], *self.statements, *body[k:]]))
+
+
+class _ReplaceComment(cst.CSTTransformer):
+    def __init__(self, old: str, new: str):
+        super().__init__()
+        self.old, self.new = old, new
+
+    def leave_Comment(self, original, updated):
+        return updated.with_changes(value=self.new) if updated.value == self.old else updated
+
+
 class _ReplaceSplits(cst.CSTTransformer):
     def __init__(self, splits: dict[str, str], index: str):
         super().__init__()
@@ -1423,7 +1698,6 @@ TowersToMirrored.INVALID = [
             with strategy.scope():
                 global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                tower_grads = []
                 opt = tf.keras.optimizers.SGD(learning_rate=0.1)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
@@ -1554,7 +1828,6 @@ TowersToMirrored.INVALID = [
             with strategy.scope():
                 global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                tower_grads = []
                 opt = tf.keras.optimizers.SGD(learning_rate=0.1)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
@@ -1664,7 +1937,6 @@ TowersToMirrored.INVALID = [
                 return err
 
             with strategy.scope():
-                per_tower = []
                 global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                 sgd = tf.keras.optimizers.SGD(learning_rate=0.01)
@@ -1744,7 +2016,6 @@ TowersToMirrored.INVALID = [
                 return err
 
             with strategy.scope():
-                grads_by_gpu = []
                 global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                 sgd = tf.keras.optimizers.Adam(learning_rate=0.001, epsilon=1e-08)
@@ -1826,7 +2097,6 @@ TowersToMirrored.INVALID = [
                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
                 # halve the rate every 500 steps
                 rate = tf.keras.optimizers.schedules.ExponentialDecay(0.2, 500, 0.5, staircase=True)
-                per_tower = []
                 sgd = tf.keras.optimizers.SGD(learning_rate=rate)
                 model = tf.compat.v1.make_template("model", model_fn)
                 # Build the model's variables once, under the strategy, as the TF1 graph did.
@@ -1953,7 +2223,7 @@ TowersToMirrored.INVALID = [
                         saver.save(sess, data_dir + "/model.ckpt", global_step=i)
         """,
         None,
-        diagnostics=('TFM303', 'TFM303', 'TFM303', 'TFM303'),
+        diagnostics=('TFM303', 'TFM303', 'TFM303'),
     ),
     # a tower loop inside an `if` is not migrated, and says so
     Invalid(

@@ -1,0 +1,254 @@
+"""Real-code scoreboard: what tfmigrate makes of every file of a directory, and why.
+
+    python3 benchmarks/bench_realworld.py DIR [--write] [--results FILE]
+
+For each ``.py`` / ``.ipynb`` file under DIR (read in place, never copied into
+the project; migrated copies go to a temporary directory): migrated or
+declined, the reason codes of its manual-work diagnostics, whether the output
+compiles, the number of manual items, the seconds tfmigrate took on it, and a
+``check`` column (``-`` for now; a later ``--check`` fills it with the verdict
+of ``tfmigrate check`` for files that run offline). Totals at the end.
+
+"migrated" is the definition of the project's scoreboard
+(``../shared/tools/realcode_score.py``): the output compiles, its code uses a
+tf.distribute strategy, and no legacy construct is left as code (for
+notebooks: in code cells). Each file goes through the CLI's own per-file step
+(``migrate.cli.process``, Python 2 pre-pass and notebooks included) and its
+diagnostics are read from the record ``python3 -m migrate --format json``
+prints for it (``migrate.codemod.report.to_json``), never from text.
+
+Reason codes group the diagnostics that need manual work: the rule code plus
+a slug of the message's first clause, with quoted code left out (so
+``TFM402-removed-tf-contrib`` groups every tf.contrib leftover); a file the
+tool cannot process gets ``ERR-`` plus the slug of its error.
+
+``--write`` puts the table in the ``scoreboard`` section of
+``benchmarks/RESULTS-realworld.md`` (``bench_codemod.py --dir`` owns the
+``speed`` section of the same file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import datetime as dt
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from results_sections import replace_section
+
+from migrate.cli import Task, process
+from migrate.codemod import report
+from migrate.codemod.files import DEFAULT_MAX_FILE_SIZE
+
+# realcode_score.py's definition of "migrated", kept identical
+LEGACY = {"replica_device_setter", "SyncReplicasOptimizer", "MonitoredTrainingSession", "Supervisor",
+          "placeholder", "Session", "MonitoredSession", "Estimator", "train_and_evaluate"}
+STRATEGIES = {"ParameterServerStrategy", "MultiWorkerMirroredStrategy", "MirroredStrategy",
+              "CentralStorageStrategy", "TPUStrategy"}
+
+
+@dataclasses.dataclass
+class Row:
+    """One file of the scoreboard."""
+
+    file: str  # relative to DIR
+    status: str  # "migrated" | "declined" | "error" (tool could not process it) | "skipped"
+    outcome: str  # realcode_score's verdict: "migrated", "does not compile", "left: ...", "no output"
+    compiles: bool
+    manual: int  # diagnostics that need manual work
+    reasons: list[str]  # reason codes, "CODE-slug" or "CODE-slug x3"
+    seconds: float
+    check: str = "-"  # tfmigrate check's verdict, for files that run offline (not measured yet)
+
+
+def code_of(path: Path) -> str:
+    """The file's code: a notebook's code cells without magics (as realcode_score reads it)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix != ".ipynb":
+        return text
+    lines: list[str] = []
+    for cell in json.loads(text).get("cells", []):
+        if cell.get("cell_type") == "code":
+            src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            lines += [ln for ln in src.splitlines() if not ln.lstrip().startswith(("%", "!"))]
+    return "\n".join(lines)
+
+
+def outcome(path: Path) -> tuple[str, bool]:
+    """(realcode_score's verdict on an output file, whether it compiles)."""
+    try:
+        code = code_of(path)
+        tree = ast.parse(code)
+        compile(code, str(path), "exec")
+    except (SyntaxError, ValueError, KeyError, json.JSONDecodeError):
+        return "does not compile", False
+    names = {n.attr if isinstance(n, ast.Attribute) else n.id
+             for n in ast.walk(tree) if isinstance(n, (ast.Attribute, ast.Name))}
+    left = sorted(names & LEGACY)
+    if names & STRATEGIES and not left:
+        return "migrated", True
+    return "left: " + (", ".join(left) or "no strategy"), True
+
+
+# message openings that say where, not why (TFM901's, TFM303's per loop)
+_GENERIC_OPENINGS = re.compile(r"^(legacy distributed construct left: |tower loop `[^`]*`: )")
+_STOPWORDS = frozenset({
+    "a", "an", "the", "of", "to", "in", "on", "at", "by", "for", "with", "from", "and", "or", "as", "is",
+    "are", "was", "were", "be", "it", "its", "this", "that", "these", "those", "which", "who", "here",
+    "there", "than", "per", "would",
+})
+
+
+def slug(message: str, rule_name: str = "", words: int = 4) -> str:
+    """A short stable slug of a diagnostic: its first clause, quoted code and
+    filler words left out (``"`tf.contrib.slim` was removed with tf.contrib (TF 2.0)"``
+    -> ``"removed-tf-contrib"``)."""
+    text = message
+    if rule_name and text.startswith(rule_name + ": "):
+        text = text[len(rule_name) + 2:]
+    text = _GENERIC_OPENINGS.sub("", text)
+    text = re.sub(r"`[^`]*`", "", text).replace("'s ", " ")
+    head = re.split(r" \(|;|: ", text, maxsplit=1)[0]
+    if not re.search(r"[A-Za-z0-9]", head):  # all quoted code: the explanation in parentheses
+        inside = re.search(r"\(([^)]*)\)", text)
+        head = inside.group(1) if inside else text
+    tokens = [t for t in re.findall(r"[a-z0-9_]+", head.lower()) if t not in _STOPWORDS]
+    return "-".join(tokens[:words])
+
+
+def reason_codes(record: dict) -> list[str]:
+    """Reason codes of one file's JSON record (``--format json``), most frequent first."""
+    if record.get("error"):
+        return ["ERR-" + (slug(record["error"]["message"]) or "unprocessable")]
+    counts = Counter(
+        f"{d['code']}-{slug(d['message'], d.get('rule') or '')}".rstrip("-")
+        for d in record["diagnostics"]
+        if d["manual_work"]
+    )
+    return [code if n == 1 else f"{code} x{n}" for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
+def score_file(path: Path, root: Path, out_dir: Path) -> Row:
+    target = out_dir / path.relative_to(root)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    task = Task(
+        path=str(path),
+        kind="notebook" if path.suffix == ".ipynb" else "python",
+        mode="output",
+        output_path=str(target),
+        select=None,
+        ignore=(),
+        max_file_size=DEFAULT_MAX_FILE_SIZE,
+        python2=True,
+    )
+    start = time.perf_counter()
+    result = process(task)
+    seconds = time.perf_counter() - start
+    record = report.to_json([result], "output")["files"][0]
+    verdict, compiles = outcome(target) if target.exists() else ("no output", False)
+    if record.get("error"):
+        status = "error"
+    elif result.status == "skipped":
+        status = "skipped"
+    else:
+        status = "migrated" if verdict == "migrated" else "declined"
+    return Row(
+        file=str(path.relative_to(root)),
+        status=status,
+        outcome=verdict,
+        compiles=compiles,
+        manual=sum(1 for d in record["diagnostics"] if d["manual_work"]),
+        reasons=reason_codes(record),
+        seconds=seconds,
+    )
+
+
+def score(root: Path) -> list[Row]:
+    from migrate.codemod.engine import migrate_source
+
+    migrate_source("import tensorflow as tf\n")  # imports and rule tables, outside the first file's time
+    files = sorted(p for p in root.rglob("*") if p.suffix in (".py", ".ipynb") and p.is_file())
+    with tempfile.TemporaryDirectory(prefix="tfmigrate-realworld-") as out:
+        return [score_file(p, root, Path(out)) for p in files]
+
+
+def totals(rows: list[Row]) -> dict:
+    n = len(rows)
+    return {
+        "files": n,
+        "migrated": sum(r.status == "migrated" for r in rows),
+        "compile_pct": 100.0 * sum(r.compiles for r in rows) / n if n else 0.0,
+        "manual": sum(r.manual for r in rows),
+        "seconds": sum(r.seconds for r in rows),
+    }
+
+
+def format_table(rows: list[Row], command: str) -> str:
+    t = totals(rows)
+    lines = [
+        "## Scoreboard",
+        "",
+        f"Command: `{command}`  ",
+        f"Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
+        (
+            f"Machine: {os.cpu_count()} cores, {platform.platform()}, Python {platform.python_version()}"
+            " (seconds: one process, one file at a time, other jobs on the machine included)"
+        ),
+        "",
+        "| file | result | reasons (manual-work diagnostics) | compiles | manual | seconds | check |",
+        "|---|---|---|---|---:|---:|---|",
+    ]
+    for r in rows:
+        result = r.status if r.status != "declined" else f"declined ({r.outcome})"
+        lines.append(
+            f"| {r.file} | {result} | {', '.join(r.reasons) or '-'} | {'yes' if r.compiles else 'no'}"
+            f" | {r.manual} | {r.seconds:.2f} | {r.check} |"
+        )
+    lines += [
+        "",
+        (
+            f"**Totals: migrated {t['migrated']}/{t['files']}, outputs compile {t['compile_pct']:.0f} %,"
+            f" {t['manual']} manual items, {t['seconds']:.1f} s.**"
+        ),
+    ]
+    reasons = Counter()
+    for r in rows:
+        if r.status != "migrated":
+            for code in r.reasons:
+                reasons[code.split(" x")[0]] += 1
+    if reasons:
+        lines += ["", "Reason codes of the files not migrated (files with each):", ""]
+        lines += [f"- `{code}`: {n}" for code, n in reasons.most_common()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dir", type=Path, help="directory of real code (read in place)")
+    parser.add_argument("--write", action="store_true", help="write the scoreboard section of --results")
+    parser.add_argument("--results", type=Path, default=HERE / "RESULTS-realworld.md")
+    args = parser.parse_args(argv)
+    rows = score(args.dir.resolve())
+    command = "python3 benchmarks/bench_realworld.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = format_table(rows, command)
+    print(text)
+    if args.write:
+        replace_section(args.results, "scoreboard", text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

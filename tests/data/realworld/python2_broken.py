@@ -1,0 +1,2 @@
+import tensorflow as tf
+print "this is Python 2" if

@@ -1,0 +1,91 @@
+"""benchmarks/bench_realworld.py: the real-code scoreboard, run on three small
+programs of our own (tests/data/realworld): one the codemod migrates, one it
+declines with located reasons, one that does not parse."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_realworld
+from results_sections import replace_section
+
+DATA = ROOT / "tests" / "data" / "realworld"
+
+
+@pytest.fixture(scope="module")
+def rows(tmp_path_factory):
+    tree = tmp_path_factory.mktemp("realworld")
+    for path in DATA.glob("*.py"):
+        shutil.copy(path, tree / path.name)
+    before = {p.name: p.read_bytes() for p in tree.iterdir()}
+    rows = bench_realworld.score(tree)
+    # the scoreboard reads the directory in place and never writes there
+    assert {p.name: p.read_bytes() for p in tree.iterdir()} == before
+    return {r.file: r for r in rows}
+
+
+def test_every_file_gets_a_row(rows):
+    assert sorted(rows) == ["estimator_declines.py", "python2_broken.py", "sync_linear_migrates.py"]
+    for row in rows.values():
+        assert row.seconds > 0
+        assert row.check == "-"
+
+
+def test_migrated_file(rows):
+    row = rows["sync_linear_migrates.py"]
+    assert (row.status, row.outcome, row.compiles) == ("migrated", "migrated", True)
+    assert row.manual == len(row.reasons) == 0
+
+
+def test_declined_file_says_why(rows):
+    row = rows["estimator_declines.py"]
+    assert row.status == "declined"
+    assert row.outcome == "left: Estimator"
+    assert row.compiles
+    assert row.manual >= 1
+    assert row.reasons and all(r.startswith("TFM401-") for r in row.reasons), row.reasons
+    assert "TFM401-returned-model_fn" in row.reasons
+
+
+def test_unparsable_file_is_an_error(rows):
+    row = rows["python2_broken.py"]
+    assert (row.status, row.compiles, row.manual) == ("error", False, 0)
+    assert row.reasons == ["ERR-syntax-error"]
+
+
+def test_totals_and_table(rows):
+    ordered = [rows[name] for name in sorted(rows)]
+    t = bench_realworld.totals(ordered)
+    assert (t["files"], t["migrated"], t["manual"]) == (3, 1, rows["estimator_declines.py"].manual)
+    assert round(t["compile_pct"]) == 67
+    text = bench_realworld.format_table(ordered, "python3 benchmarks/bench_realworld.py DIR")
+    assert "| sync_linear_migrates.py | migrated | - | yes | 0 |" in text
+    assert "| python2_broken.py | error | ERR-syntax-error | no | 0 |" in text
+    assert "**Totals: migrated 1/3, outputs compile 67 %" in text
+
+
+def test_slug_groups_by_kind_not_by_name():
+    slug = bench_realworld.slug
+    assert slug("`tf.contrib.slim` was removed with tf.contrib (TF 2.0)") == "removed-tf-contrib"
+    assert slug("`tf.contrib.layers` was removed with tf.contrib (TF 2.0)") == "removed-tf-contrib"
+    assert slug("legacy distributed construct left: `tf.placeholder` (graph input fed through feed_dict)") == (
+        "graph-input-fed-through"
+    )
+    assert slug("graph-to-strategy: not rewritten here; the rewrite ...", "graph-to-strategy") == "not-rewritten"
+
+
+def test_sections_of_the_results_file_are_kept_apart(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    replace_section(results, "scoreboard", "table 1\n")
+    replace_section(results, "speed", "speed 1\n")
+    replace_section(results, "scoreboard", "table 2\n")
+    text = results.read_text()
+    assert "table 2" in text and "speed 1" in text and "table 1" not in text
+    assert text.index("table 2") < text.index("speed 1")
