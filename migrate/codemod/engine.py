@@ -121,12 +121,14 @@ class RuleContext:
     """What a rule sees besides the tree: TF alias analysis of the module
     as it is when the rule starts, reporting, and imports to add."""
 
-    def __init__(self, module: cst.Module, path: str):
+    def __init__(self, module: cst.Module, path: str, source: str | None = None):
         self.module = module
         self.path = path
         self.names = _tf_names(module)
         self.qualname = self.names.qualname  # the method below, without a call in between
-        self.source = module.code  # the engine sets the file as it came, before any rule
+        # the file as it came, before any rule (the engine passes it: generating
+        # the module's code for every rule was the engine's largest cost)
+        self.source = module.code if source is None else source
         self.reports: list[tuple[cst.CSTNode, str, str, str, str, bool, str]] = []
         self.imports: list[tuple[str, str | None, str | None]] = []
 
@@ -685,8 +687,7 @@ class _Runs:
             key = (rule_cls, id(module))
             known = self._transforms.get(key)
             if known is None or known[0] is not module:
-                ctx = RuleContext(module, self.path)
-                ctx.source = self.source  # the file as it came: what reports can be located in
+                ctx = RuleContext(module, self.path, self.source)  # the file as it came: what reports can be located in
                 new_module = rule_cls(ctx).transform(module)
                 changed = new_module is not module and not new_module.deep_equals(module)
                 known = self._transforms[key] = (module, new_module, ctx, changed)

@@ -51,12 +51,22 @@ def _walk(node: cst.CSTNode, skip: cst.CSTNode | None = None):
         stack.extend(reversed(list(children(n))))
 
 
+# the node types _bound_names reads (libcst's concrete classes have no subclasses)
+_BINDING_KINDS = frozenset({
+    cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.WithItem, cst.Del,
+    cst.FunctionDef, cst.ClassDef, cst.Param, cst.ExceptHandler, cst.Global, cst.Nonlocal, cst.Import,
+    cst.ImportFrom, cst.Match,
+})
+
+
 def _bound_names(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str] | None:
     """Every name bound anywhere under ``node`` (nested scopes included: the
     conservative answer); None when a binding cannot be read (``import *``,
     ``match``)."""
     out: set[str] = set()
     for n in _walk(node, skip):
+        if type(n) not in _BINDING_KINDS:
+            continue  # (most nodes: skips the isinstance chain, slow on libcst's ABC classes)
         if isinstance(n, cst.Assign):
             for t in n.targets:
                 out |= _target_names(t.target)

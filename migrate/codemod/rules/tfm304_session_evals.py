@@ -7,6 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
 
 _INTERACTIVE = ("InteractiveSession",)
@@ -207,7 +208,8 @@ class SessionEvals(Rule):
                     and (c.func.attr.value if isinstance(c.func, cst.Attribute) else c.func.value) in _DEFAULT_READERS
                     for c in C.calls_in(f))
         }
-        return module.visit(self)
+        # (the engine's walk: libcst's visit rebuilt the whole module, changed or not)
+        return transform(module, self)
 
     def _as_default(self, node: cst.With) -> str | None:
         if len(node.items) != 1 or node.items[0].asname is not None:
