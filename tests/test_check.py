@@ -581,7 +581,8 @@ def test_realistic_supervisor_sync_script_unmodified(tmp_path):
     assert report["strategy"] == "multi_worker_mirrored"
     for side in ("legacy", "migrated"):
         assert report[side]["runs"][0]["loss_source"] == "harness"
-    assert report["legacy"]["launch"]["args"] == ["--train_steps=8"]
+    # its GPU-count option is 0 (check's clusters run on the CPU), its step count ours
+    assert report["legacy"]["launch"]["args"] == ["--num_gpus=0", "--train_steps=8"]
     # the spare-token default that lets the chief train alone was defused
     assert any("num_tokens" in f for f in report["legacy"]["runs"][0]["harness_fired"])
     assert report["comparison"]["steps_compared"] >= 8

@@ -17,8 +17,7 @@ COUNTER_AS_PLAIN_VARIABLE = '''
 import tensorflow as tf
 
 
-def train(cluster, task_index, model_dir):
-    server = tf.train.Server(cluster, job_name="worker", task_index=task_index)
+def train(cluster, target, task_index, model_dir):
     with tf.device(tf.train.replica_device_setter(cluster=cluster)):
         features = tf.placeholder(tf.float32, [None, 3])
         weights = tf.Variable(tf.zeros([3, 1]))
@@ -29,7 +28,7 @@ def train(cluster, task_index, model_dir):
         init = tf.global_variables_initializer()
     sv = tf.train.Supervisor(is_chief=(task_index == 0), logdir=model_dir, init_op=init,
                              global_step=counter)
-    with sv.managed_session(server.target) as sess:
+    with sv.managed_session(target) as sess:
         step = 0
         while not sv.should_stop() and step < 500:
             _, step = sess.run([update, counter], feed_dict={features: [[1.0, 2.0, 3.0]]})

@@ -121,12 +121,14 @@ class RuleContext:
     """What a rule sees besides the tree: TF alias analysis of the module
     as it is when the rule starts, reporting, and imports to add."""
 
-    def __init__(self, module: cst.Module, path: str):
+    def __init__(self, module: cst.Module, path: str, source: str | None = None):
         self.module = module
         self.path = path
         self.names = _tf_names(module)
         self.qualname = self.names.qualname  # the method below, without a call in between
-        self.source = module.code  # the engine sets the file as it came, before any rule
+        # the file as it came, before any rule (the engine passes it: generating
+        # the module's code for every rule was the engine's largest cost)
+        self.source = module.code if source is None else source
         self.reports: list[tuple[cst.CSTNode, str, str, str, str, bool, str]] = []
         self.imports: list[tuple[str, str | None, str | None]] = []
 
@@ -630,10 +632,25 @@ def _migrate(
             # statement that now binds it): find the rule whose change did
             # that, keep its input, and say what is left to do by hand.
             introduced = runs.introduced_names(output[1])
-            if not introduced:
-                break
-            dropped = _culprits(runs, rules, applied)
-            gated.extend(_unsafe_rewrite(r, introduced, tree, diagnostics) for r in dropped)
+            if introduced:
+                dropped = _culprits(runs, rules, applied)
+                gated.extend(_unsafe_rewrite(r, introduced, tree, diagnostics) for r in dropped)
+            else:
+                # A TF1 server the cluster rules declined to rewrite (they
+                # report why) or could not see (a helper built it), next to
+                # the strategy the training rule built: both would serve this
+                # task. All or nothing.
+                if "TFM301" not in applied:
+                    break
+                dropped = [r for r in rules if r.code == "TFM301"]
+                server = _tf1_server_left(output[1])
+                if server is not None:
+                    gated.extend(_cluster_kept(r, server, tree) for r in dropped)
+                else:
+                    server = _opaque_server_left(output[1], tree)
+                    if server is None:
+                        break
+                    gated.extend(_opaque_server_kept(r, server, tree) for r in dropped)
         rules = [r for r in rules if r not in dropped]
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
@@ -685,8 +702,7 @@ class _Runs:
             key = (rule_cls, id(module))
             known = self._transforms.get(key)
             if known is None or known[0] is not module:
-                ctx = RuleContext(module, self.path)
-                ctx.source = self.source  # the file as it came: what reports can be located in
+                ctx = RuleContext(module, self.path, self.source)  # the file as it came: what reports can be located in
                 new_module = rule_cls(ctx).transform(module)
                 changed = new_module is not module and not new_module.deep_equals(module)
                 known = self._transforms[key] = (module, new_module, ctx, changed)
@@ -991,6 +1007,75 @@ def _tf1_training_left(output: ast.Module, source: ast.Module) -> str | None:
     if isinstance(first, ast.Name):
         return first.id
     return f"{first.value.id}.target" if first.attr == "target" else first.attr
+
+
+def _tf1_server_left(output: ast.Module) -> str | None:
+    """``Server`` when ``output`` still builds a TF1 server (``tf.train.Server(...)``)."""
+    for n in _ast_nodes(output):
+        if (
+            n.__class__ is ast.Call
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "Server"
+            and isinstance(n.func.value, ast.Attribute)
+            and n.func.value.attr == "train"
+        ):
+            return "Server"
+    return None
+
+
+def _opaque_server_left(output: ast.Module, source: ast.Module) -> str | None:
+    """The name of a server the ps branch of ``output`` still joins
+    (``if job_name == "ps": server.join()``) that the input got from a call
+    other than a Server constructor (``cluster, server, ... = setup_cluster()``,
+    ``ctx.start_cluster_server()``): a TF1 server built out of the rules'
+    sight, which serves on the worker tasks too, where the strategy would be."""
+    made_elsewhere = set()
+    for n in _ast_nodes(source):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            func = n.value.func
+            called = getattr(func, "attr", getattr(func, "id", ""))
+            if called == "Server":
+                continue
+            for target in n.targets:
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Name):
+                        made_elsewhere.add(t.id)
+    for n in _ast_nodes(output):
+        if not (n.__class__ is ast.If and isinstance(n.test, ast.Compare) and len(n.test.comparators) == 1):
+            continue
+        sides = [n.test.left, n.test.comparators[0]]
+        if not any(isinstance(side, ast.Constant) and side.value == "ps" for side in sides):
+            continue
+        for statement in n.body:
+            call = statement.value if isinstance(statement, ast.Expr) else None
+            if (
+                isinstance(call, ast.Call)
+                and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "join"
+                and isinstance(call.func.value, ast.Name)
+                and call.func.value.id in made_elsewhere
+            ):
+                return call.func.value.id
+    return None
+
+
+def _opaque_server_kept(rule_cls: type[Rule], server: str, tree: ast.Module) -> Diagnostic:
+    at = _first_named(tree, {server})
+    return Diagnostic(
+        code=rule_cls.code,
+        message=(
+            f"{rule_cls.name}: training not migrated: `{server}` is a TF1 server built by a helper the cluster"
+            " rules cannot rewrite; it also serves on the worker tasks, where the strategy would be built"
+            " (ParameterServerStrategy needs a chief task and serving-only workers; MultiWorkerMirroredStrategy"
+            " starts its own server on the task's address)"
+        ),
+        line=at.lineno if at else 1,
+        column=at.col_offset + 1 if at else 1,
+        hint="build the cluster in this file (ClusterSpec + tf.train.Server with job_name/task_index, or TF_CONFIG),"
+        " then run tfmigrate again; or see legacy_reference/async_ps.py",
+        fixed=False,
+        severity="warning",
+    )
 
 
 # what each cluster rule rewrites, to locate its finding in the input

@@ -54,6 +54,7 @@ def names_used(node: cst.CSTNode) -> set[str]:
 
 
 def target_names(target: cst.BaseExpression) -> list[str]:
+    """Names an assignment target binds (``a``, ``a, (b, *c)``; not ``x.a``, ``x[a]``)."""
     if isinstance(target, cst.Name):
         return [target.value]
     if isinstance(target, (cst.Tuple, cst.List)):
@@ -61,6 +62,8 @@ def target_names(target: cst.BaseExpression) -> list[str]:
         for el in target.elements:
             out.extend(target_names(el.value))
         return out
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
     return []
 
 
@@ -162,3 +165,25 @@ def strip_blank_lines(lines):
 def tuple_code(names) -> str:
     """Source of a tuple of names: `(a,)`, `(a, b)`."""
     return f"({names[0]},)" if len(names) == 1 else "(" + ", ".join(names) + ")"
+
+
+class _InnerBlocks(cst.CSTTransformer):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=self.fn(list(updated.body)))
+
+    def visit_FunctionDef(self, node) -> bool:
+        return False
+
+    def visit_ClassDef(self, node) -> bool:
+        return False
+
+
+def map_inner_blocks(statement: cst.CSTNode, fn) -> cst.CSTNode:
+    """``statement`` with ``fn(statements)`` applied to every block nested in
+    it, innermost first (each block once), without entering functions or
+    classes: they are scopes of their own."""
+    return statement.visit(_InnerBlocks(fn))

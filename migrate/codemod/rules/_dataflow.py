@@ -158,10 +158,12 @@ def unbound_reads(old: list[cst.BaseStatement], new: list[cst.BaseStatement],
     # statements the rewrite kept as they were are the same nodes in both
     kept = {id(node) for node in C.walk(cst.Module(body=old))}
     out = []
+    reads: dict[int, tuple[cst.CSTNode, set[str]]] = {}  # each statement's free reads, once
     for name in sorted(lost):
-        reader = next((found for st in new if (found := _innermost_reader(st, name)) is not None), None)
+        reader = next((found for st in new if (found := _innermost_reader(st, name, reads)) is not None), None)
         if reader is None or id(reader) not in kept:
-            reader = next((found for st in old[1:] if (found := _innermost_reader(st, name)) is not None), old[0])
+            reader = next((found for st in old[1:] if (found := _innermost_reader(st, name, reads)) is not None),
+                          old[0])
         out.append((name, reader))
     return out
 
@@ -227,9 +229,15 @@ def _params(params: cst.Parameters) -> list[cst.Param]:
     return out
 
 
-def _innermost_reader(statement, name: str):
-    """The innermost statement in ``statement`` reading ``name``, or None."""
-    if name not in free_reads([statement]):
+def _innermost_reader(statement, name: str, reads: dict[int, tuple[cst.CSTNode, set[str]]] | None = None):
+    """The innermost statement in ``statement`` reading ``name``, or None
+    (``reads``: free reads of the statements seen so far, by id)."""
+    if reads is None:
+        reads = {}
+    known = reads.get(id(statement))
+    if known is None or known[0] is not statement:
+        known = reads[id(statement)] = (statement, free_reads([statement]))
+    if name not in known[1]:
         return None
     body = getattr(statement, "body", None)
     if isinstance(body, cst.BaseSuite) and not isinstance(statement, cst.FunctionDef):
@@ -239,7 +247,7 @@ def _innermost_reader(statement, name: str):
             inner.append(orelse) if isinstance(orelse, cst.If) else inner.extend(C.body_of(orelse.body))
             orelse = None
         for child in inner:
-            found = _innermost_reader(child, name)
+            found = _innermost_reader(child, name, reads)
             if found is not None:
                 return found
     return statement

@@ -43,12 +43,15 @@ DROPPED_CALLS = {
     "summary.histogram",
     "summary.image",
     "summary.FileWriter",
+    "summary.FileWriterCache.get",
     "add_to_collection",
     "train.Scaffold",
     "ConfigProto",
     "GPUOptions",
     "RunOptions",
 }
+# TF1's summary writer cache, also imported from its private module (summary_io)
+_WRITER_CACHE_GETS = ("FileWriterCache.get", "SummaryWriterCache.get")
 QUEUE_CLASSES = {"FIFOQueue", "PaddingFIFOQueue", "RandomShuffleQueue", "PriorityQueue", "queue.FIFOQueue"}
 SYNC_METHODS = {"get_chief_queue_runner", "get_init_tokens_op", "make_session_run_hook"}
 SYNC_ATTRS = {"local_step_init_op", "chief_init_op", "ready_for_local_init_op", "sync_init_op"}
@@ -400,7 +403,7 @@ def _classify(g: Graph, statement, qualname) -> None:
                     g.queue_ranges[owner.value] = n
             elif method == "dequeue":
                 g.dequeues[name] = owner.value
-        if q in DROPPED_CALLS or method in SYNC_METHODS:
+        if q in DROPPED_CALLS or method in SYNC_METHODS or C.code_of(call.func).endswith(_WRITER_CACHE_GETS):
             g.dropped.add(name)
             return
         if method == "minimize":

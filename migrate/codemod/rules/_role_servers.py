@@ -156,6 +156,9 @@ class _Hoist(cst.CSTTransformer):
 def hoist_role_servers(module: cst.Module, is_server) -> cst.Module:
     """``module`` with every per-role server pair built once before its branching.
     ``is_server(call)`` tells a TF1 server constructor."""
+    # (a full libcst visit rebuilds the whole module: only when some `if` has the shape)
+    if not any(type(node) is cst.If and plan(node, is_server) is not None for node in C.walk(module)):
+        return module
     hoist = _Hoist(is_server)
     new = module.visit(hoist)
     return new if hoist.changed else module

@@ -461,19 +461,7 @@ class _PlaceHookCalls:
         return out
 
     def _nested(self, statement):
-        placer = self
-
-        class _Blocks(cst.CSTTransformer):
-            def leave_IndentedBlock(self, original, updated):
-                return updated.with_changes(body=placer.block(list(updated.body), descend=False))
-
-            def visit_FunctionDef(self, node):
-                return False
-
-            def visit_ClassDef(self, node):
-                return False
-
-        return statement.visit(_Blocks())
+        return C.map_inner_blocks(statement, lambda statements: self.block(statements, descend=False))
 
     def _carried(self, element) -> bool:
         # by code too: the nested transformer hands over rebuilt nodes

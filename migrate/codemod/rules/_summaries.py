@@ -36,7 +36,14 @@ SUMMARY_OPS = {
     "summary.scalar", "summary.histogram", "summary.image", "summary.audio", "summary.text",
     "summary.tensor_summary",
 }
-WRITERS = {"summary.FileWriter", "train.SummaryWriter"}
+WRITERS = {"summary.FileWriter", "train.SummaryWriter", "summary.FileWriterCache.get"}
+# TF1's writer cache, also imported from its private module (summary_io.SummaryWriterCache)
+_CACHE_GETS = ("FileWriterCache.get", "SummaryWriterCache.get")
+
+
+def is_writer(func: cst.BaseExpression, qualname) -> bool:
+    """A TF1 FileWriter constructor, or the writer cache's get(logdir)."""
+    return qualname(func) in WRITERS or C.code_of(func).endswith(_CACHE_GETS)
 # FileWriter arguments and their create_file_writer spelling (None: dropped, with the reason said)
 WRITER_ARGS = {"logdir": "logdir", "graph": None, "max_queue": "max_queue", "filename_suffix": "filename_suffix",
                "flush_secs": "flush_millis"}
@@ -120,7 +127,7 @@ def plan_summaries(module, inner, after, qualname, fetchable, variables=()) -> S
     for statement in [*inner, *after]:
         for node in C.walk(statement):
             names, value, _ = C.assignment(node)
-            if len(names) == 1 and isinstance(value, cst.Call) and qualname(value.func) in WRITERS:
+            if len(names) == 1 and isinstance(value, cst.Call) and is_writer(value.func, qualname):
                 plan.writers.add(names[0])
     return plan
 
@@ -148,7 +155,7 @@ class _Rewrite(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(self, original, updated):
         names, value, assign = C.assignment(original)
-        if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) in WRITERS:
+        if len(names) == 1 and isinstance(value, cst.Call) and is_writer(value.func, self.qualname):
             return updated.with_changes(body=[updated.body[0].with_changes(value=self._writer(value))])
         if assign is not None and isinstance(value, cst.Call) and C.code_of(value.func).endswith(".run"):
             return self._fetch(original, updated, assign, value)
@@ -403,24 +410,12 @@ class _SummaryAfterStep:
         """`statements` with the writes placed; `descend`: also in their inner
         blocks (the nested transformer handles each inner block once, bottom-up)."""
         out = []
-        placer = self
-
-        class _Blocks(cst.CSTTransformer):
-            def leave_IndentedBlock(self, original, updated):
-                return updated.with_changes(body=placer.block(list(updated.body), descend=False))
-
-            def visit_FunctionDef(self, node):
-                return False
-
-            def visit_ClassDef(self, node):
-                return False
-
         for statement in statements:
             found = self._train_run(statement) if isinstance(statement, cst.SimpleStatementLine) else None
             if found is not None:
                 out += self._after(statement, found)
             elif descend and not isinstance(statement, cst.SimpleStatementLine):
-                out.append(statement.visit(_Blocks()))
+                out.append(C.map_inner_blocks(statement, lambda inner: self.block(inner, descend=False)))
             else:
                 out.append(statement)
         return out

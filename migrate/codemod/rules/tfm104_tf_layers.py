@@ -101,7 +101,14 @@ def copied_function(name: str, alias: str = "tf", rename: dict[str, str] | None 
     """Function ``name`` of tf1_layers.py as the rule copies it: TensorFlow
     spelled ``alias``, the functions it calls renamed by ``rename``, two blank
     lines and its comment before it."""
-    names = dict(rename or {})
+    # (names kept as they are need no respelling pass; nodes are immutable, so a copy is made once)
+    changed = tuple(sorted((old, new) for old, new in (rename or {}).items() if old != new))
+    return _copied_function(name, alias, changed)
+
+
+@functools.lru_cache(maxsize=256)
+def _copied_function(name: str, alias: str, rename: tuple[tuple[str, str], ...]) -> cst.FunctionDef:
+    names = dict(rename)
     if alias != "tf":
         names["tf"] = alias
     node = shim_functions()[name].node

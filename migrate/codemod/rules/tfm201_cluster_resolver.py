@@ -8,6 +8,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._role_servers import hoist_role_servers
+from migrate.codemod.rules._unread import drop_unread
 
 _SERVERS = ("train.Server", "distribute.Server")
 from migrate.codemod.rules._program import MWMS, PSS, detect_strategy, reads_tf_config
@@ -70,9 +71,20 @@ class ClusterResolver(Rule):
             module = hoist_role_servers(module, lambda call: self.qualname(call.func) in _SERVERS)
         self.from_tf_config = reads_tf_config(module)
         self.server_args = self._server_args(module)
+        self.conditional_role: cst.BaseStatement | None = None
         self._place_near_server(module)
+        if self.conditional_role is not None:
+            self.report(self.conditional_role, "the task's job name and index are only computed under this condition,"
+                        " where the Server is built: a cluster resolver built there would not exist on the other"
+                        " path, and the strategy needs it on every path",
+                        hint="compute the job name and index before the condition (or build the resolver from"
+                        " TF_CONFIG), then run tfmigrate again", fixed=False)
+            return module
         self.chief_flag: tuple[str, str] | None = None  # (flags object, style) once a chief entry is added
+        self.dropped_ps: set[str] = set()
         module = transform(module, self)
+        # the name that held the ps hosts, now read nowhere: a leftover of the TF1 cluster
+        module = drop_unread(module, self.dropped_ps)
         if self.chief_flag is not None:
             module = transform(module, _AddChiefFlag(self.chief_flag))
         return module
@@ -120,6 +132,17 @@ class ClusterResolver(Rule):
             if isinstance(chosen, cst.Name):
                 self.spec_name = chosen.value
                 return
+        if len(specs) == 1 and server_block is not None and server_block is not spec_block:
+            # the Server under a condition of the spec's own block (`if not FLAGS.existing_servers:`):
+            # a resolver put next to it would be bound only when the condition holds, and the
+            # strategy reads it on every path -- it goes after the spec, as in one block
+            holder = _statement_holding(spec_block.body[spec_at + 1 :], self.server_statement)
+            if holder is not None:
+                if _bound_in(holder) & self._server_reads():
+                    # the role itself is only known under the condition: no resolver for every path
+                    self.conditional_role = holder[1]
+                    return
+                server_block, server_at = spec_block, spec_at + 1 + holder[0]
         if len(specs) != 1 or server_block is None or (
             server_block is spec_block and not self._bound_between(spec_block.body[spec_at + 1 : server_at])
         ):
@@ -134,11 +157,14 @@ class ClusterResolver(Rule):
                 return C.arg(call, 0, "server_or_cluster_def")
         return None
 
+    def _server_reads(self) -> set[str]:
+        return set().union(*(C.names_used(e) for e in self.server_args))
+
     def _bound_between(self, statements) -> bool:
         """Whether these statements (between the spec and the Server in one
         block) bind a name the Server's job and index read: a module-level
         literal cluster above the flag definitions, as many tutorials have."""
-        read = set().union(*(C.names_used(e) for e in self.server_args))
+        read = self._server_reads()
         for statement in statements:
             if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value in read:
                 return True
@@ -205,10 +231,26 @@ class ClusterResolver(Rule):
     def _fix_cluster_dict(self, statement, call: cst.Call):
         spec = C.arg(call, 0, "cluster")
         if not isinstance(spec, cst.Dict):
+            if self.strategy == PSS and spec is not None and not self.from_tf_config:
+                # a dict built elsewhere (a variable, an environment variable): its jobs are not known here
+                self.report(
+                    statement,
+                    f"ParameterServerStrategy needs a 'chief' (coordinator) task: `{C.code_of(spec)}` must have a"
+                    " \"chief\" job besides \"ps\" and \"worker\"",
+                    hint='add "chief": ["host:port"] to the cluster and launch one more process with'
+                    " --job_name=chief",
+                    reference="legacy_reference/async_ps.py",
+                    fixed=False,
+                )
             return statement
         keys = _dict_keys(spec)
         new_spec = spec
         if self.strategy == MWMS and "ps" in keys:
+            self.dropped_ps.update(
+                el.value.value for el in spec.elements
+                if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString)
+                and el.key.evaluated_value == "ps" and isinstance(el.value, cst.Name)
+            )
             new_spec = spec.with_changes(
                 elements=[
                     el
@@ -287,6 +329,40 @@ class ClusterResolver(Rule):
 
 
 _JOB_NAME_FLAGS = ("job_name", "--job_name", "--job-name")
+
+
+def _statement_holding(statements, target: int) -> tuple[int, cst.BaseStatement] | None:
+    """(index, statement) of the compound statement among ``statements`` whose
+    body holds the statement with ``id()`` ``target`` in the same scope (not
+    inside a def, class or lambda)."""
+
+    def holds(node: cst.CSTNode) -> bool:
+        if id(node) == target:
+            return True
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            return False
+        return any(holds(child) for child in node.children)
+
+    for at, statement in enumerate(statements):
+        if not isinstance(statement, cst.SimpleStatementLine) and holds(statement):
+            return at, statement
+    return None
+
+
+def _bound_in(held: tuple[int, cst.BaseStatement]) -> set[str]:
+    """Names bound anywhere inside the holding statement (assignments, for/with targets)."""
+    out: set[str] = set()
+    for node in C.walk(held[1]):
+        if isinstance(node, cst.Assign):
+            for t in node.targets:
+                out.update(C.target_names(t.target))
+        elif isinstance(node, (cst.AugAssign, cst.AnnAssign, cst.For)):
+            out.update(C.target_names(node.target))
+        elif isinstance(node, cst.WithItem) and node.asname is not None:
+            out.update(C.target_names(node.asname.name))
+        elif isinstance(node, cst.NamedExpr):
+            out.update(C.target_names(node.target))
+    return out
 
 
 def _with_chief_choice(call: cst.Call, method: str) -> cst.Call:

@@ -26,6 +26,30 @@ def _bound_names(statement) -> set[str]:
     return out
 
 
+def _side_effect_free(test: cst.BaseExpression) -> bool:
+    """Names, attributes, literals, and comparisons / boolean operations of them."""
+    return all(
+        isinstance(node, (cst.Name, cst.Attribute, cst.SimpleString, cst.Integer, cst.Float,
+                          cst.UnaryOperation, cst.BooleanOperation, cst.Comparison, cst.ComparisonTarget,
+                          cst.BaseCompOp, cst.BaseBooleanOp, cst.BaseUnaryOp, cst.Dot,
+                          cst.LeftParen, cst.RightParen))
+        for node in C.walk(test)
+    )
+
+
+def _emptied_guard(statement) -> bool:
+    """``if not FLAGS.existing_servers:`` whose only content was the server this
+    rule removed: a guard around nothing (a source block is never empty, so an
+    empty one was emptied here). Kept when its test could have an effect."""
+    return (
+        isinstance(statement, cst.If)
+        and isinstance(statement.body, cst.IndentedBlock)
+        and not statement.body.body
+        and statement.orelse is None
+        and _side_effect_free(statement.test)
+    )
+
+
 def _compares(test: cst.BaseExpression, job_code: str, value: str) -> bool:
     """`<job> == "value"` (either side)."""
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
@@ -98,7 +122,38 @@ class ServerRoles(Rule):
         if self.strategy is None or self.strategy == MIRRORED:
             return module
         self.has_resolver = "cluster_resolver" in C.all_names(module)
+        self.role_under_condition = self._roles_under_condition(module)
         return transform(module, self)
+
+    def _roles_under_condition(self, module: cst.Module) -> set[int]:
+        """id() of the servers whose job name or index is computed under the
+        condition that builds them (``if not reuse: role = ...; server =
+        Server(cluster, job_name=role)``): TFM201 has no resolver for the
+        other path, so the server stays and the engine keeps the program TF1."""
+        out: set[int] = set()
+        for node in C.walk(module):
+            if not isinstance(node, cst.If):
+                continue
+            for statement in C.body_of(node.body):
+                found = self._server_statement(statement)
+                if found is None:
+                    continue
+                job = C.arg(found[1], 1, "job_name")
+                reads = set().union(*(C.names_used(a) for a in (job, C.arg(found[1], 2, "task_index")) if a is not None))
+                if reads & _bound_names(node.body):
+                    out.add(id(statement))
+                elif self.strategy == PSS and job is not None and not any(
+                    _compares(node.test, C.code_of(job), role) for role in ("ps", "worker", "chief")
+                ):
+                    # `if not FLAGS.existing_servers:` around the server: ps and worker tasks
+                    # that skip it would go on to the chief's code and create the coordinator
+                    self.report(node, "the server is built only under this condition: under ParameterServerStrategy"
+                                " ps and worker tasks must always serve, and a task that skips the server would"
+                                " run the chief's training loop and create a coordinator of its own",
+                                hint="build the server for every ps/worker task (drop the condition), then run"
+                                " tfmigrate again", reference="legacy_reference/async_ps.py", fixed=False)
+                    out.add(id(statement))
+        return out
 
     def leave_IndentedBlock(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
@@ -115,11 +170,16 @@ class ServerRoles(Rule):
         return None
 
     def _rewrite_body(self, body):
+        return [st for st in self._rewrite_servers(body) if not _emptied_guard(st)]
+
+    def _rewrite_servers(self, body):
         for i, statement in enumerate(body):
             found = self._server_statement(statement)
             if found is None:
                 continue
             server_name, call = found
+            if id(statement) in self.role_under_condition:
+                continue  # reported (by TFM201 when the role is what the condition computes)
             job = C.arg(call, 1, "job_name")
             index = C.arg(call, 2, "task_index")
             if job is None:

@@ -12,6 +12,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import children, transform
 from migrate.codemod.program.model import ProgramModel
 from migrate.codemod.program.project import ProjectModule
+from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._graph import _is_optimizer, is_device_item
 from migrate.codemod.rules.tfm301_graph_to_strategy import (
@@ -36,16 +37,7 @@ def _optimizer_like(q: str | None) -> bool:
 
 
 def _target_names(target: cst.BaseExpression) -> set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        out: set[str] = set()
-        for el in target.elements:
-            out |= _target_names(el.value)
-        return out
-    if isinstance(target, cst.StarredElement):
-        return _target_names(target.value)
-    return set()
+    return set(C.target_names(target))
 
 
 def _walk(node: cst.CSTNode, skip: cst.CSTNode | None = None):
@@ -59,16 +51,12 @@ def _walk(node: cst.CSTNode, skip: cst.CSTNode | None = None):
         stack.extend(reversed(list(children(n))))
 
 
-def _own_scope(node: cst.CSTNode):
-    """The nodes of a function body in its own scope (not in nested
-    functions, lambdas or classes)."""
-    stack = list(reversed(list(children(node))))
-    while stack:
-        n = stack.pop()
-        yield n
-        if isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)):
-            continue
-        stack.extend(reversed(list(children(n))))
+# the node types _bound_names reads (libcst's concrete classes have no subclasses)
+_BINDING_KINDS = frozenset({
+    cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.CompFor, cst.NamedExpr, cst.WithItem, cst.Del,
+    cst.FunctionDef, cst.ClassDef, cst.Param, cst.ExceptHandler, cst.Global, cst.Nonlocal, cst.Import,
+    cst.ImportFrom, cst.Match,
+})
 
 
 def _bound_names(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str] | None:
@@ -77,6 +65,8 @@ def _bound_names(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str]
     ``match``)."""
     out: set[str] = set()
     for n in _walk(node, skip):
+        if type(n) not in _BINDING_KINDS:
+            continue  # (most nodes: skips the isinstance chain, slow on libcst's ABC classes)
         if isinstance(n, cst.Assign):
             for t in n.targets:
                 out |= _target_names(t.target)
@@ -678,7 +668,7 @@ class InlineGraphBuilder(Rule):
         """A function with no ``return`` that calls a train-op builder of this
         file as ``targets = builder(...)``: inlined, it brings that call into
         the block, where the next round inlines it."""
-        if any(isinstance(node, cst.Return) for node in _own_scope(fn.body)):
+        if any(isinstance(node, cst.Return) for node in own_scope(fn.body)):
             return False
         for statement in fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ():
             names, value, _ = C.assignment(statement)
@@ -715,14 +705,14 @@ class InlineGraphBuilder(Rule):
         if not body:
             return None
         ret = body[-1]
-        procedure = not any(isinstance(node, cst.Return) for node in _own_scope(fn.body))
+        procedure = not any(isinstance(node, cst.Return) for node in own_scope(fn.body))
         if procedure:
             # builds the graph (and maybe runs its session) and returns nothing: called as a statement
             ret = None
         elif not (isinstance(ret, cst.SimpleStatementLine) and len(ret.body) == 1
                   and isinstance(ret.body[0], cst.Return) and ret.body[0].value is not None):
             return None
-        for node in _own_scope(fn.body):
+        for node in own_scope(fn.body):
             if isinstance(node, (cst.Yield, cst.Await, cst.Global, cst.Nonlocal)):
                 return None
             if isinstance(node, cst.Return) and node is not ret.body[0]:

@@ -7,9 +7,15 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
 
 _INTERACTIVE = ("InteractiveSession",)
+# what makes a TF1 session: `with X.as_default():` is a session's default scope only
+# for an X bound to one of these (a graph's or a summary writer's as_default is not)
+_SESSION_MAKERS = ("Session", "InteractiveSession", "MonitoredTrainingSession", "MonitoredSession",
+                   "SingularMonitoredSession")
+_SESSION_METHODS = ("managed_session", "prepare_or_wait_for_session")
 # what reads the default session: an `as_default()` block in which nothing does
 # (after its evals became runs) is not needed
 _DEFAULT_READERS = ("eval", "run", "get_default_session")
@@ -85,6 +91,16 @@ class SessionEvals(Rule):
     triggers = (".eval(", ".run(")
 
     VALID = (
+        # a summary writer's (or a graph's) as_default() is not a session's
+        Valid(
+            """
+            import tensorflow as tf
+
+            def log(writer, loss, step):
+                with writer.as_default():
+                    tf.summary.scalar("loss", loss, step=step)
+            """
+        ),
         # no session is known: left alone
         Valid(
             """
@@ -200,6 +216,7 @@ class SessionEvals(Rule):
             and (self.qualname(value.func) or "").endswith(_INTERACTIVE)
         ]
         self.interactive = interactive[0] if len(interactive) == 1 else None
+        self.sessions = self._session_names(module)
         self.defaults: list[str] = []  # sessions of the enclosing `with S.as_default():`
         self.reading_functions = {
             f.name.value for f in C.walk(module) if isinstance(f, cst.FunctionDef)
@@ -207,7 +224,29 @@ class SessionEvals(Rule):
                     and (c.func.attr.value if isinstance(c.func, cst.Attribute) else c.func.value) in _DEFAULT_READERS
                     for c in C.calls_in(f))
         }
-        return module.visit(self)
+        # (the engine's walk: libcst's visit rebuilt the whole module, changed or not)
+        return transform(module, self)
+
+    def _makes_session(self, value: cst.BaseExpression | None) -> bool:
+        if not isinstance(value, cst.Call):
+            return False
+        if isinstance(value.func, cst.Attribute) and value.func.attr.value in _SESSION_METHODS:
+            return True
+        return (self.qualname(value.func) or "").rsplit(".", 1)[-1] in _SESSION_MAKERS
+
+    def _session_names(self, module: cst.Module) -> set[str]:
+        """Names bound to a TF1 session (``sess = tf.Session()``, ``with sv.managed_session() as
+        sess``) and parameters named as sessions are (``sess``, ``session``, ``mon_sess``)."""
+        names = set()
+        for node in C.walk(module):
+            if isinstance(node, cst.Assign) and self._makes_session(node.value):
+                for target in node.targets:
+                    names.update(C.target_names(target.target))
+            elif isinstance(node, cst.WithItem) and node.asname is not None and self._makes_session(node.item):
+                names.update(C.target_names(node.asname.name))
+            elif isinstance(node, cst.Param) and "sess" in node.name.value:
+                names.add(node.name.value)
+        return names
 
     def _as_default(self, node: cst.With) -> str | None:
         if len(node.items) != 1 or node.items[0].asname is not None:
@@ -216,6 +255,7 @@ class SessionEvals(Rule):
         if (
             isinstance(call, cst.Call) and not call.args and isinstance(call.func, cst.Attribute)
             and call.func.attr.value == "as_default" and isinstance(call.func.value, cst.Name)
+            and call.func.value.value in self.sessions
         ):
             return call.func.value.value
         return None
