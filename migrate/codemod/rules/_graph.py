@@ -124,6 +124,8 @@ class Graph:
     # `w = tf.get_variable(..., regularizer=r)`: (variable, regularizer) in creation order,
     # the terms TF1 put in the REGULARIZATION_LOSSES collection
     regularized: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
+    # `if <flag test>:` with training in both branches -> the branch the default run takes
+    choose_branch: object = None
 
     @property
     def placeholder_names(self) -> list[str]:
@@ -170,7 +172,7 @@ def _is_optimizer(q: str | None) -> bool:
 
 
 def analyze(statements, qualname, dropped=(), variable_helpers=frozenset(), schedules=False,
-            inputs=None) -> Graph:
+            inputs=None, choose_branch=None) -> Graph:
     """`dropped`: names of graph plumbing built before the block (a "done"
     queue on the ps) whose ops the block derives; `variable_helpers`: module
     functions that create variables (their calls build the model, whatever
@@ -185,6 +187,7 @@ def analyze(statements, qualname, dropped=(), variable_helpers=frozenset(), sche
     g.keep_schedules = schedules
     g.follow_inputs = inputs is not None
     g.input_helpers = frozenset(inputs or ())
+    g.choose_branch = choose_branch
     for statement in statements:
         _classify(g, statement, qualname)
     if g.inputs:
@@ -313,7 +316,18 @@ def _classify(g: Graph, statement, qualname) -> None:
             # `if FLAGS.sync_replicas: opt = tf.train.SyncReplicasOptimizer(opt, ...)`: the
             # strategy was chosen from what the branch builds, so take the branch
             if statement.orelse is not None and _builds_training(statement.orelse, qualname):
-                g.unsupported.append((statement, "both branches of this `if` build training ops"))
+                taken = g.choose_branch(statement) if g.choose_branch is not None else None
+                if taken is None or isinstance(taken, cst.If):
+                    g.unsupported.append((statement, "both branches of this `if` build training ops"))
+                    return
+                # a sync and an async mode chosen on the command line: the default run's
+                g.notes.append((statement, "chosen-branch"))
+                other = statement.body if isinstance(taken, cst.Else) else statement.orelse
+                # what only the other mode binds (its sync token ops...) is TF1 plumbing the
+                # default run never had: its uses go with the session code
+                g.dropped |= _bound_in(other) - _bound_in(taken)
+                for inner in C.body_of(taken.body if isinstance(taken, cst.Else) else taken):
+                    _classify(g, inner, qualname)
                 return
             g.notes.append((statement, "flattened-if"))
             for inner in C.body_of(statement.body):
@@ -440,12 +454,17 @@ def _range_count(vals, qualname) -> cst.BaseExpression | None:
     return None
 
 
+def _bound_in(node) -> set[str]:
+    return {n for st in C.walk(node) if isinstance(st, (cst.SimpleStatementLine,))
+            for n in C.assignment(st)[0]}
+
+
 def _builds_training(node, qualname) -> bool:
     for n in C.walk(node):
         if isinstance(n, cst.Call):
             q = qualname(n.func)
             method = n.func.attr.value if isinstance(n.func, cst.Attribute) else None
-            if q == "train.SyncReplicasOptimizer" or _is_optimizer(q) or method in SYNC_METHODS | {"minimize"}:
+            if q == "train.SyncReplicasOptimizer" or _is_optimizer(q) or method in SYNC_METHODS | {"minimize", "apply_gradients"}:
                 return True
             if q in DROPPED_CALLS:
                 return True

@@ -43,7 +43,7 @@ def detect_strategy(module: cst.Module, names: TFNames) -> str | None:
     in-graph towers -> Mirrored.
     """
     q = call_qualnames(module, names)
-    if "train.SyncReplicasOptimizer" in q:
+    if "train.SyncReplicasOptimizer" in q and _sync_in_default_run(module, names):
         return MWMS
     if "train.replica_device_setter" in q:
         return PSS
@@ -51,6 +51,33 @@ def detect_strategy(module: cst.Module, names: TFNames) -> str | None:
         if type(node) is cst.Name and node.value in ("average_gradients", "tower_loss"):
             return MIRRORED
     return None
+
+
+def _sync_in_default_run(module: cst.Module, names: TFNames) -> bool:
+    """A SyncReplicasOptimizer is built outside the branch a flag's default
+    leaves off (``if FLAGS.issync == 1: <sync> else: <async>`` with issync
+    defaulting to 0 trains asynchronously by default)."""
+    from migrate.codemod.rules._flag_choice import dropped_branch
+
+    off: list[cst.CSTNode] = []
+    for node in walk(module):
+        if type(node) is cst.If and node.orelse is not None and _trains(node.body, names) and _trains(
+                node.orelse, names):
+            branch = dropped_branch(module, node)
+            if branch is not None:
+                off.append(branch)
+    skipped = {id(n) for branch in off for n in walk(branch)}
+    return any(type(n) is cst.Call and id(n) not in skipped and names.qualname(n.func) == "train.SyncReplicasOptimizer"
+               for n in walk(module))
+
+
+def _trains(node, names: TFNames) -> bool:
+    for n in walk(node):
+        if type(n) is cst.Call:
+            method = n.func.attr.value if isinstance(n.func, cst.Attribute) else None
+            if method in ("apply_gradients", "minimize") or names.qualname(n.func) == "train.SyncReplicasOptimizer":
+                return True
+    return False
 
 
 def reads_tf_config(module: cst.Module) -> bool:

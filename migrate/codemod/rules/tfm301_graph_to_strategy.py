@@ -8,7 +8,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _rebinding
+from migrate.codemod.rules import _dataflow, _flag_choice, _rebinding
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -566,7 +566,7 @@ class GraphToStrategy(Rule):
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
                         | signal_names,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
-                        inputs=self._input_helpers())
+                        inputs=self._input_helpers(), choose_branch=self._default_branch)
         reported = len(self.ctx.reports)
         # host work built no graph (a dataset reader): it runs once, before the strategy
         hoisted = _dataflow.host_statements(graph, self.qualname)
@@ -1237,6 +1237,17 @@ class GraphToStrategy(Rule):
                     fixed=True, severity="info", reference=REFERENCE[MWMS])
         return C.stmts(f"{self.strategy_name} = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver={resolver})\n")
 
+    def _default_branch(self, statement: cst.If):
+        """The branch of ``if <flag test>: <sync> else: <async>`` the legacy
+        job's default run takes (None: unreadable, or not the mode the
+        program's strategy was chosen for)."""
+        dropped = _flag_choice.dropped_branch(self.ctx.module, statement)
+        if dropped is None:
+            return None
+        taken = statement.orelse if dropped is statement.body else statement.body
+        builds_sync = any(self.qualname(c.func) == "train.SyncReplicasOptimizer" for c in C.calls_in(taken))
+        return taken if builds_sync == (self.strategy == MWMS) else None
+
     def _report_flattened_ifs(self, graph: Graph) -> None:
         """`if FLAGS.sync_replicas: opt = SyncReplicasOptimizer(opt)` was taken as
         built: say so where the test reads a command-line flag, and ask for a
@@ -1244,6 +1255,17 @@ class GraphToStrategy(Rule):
         trains without what the branch builds)."""
         seen = set()
         for statement, note in graph.notes:
+            if note == "chosen-branch":
+                name = _flag_choice.default_truth(self.ctx.module, statement.test)[0]
+                mode = "synchronous" if self.strategy == MWMS else "asynchronous"
+                other = "asynchronous" if self.strategy == MWMS else "synchronous"
+                self.report(statement, f"`if {C.code_of(statement.test)}:` chooses between two training modes: the"
+                            f" {mode} one --{name} selects by default is migrated, the {other} one chosen by --{name}"
+                            " is not carried over",
+                            hint=f"to train {other}ally, migrate that branch by hand"
+                            f" ({'ParameterServerStrategy' if self.strategy == MWMS else 'MultiWorkerMirroredStrategy'})",
+                            reference=REFERENCE[self.strategy], fixed=False)
+                continue
             test = C.code_of(statement.test) if note == "flattened-if" else None
             if test is None or test in seen:
                 continue
