@@ -15,10 +15,7 @@ from migrate.codemod.program.project import ProjectModule
 from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._graph import _is_optimizer, is_device_item
-from migrate.codemod.rules.tfm301_graph_to_strategy import (
-    SESSION_CLASSES,
-    SUPERVISOR_SESSION_METHODS,
-)
+from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, SUPERVISOR_SESSION_METHODS
 
 _TRAIN_METHODS = ("minimize", "apply_gradients")
 # calls that read or change the scope they run in: inlining would change what they see

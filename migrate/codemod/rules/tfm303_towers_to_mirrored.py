@@ -14,6 +14,8 @@ from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._equivalents import bind_args
 from migrate.codemod.rules._graph import Graph, analyze, extend
 from migrate.codemod.rules._program import MIRRORED, REFERENCE
+from migrate.codemod.rules._tfm301_loop import _DropGraphModeSwitches, rewrite_session
+from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, _method, _SessionRegion
 from migrate.codemod.rules._tower_shapes import (
     device_function_target,
     first_tower_reuse,
@@ -22,13 +24,7 @@ from migrate.codemod.rules._tower_shapes import (
     replace_index_slices,
     reuse_positions,
 )
-from migrate.codemod.rules.tfm301_graph_to_strategy import (
-    SESSION_CLASSES,
-    GraphToStrategy,
-    _DropGraphModeSwitches,
-    _method,
-    _SessionRegion,
-)
+from migrate.codemod.rules.tfm301_graph_to_strategy import GraphToStrategy
 
 # TF1 learning-rate schedules that read the global step; only exponential_decay
 # is mapped (its Keras schedule computes the same expression of the step).
@@ -516,7 +512,7 @@ class TowersToMirrored(GraphToStrategy):
         session = _SessionRegion(self, graph)
         session.scan(session_part)
         prelude = self._build(block, graph, session)
-        new_part = session.rewrite(session_part)
+        new_part = rewrite_session(session, session_part)
         new = self._used_wrappers(prelude, new_part, session) + new_part
         if self.ema is not None and self.ema[3]:
             update = C.stmts("# The moving averages follow the updated variables (tf.group gave the two no order).\n"
