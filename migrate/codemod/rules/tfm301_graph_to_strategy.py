@@ -1245,7 +1245,7 @@ class GraphToStrategy(Rule):
             if flag is None:
                 continue
             name, default = flag
-            if default in ("False", "None", "0"):
+            if not default:
                 self.report(statement, f"`if {test}:` builds training ops migrated here, but --{name} defaults to"
                             " off: by default the legacy job trains without them, the migration with them",
                             hint=f"compare with the legacy job run with --{name}, or migrate its default mode by hand",
@@ -1254,35 +1254,15 @@ class GraphToStrategy(Rule):
                 self.report(statement, f"the training ops built under `if {test}:` are migrated as if --{name} is on",
                             fixed=True, severity="info", reference=REFERENCE[self.strategy])
 
-    def _flag_default(self, test: cst.BaseExpression) -> tuple[str, str] | None:
-        """(name, source of its default) of the boolean command-line flag
-        `test` reads: ``FLAGS.name`` defined by ``DEFINE_bool(ean)``, or
-        ``args.name`` from ``add_argument("--name", action="store_true")``."""
+    def _flag_default(self, test: cst.BaseExpression) -> tuple[str, object] | None:
+        """(name, default) of the command-line flag `test` reads (``FLAGS.name``
+        or ``args.name``), when its definition gives a literal default."""
         if not isinstance(test, cst.Attribute):
             return None
-        name = test.attr.value
-        for call in C.calls_in(self.ctx.module):
-            func = call.func
-            method = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
-            if method in ("DEFINE_boolean", "DEFINE_bool"):
-                flag = C.arg(call, 0, "name") or C.arg(call, 0, "flag_name")
-                if isinstance(flag, cst.SimpleString) and flag.evaluated_value == name:
-                    default = C.arg(call, 1, "default") or C.arg(call, 1, "default_value")
-                    return name, C.code_of(default) if default is not None else "None"
-            elif method == "add_argument" and call.args and isinstance(call.args[0].value, cst.SimpleString):
-                option = call.args[0].value.evaluated_value
-                dest = C.arg(call, None, "dest")
-                dest = dest.evaluated_value if isinstance(dest, cst.SimpleString) else option.lstrip("-").replace("-", "_")
-                if dest != name:
-                    continue
-                default = C.arg(call, None, "default")
-                action = C.arg(call, None, "action")
-                if default is not None:
-                    return name, C.code_of(default)
-                if isinstance(action, cst.SimpleString):
-                    return name, {"store_true": "False", "store_false": "True"}.get(action.evaluated_value, "None")
-                return name, "None"
-        return None
+        found = _flag_choice.flag_default(self.ctx.module, test.attr.value)
+        if found is None:
+            return None
+        return test.attr.value, found[1]
 
     def _wants_template(self, graph: Graph) -> bool:
         """Variables created by the forward code itself (a `dense()` helper, a
