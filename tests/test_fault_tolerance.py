@@ -51,10 +51,11 @@ def test_pss_job_survives_a_worker_killed_and_restarted(migrated_async, tmp_path
     assert "restart 1 of worker:1" in disturbed.log_text("worker", 1)
     # the coordinator ran the loop to the last global step; a closure (up to four
     # steps, TFM301 pipelining) applied on the dying worker and then retried
-    # elsewhere may leave its steps' records out
+    # elsewhere may leave its steps' records out, the last closure's too (seen on
+    # a loaded machine: records 36-39 of 40 missing)
     steps = [r.step for r in disturbed.losses]
     assert steps == sorted(set(steps)) and steps[0] == 0
-    assert len(steps) >= STEPS - 8 and steps[-1] >= STEPS - 3
+    assert len(steps) >= STEPS - 8 and steps[-1] >= STEPS - 5
     # a closure lost with the worker may be re-run (at-least-once): compare with
     # `tfmigrate check`'s asynchronous statistic and its default tolerance
     comparison = compare_statistical(
