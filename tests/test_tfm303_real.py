@@ -698,17 +698,59 @@ def test_towers_reading_one_iterator_batch_train_like_the_legacy_program(tmp_pat
     assert after == before
 
 
-def test_an_iterator_batch_returned_through_names_is_declined_at_the_helper_call():
-    code = SHARED_DATASET.replace(
-        "    return dataset.make_one_shot_iterator().get_next()\n",
-        "    features, targets = dataset.make_one_shot_iterator().get_next()\n    return features, targets\n")
-    assert code != SHARED_DATASET
+# The helper binds the batch to names before returning them, through a named
+# iterator, and parses records with a function of its own.
+NAMED_BATCH = SHARED_DATASET.replace(
+    "    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8)\n"
+    "    return dataset.make_one_shot_iterator().get_next()\n",
+    "    def scaled(features, target):\n"
+    "        return features * 2.0, target * 2.0\n"
+    "\n"
+    "    dataset = tf.data.Dataset.from_tensor_slices((x, y)).map(scaled).repeat().batch(8)\n"
+    "    iterator = dataset.make_one_shot_iterator()\n"
+    "    features, targets = iterator.get_next()\n"
+    "    return features, targets\n")
+
+
+def test_an_iterator_batch_returned_through_names_becomes_the_helpers_dataset():
+    assert "iterator.get_next()" in NAMED_BATCH and "def scaled" in NAMED_BATCH
+    result = _migrate(NAMED_BATCH, select=None)
+    assert result.manual_work == []
+    out = result.output
+    helper = out[out.index("def batches():"):out.index("def regression")]
+    assert "make_one_shot_iterator" not in helper and "get_next" not in helper
+    assert helper.rstrip().endswith("return dataset")
+    assert "        return features * 2.0, target * 2.0\n" in helper  # the parser's own return is kept
+    assert "= iter(batches())" in out
+    assert "strategy.run(train_step_replica, args=(x, y))" in out
+
+
+def test_an_iterator_batch_returned_through_names_trains_like_the_legacy_program(tmp_path):
+    result = _migrate(NAMED_BATCH, select=None)
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(NAMED_BATCH)
+    migrated.write_text(result.output)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 6
+    assert after == before
+
+
+@pytest.mark.parametrize("change", [
+    # the batch is also read inside the helper: not only handed to the caller
+    ("    return features, targets\n", "    print(features)\n    return features, targets\n"),
+    # the names come back in another order than get_next() bound them
+    ("    return features, targets\n", "    return targets, features\n"),
+    # the dataset is rebound after the iterator is made: the return would read another one
+    ("    return features, targets\n", "    dataset = dataset.take(2)\n    return features, targets\n"),
+])
+def test_a_helper_returning_more_than_its_iterators_batch_is_declined_at_the_call(change):
+    code = NAMED_BATCH.replace(*change)
+    assert code != NAMED_BATCH
     result = _migrate(code)
     assert result.output == code
     found = [d for d in result.diagnostics if d.code == "TFM303"]
     assert [d.line for d in found] == [_line_of(code, "x, y = batches()")]
     assert "`batches()` does not return as" in found[0].message
-    assert "make `batches()` return `dataset.make_one_shot_iterator().get_next()` itself" in found[0].hint
 
 
 # The cifar10 shape: an ExponentialMovingAverage of the trainable variables

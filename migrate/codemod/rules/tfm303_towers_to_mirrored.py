@@ -16,6 +16,7 @@ from migrate.codemod.rules._graph import Graph, analyze, extend
 from migrate.codemod.rules._program import MIRRORED, REFERENCE
 from migrate.codemod.rules._tfm301_loop import _DropGraphModeSwitches, rewrite_session
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, _method, _SessionRegion
+from migrate.codemod.rules._tower_inputs import named_batch, own_returns, return_dataset
 from migrate.codemod.rules._tower_shapes import (
     device_function_target,
     first_tower_reuse,
@@ -203,6 +204,46 @@ class TowersToMirrored(GraphToStrategy):
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         return module
+
+    # ---------------------------------------------------------------- input helpers
+    def _find_input_helpers(self) -> dict[str, cst.FunctionDef]:
+        """Module functions returning a one-shot iterator's batch: as the
+        iterator's `get_next()` itself, or through the names it was bound to
+        (see _tower_inputs); a function defined inside (a parser) is not a
+        return of the helper."""
+        found = {}
+        self._named_batches = {}
+        self._inner_returns: set[int] = set()
+        for node in C.walk(self.ctx.module):
+            if type(node) is not cst.FunctionDef:
+                continue
+            returns = own_returns(node)
+            plan = named_batch(node, self.qualname)
+            if plan is None and not (returns and all(super(TowersToMirrored, self)._one_shot_dataset(r.value)
+                                                     is not None for r in returns)):
+                continue
+            found[node.name.value] = node
+            if plan is not None:
+                self._named_batches[node.name.value] = plan
+            own = {id(r) for r in returns}
+            self._inner_returns |= {id(r.value) for r in C.walk(node.body)
+                                    if type(r) is cst.Return and id(r) not in own and r.value is not None}
+        return found
+
+    def _one_shot_dataset(self, value) -> cst.BaseExpression | None:
+        if id(value) in self.__dict__.get("_inner_returns", ()):
+            return value  # a parser's return inside the helper: unchanged
+        return super()._one_shot_dataset(value)
+
+    def _iterators(self, graph: Graph) -> list[cst.BaseStatement]:
+        out = super()._iterators(graph)
+        helpers = self._input_helpers()
+        for pipeline in graph.inputs:
+            plan = self._named_batches.get(pipeline.helper or "")
+            if plan is not None:
+                helper = helpers[pipeline.helper]
+                self.helper_rewrites[C.code_of(helper)] = return_dataset(helper, plan)
+        return out
 
     # ---------------------------------------------------------------- locate
     def _is_tower_loop(self, st) -> bool:
