@@ -735,6 +735,24 @@ def test_an_iterator_batch_returned_through_names_trains_like_the_legacy_program
     assert after == before
 
 
+def test_a_regularizer_made_before_the_towers_is_made_once_with_the_model_state():
+    """`tf.contrib.layers.l2_regularizer(scale)` returns a function, no op:
+    every replica calls it as every tower did."""
+    code = SHARED_DATASET.replace(
+        "def regression(features):\n", "def regression(features, penalty):\n").replace(
+        "    return tf.matmul(features, w)\n", "    return tf.matmul(features, w) + penalty(w)\n").replace(
+        "        x, y = batches()\n", "        x, y = batches()\n        decay = tf.contrib.layers.l2_regularizer(0.01)\n").replace(
+        "regression(x) - y", "regression(x, decay) - y")
+    assert "regression(x, decay) - y" in code and "penalty(w)" in code
+    result = _migrate(code)
+    assert [d for d in result.manual_work if d.code == "TFM303"] == []
+    out = result.output
+    scope = out[out.index("with strategy.scope():"):out.index("def train_step(")]
+    assert "decay = tf.contrib.layers.l2_regularizer(0.01)" in scope
+    assert scope.index("decay = ") < scope.index("make_template")
+    assert "cost = tf.reduce_mean(tf.square(regression(x, decay) - y))" in out
+
+
 @pytest.mark.parametrize("change", [
     # the batch is also read inside the helper: not only handed to the caller
     ("    return features, targets\n", "    print(features)\n    return features, targets\n"),
@@ -839,6 +857,65 @@ def test_moving_averages_follow_the_variables_as_a_tf1_update_then_average_would
     before, after = _run(legacy), _run(migrated)
     assert len(before) == 7 and before[-1].startswith("first [")
     assert after == before
+
+
+# The inception/caicloud shape: the averaged list named first, with the
+# MOVING_AVERAGE_VARIABLES collection (empty: the model has no batch norm).
+NAMED_AVERAGE_LIST = MOVING_AVERAGES.replace(
+    "        averages_op = averages.apply(tf.trainable_variables())\n",
+    "        averaged = (tf.trainable_variables() +\n"
+    "                    tf.moving_average_variables())\n"
+    "        averages_op = averages.apply(averaged)\n")
+
+
+def test_a_named_list_with_the_empty_moving_average_collection_is_averaged_like_the_trainable_variables():
+    assert "tf.moving_average_variables()" in NAMED_AVERAGE_LIST
+    result = _migrate(NAMED_AVERAGE_LIST, select=None)
+    assert result.manual_work == []
+    out = result.output
+    assert "moving_average_variables" not in out and "averaged =" not in out
+    replica = out[out.index("def train_step_replica"):out.index("def train_step_slice")]
+    assert replica.index("sgd.apply_gradients(") < replica.index("averages.apply(trainable_variables)")
+
+
+def test_a_named_average_list_trains_and_averages_like_the_legacy_program(tmp_path):
+    """Against the TF1 program ordering the average after the update, the
+    losses and the final averages are the same (see above)."""
+    ordered = NAMED_AVERAGE_LIST.replace(
+        "        averages_op = averages.apply(averaged)\n",
+        "        with tf.control_dependencies([update]):\n            averages_op = averages.apply(averaged)\n")
+    ordered = ordered.replace('                print("train", n, c)\n', '                print("train", n, c)\n'
+                              '            print("first", sess.run(averages.average(tf.trainable_variables()[0]))'
+                              '.ravel().tolist())\n')
+    migrated_code = _migrate(NAMED_AVERAGE_LIST, select=None).output
+    end = migrated_code.rindex("    run_pending_steps()\n") + len("    run_pending_steps()\n")
+    observe = '    print("first", averages.average(trainable_variables[0]).numpy().ravel().tolist())\n'
+    migrated_code = migrated_code[:end] + observe + migrated_code[end:]
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(ordered)
+    migrated.write_text(migrated_code)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 7 and before[-1].startswith("first [")
+    assert after == before
+
+
+@pytest.mark.parametrize("model, reason", [
+    # a contrib batch norm added its moving mean and variance to the collection
+    ("    w = tf.contrib.layers.batch_norm(w)\n", "`batch_norm` (a contrib/slim batch norm"),
+    # a module not in the project built the model: what it added is unknown
+    ("    w = net_layers.dense(w)\n", "`dense()` of `net_layers`, which is not in this project"),
+])
+def test_averaging_a_moving_average_collection_the_model_may_fill_is_declined(model, reason):
+    code = NAMED_AVERAGE_LIST.replace(
+        "    return tf.matmul(features, w)\n", model + "    return tf.matmul(features, w)\n").replace(
+        "import numpy as np\n", "import numpy as np\nimport net_layers\n")
+    assert model in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert [d.line for d in found] == [_line_of(code, "averaged = (tf.trainable_variables() +")]
+    assert "averages `tf.moving_average_variables()`" in found[0].message
+    assert reason in found[0].message
 
 
 def test_splits_assigned_together_are_the_replicas_slices():

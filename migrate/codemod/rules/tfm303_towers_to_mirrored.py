@@ -16,6 +16,7 @@ from migrate.codemod.rules._graph import Graph, analyze, extend
 from migrate.codemod.rules._program import MIRRORED, REFERENCE
 from migrate.codemod.rules._tfm301_loop import _DropGraphModeSwitches, rewrite_session
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, _method, _SessionRegion
+from migrate.codemod.rules._tower_averages import moving_average_filler
 from migrate.codemod.rules._tower_inputs import named_batch, own_returns, return_dataset
 from migrate.codemod.rules._tower_shapes import (
     device_function_target,
@@ -45,6 +46,11 @@ _ZERO_STEP_CREATORS = {
     "train.get_or_create_global_step",
     "train.create_global_step",
     "contrib.framework.get_or_create_global_step",
+}
+# functions of a tensor (the regularization term), not ops: callable from any replica
+_REGULARIZER_FACTORIES = {
+    f"{module}.{name}" for module in ("contrib.layers", "keras.regularizers")
+    for name in ("l1_regularizer", "l2_regularizer", "l1_l2_regularizer", "l1", "l2", "l1_l2", "L1", "L2", "L1L2")
 }
 _DEQUEUES = {"dequeue", "dequeue_many", "dequeue_up_to"}
 _INPUT_HINT = (
@@ -471,6 +477,7 @@ class TowersToMirrored(GraphToStrategy):
             blockers.append(_Blocker(node, f"{header}: {why}; TFM303 gives each replica one slice of a fed"
                                      " placeholder", "slice each fed placeholder once per tower, by the tower"
                                      " index, or port this by hand"))
+        self._regularizers_to_state(pre, graph)
         pre_compute = list(graph.compute)  # computed once before the loop (tf.split is gone)
         graph.compute = [(_targets(new), new) for _, new in pairs]
         loss = towers.loss_expr
@@ -509,6 +516,7 @@ class TowersToMirrored(GraphToStrategy):
                              " Keras 3 equivalent", "construct the tf.train optimizer in the graph block (it is"
                              " mapped to the Keras optimizer with the same update), or port this by hand"))
         self.post = []
+        self._header, self._graph_code = header, [*pre, loop, *post]
         averaged, apply_call = self._read_post(post, towers, graph, header, blockers)
         if self.ema is not None and self.ema[3]:
             graph.state.append(self.ema[1])  # made under the strategy, updated by the step
@@ -569,6 +577,17 @@ class TowersToMirrored(GraphToStrategy):
             return None
         self.converted = True
         return new
+
+    def _regularizers_to_state(self, pre, graph: Graph) -> None:
+        """`regularizer = tf.contrib.layers.l2_regularizer(scale)` makes a Python
+        function, no op: made once with the model's state, every replica calls it
+        on the variables it reads (as every tower did)."""
+        for names, st in list(graph.compute):
+            _, value, _ = C.assignment(st)
+            if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) in _REGULARIZER_FACTORIES:
+                graph.compute.remove((names, st))
+                k = next(k for k, other in enumerate(pre) if other is st)
+                graph.state.insert(len(analyze(pre[:k], self.qualname).state), st)
 
     def _decline(self, node, message: str, hint: str) -> None:
         self.report(node, message, hint=hint, reference=REFERENCE[MIRRORED], fixed=False)
@@ -848,7 +867,7 @@ class TowersToMirrored(GraphToStrategy):
         self.ema = None  # (name, constructor statement, apply op name, grouped into the train op)
         for st in post:
             names, value, _ = C.assignment(st)
-            if self._moving_average(st, names, value):
+            if self._moving_average(st, names, value, blockers):
                 continue
             if isinstance(value, cst.Call) and _method(value) == "apply_gradients" and len(names) == 1:
                 graph.train_op = names[0]
@@ -905,22 +924,60 @@ class TowersToMirrored(GraphToStrategy):
             extend(graph, st, self.qualname)
         return averaged, apply_call
 
-    def _moving_average(self, st, names, value) -> bool:
+    def _moving_average(self, st, names, value, blockers) -> bool:
         """`ema = tf.train.ExponentialMovingAverage(decay, num_updates)` and
-        `ema_op = ema.apply(tf.trainable_variables())` after the tower loop:
-        taken here (the step updates the averages); False for anything else."""
-        if len(names) != 1 or not isinstance(value, cst.Call):
+        `ema_op = ema.apply(tf.trainable_variables())` after the tower loop
+        (the list possibly named first, `+ tf.moving_average_variables()` where
+        that collection was empty): taken here (the step updates the averages);
+        False for anything else."""
+        if len(names) != 1 or value is None:
             return False
-        if self.qualname(value.func) == "train.ExponentialMovingAverage" and self.ema is None:
+        if isinstance(value, cst.Call) and self.qualname(value.func) == "train.ExponentialMovingAverage" and (
+                self.ema is None):
             self.ema = (names[0], st, "", False)
+            self.average_lists: set[str] = set()
             return True
-        if self.ema is not None and not self.ema[2] and _method(value) == "apply" and isinstance(
+        if self.ema is None or self.ema[2]:
+            return False
+        if self._averaged_list(value, st, blockers):
+            self.average_lists.add(names[0])  # variables_to_average = tf.trainable_variables() + ...
+            return True
+        if isinstance(value, cst.Call) and _method(value) == "apply" and isinstance(
                 value.func.value, cst.Name) and value.func.value.value == self.ema[0] and len(value.args) == 1:
             listed = value.args[0].value
-            if isinstance(listed, cst.Call) and self.qualname(listed.func) == "trainable_variables" and not listed.args:
+            if (isinstance(listed, cst.Name) and listed.value in self.average_lists) or self._averaged_list(
+                    listed, st, blockers):
                 self.ema = (self.ema[0], self.ema[1], names[0], False)
                 return True
         return False
+
+    def _averaged_list(self, value, st, blockers) -> bool:
+        """`tf.trainable_variables()`, or that `+ tf.moving_average_variables()`
+        (a blocker where the collection may have held variables: TF2 has none)."""
+        def listing(node, name):
+            return isinstance(node, cst.Call) and self.qualname(node.func) == name and not node.args
+        if listing(value, "trainable_variables"):
+            return True
+        if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+            return False
+        pair = (value.left, value.right)
+        if not (any(listing(v, "trainable_variables") for v in pair)
+                and any(listing(v, "moving_average_variables") for v in pair)):
+            return False
+        # the code built before this list, the average's own constructor aside
+        built = self._graph_code[:next(k for k, other in enumerate(self._graph_code) if other is st)]
+        filler = moving_average_filler(self._program().tracer, [b for b in built if b is not self.ema[1]])
+        if filler is not None:
+            where = "the tower body runs" if not filler.opaque else "the model is built by"
+            blockers.append(_Blocker(st, f"{self._header}: `{_first_line(st)}` averages"
+                            " `tf.moving_average_variables()`, the TF1 collection the model's layers filled as"
+                            f" they were built, which TF2 does not keep; {where} {filler.what}"
+                            f" (through `{C.code_of(filler.call)}`), so the variables it held "
+                            + ("cannot be read here" if filler.opaque else "are not only the trainable ones"),
+                            ("migrate the module with this file, or list the variables to average (for a model"
+                             " without batch norm: tf.trainable_variables() alone)" if filler.opaque else
+                             "average the layers' moving statistics explicitly by hand")))
+        return True
 
     def _schedules(self, pre, graph: Graph, region, apply_call, header, blockers) -> set:
         """`lr = tf.train.exponential_decay(...)` read by the optimizer -> a
