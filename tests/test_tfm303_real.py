@@ -928,3 +928,103 @@ def test_splits_assigned_together_are_the_replicas_slices():
     assert "tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync))," in result.output
     assert "for value in (inputs, targets))" in result.output
     assert "input_parts" not in result.output
+
+
+# The cifar10/caicloud shape: each tower adds its terms to a collection as it
+# is built and sums the entries named under its own name scope.
+SCOPED_COLLECTION = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+TOWERS = 2
+
+
+def regression(features):
+    w = tf.get_variable("w", [3, 1], initializer=tf.glorot_uniform_initializer(seed=7))
+    tf.add_to_collection("costs", 0.01 * tf.nn.l2_loss(w))
+    return tf.matmul(features, w)
+
+
+def tower_cost(scope, features, targets):
+    error = tf.reduce_mean(tf.square(regression(features) - targets))
+    tf.add_to_collection("costs", error)
+    return tf.add_n(tf.get_collection("costs", scope), name="total")
+
+
+def average_gradients(per_tower):
+    return [(tf.reduce_mean(tf.stack([g for g, _ in pairs]), 0), pairs[0][1]) for pairs in zip(*per_tower)]
+
+
+def main():
+    rng = np.random.RandomState(2)
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        inputs = tf.placeholder(tf.float32, [None, 3])
+        targets = tf.placeholder(tf.float32, [None, 1])
+        input_parts = tf.split(inputs, TOWERS)
+        target_parts = tf.split(targets, TOWERS)
+        sgd = tf.train.GradientDescentOptimizer(0.1)
+        per_tower = []
+        with tf.variable_scope(tf.get_variable_scope()):
+            for t in range(TOWERS):
+                with tf.device("/cpu:%d" % t):
+                    with tf.name_scope("tower_%d" % t) as scope:
+                        cost = tower_cost(scope, input_parts[t], target_parts[t])
+                        tf.get_variable_scope().reuse_variables()
+                        per_tower.append(sgd.compute_gradients(cost))
+        train_op = sgd.apply_gradients(average_gradients(per_tower))
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": TOWERS})) as sess:
+            sess.run(tf.global_variables_initializer())
+            for n in range(6):
+                x = rng.normal(size=(8, 3))
+                y = x.sum(axis=1, keepdims=True)
+                _, c = sess.run([train_op, cost], {inputs: x, targets: y})
+                print("train", n, c)
+
+
+main()
+'''
+
+
+def test_a_tower_summing_the_collection_entries_of_its_scope_becomes_a_replica_with_a_scope_of_its_own():
+    result = _migrate(SCOPED_COLLECTION, select=None)
+    assert result.manual_work == []
+    out = result.output
+    model = out[out.index("    def model_fn("):out.index("    with strategy.scope():")]
+    assert 'with tf.compat.v1.name_scope("tower") as scope:' in model
+    assert "cost = tower_cost(scope, inputs, targets)" in model
+    # collections hold graph tensors: the variables are built by a traced call
+    assert "tf.function(model)(tf.zeros([1, 3], tf.float32), tf.zeros([1, 1], tf.float32))" in out
+
+
+def test_a_tower_summing_the_collection_entries_of_its_scope_trains_like_the_legacy_program(tmp_path):
+    result = _migrate(SCOPED_COLLECTION, select=None)
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(SCOPED_COLLECTION)
+    migrated.write_text(result.output)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 6
+    assert after == before
+
+
+@pytest.mark.parametrize("change, reason", [
+    # the scope name is also a summary's name: no replica has that name
+    (("    return tf.add_n(", "    tf.summary.scalar(scope + \"error\", error)\n    return tf.add_n("),
+     "is read as a value"),
+    # REGULARIZATION_LOSSES: filled when a variable is made, under the first tower's scope only
+    (('tf.get_collection("costs", scope)', "tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES, scope)"),
+     "filters REGULARIZATION_LOSSES by it"),
+    # a module not in the project receives the name
+    (("    error = tf.reduce_mean(", "    net_layers.tag(scope)\n    error = tf.reduce_mean("),
+     "passed to `tag()` of `net_layers`, which is not in this project"),
+])
+def test_a_scope_name_read_otherwise_than_to_filter_a_collection_is_declined(change, reason):
+    code = SCOPED_COLLECTION.replace(*change).replace("import numpy as np\n", "import numpy as np\nimport net_layers\n")
+    assert change[1] in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert [d.line for d in found] == [_line_of(code, "cost = tower_cost(scope, input_parts[t], target_parts[t])")]
+    assert "reads `scope`, the name of the tower's scope" in found[0].message
+    assert reason in found[0].message

@@ -18,6 +18,7 @@ from migrate.codemod.rules._tfm301_loop import _DropGraphModeSwitches, rewrite_s
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, _method, _SessionRegion
 from migrate.codemod.rules._tower_averages import moving_average_filler
 from migrate.codemod.rules._tower_inputs import named_batch, own_returns, return_dataset
+from migrate.codemod.rules._tower_scopes import scope_problem
 from migrate.codemod.rules._tower_shapes import (
     device_function_target,
     first_tower_reuse,
@@ -82,6 +83,8 @@ class _Towers:
         self.device: cst.BaseExpression | None = None
         self.statements: list[cst.BaseStatement] = []  # the per-tower forward computation
         self.scope_names: set[str] = set()  # `with tf.name_scope(...) as scope` inside the loop
+        self.name_scope_names: set[str] = set()  # of those, the names of name scopes (strings)
+        self.collected_scope = ""  # the scope name read only to filter collections (see _tower_scopes)
         self.loss = ""
         self.loss_expr: cst.BaseExpression | None = None
         self.loss_node: cst.CSTNode | None = None  # the statement calling compute_gradients
@@ -621,6 +624,8 @@ class TowersToMirrored(GraphToStrategy):
                             towers.device = C.arg(item.item, 0, None)
                         if item.asname is not None:
                             towers.scope_names.update(C.target_names(item.asname.name))
+                            if isinstance(item.item, cst.Call) and self.qualname(item.item.func) == "name_scope":
+                                towers.name_scope_names.update(C.target_names(item.asname.name))
                     visit(C.body_of(st.body))
                     continue
                 if self._first_tower_only(st, towers):
@@ -789,13 +794,21 @@ class TowersToMirrored(GraphToStrategy):
     def _check_tower_body(self, pairs, towers: _Towers, header, blockers, index: bool) -> None:
         for original, new in pairs:
             used = C.names_used(new)
-            if used & towers.scope_names:
-                name = min(used & towers.scope_names)
-                blockers.append(_Blocker(original, f"{header}: `{_first_line(original)}` reads `{name}`, the name of the"
-                                 " tower's `name_scope` (`with ... as " + name + "`), which the replicas do not have"
-                                 " (TF1 collections filtered by scope do not exist in TF2)",
-                                 "compute the tower loss without the scope name"))
-                break
+            if not used & towers.scope_names:
+                continue
+            name = min(used & towers.scope_names)
+            problem = scope_problem(self._program().tracer, [original], name) if (
+                name in towers.name_scope_names and towers.collected_scope in ("", name)) else None
+            if name in towers.name_scope_names and problem is None:
+                towers.collected_scope = name  # each replica's model function opens a name scope of its own
+                continue
+            why = (problem.why if problem is not None else
+                   "it names a variable scope, which the replicas do not have")
+            blockers.append(_Blocker(original, f"{header}: `{_first_line(original)}` reads `{name}`, the name of the"
+                             " tower's scope (`with ... as " + name + f"`): {why}",
+                             "read the tower's collections by the name scope alone (tf.get_collection(key, scope)),"
+                             " or compute the tower loss without the scope name"))
+            break
         for original, new in pairs:
             used = C.names_used(new)
             if index and used & towers.index_names and not used & set(self.bad_splits):
@@ -1399,6 +1412,8 @@ class TowersToMirrored(GraphToStrategy):
 
     def _build(self, device_with: cst.With, graph: Graph, session):
         out = super()._build(device_with, graph, session)
+        if self.towers.collected_scope and self.template is not None:
+            out = [transform(st, _TracedBuild(self.template)) for st in out]
         if self.ema is None or not self.ema[3]:
             return out
         # the averages' variables are made once, from the variables' initial
@@ -1429,8 +1444,16 @@ class TowersToMirrored(GraphToStrategy):
         self.model_fn = self._fresh("model_fn")
         ret = exports[0] if len(exports) == 1 else ", ".join(exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
-        fn = fn.with_changes(body=fn.body.with_changes(body=statements + list(fn.body.body)),
-                             leading_lines=[cst.EmptyLine(indent=False)])
+        body = statements + list(fn.body.body)
+        scope = self.towers.collected_scope
+        if scope:
+            # the tower's collection entries are those named under its scope
+            block = C.stmt(f"with tf.compat.v1.name_scope(\"tower\") as {scope}:\n    pass\n")
+            comment = C.stmts("# Each replica builds its tower under a name scope of its own (the second one's\n"
+                              "# ops are named replica_1/...): its collections hold what its own code added.\n"
+                              "pass\n")[0].leading_lines
+            body = [block.with_changes(body=C.indented(body, fn.body), leading_lines=comment)]
+        fn = fn.with_changes(body=fn.body.with_changes(body=body), leading_lines=[cst.EmptyLine(indent=False)])
         return [fn]
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
@@ -1688,6 +1711,26 @@ class _BeforeReturn(cst.CSTTransformer):
         k = next((k for k, st in enumerate(body) if isinstance(st, cst.SimpleStatementLine)
                   and isinstance(st.body[0], cst.Return)), len(body))
         return updated.with_changes(body=updated.body.with_changes(body=[*body[:k], *self.statements, *body[k:]]))
+
+
+class _TracedBuild(cst.CSTTransformer):
+    """`model(dummies)` -> `tf.function(model)(dummies)`: collections hold
+    graph tensors, named under their scope; an eager build has neither."""
+
+    def __init__(self, template: str):
+        super().__init__()
+        self.template = template
+
+    def leave_SimpleStatementLine(self, original, updated):
+        call = C.single_expr(original)
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == self.template):
+            return updated
+        comment = C.stmts("# Build the model's variables once, under the strategy, as the TF1 graph did: traced,\n"
+                          "# as the towers were, so that the tower reads the collection entries of its scope.\n"
+                          "pass\n")[0].leading_lines
+        return updated.with_changes(
+            body=[updated.body[0].with_changes(value=call.with_changes(func=C.expr(f"tf.function({self.template})")))],
+            leading_lines=[line for line in updated.leading_lines if line.comment is None] + list(comment))
 
 
 class _ReplaceComment(cst.CSTTransformer):
