@@ -1028,3 +1028,28 @@ def test_a_scope_name_read_otherwise_than_to_filter_a_collection_is_declined(cha
     assert [d.line for d in found] == [_line_of(code, "cost = tower_cost(scope, input_parts[t], target_parts[t])")]
     assert "reads `scope`, the name of the tower's scope" in found[0].message
     assert reason in found[0].message
+
+
+def test_towers_splitting_a_queue_runner_batch_are_declined_saying_where_the_batch_comes_from():
+    """A batch from tf.train.shuffle_batch: reader and batching threads decided
+    which batch each step took, which no tf.data pipeline can be proven to
+    repeat; the decline names the input function and what makes it a queue."""
+    code = MOVING_AVERAGES.replace(
+        "        inputs = tf.placeholder(tf.float32, [None, 3])\n"
+        "        targets = tf.placeholder(tf.float32, [None, 1])\n",
+        "        inputs, targets = shuffled_rows(8)\n").replace(
+        "def main():\n",
+        "def shuffled_rows(size):\n"
+        "    rows = tf.random_normal([3])\n"
+        "    return tf.train.shuffle_batch([rows, tf.reduce_sum(rows, keepdims=True)], size, 64, 16)\n"
+        "\n\n"
+        "def main():\n").replace(", {inputs: x, targets: y})", ")")
+    assert "shuffled_rows(8)" in code and "placeholder" not in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303" and "queue-runner" in d.message]
+    assert [d.line for d in found] == [_line_of(code, "input_parts = tf.split(inputs, TOWERS)"),
+                                       _line_of(code, "target_parts = tf.split(targets, TOWERS)")]
+    assert "`inputs` is filled from `inputs, targets = shuffled_rows(8)`" in found[0].message
+    assert "its code calls `tf.train.shuffle_batch`" in found[0].message
+    assert "tf.data" in found[0].hint

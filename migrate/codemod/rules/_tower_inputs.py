@@ -147,3 +147,59 @@ class _ReturnDataset(cst.CSTTransformer):
 def return_dataset(function: cst.FunctionDef, plan: NamedBatch) -> cst.FunctionDef:
     """The helper returning its dataset: the caller iterates it once."""
     return function.visit(_ReturnDataset(plan))
+
+
+# TF1 input code whose batches queue-runner threads produced
+QUEUE_INPUTS = frozenset({
+    "train.shuffle_batch", "train.batch", "train.shuffle_batch_join", "train.batch_join",
+    "train.string_input_producer", "train.slice_input_producer", "train.input_producer",
+    "train.range_input_producer", "train.maybe_batch", "train.maybe_shuffle_batch",
+    "contrib.slim.prefetch_queue.prefetch_queue", "train.start_queue_runners",
+})
+
+
+def origin(statements, name: str) -> cst.BaseStatement | None:
+    """The last statement of ``statements`` binding ``name`` (the graph block's
+    code before the towers)."""
+    return next((st for st in reversed(statements) if name in C.assignment(st)[0]), None)
+
+
+def input_origin(statements, names: set[str], qualname) -> tuple[cst.BaseStatement, cst.Call] | None:
+    """Following ``names`` back through ``statements``: the first statement
+    whose value is a call of a function the program did not write in the block
+    (a helper, another module's input function) -- where the towers' batch
+    comes from -- with that call."""
+    seen: set[str] = set()
+    stack = sorted(names)
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        made = origin(statements, name)
+        if made is None:
+            continue
+        _, value, _ = C.assignment(made)
+        if isinstance(value, cst.Call) and qualname(value.func) is None:
+            func = value.func
+            base = func if isinstance(func, cst.Name) else func.value if isinstance(func, cst.Attribute) else None
+            if isinstance(base, cst.Name) and origin(statements, base.value) is None:
+                return made, value
+        stack.extend(sorted(C.names_used(value) if value is not None else set()))
+    return None
+
+
+def runs_queue_input(tracer, module: cst.Module, call: cst.Call | None) -> str | None:
+    """Evidence that the towers' input is a TF1 queue-runner pipeline: the
+    input function's code (read where it is in the program) or this file
+    starting queue runners; None without any."""
+    if call is not None:
+        found = tracer.callee(call, tracer.root)
+        if found is not None and found[0] == "function":
+            for node in C.walk(found[1]):
+                if isinstance(node, cst.Call) and tracer.qualname(node.func, found[2]) in QUEUE_INPUTS:
+                    return f"its code calls `{C.code_of(node.func)}`"
+    for node in C.walk(module):
+        if isinstance(node, cst.Call) and tracer.qualname(node.func, tracer.root) == "train.start_queue_runners":
+            return f"this file starts its queue runners: `{C.code_of(node)}`"
+    return None

@@ -27,6 +27,7 @@ import libcst as cst
 
 from migrate.codemod.fastcst import code_of
 from migrate.codemod.program.tracing import Tracer, own_scope
+from migrate.codemod.rules._tower_shapes import first_line
 
 COLLECTION_READS = frozenset({"get_collection", "get_collection_ref"})
 
@@ -79,23 +80,23 @@ def scope_problem(tracer: Tracer, statements, name: str) -> ScopeProblem | None:
                         (a.value for a in call.args if a.keyword is not None and a.keyword.value == "key"), None)
                     if arg.keyword is not None and arg.keyword.value != "scope" or (
                             arg.keyword is None and (len(positional) < 2 or positional[1] is not arg)):
-                        return ScopeProblem(where, f"`{code_of(call)}` reads it as a collection key")
+                        return ScopeProblem(where, f"`{first_line(call)}` reads it as a collection key")
                     if key is None or _by_creation(key):
-                        return ScopeProblem(where, f"`{code_of(call)}` filters REGULARIZATION_LOSSES by it, a"
+                        return ScopeProblem(where, f"`{first_line(call)}` filters REGULARIZATION_LOSSES by it, a"
                                             " collection get_variable fills when it creates a variable: in TF1"
                                             " under the first tower's scope only, which no replica reproduces")
                     continue
                 found = tracer.callee(call, unit)
                 if found is None:
-                    return ScopeProblem(where, f"`{code_of(call)}` takes it as a value (only a collection read"
-                                        " filtered by it can be carried over)")
+                    return ScopeProblem(where, f"it is given to `{first_line(call)}`, whose code is not in the program"
+                                        " (only a collection read filtered by it can be carried over)")
                 if found[0] == "opaque":
                     return ScopeProblem(where, f"it is passed to `{found[2]}()` of `{found[1].name}`, which is not"
                                         " in this project: what that code does with the name cannot be read")
                 fn, fn_unit = found[1], found[2]
                 param = _parameter(fn, call, arg)
                 if param is None:
-                    return ScopeProblem(where, f"`{code_of(call)}` passes it to `{fn.name.value}()` in a way"
+                    return ScopeProblem(where, f"`{first_line(call)}` passes it to `{fn.name.value}()` in a way"
                                         " that cannot be followed")
                 if (id(fn), param) in seen:
                     continue

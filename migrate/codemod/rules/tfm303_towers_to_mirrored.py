@@ -17,7 +17,13 @@ from migrate.codemod.rules._program import MIRRORED, REFERENCE
 from migrate.codemod.rules._tfm301_loop import _DropGraphModeSwitches, rewrite_session
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, _method, _SessionRegion
 from migrate.codemod.rules._tower_averages import moving_average_filler
-from migrate.codemod.rules._tower_inputs import named_batch, own_returns, return_dataset
+from migrate.codemod.rules._tower_inputs import (
+    input_origin,
+    named_batch,
+    own_returns,
+    return_dataset,
+    runs_queue_input,
+)
 from migrate.codemod.rules._tower_scopes import scope_problem
 from migrate.codemod.rules._tower_shapes import (
     device_function_target,
@@ -26,6 +32,9 @@ from migrate.codemod.rules._tower_shapes import (
     loss_towers,
     replace_index_slices,
     reuse_positions,
+)
+from migrate.codemod.rules._tower_shapes import (
+    first_line as _first_line,
 )
 from migrate.codemod.rules.tfm301_graph_to_strategy import GraphToStrategy
 
@@ -453,6 +462,7 @@ class TowersToMirrored(GraphToStrategy):
                         fixed=False)
             return None
         pre += self._optimizer_from_loop(towers)
+        self._pre = pre
         pre = [st for st in pre if not self._list_init(st, towers, [*session_part, *after])]
         blockers: list[_Blocker] = []
         graph = analyze(pre, self.qualname, inputs=self._input_helpers())
@@ -493,10 +503,14 @@ class TowersToMirrored(GraphToStrategy):
         bad_splits = needed & set(self.bad_splits)
         for names, st in pre_compute:
             if len(names) == 1 and names[0] in bad_splits:
+                _, split, _ = C.assignment(st)
+                source = C.arg(split, 0, "value") if isinstance(split, cst.Call) else None
+                filled = self._queue_input(C.names_used(source), f"; `{source.value}` is") if isinstance(
+                    source, cst.Name) else ""
                 blockers.append(_Blocker(st, f"{header}: the towers read `{names[0]}[{towers.index}]` of"
-                                         f" `{_first_line(st)}`, but {self.bad_splits[names[0]]}",
+                                         f" `{_first_line(st)}`, but {self.bad_splits[names[0]]}{filled}",
                                          "split the fed batch along axis 0 into equal slices, or port this by"
-                                         " hand"))
+                                         " hand" if not filled else _INPUT_HINT))
         if not params and not bad_splits:
             blockers.append(self._input_helper_problem(pre, pairs, header)
                             or self._no_input(pairs, towers, header, graph, loss))
@@ -851,10 +865,13 @@ class TowersToMirrored(GraphToStrategy):
         pairs = [(original, new) for original, new in pairs if id(new) in wanted] or pairs
         use = "; build the input with tf.data and strategy.distribute_datasets_from_function"
         for original, _ in pairs:
-            if any(isinstance(n, cst.Call) and _method(n) in _DEQUEUES for n in C.walk(original)):
+            dequeue = next((n for n in C.walk(original) if isinstance(n, cst.Call) and _method(n) in _DEQUEUES), None)
+            if dequeue is not None:
+                owner = dequeue.func.value
+                filled = self._queue_input(C.names_used(owner), "") if isinstance(owner, cst.Name) else ""
                 return _Blocker(original, f"{header}: the towers read no fed placeholder: each dequeues its batch"
-                                f" from a queue (`{_first_line(original)}`), and TFM303 does not migrate queue"
-                                f" input{use}", _INPUT_HINT)
+                                f" from a queue (`{_first_line(original)}`){filled}, and TFM303 does not migrate"
+                                f" queue input{use}", _INPUT_HINT)
         for original, _ in pairs:
             if C.names_used(original) & towers.index_names:
                 return _Blocker(original, f"{header}: the towers read no fed placeholder: `{_first_line(original)}`"
@@ -865,6 +882,23 @@ class TowersToMirrored(GraphToStrategy):
                         f" tower's input itself (placeholders of its own, a helper or a queue), which TFM303 does not"
                         f" migrate{use}",
                         _INPUT_HINT)
+
+    def _queue_input(self, names: set[str], lead: str) -> str:
+        """Where the towers' queue or batch comes from, when TF1 queue runners
+        filled it: a clause for the decline ("" when that is not known)."""
+        found = input_origin(self._pre, names, self.qualname)
+        tracer = self._program().tracer
+        evidence = runs_queue_input(tracer, self.module_in, found[1] if found else None)
+        if evidence is None:
+            return ""
+        what = (f"a TF1 queue-runner input pipeline ({evidence}), whose reader and batching threads decided which"
+                " batch each step took: no tf.data pipeline can be proven to repeat that order")
+        if found is None:
+            return f"{lead or ','} {what}"
+        made, call = found
+        where = self._program().origin_of(call)
+        where = where.split(" (", 1)[0] if where else ""
+        return f"{lead} filled from `{_first_line(made)}`{where}: {what}"
 
     def _averages(self, call: cst.Call, towers: _Towers) -> bool:
         """`average_gradients(tower_grads)` (any module's function whose name says it averages)."""
@@ -985,7 +1019,7 @@ class TowersToMirrored(GraphToStrategy):
             blockers.append(_Blocker(st, f"{self._header}: `{_first_line(st)}` averages"
                             " `tf.moving_average_variables()`, the TF1 collection the model's layers filled as"
                             f" they were built, which TF2 does not keep; {where} {filler.what}"
-                            f" (through `{C.code_of(filler.call)}`), so the variables it held "
+                            f" (through `{_first_line(filler.call)}`), so the variables it held "
                             + ("cannot be read here" if filler.opaque else "are not only the trainable ones"),
                             ("migrate the module with this file, or list the variables to average (for a model"
                              " without batch norm: tf.trainable_variables() alone)" if filler.opaque else
@@ -1504,21 +1538,6 @@ def _appended_names(loop: cst.For) -> set[str]:
 
 def _loop_key(loop: cst.For) -> str:
     return C.code_of(loop.with_changes(leading_lines=[]))
-
-
-def _first_line(node) -> str:
-    """A node's code on one line (a block: its first line), comments skipped, shortened."""
-    if node is None:
-        return "?"
-    lines = [line.strip() for line in C.code_of(node).splitlines()]
-    lines = [line for line in lines if line and not line.startswith("#")]
-    if not lines:
-        return "?"
-    if isinstance(node, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
-        text = lines[0]
-    else:
-        text = " ".join(lines).replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]")
-    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def _header(node) -> str:
