@@ -17,6 +17,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from migrate.codemod.engine import migrate_source
@@ -1053,3 +1054,115 @@ def test_towers_splitting_a_queue_runner_batch_are_declined_saying_where_the_bat
     assert "`inputs` is filled from `inputs, targets = shuffled_rows(8)`" in found[0].message
     assert "its code calls `tf.train.shuffle_batch`" in found[0].message
     assert "tf.data" in found[0].hint
+
+
+# Checkpoints written by a tf.train.Saver every other step, the newest two kept.
+SAVER_CHECKPOINTS = '''\
+import os
+
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+TOWERS = 2
+LOG_DIR = os.environ.get("CHECKPOINTS", "/tmp/towers_ckpt")
+
+
+def regression(features):
+    w = tf.get_variable("w", [3, 1], initializer=tf.glorot_uniform_initializer(seed=7))
+    return tf.matmul(features, w)
+
+
+def average_gradients(per_tower):
+    return [(tf.reduce_mean(tf.stack([g for g, _ in pairs]), 0), pairs[0][1]) for pairs in zip(*per_tower)]
+
+
+def main():
+    rng = np.random.RandomState(2)
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        step = tf.train.get_or_create_global_step()
+        inputs = tf.placeholder(tf.float32, [None, 3])
+        targets = tf.placeholder(tf.float32, [None, 1])
+        input_parts = tf.split(inputs, TOWERS)
+        target_parts = tf.split(targets, TOWERS)
+        sgd = tf.train.GradientDescentOptimizer(0.1)
+        per_tower = []
+        for t in range(TOWERS):
+            with tf.device("/cpu:%d" % t):
+                with tf.variable_scope(tf.get_variable_scope(), reuse=t > 0):
+                    cost = tf.reduce_mean(tf.square(regression(input_parts[t]) - target_parts[t]))
+                    per_tower.append(sgd.compute_gradients(cost))
+        train_op = sgd.apply_gradients(average_gradients(per_tower), global_step=step)
+        saver = tf.train.Saver(tf.global_variables(), max_to_keep=2)
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": TOWERS})) as sess:
+            sess.run(tf.global_variables_initializer())
+            for n in range(6):
+                x = rng.normal(size=(8, 3))
+                y = x.sum(axis=1, keepdims=True)
+                _, c = sess.run([train_op, cost], {inputs: x, targets: y})
+                print("train", n, c)
+                if n % 2 == 0:
+                    saver.save(sess, os.path.join(LOG_DIR, "model.ckpt"), global_step=n)
+
+
+main()
+'''
+
+
+def test_saver_saves_become_a_checkpoint_manager_writing_the_same_files():
+    result = _migrate(SAVER_CHECKPOINTS, select=None)
+    assert result.manual_work == []
+    out = result.output
+    assert "Saver" not in out and "sess" not in out
+    assert "checkpoint = tf.train.Checkpoint(step=step, sgd=sgd, model=model)" in out
+    assert "max_to_keep=2, checkpoint_name=os.path.basename(path))" in out
+    assert "            save_checkpoint(os.path.join(LOG_DIR, \"model.ckpt\"), n)" in out
+    # a save reads the variables: no step runs ahead of it
+    assert "pending_steps" not in out
+    notes = [d for d in result.diagnostics if d.code == "TFM303" and "CheckpointManager" in d.message]
+    assert len(notes) == 1 and notes[0].fixed and notes[0].line == _line_of(SAVER_CHECKPOINTS, "saver = tf.train.Saver(")
+
+
+def test_saver_checkpoints_are_written_as_the_legacy_program_wrote_them(tmp_path):
+    import tensorflow as tf
+
+    result = _migrate(SAVER_CHECKPOINTS, select=None)
+    runs = {}
+    for kind, code in (("legacy", SAVER_CHECKPOINTS), ("migrated", result.output)):
+        directory = tmp_path / kind
+        directory.mkdir()
+        (directory / "program.py").write_text(code)
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", "CHECKPOINTS": str(directory / "ckpt")}
+        done = subprocess.run([sys.executable, "program.py"], capture_output=True, text=True, timeout=300, env=env,
+                              check=False, cwd=directory)
+        assert done.returncode == 0, done.stderr[-3000:]
+        files = sorted(p.name for p in (directory / "ckpt").iterdir() if p.suffix == ".index")
+        latest = tf.train.latest_checkpoint(str(directory / "ckpt"))
+        runs[kind] = (done.stdout.splitlines(), files, latest, tf.train.load_checkpoint(latest))
+    legacy, migrated = runs["legacy"], runs["migrated"]
+    assert migrated[0] == legacy[0] and len(legacy[0]) == 6
+    assert legacy[1] == ["model.ckpt-2.index", "model.ckpt-4.index"]
+    assert migrated[1] == legacy[1]
+    assert legacy[2].endswith("model.ckpt-4") and migrated[2].endswith("model.ckpt-4")
+    # the same values: the step counter after five updates, and the weights
+    assert legacy[3].get_tensor("global_step") == migrated[3].get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE") == 5
+    weights = [k for k in migrated[3].get_variable_to_shape_map() if k.startswith("model/") and "w" in k]
+    assert len(weights) == 1
+    np.testing.assert_array_equal(legacy[3].get_tensor("w"), migrated[3].get_tensor(weights[0]))
+
+
+@pytest.mark.parametrize("change, reason", [
+    (("saver.save(sess, os.path.join(LOG_DIR, \"model.ckpt\"), global_step=n)",
+      "print(saver.save(sess, os.path.join(LOG_DIR, \"model.ckpt\"), global_step=n))"),
+     "used otherwise than in a statement `saver.save(sess, path, global_step=step)`"),
+    (("tf.train.Saver(tf.global_variables(), max_to_keep=2)", "tf.train.Saver(tf.trainable_variables())"),
+     "TFM303 carries over a Saver of all the variables"),
+])
+def test_other_saver_uses_are_declined_saying_why(change, reason):
+    code = SAVER_CHECKPOINTS.replace(*change)
+    assert change[1] in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert len(found) == 1 and reason in found[0].message, found

@@ -17,6 +17,12 @@ from migrate.codemod.rules._program import MIRRORED, REFERENCE
 from migrate.codemod.rules._tfm301_loop import _DropGraphModeSwitches, rewrite_session
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, _method, _SessionRegion
 from migrate.codemod.rules._tower_averages import moving_average_filler
+from migrate.codemod.rules._tower_checkpoints import (
+    SaverPlan,
+    checkpoint_code,
+    rewrite_saves,
+    saver_problem,
+)
 from migrate.codemod.rules._tower_inputs import (
     input_origin,
     named_batch,
@@ -559,7 +565,7 @@ class TowersToMirrored(GraphToStrategy):
                                              " the replicas", "compute it inside the tower loop (or from the fed"
                                              " batch)"))
                     break
-        self._check_savers(graph_part, session_part + after, header, blockers)
+        self._check_savers(graph_part, session_part, after, header, blockers)
         for st in graph_part:
             if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
                 blockers.append(_Blocker(st, f"{header}: `{_first_line(st)}` is defined inside the graph block, which"
@@ -576,6 +582,11 @@ class TowersToMirrored(GraphToStrategy):
         self.towers = towers
         self.splits = splits
         session = _SessionRegion(self, graph)
+        if self.saver_plans:
+            self.save_function, self.checkpoint_name = self._fresh("save_checkpoint"), self._fresh("checkpoint")
+            session_part = rewrite_saves(session_part, self.saver_plans, self.save_function)
+            # a save reads the variables: the loop runs no step ahead of it
+            session.state_names.add(self.save_function)
         session.scan(session_part)
         prelude = self._build(block, graph, session)
         new_part = rewrite_session(session, session_part)
@@ -1147,23 +1158,39 @@ class TowersToMirrored(GraphToStrategy):
                 inside |= {id(n) for n in _name_nodes(call, name)}
         return bool(reads) and {id(n) for n in reads} <= inside
 
-    def _check_savers(self, graph_part, rest, header, blockers) -> None:
+    def _check_savers(self, graph_part, session_part, after, header, blockers) -> None:
+        """A `tf.train.Saver` of all the variables saved by `saver.save(sess, path,
+        global_step=n)` statements of the session code is carried over
+        (``self.saver_plans``, see _tower_checkpoints); any other is a blocker."""
+        self.saver_plans: list[SaverPlan] = []
+        region = [*graph_part, *session_part, *after]
         savers = {}
-        for st in [*graph_part, *rest]:
+        sessions = set()
+        for st in region:
             for node in C.walk(st):
                 names, value, _ = C.assignment(node)
                 if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "train.Saver":
                     savers[names[0]] = node
+                if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) in SESSION_CLASSES:
+                    sessions.add(names[0])
+                if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call) and node.asname is not None and (
+                        self.qualname(node.item.func) in SESSION_CLASSES):
+                    sessions.update(C.target_names(node.asname.name))
+        hint = ("checkpoint the migrated program with tf.train.Checkpoint(optimizer=..., model=...) and"
+                " tf.train.CheckpointManager(directory, max_to_keep=5): manager.save(checkpoint_number=step)")
         for name, made in savers.items():
-            for st in [*graph_part, *rest]:
-                use = next((u for u in _uses(st, name) if u is not made), None)
-                if use is not None:
-                    blockers.append(_Blocker(use, f"{header}: `{_first_line(use)}` checkpoints with a TF1 `tf.train.Saver`"
-                                     f" (`{_first_line(made)}`), which TFM303 does not migrate",
-                                     "checkpoint the migrated program with tf.train.Checkpoint(optimizer=...,"
-                                     " model=...) and tf.train.CheckpointManager(directory, max_to_keep=5):"
-                                     " manager.save(checkpoint_number=step)"))
-                    break
+            uses = [u for st in region for u in _uses(st, name) if u is not made]
+            if not uses:
+                continue
+            found = saver_problem(name, made, uses, sessions, self.qualname)
+            inside = {id(n) for st in session_part for n in C.walk(st)}
+            if isinstance(found, SaverPlan) and all(id(u) in inside for u in found.saves) and not self.saver_plans:
+                self.saver_plans.append(found)
+                continue
+            why = "a second saver, or one saved after the session"
+            node, why = found if not isinstance(found, SaverPlan) else (uses[0], why)
+            blockers.append(_Blocker(node, f"{header}: `{_first_line(node)}` checkpoints with a TF1 `tf.train.Saver`"
+                                     f" (`{_first_line(made)}`), which TFM303 does not migrate here: {why}", hint))
 
     def _report_lost(self, lost, statements, new, session: _SessionRegion, header) -> None:
         """Say which statements still need names of the TF1 graph, located on
@@ -1445,9 +1472,31 @@ class TowersToMirrored(GraphToStrategy):
                                 leading_lines=[cst.EmptyLine(indent=False)])]
 
     def _build(self, device_with: cst.With, graph: Graph, session):
-        out = super()._build(device_with, graph, session)
+        out = self._build_averages(device_with, graph, session)
         if self.towers.collected_scope and self.template is not None:
             out = [transform(st, _TracedBuild(self.template)) for st in out]
+        if self.saver_plans:
+            tracked = [n for n in [graph.global_step, graph.optimizer, *graph.variables, self.template] if n]
+            averages = (f"[{self.ema[0]}.average(variable) for variable in {self.trainable_name}]"
+                        if self.ema is not None and self.ema[3] else None)
+            code = checkpoint_code(self.saver_plans[0], self.checkpoint_name, self.save_function, tracked, averages)
+            made = C.stmts(code)
+            made = [st.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for st in made]
+            self.ctx.require_import("os")
+            k = max(k for k, st in enumerate(out) if C.assignment(st)[0] == [self.trainable_name] or (
+                isinstance(st, cst.With) and self.ema is not None and f"{self.ema[0]}.apply(" in C.code_of(st)))
+            out = [*out[:k + 1], *made, *out[k + 1:]]
+            plan = self.saver_plans[0]
+            self.report(plan.made, f"`{_first_line(plan.made)}`: its saves become `{self.save_function}(path, step)`,"
+                        " a tf.train.Checkpoint of the step counter, the optimizer and the model"
+                        + (" and the moving averages" if averages else "") + " written by a"
+                        " tf.train.CheckpointManager as <path>-<step>, the newest kept as the Saver kept them (it also"
+                        " counts checkpoints an earlier run listed in that directory)", fixed=True, severity="info",
+                        reference=REFERENCE[MIRRORED])
+        return out
+
+    def _build_averages(self, device_with: cst.With, graph: Graph, session):
+        out = super()._build(device_with, graph, session)
         if self.ema is None or not self.ema[3]:
             return out
         # the averages' variables are made once, from the variables' initial
