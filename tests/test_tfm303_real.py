@@ -1166,3 +1166,13 @@ def test_other_saver_uses_are_declined_saying_why(change, reason):
     assert result.output == code
     found = [d for d in result.diagnostics if d.code == "TFM303"]
     assert len(found) == 1 and reason in found[0].message, found
+
+
+def test_an_initializer_run_in_the_default_session_is_dropped_like_a_session_run_of_it():
+    code = SAVER_CHECKPOINTS.replace(
+        "        with tf.Session(", "        init = tf.global_variables_initializer()\n        with tf.Session(").replace(
+        "            sess.run(tf.global_variables_initializer())\n", "            init.run()\n")
+    assert "init.run()" in code
+    result = _migrate(code, select=None)
+    assert result.manual_work == []
+    assert "init.run()" not in result.output and "init = " not in result.output

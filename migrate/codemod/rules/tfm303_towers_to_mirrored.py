@@ -68,6 +68,8 @@ _REGULARIZER_FACTORIES = {
     f"{module}.{name}" for module in ("contrib.layers", "keras.regularizers")
     for name in ("l1_regularizer", "l2_regularizer", "l1_l2_regularizer", "l1", "l2", "l1_l2", "L1", "L2", "L1L2")
 }
+_INITIALIZER_OPS = {"global_variables_initializer", "initialize_all_variables", "local_variables_initializer",
+                    "initialize_local_variables"}
 _DEQUEUES = {"dequeue", "dequeue_many", "dequeue_up_to"}
 _INPUT_HINT = (
     "feed the batch through placeholders (whole, or split with tf.split), or build the input with tf.data and"
@@ -587,6 +589,7 @@ class TowersToMirrored(GraphToStrategy):
             session_part = rewrite_saves(session_part, self.saver_plans, self.save_function)
             # a save reads the variables: the loop runs no step ahead of it
             session.state_names.add(self.save_function)
+        session_part = self._initializer_runs(graph_part, session_part)
         session.scan(session_part)
         prelude = self._build(block, graph, session)
         new_part = rewrite_session(session, session_part)
@@ -605,6 +608,29 @@ class TowersToMirrored(GraphToStrategy):
             return None
         self.converted = True
         return new
+
+    def _initializer_runs(self, graph_part, session_part):
+        """`init.run()` of an initializer op in the default session -> `sess.run(init)`,
+        the session run the session rewrite already knows (it drops it)."""
+        initializers = {n for st in graph_part for n in C.assignment(st)[0][:1]
+                        if isinstance(C.assignment(st)[1], cst.Call)
+                        and self.qualname(C.assignment(st)[1].func) in _INITIALIZER_OPS}
+        sessions = {n for st in session_part for item in C.walk(st) if isinstance(item, cst.WithItem)
+                    and item.asname is not None and isinstance(item.item, cst.Call)
+                    and self.qualname(item.item.func) in SESSION_CLASSES for n in C.target_names(item.asname.name)}
+        if not initializers or len(sessions) != 1:
+            return session_part
+        session = next(iter(sessions))
+
+        class RunInSession(cst.CSTTransformer):
+            def leave_Call(self, original, updated):
+                owner = original.func.value if isinstance(original.func, cst.Attribute) else None
+                if _method(original) == "run" and not original.args and isinstance(owner, cst.Name) and (
+                        owner.value in initializers):
+                    return C.expr(f"{session}.run({owner.value})")
+                return updated
+
+        return [st.visit(RunInSession()) for st in session_part]
 
     def _regularizers_to_state(self, pre, graph: Graph) -> None:
         """`regularizer = tf.contrib.layers.l2_regularizer(scale)` makes a Python
