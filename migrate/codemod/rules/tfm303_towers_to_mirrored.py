@@ -162,7 +162,23 @@ class TowersToMirrored(GraphToStrategy):
     after the loop, or the first's. Towers that append per-example losses
     and ``minimize`` the mean of their concatenation are restated as towers
     differentiating their own mean (equal ``tf.split`` slices: the same mean,
-    the averaged gradient) and migrated the same way. Towers built directly
+    the averaged gradient) and migrated the same way. An input function
+    returning its one-shot iterator's batch through names (``iterator =
+    ds.make_one_shot_iterator(); x, y = iterator.get_next(); return x, y``)
+    returns its dataset, iterated once (``_tower_inputs``). A tower reading
+    its ``name_scope`` name only to filter collections
+    (``tf.add_n(tf.get_collection("losses", scope))``, also in the program's
+    helpers) -- each replica's model function opens a name scope of its own
+    and the model is built by a traced call (``_tower_scopes``). An
+    ``ExponentialMovingAverage`` of ``tf.trainable_variables()`` (named
+    first, or plus a ``tf.moving_average_variables()`` no code of the graph
+    fills) grouped into the train op -- updated after the variables in each
+    replica step (``_tower_averages``). A regularizer made before the loop
+    (``l2_regularizer(scale)``, a function) -- made once with the model. A
+    ``tf.train.Saver`` of all the variables saved by ``saver.save(sess,
+    path, global_step=n)`` -- a ``tf.train.Checkpoint`` saved by a
+    ``CheckpointManager`` to the same ``<path>-<n>`` files, as many kept
+    (``_tower_checkpoints``). Towers built directly
     under ``if __name__ == "__main__":`` are taken like a function body.
     Towers written out one ``with tf.device(...)`` block each are reported
     (across a cluster's tasks: MultiWorkerMirroredStrategy by hand).
@@ -170,12 +186,16 @@ class TowersToMirrored(GraphToStrategy):
     Every tower loop (a ``for`` whose body calls ``tf.device`` and
     ``compute_gradients``) that is not rewritten gets a located TFM303
     diagnostic naming the construct that stops it: towers that read no fed
-    placeholder (queue or helper input: use
+    placeholder (a TF1 queue-runner pipeline: the input function, its module
+    and what makes it a queue are named -- no tf.data pipeline can be proven
+    to repeat the threads' batch order; use
     ``strategy.distribute_datasets_from_function``), a tower body reading the
-    tower index or a ``name_scope`` name, an optimizer built elsewhere, a
-    train op grouped with other updates (``ExponentialMovingAverage``),
-    ``tf.train.Saver`` checkpoints, a tower loop inside an ``if`` or at
-    module level, and the like.
+    tower index, or its scope name otherwise than to filter a collection
+    (given to code not in the program, REGULARIZATION_LOSSES), an optimizer
+    built elsewhere, a train op grouped with other updates (batch-norm
+    updates, an average of a ``moving_average_variables()`` the model's
+    layers may fill), a restoring or partial ``tf.train.Saver``, a tower loop
+    inside an ``if`` or at module level, and the like.
 
     Why
     The tower loop, ``average_gradients`` and device strings are exactly the
