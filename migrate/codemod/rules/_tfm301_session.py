@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow
+from migrate.codemod.rules import _dataflow, _moving_average
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -545,6 +545,9 @@ class _SessionRegion:
                 tracked_names.append(self.rule.template)
             # once each: a step counter the program made with tf.Variable is one of its variables too
             tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
+            averages = getattr(self.rule, "moving_average", None)
+            if averages is not None:  # TF1's Saver saved the shadow variables with the others
+                tracked += ", {}={}".format(*_moving_average.tracked(averages, self.rule.trainable_name))
             ckpt = self.rule._fresh("checkpoint")
             self.checkpoint_name = ckpt
             directory = C.code_of(self.checkpoint_dir)

@@ -21,7 +21,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _flag_choice, _rebinding
+from migrate.codemod.rules import _dataflow, _flag_choice, _moving_average, _rebinding
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -549,6 +549,15 @@ class GraphToStrategy(Rule):
                         hint="create variables at the top of the graph block (or in a tf.Module) so they can be built"
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
+            return body
+        self.moving_average = _moving_average.plan(graph, inner, self.qualname, chief_only_ok=self.strategy != PSS)
+        if isinstance(self.moving_average, tuple):
+            node, why = self.moving_average
+            self.moving_average = None
+            self.report(node, f"the train op also updates moving averages that cannot be carried over: {why};"
+                        " this training was left as TF1", hint="update the averages in the training loop by hand"
+                        " (`ema.apply(trainable_variables)` after each step), then migrate the rest",
+                        reference=REFERENCE[self.strategy], fixed=False)
             return body
         if self._report_train_op_rebound(graph, inner):
             return body
@@ -1490,6 +1499,10 @@ class GraphToStrategy(Rule):
                 variables = (variables + " + " if trained else "") + f"{self.template}.trainable_variables"
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
+        if getattr(self, "moving_average", None) is not None:
+            out += _moving_average.created(self.moving_average, self.strategy_name, self.trainable_name)
+            self.report(self.moving_average.made, _moving_average.note(self.moving_average), fixed=True,
+                        severity="info", reference=REFERENCE[strategy])
 
         # one step function per distinct training fetch list, one per evaluation
         for fetch in session.train_fetches.values():
@@ -1761,7 +1774,10 @@ class GraphToStrategy(Rule):
             tape_block[0] = tape_block[0].with_changes(leading_lines=C.strip_blank_lines(tape_block[0].leading_lines))
         body = (C.stmts(reads) if reads else []) + [replica.body.body[-1].with_changes(body=C.indented(tape_block))]
         body += C.stmts(grad_code) + [st for _, st in backward]
-        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + ret)
+        averages = ""
+        if getattr(self, "moving_average", None) is not None:
+            averages = _moving_average.step_update(self.moving_average, self.trainable_name)
+        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + averages + ret)
         replica = replica.with_changes(body=replica.body.with_changes(body=body))
         args = C.tuple_code(params)
         schedule_name = session.schedule_names.get(run_name)
