@@ -284,3 +284,59 @@ def test_the_migrated_step_keeps_tf1s_moving_averages():
     assert migrated_values == legacy
     # the averages moved away from the variables: the test sees their update
     assert legacy["averages"] != legacy["variables"]
+
+
+HELPER_NAMED_TRAIN = '''
+import tensorflow.compat.v1 as tf
+
+DECAY = 0.999
+
+
+def train(total_loss, global_step, workers):
+    """Apply the gradients, then update the moving averages."""
+    rate = tf.train.exponential_decay(0.1, global_step, 1000, 0.5, staircase=True)
+    with tf.control_dependencies([]):
+        opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(rate),
+                                             replicas_to_aggregate=workers, total_num_replicas=workers)
+        grads = opt.compute_gradients(total_loss)
+    apply_op = opt.apply_gradients(grads, global_step=global_step)
+    averages = tf.train.ExponentialMovingAverage(DECAY, global_step)
+    with tf.control_dependencies([apply_op]):
+        averages_op = averages.apply(tf.trainable_variables())
+    return averages_op, opt
+
+
+def main(cluster, server, is_chief, batches):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        global_step = tf.train.get_or_create_global_step()
+        images = tf.placeholder(tf.float32, [None, 8])
+        labels = tf.placeholder(tf.float32, [None, 1])
+        weights = tf.Variable(tf.zeros([8, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(images, weights) - labels))
+        train_op, opt = train(loss, global_step, 2)
+    hooks = [opt.make_session_run_hook(is_chief), tf.train.StopAtStepHook(last_step=1000)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks) as sess:
+        while not sess.should_stop():
+            x, y = next(batches)
+            sess.run(train_op, feed_dict={images: x, labels: y})
+'''
+
+
+def test_a_helper_named_train_returning_the_averages_update_migrates():
+    """`def train(total_loss, global_step)` reads `tf.train.*`: not a call of
+    itself, so it is inlined; `with tf.control_dependencies([]):` adds no
+    dependency and is unwrapped; the op it returns is the averages' update."""
+    source = dedent(HELPER_NAMED_TRAIN)
+    result = migrate_source(source)
+    assert not [d for d in result.manual_work if d.code in ("TFM300", "TFM301")], [
+        (d.line, d.message) for d in result.manual_work]
+    out = result.output
+    compile(out, "<migrated>", "exec")
+    assert "def train(" not in out and "control_dependencies" not in out and "tf.train.SyncReplicas" not in out
+    assert "MultiWorkerMirroredStrategy" in out
+    assert "averages = tf.train.ExponentialMovingAverage(DECAY, global_step)" in out
+    replica = out[out.index("def train_step_replica"):out.index("def run_train_step")]
+    assert replica.index("apply_gradients") < replica.index("global_step.assign_add(1)") < replica.index(
+        "averages.apply(trainable_variables)")
+    assert "no set order" not in replica  # TF1 ordered them: after the update
+    assert migrate_source(out).output == out

@@ -144,6 +144,17 @@ def plan(graph, block, qualname, chief_only_ok: bool):
                     break
     if combined is None:
         return None
+    # `train_op = averages_op`: a helper's result bound to the caller's name (TFM300 inlined it)
+    aliases = []
+    # (an alias of an op bound inside a `with` reads as plain Python to the analysis: in the state)
+    candidates = entries + [(C.assignment(st)[0], st) for st in graph.state]
+    while True:
+        alias = next((entry for entry in candidates if len(entry[0]) == 1 and isinstance(
+            C.assignment(entry[1])[1], cst.Name) and C.assignment(entry[1])[1].value == combined), None)
+        if alias is None:
+            break
+        aliases.append(alias)
+        combined = alias[0][0]
     # what keeps it from being carried exactly
     if not _trainable_list(apply_call, qualname):
         return apply_entry[1], (f"`{C.code_of(apply_call)}` averages a list other than tf.trainable_variables(),"
@@ -158,6 +169,7 @@ def plan(graph, block, qualname, chief_only_ok: bool):
     if C.names_used(ctor) & (graph.compute_names | set(graph.placeholder_names)):
         return ctor_statement, "the decay or step count of the averages is computed by the graph"
     taken_ids = {id(apply_entry[1]), id(ctor_statement)} | ({id(combine_entry[1])} if combine_entry else set())
+    taken_ids |= {id(entry[1]) for entry in aliases}
     for names, statement in entries:
         if id(statement) in taken_ids:
             continue
@@ -180,7 +192,7 @@ def plan(graph, block, qualname, chief_only_ok: bool):
                           " ParameterServerStrategy every scheduled step would update them")
     taken_ids.add(id(guard))
     graph.compute = [entry for entry in graph.compute if id(entry[1]) not in taken_ids]
-    graph.state.append(ctor_statement)
+    graph.state = [st for st in graph.state if id(st) not in taken_ids] + [ctor_statement]
     graph.dropped.discard(combined)
     graph.train_op = combined
     return MovingAverage(name=ema, made=ctor_statement, ordered=ordered, combined=combined, update=update,

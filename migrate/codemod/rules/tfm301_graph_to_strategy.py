@@ -68,6 +68,7 @@ from migrate.codemod.rules._tfm301_session import (
     _depends_on,
     _Fetch,
     _method,
+    _owner,
     _reads_task_index,
     _SessionRegion,
 )
@@ -768,6 +769,8 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._report_session_handed_over(statement, value, fetched[hit[0]], before, after):
+                return
             if self._program().builds_no_train_op(value):
                 continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
@@ -802,6 +805,42 @@ class GraphToStrategy(Rule):
                     " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
                     hint="build the optimizer's train op in the block, or a tf.function step by hand",
                     reference=REFERENCE[self.strategy], fixed=False)
+
+    def _report_session_handed_over(self, statement, value, fetched, before, after) -> bool:
+        """The session runs only a variable's update (`step_op = global_step.assign(step_ph)`,
+        a counter kept by hand) while it is handed to other code that trains
+        (`worker.process(sess, ...)`, A3C's layout): say where the training is."""
+        if _method(value) not in ("assign", "assign_add", "assign_sub"):
+            return False
+        sessions = set()
+        for node in (n for st in after for n in C.walk(st)):
+            if isinstance(node, cst.With):
+                sessions.update(n for item in node.items if item.asname is not None and isinstance(
+                    item.item, cst.Call) and (self._is_session_call(item.item) or _method(item.item) in (
+                        "managed_session", "prepare_or_wait_for_session")) for n in C.target_names(item.asname.name))
+            names, made, _ = C.assignment(node)
+            if isinstance(made, cst.Call) and (self._is_session_call(made) or _method(made) in (
+                    "managed_session", "prepare_or_wait_for_session")):
+                sessions.update(names)
+        handed = next((call for st in after for call in C.calls_in(st) if self.qualname(call.func) is None
+                       and _method(call) != "run" and any(isinstance(a.value, cst.Name) and a.value.value in sessions
+                                                           for a in call.args)), None)
+        if handed is None:
+            return False
+        owner = _owner(handed)
+        made = next((C.assignment(st)[1] for st in [*before, *after] if owner and C.assignment(st)[0] == [owner]
+                     and isinstance(C.assignment(st)[1], cst.Call)), None)
+        origin = ""
+        if made is not None:
+            origin = f" (`{owner}` is made by `{C.code_of(made.func)}(...)`{self._program().origin_of(made)})"
+        self.report(statement, f"the session runs only `{fetched}`, a variable's update (`{C.code_of(value)}`),"
+                    f" no optimizer's train op; the training runs in `{C.code_of(handed.func)}(...)`{origin}, which"
+                    " is handed the TF1 session and runs its own updates with it: TFM301 cannot carry them into a"
+                    " step function; this training was left as TF1",
+                    hint=f"migrate what `{C.code_of(handed.func)}` runs to a tf.function step (GradientTape +"
+                    " apply_gradients) under the strategy, then its loop, by hand",
+                    reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_pinned_before(self, statements) -> None:
         """`with tf.device("/job:worker/task:%d" % i): v = tf.get_variable(...)`
