@@ -369,6 +369,8 @@ class _SessionRegion:
             hq = q(hook.func)
             if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "declined_hooks", {}):
                 continue  # reported where its class does what a TF2 loop cannot
+            if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "carried_hook_classes", ()):
+                continue  # the loop calls its methods now (_session_loop.carry_program_hooks)
             if hq is None and _method(hook) != "make_session_run_hook":
                 # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
                 self.rule.report(hook, f"the session hook `{C.code_of(hook.func)}(...)` is dropped with the session:"
