@@ -19,6 +19,7 @@ import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
+from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import _dataflow, _flag_choice, _rebinding
@@ -417,10 +418,15 @@ class GraphToStrategy(Rule):
                             " tf.distribute.MultiWorkerMirroredStrategy by hand, dividing the loss by the number of"
                             " replicas as SyncReplicasOptimizer averaged)", reference=REFERENCE[MWMS], fixed=False)
                 continue
+            placed = placement.describe(module, call, self.qualname, self.ctx.path)
+            given = None if placed else placement.receivers(module, call, self.ctx.path)
+            if given:
+                placed = f"no `with` around it places variables; it is given to {given}"
+            how = (f"its variables are placed by {placed}" if placed and not given else placed if given else
+                   "its variables are placed another way, or the `with` has other items")
             self.report(call, "SyncReplicasOptimizer left in place: TFM301 migrates synchronous training built in"
                         " a `with tf.device(tf.train.replica_device_setter(...)):` block of its own, and this one"
-                        " is not in such a block (its variables are placed another way, or the `with` has other"
-                        " items); it still needs TF1's parameter servers and sessions",
+                        f" is not in such a block ({how}); it still needs TF1's parameter servers and sessions",
                         hint="rebuild the training on tf.distribute.MultiWorkerMirroredStrategy by hand, dividing"
                         " the loss by the number of replicas as SyncReplicasOptimizer averaged",
                         reference=REFERENCE[MWMS], fixed=False)
@@ -439,6 +445,41 @@ class GraphToStrategy(Rule):
             if chain is not None:
                 return chain
         return None
+
+    def visit_FunctionDef(self, node):
+        self.__dict__.setdefault("functions_in", []).append(node)
+
+    def leave_FunctionDef(self, original, updated):
+        self.functions_in.pop()
+        return updated
+
+    def _report_cluster_from_caller(self, device_with, setter_statement, after) -> None:
+        """A block whose cluster comes in through parameters of its function (a
+        library's ``train(target, cluster_spec)``) migrates as the rule's own
+        fixtures do: the strategy reads TF_CONFIG. When modules beside this one
+        call the function with a cluster and a server they build, those callers
+        must change with it (their TF1 server would keep this task's port, where
+        the strategy starts its own): a warning names them."""
+        function = self.functions_in[-1] if getattr(self, "functions_in", None) else None
+        if function is None:
+            return
+        setters = [c for st in (device_with.items[0].item, setter_statement) if st is not None
+                   for c in [*C.calls_in(st)] if self.qualname(c.func) == "train.replica_device_setter"]
+        through = callers.cluster_parameters(function, setters, callers.session_calls(after))
+        if not through:
+            return
+        sites = callers.callers(self.ctx.path, self.ctx.module, function, other_files_only=True)
+        if not sites:
+            return
+        what = " and ".join(f"`{name}` ({role})" for name, role in through)
+        self.report(device_with, f"the cluster of this training comes from its callers: {what}"
+                    f" {'is a parameter' if len(through) == 1 else 'are parameters'} of `{function.name.value}(...)`,"
+                    f" called at {', '.join(s.describe() for s in sites[:3])}. The migrated training builds"
+                    f" {STRATEGY_CLASS[self.strategy]} from TF_CONFIG instead, and starts this task's server itself:"
+                    " the caller's tf.train.Server (and its ps tasks) must go, and the job be launched with TF_CONFIG",
+                    hint="remove the caller's ClusterSpec/Server and ps branch (tfmigrate migrates them only in the"
+                    " file that trains), set TF_CONFIG for each task", reference=REFERENCE[self.strategy],
+                    fixed=False)
 
     def leave_IndentedBlock(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
@@ -644,6 +685,8 @@ class GraphToStrategy(Rule):
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
         self.signals_dropped = self.signals_dropped or bool(signals)
+        self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
+                                         [*session_inside, *body[i + 1:]])
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:

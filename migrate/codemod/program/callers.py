@@ -1,0 +1,194 @@
+"""Where the values a training function works on come from when they are its
+parameters: the cluster a device setter is given, the master a session
+connects to.
+
+A library module of a project (``trainer_lib.train(target, cluster_spec)``)
+builds the graph, the device setter and the session loop on a cluster its
+caller made: the driver parses the flags, builds the ``ClusterSpec`` and the
+``tf.train.Server`` and passes ``server.target`` and the spec in. A strategy
+built inside the library cannot see that cluster, and the caller's TF1 server
+keeps the task's port; this module finds those parameters and the calls that
+pass them (in the same file and in the sibling modules importing it), so the
+rule can say where the cluster is made. It reads code only."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.codemod.fastcst import children, code_of
+from migrate.codemod.program.tracing import own_scope
+
+# the session constructors and methods that take the master a TF1 server serves
+_MASTER_TAKERS = {"MonitoredTrainingSession": ("master", 0), "Session": ("target", 0),
+                  "InteractiveSession": ("target", 0), "prepare_or_wait_for_session": ("master", 0),
+                  "managed_session": ("master", 0)}
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A call of a function of the project: the file (relative to the
+    function's own directory), its line, and the call's code."""
+
+    path: str
+    line: int
+    code: str
+
+    def describe(self) -> str:
+        return f"{self.path}:{self.line} (`{self.code}`)"
+
+
+def parameter_names(function: cst.FunctionDef) -> set[str]:
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    return {p.name.value for p in every}
+
+
+def _arg(call: cst.Call, position: int, keyword: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in call.args if a.keyword is None and not a.star]
+    return positional[position].value if position < len(positional) else None
+
+
+def _root_name(expr: cst.BaseExpression | None) -> str | None:
+    """``target`` for ``target``, ``server`` for ``server.target``."""
+    while isinstance(expr, cst.Attribute):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
+
+
+def _callee_name(call: cst.Call) -> str | None:
+    func = call.func
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return func.value if isinstance(func, cst.Name) else None
+
+
+def cluster_parameters(function: cst.FunctionDef, setters: list[cst.Call],
+                       sessions: list[cst.Call]) -> list[tuple[str, str]]:
+    """The parameters of ``function`` that the training's cluster comes in
+    through: (parameter, what it is) for the ``cluster=`` of a device setter
+    and the master of a training session, in that order."""
+    params = parameter_names(function)
+    found: list[tuple[str, str]] = []
+    for setter in setters:
+        name = _root_name(_arg(setter, 4, "cluster"))
+        if name in params and all(name != n for n, _ in found):
+            found.append((name, "the device setter's cluster"))
+    for session in sessions:
+        taker = _MASTER_TAKERS.get(_callee_name(session) or "")
+        if taker is None:
+            continue
+        name = _root_name(_arg(session, taker[1], taker[0]))
+        if name in params and all(name != n for n, _ in found):
+            found.append((name, "the master its session connects to"))
+    return found
+
+
+def session_calls(statements) -> list[cst.Call]:
+    """Calls in these statements that take a TF1 master (sessions, Supervisor's)."""
+    out = []
+    for statement in statements:
+        for node in own_scope(statement):
+            if type(node) is cst.Call and _callee_name(node) in _MASTER_TAKERS:
+                out.append(node)
+    return out
+
+
+def _line_of(module: cst.Module, node: cst.CSTNode) -> int:
+    # positions without a metadata pass: count the lines of the code before the node
+    code = module.code
+    text = code_of(node)
+    at = code.find(text)
+    return code.count("\n", 0, at) + 1 if at >= 0 else 1
+
+
+def _calls_named(module: cst.Module, callee: str, via_module: str | None) -> list[cst.Call]:
+    """Calls of ``callee`` (``callee(...)``), or of ``<via_module>.callee(...)``
+    when ``via_module`` is the name the importing file binds the module to."""
+    out = []
+    stack = [module]
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Call:
+            func = node.func
+            if via_module is None and isinstance(func, cst.Name) and func.value == callee or (via_module is not None and isinstance(func, cst.Attribute) and func.attr.value == callee
+                  and code_of(func.value) == via_module):
+                out.append(node)
+        stack.extend(children(node))
+    return out
+
+
+def _import_bindings(module: cst.Module, stem: str, callee: str) -> tuple[list[str], bool]:
+    """How a file refers to module ``stem``: the names it binds the module to
+    (``import stem``, ``from pkg import stem as s``), and whether it imports
+    ``callee`` from it by name (``from stem import callee``)."""
+    bound: list[str] = []
+    direct = False
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    dotted = code_of(alias.name)
+                    if dotted.split(".")[-1] == stem:
+                        bound.append(alias.asname.name.value if alias.asname else dotted)
+            elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                source = code_of(small.module) if small.module is not None else ""
+                for alias in small.names:
+                    name = alias.name.value if isinstance(alias.name, cst.Name) else code_of(alias.name)
+                    if name == stem:
+                        bound.append(alias.asname.name.value if alias.asname else name)
+                    elif name == callee and source.split(".")[-1] == stem:
+                        direct = direct or alias.asname is None
+    return bound, direct
+
+
+def callers(path: str | None, module: cst.Module, function: cst.FunctionDef,
+            other_files_only: bool = False) -> list[CallSite]:
+    """Calls of module-level ``function`` of the file at ``path``: in the file
+    itself (unless ``other_files_only``), and in the ``.py`` files beside it
+    that import it."""
+    name = function.name.value
+    if function not in module.body:
+        return []  # a method or a nested function: its callers are not found by name
+    sites = [] if other_files_only else [
+        CallSite(os.path.basename(path) if path else "this file", _line_of(module, call), code_of(call))
+        for call in _calls_named(module, name, None)]
+    if not path or path.startswith("<"):
+        return sites
+    directory = os.path.dirname(os.path.abspath(path))
+    stem = os.path.splitext(os.path.basename(path))[0]
+    try:
+        entries = sorted(os.listdir(directory))
+    except OSError:
+        return sites
+    for entry in entries:
+        sibling = os.path.join(directory, entry)
+        if not entry.endswith(".py") or entry == os.path.basename(path):
+            continue
+        try:
+            with open(sibling, encoding="utf-8") as handle:
+                text = handle.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if stem not in text:
+            continue  # cheap filter before parsing: the file never names the module
+        try:
+            other = cst.parse_module(text)
+        except cst.ParserSyntaxError:
+            continue
+        bound, direct = _import_bindings(other, stem, name)
+        calls = [c for via in bound for c in _calls_named(other, name, via)]
+        if direct:
+            calls += _calls_named(other, name, None)
+        sites += [CallSite(entry, _line_of(other, call), code_of(call)) for call in calls]
+    return sites
