@@ -194,3 +194,57 @@ def test_an_optimizer_handed_to_other_code_names_what_receives_it(tmp_path):
         reason.message)
     assert "`learner.learning.train(...)` (`learner` is `tf.contrib.slim`)" in reason.message
     assert "ValueError" not in reason.message
+
+
+# ------------------------------------------- the driver: a server handed to another module's training
+def _package(tmp_path, files: dict[str, str]):
+    package = tmp_path / "replicated"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for name, text in files.items():
+        (package / name).write_text(text)
+    return package
+
+
+def test_modules_of_a_package_resolve_from_the_package_root(tmp_path):
+    from migrate.codemod.program.project import index_for
+
+    package = _package(tmp_path, {"trainer_lib.py": LIBRARY, "launch.py": DRIVER})
+    index = index_for(str(package / "launch.py"))
+    assert index.find("replicated.trainer_lib").path == str(package / "trainer_lib.py")
+    assert index.find("trainer_lib").present  # beside the file, as before
+    assert not index.find("replicated.absent_module").present
+
+
+def _tfm202(result):
+    return [d for d in result.diagnostics if d.code == "TFM202"]
+
+
+def test_a_driver_handing_its_server_to_a_project_module_says_where_the_training_is(tmp_path):
+    package = _package(tmp_path, {"trainer_lib.py": LIBRARY, "launch.py": DRIVER})
+    result = migrate_source(DRIVER, path=str(package / "launch.py"))
+    assert "tf.compat.v1.train.Server(" in result.output  # the cluster stays TF1 with the training it serves
+    [reason] = _tfm202(result)
+    assert reason.line == next(n for n, line in enumerate(DRIVER.splitlines(), 1) if "tf.train.Server(" in line)
+    assert "given to `trainer_lib.train(...)` as `server.target`" in reason.message
+    assert "`replicated.trainer_lib`, a module of this project" in reason.message
+    # the library, migrated on its own, names this driver's call
+    library = migrate_source(LIBRARY, path=str(package / "trainer_lib.py"))
+    assert any("launch.py:19" in d.message for d in _tfm301(library))
+
+
+def test_a_server_target_held_in_a_name_and_an_absent_module_are_named(tmp_path):
+    driver = DRIVER.replace("        trainer_lib.train(server.target, cluster_spec)\n",
+                            "        master = server.target\n        trainer_lib.train(master, cluster_spec)\n")
+    assert driver != DRIVER
+    result = migrate_source(driver, path=str(_package(tmp_path, {"launch.py": driver}) / "launch.py"))
+    [reason] = _tfm202(result)
+    assert "as `master` (`server.target`)" in reason.message
+    assert "`replicated.trainer_lib`, which is not in this project" in reason.message
+
+
+def test_a_server_given_to_a_library_gets_no_such_reason(tmp_path):
+    driver = DRIVER.replace("        trainer_lib.train(server.target, cluster_spec)\n",
+                            "        print(server.target)\n")
+    result = migrate_source(driver, path=str(tmp_path / "launch.py"))
+    assert not _tfm202(result)

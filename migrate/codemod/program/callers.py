@@ -192,3 +192,125 @@ def callers(path: str | None, module: cst.Module, function: cst.FunctionDef,
             calls += _calls_named(other, name, None)
         sites += [CallSite(entry, _line_of(other, call), code_of(call)) for call in calls]
     return sites
+
+
+@dataclass(frozen=True)
+class HandedServer:
+    """A call of a project module's function that is given a TF1 server (or
+    its target) to train on: ``trainer.train(..., master, ...)`` after
+    ``master = server.target``."""
+
+    call: cst.Call
+    given: str  # the argument's code, with what it holds: "`master` (`server.target`)"
+    module: str  # the project module's dotted name
+    present: bool
+
+
+def _assigned_from(module: cst.Module, names: set[str]) -> dict[str, str]:
+    """Names bound to an expression reading one of ``names`` (``master =
+    server.target``): name -> the expression's code, followed once more."""
+    out: dict[str, str] = {}
+    for _ in range(2):
+        for node in own_scope_all(module):
+            if type(node) is cst.Assign and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+                target = node.targets[0].target.value
+                if target not in names and target not in out and _reads(node.value, names | set(out)):
+                    out[target] = code_of(node.value)
+    return out
+
+
+def own_scope_all(module: cst.Module):
+    stack = [module]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(children(node))
+
+
+def _reads(expr: cst.BaseExpression, names: set[str]) -> bool:
+    return any(type(n) is cst.Name and n.value in names for n in own_scope_all(expr))
+
+
+def servers_handed_over(module: cst.Module, server_names: set[str], imported) -> list[HandedServer]:
+    """The calls of project modules' functions that receive one of these
+    servers (``server``, ``server.target``, or a name bound to it).
+    ``imported(head)`` answers the project module (name, present) a name
+    refers to, or None (a library, or a local)."""
+    holders = _assigned_from(module, server_names)
+    out: list[HandedServer] = []
+    for call in own_scope_all(module):
+        if type(call) is not cst.Call:
+            continue
+        func = call.func
+        head = func
+        while isinstance(head, cst.Attribute):
+            head = head.value
+        if not isinstance(head, cst.Name) or head is func:
+            continue  # a module's function is called through the module's name
+        found = imported(head.value)
+        if found is None:
+            continue
+        for arg in call.args:
+            if _reads(arg.value, server_names):
+                given = f"`{code_of(arg.value)}`"
+            else:
+                held = next((n for n in holders if _reads(arg.value, {n})), None)
+                if held is None:
+                    continue
+                given = f"`{code_of(arg.value)}` (`{holders[held]}`)"
+            out.append(HandedServer(call, given, found[0], found[1]))
+            break
+    return out
+
+
+def project_imports(module: cst.Module, index) -> dict[str, tuple[str, bool]]:
+    """Names this file binds to modules of the project: name -> (dotted
+    module, present). ``from pkg import mod`` binds ``mod`` to ``pkg.mod``
+    when that is a module of the project, else to ``pkg`` itself."""
+    out: dict[str, tuple[str, bool]] = {}
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    dotted = code_of(alias.name)
+                    found = index.find(dotted)
+                    if found is not None:
+                        local = alias.asname.name.value if alias.asname else dotted.split(".")[0]
+                        out[local] = (dotted if alias.asname or "." not in dotted else local, found.present)
+            elif isinstance(small, cst.ImportFrom) and small.module is not None and not small.relative and (
+                    not isinstance(small.names, cst.ImportStar)):
+                source = code_of(small.module)
+                for alias in small.names:
+                    if not isinstance(alias.name, cst.Name):
+                        continue
+                    local = alias.asname.name.value if alias.asname else alias.name.value
+                    sub = index.find(f"{source}.{alias.name.value}")
+                    whole = index.find(source)
+                    if sub is not None and sub.present:
+                        out[local] = (sub.name, True)
+                    elif whole is not None and whole.present and _binds(index.parse(whole), alias.name.value):
+                        out[local] = (source, True)  # a function of the module (or of the package's __init__)
+                    elif whole is not None:
+                        out[local] = (f"{source}.{alias.name.value}", False)
+    return out
+
+
+def _binds(module: cst.Module | None, name: str) -> bool:
+    """Whether a module binds ``name`` at its top level (def, class, assignment, import)."""
+    if module is None:
+        return False
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value == name:
+            return True
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and any(
+                        isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
+                    return True
+                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar) and any(
+                        (a.asname.name.value if a.asname else code_of(a.name).split(".")[0]) == name
+                        for a in small.names):
+                    return True
+    return False
