@@ -248,3 +248,65 @@ def test_a_server_given_to_a_library_gets_no_such_reason(tmp_path):
                             "        print(server.target)\n")
     result = migrate_source(driver, path=str(tmp_path / "launch.py"))
     assert not _tfm202(result)
+
+
+# ------------------------------------------- a helper module that only runs the session
+LOOP_HELPER = '''\
+import tensorflow as tf
+
+FLAGS = tf.app.flags.FLAGS
+tf.app.flags.DEFINE_string("master", "", "Master address.")
+tf.app.flags.DEFINE_integer("max_steps", 100, "Steps.")
+
+
+def one_step(session, op, loss_value):
+    _, value = session.run([op, loss_value])
+    return value
+
+
+def run_loop(train_op, loss, warm_start_dir=None):
+    supervisor = tf.train.Supervisor(logdir="/tmp/run", is_chief=True)
+    with supervisor.managed_session(master=FLAGS.master) as sess:
+        if warm_start_dir:
+            log_progress(sess, warm_start_dir)
+        for _ in range(FLAGS.max_steps):
+            one_step(sess, train_op, loss)
+
+
+def log_progress(session, directory):
+    print(directory, session)
+'''
+
+LOOP_CALLER = '''\
+import tensorflow as tf
+
+import loop_helper
+
+
+def main(_):
+    loss = tf.reduce_sum(tf.get_variable("w", [2]))
+    loop_helper.run_loop(tf.train.AdamOptimizer().minimize(loss), loss)
+'''
+
+
+def test_a_session_running_only_what_its_function_is_given_says_so_with_its_callers(tmp_path):
+    tree = _tree(tmp_path, {"loop_helper.py": LOOP_HELPER, "experiment.py": LOOP_CALLER})
+    result = migrate_source(LOOP_HELPER, path=str(tree / "loop_helper.py"))
+    [reason] = _tfm301(result)
+    assert not reason.fixed
+    assert reason.line == next(n for n, line in enumerate(LOOP_HELPER.splitlines(), 1) if "Supervisor(" in line)
+    # what the helper runs in the session, not what it merely hands the session with (warm_start_dir)
+    assert "it runs `train_op`, `loss` (through `one_step(sess, train_op, loss)`)" in reason.message
+    assert "parameters of `run_loop(...)`" in reason.message
+    assert "experiment.py:8 (`loop_helper.run_loop(" in reason.message
+    assert "warm_start_dir" not in reason.message
+
+
+def test_a_session_running_its_own_graph_gets_no_such_reason(tmp_path):
+    own = LOOP_HELPER.replace("def run_loop(train_op, loss, warm_start_dir=None):\n",
+                              "def run_loop(warm_start_dir=None):\n"
+                              "    loss = tf.reduce_sum(tf.get_variable(\"w\", [2]))\n"
+                              "    train_op = tf.train.AdamOptimizer().minimize(loss)\n")
+    assert own != LOOP_HELPER
+    result = migrate_source(own, path=str(_tree(tmp_path, {"loop_helper.py": own}) / "loop_helper.py"))
+    assert not _tfm301(result)

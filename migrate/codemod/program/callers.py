@@ -314,3 +314,92 @@ def _binds(module: cst.Module | None, name: str) -> bool:
                         for a in small.names):
                     return True
     return False
+
+
+_TRAINING_SESSIONS = frozenset({"train.Supervisor", "train.MonitoredTrainingSession", "train.MonitoredSession"})
+_SESSION_OPENERS = frozenset({"managed_session", "prepare_or_wait_for_session"})
+
+
+@dataclass(frozen=True)
+class SessionOnParameters:
+    """A training session of a function that runs what the function is given:
+    ``run_training(train_op, loss, global_step)`` opening a Supervisor and
+    running ``train_op`` (directly or through ``train_step(sess, train_op)``)."""
+
+    session: cst.Call  # the Supervisor / MonitoredTrainingSession call
+    runs: tuple[str, ...]  # the parameters it runs
+    through: str | None  # the helper call they go through, when not sess.run directly
+
+
+def _session_names(function: cst.FunctionDef, made: cst.Call, qualname) -> set[str]:
+    """Names the session built from ``made`` goes by in ``function``."""
+    holder: set[str] = set()
+    names: set[str] = set()
+    for node in own_scope(function.body):
+        if type(node) is cst.Assign and node.value is made:
+            holder |= {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
+            if qualname(made.func) != "train.Supervisor":
+                names |= holder
+    for node in own_scope(function.body):
+        value, target = None, None
+        if type(node) is cst.Assign and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            value, target = node.value, node.targets[0].target.value
+        elif type(node) is cst.WithItem and node.asname is not None and isinstance(node.asname.name, cst.Name):
+            value, target = node.item, node.asname.name.value
+        if not isinstance(value, cst.Call):
+            continue
+        if value is made or (isinstance(value.func, cst.Attribute) and value.func.attr.value in _SESSION_OPENERS
+                             and isinstance(value.func.value, cst.Name) and value.func.value.value in holder):
+            names.add(target)
+    return names
+
+
+def _run_by_helper(helper: cst.FunctionDef, call: cst.Call, sessions: set[str]) -> list[str]:
+    """The argument names of ``call`` (of module function ``helper``) that the
+    helper runs in the session it is given (``train_step(sess, train_op)``
+    whose body runs ``sess.run([train_op, ...])``)."""
+    positional = [p.name.value for p in helper.params.params]
+    bound: dict[str, cst.BaseExpression] = {}
+    for k, arg in enumerate(call.args):
+        if arg.star:
+            return []
+        if arg.keyword is not None:
+            bound[arg.keyword.value] = arg.value
+        elif k < len(positional):
+            bound[positional[k]] = arg.value
+    session_params = {p for p, v in bound.items() if isinstance(v, cst.Name) and v.value in sessions}
+    ran: set[str] = set()
+    for node in own_scope(helper.body):
+        if (type(node) is cst.Call and isinstance(node.func, cst.Attribute) and node.func.attr.value == "run"
+                and isinstance(node.func.value, cst.Name) and node.func.value.value in session_params and node.args):
+            ran |= {n.value for n in own_scope_all(node.args[0].value) if type(n) is cst.Name}
+    return [v.value for p, v in bound.items() if p in ran and isinstance(v, cst.Name)]
+
+
+def sessions_on_parameters(module: cst.Module, function: cst.FunctionDef, qualname) -> list[SessionOnParameters]:
+    """The training sessions of ``function`` whose runs are its parameters."""
+    helpers = {st.name.value: st for st in module.body if isinstance(st, cst.FunctionDef)}
+    params = parameter_names(function)
+    out = []
+    for made in own_scope(function.body):
+        if type(made) is not cst.Call or qualname(made.func) not in _TRAINING_SESSIONS:
+            continue
+        sessions = _session_names(function, made, qualname)
+        runs: list[str] = []
+        through = None
+        for call in own_scope(function.body):
+            if type(call) is not cst.Call:
+                continue
+            args = [a.value for a in call.args]
+            if (isinstance(call.func, cst.Attribute) and call.func.attr.value == "run"
+                    and isinstance(call.func.value, cst.Name) and call.func.value.value in sessions and args):
+                runs += [n.value for n in own_scope_all(args[0]) if type(n) is cst.Name and n.value in params]
+            elif isinstance(call.func, cst.Name) and call.func.value in helpers and any(
+                    isinstance(a, cst.Name) and a.value in sessions for a in args):
+                given = [n for n in _run_by_helper(helpers[call.func.value], call, sessions) if n in params]
+                if given:
+                    runs += given
+                    through = through or code_of(call)
+        if runs:
+            out.append(SessionOnParameters(made, tuple(dict.fromkeys(runs)), through))
+    return out

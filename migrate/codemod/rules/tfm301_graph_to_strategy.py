@@ -246,10 +246,12 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    triggers = ("replica_device_setter", "SyncReplicasOptimizer")
+    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession")
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None:
+            self._report_sessions_on_parameters(module)
         if self.strategy not in (PSS, MWMS):
             return module
         self.taken = C.all_names(module)
@@ -452,6 +454,28 @@ class GraphToStrategy(Rule):
     def leave_FunctionDef(self, original, updated):
         self.functions_in.pop()
         return updated
+
+    def _report_sessions_on_parameters(self, module: cst.Module) -> None:
+        """A module that only runs a training session on what its callers give
+        it (a ``train_utils.run_training(train_op, loss, global_step)`` helper):
+        no graph of its own to put under a strategy, so the session stays, and
+        the reason names what it runs and who calls it."""
+        for function in C.walk(module):
+            if type(function) is not cst.FunctionDef:
+                continue
+            for found in callers.sessions_on_parameters(module, function, self.qualname):
+                runs = ", ".join(f"`{name}`" for name in found.runs)
+                through = f" (through `{found.through}`)" if found.through else ""
+                sites = callers.callers(self.ctx.path, module, function) if function in module.body else []
+                who = ("called at " + ", ".join(s.describe() for s in sites[:3])) if sites else (
+                    "no call of it was found in this file or the modules beside it")
+                self.report(found.session, f"TF1 training session `{C.code_of(found.session.func)}(...)` left as TF1:"
+                            f" it runs {runs}{through}, {'a parameter' if len(found.runs) == 1 else 'parameters'} of"
+                            f" `{function.name.value}(...)` ({who}): the graph they belong to (model, optimizer,"
+                            " device placement) is built by the callers, and TFM301 migrates a training where that"
+                            " graph is built and run", hint="migrate the module that builds the train op and calls"
+                            f" `{function.name.value}(...)`: its step function and loop replace this session",
+                            fixed=False)
 
     def _report_cluster_from_caller(self, device_with, setter_statement, after) -> None:
         """A block whose cluster comes in through parameters of its function (a
