@@ -19,6 +19,7 @@ import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
+from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import _dataflow, _flag_choice, _moving_average, _rebinding
@@ -246,10 +247,12 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    triggers = ("replica_device_setter", "SyncReplicasOptimizer")
+    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession")
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None:
+            self._report_sessions_on_parameters(module)
         if self.strategy not in (PSS, MWMS):
             return module
         self.taken = C.all_names(module)
@@ -418,10 +421,15 @@ class GraphToStrategy(Rule):
                             " tf.distribute.MultiWorkerMirroredStrategy by hand, dividing the loss by the number of"
                             " replicas as SyncReplicasOptimizer averaged)", reference=REFERENCE[MWMS], fixed=False)
                 continue
+            placed = placement.describe(module, call, self.qualname, self.ctx.path)
+            given = None if placed else placement.receivers(module, call, self.ctx.path)
+            if given:
+                placed = f"no `with` around it places variables; it is given to {given}"
+            how = (f"its variables are placed by {placed}" if placed and not given else placed if given else
+                   "its variables are placed another way, or the `with` has other items")
             self.report(call, "SyncReplicasOptimizer left in place: TFM301 migrates synchronous training built in"
                         " a `with tf.device(tf.train.replica_device_setter(...)):` block of its own, and this one"
-                        " is not in such a block (its variables are placed another way, or the `with` has other"
-                        " items); it still needs TF1's parameter servers and sessions",
+                        f" is not in such a block ({how}); it still needs TF1's parameter servers and sessions",
                         hint="rebuild the training on tf.distribute.MultiWorkerMirroredStrategy by hand, dividing"
                         " the loss by the number of replicas as SyncReplicasOptimizer averaged",
                         reference=REFERENCE[MWMS], fixed=False)
@@ -440,6 +448,63 @@ class GraphToStrategy(Rule):
             if chain is not None:
                 return chain
         return None
+
+    def visit_FunctionDef(self, node):
+        self.__dict__.setdefault("functions_in", []).append(node)
+
+    def leave_FunctionDef(self, original, updated):
+        self.functions_in.pop()
+        return updated
+
+    def _report_sessions_on_parameters(self, module: cst.Module) -> None:
+        """A module that only runs a training session on what its callers give
+        it (a ``train_utils.run_training(train_op, loss, global_step)`` helper):
+        no graph of its own to put under a strategy, so the session stays, and
+        the reason names what it runs and who calls it."""
+        for function in C.walk(module):
+            if type(function) is not cst.FunctionDef:
+                continue
+            for found in callers.sessions_on_parameters(module, function, self.qualname):
+                runs = ", ".join(f"`{name}`" for name in found.runs)
+                through = f" (through `{found.through}`)" if found.through else ""
+                sites = callers.callers(self.ctx.path, module, function) if function in module.body else []
+                who = ("called at " + ", ".join(s.describe() for s in sites[:3])) if sites else (
+                    "no call of it was found in this file or the modules beside it")
+                self.report(found.session, f"TF1 training session `{C.code_of(found.session.func)}(...)` left as TF1:"
+                            f" it runs {runs}{through}, {'a parameter' if len(found.runs) == 1 else 'parameters'} of"
+                            f" `{function.name.value}(...)` ({who}): the graph they belong to (model, optimizer,"
+                            " device placement) is built by the callers, and TFM301 migrates a training where that"
+                            " graph is built and run", hint="migrate the module that builds the train op and calls"
+                            f" `{function.name.value}(...)`: its step function and loop replace this session",
+                            fixed=False)
+
+    def _report_cluster_from_caller(self, device_with, setter_statement, after) -> None:
+        """A block whose cluster comes in through parameters of its function (a
+        library's ``train(target, cluster_spec)``) migrates as the rule's own
+        fixtures do: the strategy reads TF_CONFIG. When modules beside this one
+        call the function with a cluster and a server they build, those callers
+        must change with it (their TF1 server would keep this task's port, where
+        the strategy starts its own): a warning names them."""
+        function = self.functions_in[-1] if getattr(self, "functions_in", None) else None
+        if function is None:
+            return
+        setters = [c for st in (device_with.items[0].item, setter_statement) if st is not None
+                   for c in [*C.calls_in(st)] if self.qualname(c.func) == "train.replica_device_setter"]
+        through = callers.cluster_parameters(function, setters, callers.session_calls(after))
+        if not through:
+            return
+        sites = callers.callers(self.ctx.path, self.ctx.module, function, other_files_only=True)
+        if not sites:
+            return
+        what = " and ".join(f"`{name}` ({role})" for name, role in through)
+        self.report(device_with, f"the cluster of this training comes from its callers: {what}"
+                    f" {'is a parameter' if len(through) == 1 else 'are parameters'} of `{function.name.value}(...)`,"
+                    f" called at {', '.join(s.describe() for s in sites[:3])}. The migrated training builds"
+                    f" {STRATEGY_CLASS[self.strategy]} from TF_CONFIG instead, and starts this task's server itself:"
+                    " the caller's tf.train.Server (and its ps tasks) must go, and the job be launched with TF_CONFIG",
+                    hint="remove the caller's ClusterSpec/Server and ps branch (tfmigrate migrates them only in the"
+                    " file that trains), set TF_CONFIG for each task", reference=REFERENCE[self.strategy],
+                    fixed=False)
 
     def leave_IndentedBlock(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
@@ -654,6 +719,8 @@ class GraphToStrategy(Rule):
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
         self.signals_dropped = self.signals_dropped or bool(signals)
+        self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
+                                         [*session_inside, *body[i + 1:]])
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
