@@ -54,8 +54,11 @@ class ClusterResolver(Rule):
 
     Fix safety
     Safe: the resolver describes the same cluster. The launch changes: a
-    ParameterServerStrategy job needs one more process (``--job_name=chief``);
-    a literal host list without a chief gets a diagnostic instead.
+    ParameterServerStrategy job needs one more process (``--job_name=chief``).
+    Literal ``host:port`` lists get a literal chief address (the first
+    worker's host, on the next port the cluster does not use there: reported,
+    to be changed where that port is taken); a cluster whose hosts are
+    neither flags nor such literals gets a diagnostic instead.
     """
 
     code = "TFM201"
@@ -81,12 +84,13 @@ class ClusterResolver(Rule):
                         " TF_CONFIG), then run tfmigrate again", fixed=False)
             return module
         self.chief_flag: tuple[str, str] | None = None  # (flags object, style) once a chief entry is added
+        self.chief_choice = False  # a literal chief entry was added: the job-name flag must accept it
         self.dropped_ps: set[str] = set()
         module = transform(module, self)
         # the name that held the ps hosts, now read nowhere: a leftover of the TF1 cluster
         module = drop_unread(module, self.dropped_ps)
-        if self.chief_flag is not None:
-            module = transform(module, _AddChiefFlag(self.chief_flag))
+        if self.chief_flag is not None or self.chief_choice:
+            module = transform(module, _AddChiefFlag(add_flag=self.chief_flag is not None))
         return module
 
     def _server_args(self, module: cst.Module) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
@@ -265,7 +269,7 @@ class ClusterResolver(Rule):
                 severity="info",
             )
         elif self.strategy == PSS and "chief" not in keys and "worker" in keys:
-            chief = self._chief_hosts(spec)
+            chief, how = self._chief_hosts(spec)
             if chief is None:
                 self.report(
                     statement,
@@ -291,7 +295,8 @@ class ClusterResolver(Rule):
             new_spec = spec.with_changes(elements=elements)
             self.report(
                 statement,
-                "ParameterServerStrategy coordinates from a 'chief' task: added a chief entry (flag --chief_hosts)",
+                f"ParameterServerStrategy coordinates from a 'chief' task: added a chief entry ({how});"
+                " launch one more process as the chief (job name \"chief\", task index 0)",
                 fixed=True,
                 severity="info",
             )
@@ -299,15 +304,40 @@ class ClusterResolver(Rule):
             return statement
         return statement.deep_replace(spec, new_spec)
 
-    def _chief_hosts(self, spec: cst.Dict) -> cst.BaseExpression | None:
-        """`FLAGS.worker_hosts.split(",")` (directly or via a local) -> the chief twin."""
+    def _chief_hosts(self, spec: cst.Dict) -> tuple[cst.BaseExpression | None, str]:
+        """(the chief's hosts, how they were chosen): `FLAGS.worker_hosts.split(",")`
+        (directly or via a local) -> the chief twin of that flag; literal host
+        lists -> one literal address next to them (see _literal_chief)."""
+        jobs = {}
         for el in spec.elements:
-            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == "worker":
-                flags_obj = self._flags_object(el.value)
-                if flags_obj is not None:
-                    self.chief_flag = (flags_obj, "")
-                    return C.expr(f'{flags_obj}.chief_hosts.split(",")')
-        return None
+            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
+                jobs[el.key.evaluated_value] = el.value
+        if "worker" not in jobs:
+            return None, ""
+        flags_obj = self._flags_object(jobs["worker"])
+        if flags_obj is not None:
+            self.chief_flag = (flags_obj, "")
+            return C.expr(f'{flags_obj}.chief_hosts.split(",")'), "flag --chief_hosts"
+        addresses = {job: self._literal_hosts(value) for job, value in jobs.items()}
+        if any(hosts is None for hosts in addresses.values()):
+            return None, ""
+        chief = _literal_chief(addresses)
+        if chief is None:
+            return None, ""
+        self.chief_choice = True
+        how = (f"`{chief}`: the first worker's host, on the next port no task of the cluster uses there;"
+               " change it where that port is taken")
+        return C.expr(f'["{chief}"]'), how
+
+    def _literal_hosts(self, value: cst.BaseExpression) -> list[str] | None:
+        """``["h:1", "h:2"]``, directly or through a name bound once to such a list."""
+        if isinstance(value, cst.Name):
+            value = self._local_source(value.value)
+        if not isinstance(value, (cst.List, cst.Tuple)) or not value.elements:
+            return None
+        hosts = [el.value.evaluated_value for el in value.elements
+                 if isinstance(el, cst.Element) and isinstance(el.value, cst.SimpleString)]
+        return hosts if len(hosts) == len(value.elements) else None
 
     def _flags_object(self, value: cst.BaseExpression) -> str | None:
         # FLAGS.worker_hosts... or args.worker_hosts...
@@ -329,6 +359,23 @@ class ClusterResolver(Rule):
 
 
 _JOB_NAME_FLAGS = ("job_name", "--job_name", "--job-name")
+
+
+def _literal_chief(jobs: dict[str, list[str]]) -> str | None:
+    """The chief's address for a cluster of literal ``host:port`` lists: the
+    first worker's host (a machine of the cluster, reachable as the others
+    are) on the port after the highest one the cluster uses on that host.
+    None when an address has no numeric port."""
+    ports: dict[str, list[int]] = {}
+    for hosts in jobs.values():
+        for address in hosts:
+            host, colon, port = address.rpartition(":")
+            if not colon or not host or not port.isdigit():
+                return None
+            ports.setdefault(host, []).append(int(port))
+    host = jobs["worker"][0].rpartition(":")[0]
+    port = max(ports[host]) + 1
+    return f"{host}:{port}" if port < 65536 else None
 
 
 def _statement_holding(statements, target: int) -> tuple[int, cst.BaseStatement] | None:
@@ -388,9 +435,9 @@ class _AddChiefFlag(cst.CSTTransformer):
     (absl/tf.app flags or argparse), and let a job-name flag restricted to
     ps/worker accept ``chief``."""
 
-    def __init__(self, chief_flag):
+    def __init__(self, add_flag: bool):
         super().__init__()
-        self.done = False
+        self.done = not add_flag  # only the choices change where the chief's address is a literal
 
     def _rewrite(self, body):
         out = []
@@ -591,6 +638,8 @@ ClusterResolver.INVALID = [
         """,
     ),
     Invalid(
+        # literal host lists: the chief gets a literal address beside them
+        # (the first worker's host, the next port the cluster leaves free there)
         """
         import tensorflow as tf
         cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})
@@ -599,7 +648,24 @@ ClusterResolver.INVALID = [
         """,
         """
         import tensorflow as tf
-        cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})
+        cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"], "chief": ["localhost:2225"]})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type="worker", task_id=0, rpc_layer="grpc")
+        server = tf.train.Server(cluster, "worker", 0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+    ),
+    Invalid(
+        # an address without a port: no free port to pick for the chief
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["ps0"], "worker": ["worker0", "worker1"]})
+        server = tf.train.Server(cluster, "worker", 0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["ps0"], "worker": ["worker0", "worker1"]})
         cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             cluster, task_type="worker", task_id=0, rpc_layer="grpc")
         server = tf.train.Server(cluster, "worker", 0)
