@@ -72,8 +72,9 @@ class ClusterResolver(Rule):
         if self.strategy is not None:
             # servers built per role branch with a literal job name: one server before the branching
             module = hoist_role_servers(module, lambda call: self.qualname(call.func) in _SERVERS)
-        self.from_tf_config = reads_tf_config(module)
         self.server_args = self._server_args(module)
+        self.maps_roles = reads_tf_config(module) and self._maps_roles(module)
+        self.from_tf_config = reads_tf_config(module) and not self.maps_roles
         self.conditional_role: cst.BaseStatement | None = None
         self._place_near_server(module)
         if self.conditional_role is not None:
@@ -104,6 +105,23 @@ class ClusterResolver(Rule):
                 if job is not None and index is not None:
                     return job, index
         return None
+
+    def _maps_roles(self, module: cst.Module) -> bool:
+        """Whether the job name the Server gets is the program's own mapping of
+        roles (``job_name = "worker" if job_name == "master" else job_name``
+        after reading TF_CONFIG): TFConfigClusterResolver would give the task
+        type TF_CONFIG names (a ``master`` no strategy accepts), the Server's
+        job name and index are what the program meant."""
+        if self.server_args is None or not isinstance(self.server_args[0], cst.Name):
+            return False
+        job = self.server_args[0].value
+        for node in C.walk(module):
+            names, value, _ = C.assignment(node)
+            if job in names and value is not None and any(
+                isinstance(s, cst.SimpleString) and s.evaluated_value in _ROLE_NAMES for s in C.walk(value)
+            ):
+                return True
+        return False
 
     def _place_near_server(self, module: cst.Module) -> None:
         """The resolver takes this task's role from the Server call's job and
@@ -217,6 +235,9 @@ class ClusterResolver(Rule):
                 f"    {cluster_name}, task_type={job}, task_id={index}, rpc_layer=\"grpc\")"
             )
             how = "the cluster spec and this task's job name and index"
+            if self.maps_roles:
+                how += (" (the program maps TF_CONFIG's task type to its own job names: TFConfigClusterResolver"
+                        " would hand the strategy TF_CONFIG's, which it may not accept, as `master`)")
         else:
             code = (
                 "cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver("
@@ -359,6 +380,7 @@ class ClusterResolver(Rule):
 
 
 _JOB_NAME_FLAGS = ("job_name", "--job_name", "--job-name")
+_ROLE_NAMES = ("ps", "worker", "chief", "master")
 
 
 def _literal_chief(jobs: dict[str, list[str]]) -> str | None:
@@ -491,6 +513,38 @@ ClusterResolver.VALID = [
 ]
 
 ClusterResolver.INVALID = [
+    Invalid(
+        # TF_CONFIG read by hand, its `master` task type mapped to a worker by the
+        # program: the resolver takes the job name the Server got, not TF_CONFIG's
+        """
+        import json, os
+        import tensorflow as tf
+
+        def main():
+            tf_config = json.loads(os.environ["TF_CONFIG"])
+            role = tf_config["task"]["type"]
+            index = tf_config["task"]["index"]
+            role = "worker" if role == "master" else role
+            spec = tf.train.ClusterSpec(tf_config["cluster"])
+            server = tf.train.Server(spec, job_name=role, task_index=index)
+            opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2)
+        """,
+        """
+        import json, os
+        import tensorflow as tf
+
+        def main():
+            tf_config = json.loads(os.environ["TF_CONFIG"])
+            role = tf_config["task"]["type"]
+            index = tf_config["task"]["index"]
+            role = "worker" if role == "master" else role
+            spec = tf.train.ClusterSpec(tf_config["cluster"])
+            cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                spec, task_type=role, task_id=index, rpc_layer="grpc")
+            server = tf.train.Server(spec, job_name=role, task_index=index)
+            opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2)
+        """,
+    ),
     Invalid(
         # the spec at module level, the task's role known only in main(): the
         # resolver goes where the Server read it, not where flags are unparsed
