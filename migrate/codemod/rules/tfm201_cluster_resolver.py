@@ -11,7 +11,7 @@ from migrate.codemod.rules._role_servers import hoist_role_servers
 from migrate.codemod.rules._unread import drop_unread
 
 _SERVERS = ("train.Server", "distribute.Server")
-from migrate.codemod.rules._program import MWMS, PSS, detect_strategy, reads_tf_config
+from migrate.codemod.rules._program import MWMS, PSS, detect_strategy, reads_tf_config, serves_only
 
 
 def _simple_string(value: str) -> cst.SimpleString:
@@ -69,6 +69,8 @@ class ClusterResolver(Rule):
         if "cluster_resolver" in C.all_names(module):
             return module  # already migrated
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None and serves_only(module, self.ctx.names):
+            return module  # a standard server: nothing here takes a resolver (TFM202)
         if self.strategy is not None:
             # servers built per role branch with a literal job name: one server before the branching
             module = hoist_role_servers(module, lambda call: self.qualname(call.func) in _SERVERS)
@@ -554,7 +556,7 @@ ClusterResolver.INVALID = [
 
         def main(job_name, task_index):
             server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
-            server.join()
+            sess = tf.Session(server.target)
         """,
         """
         import tensorflow as tf
@@ -564,7 +566,7 @@ ClusterResolver.INVALID = [
             cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
                 cluster, task_type=job_name, task_id=task_index, rpc_layer="grpc")
             server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
-            server.join()
+            sess = tf.Session(server.target)
         """,
     ),
     Invalid(

@@ -7,7 +7,7 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy
+from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, serves_only
 
 
 def _bound_names(statement) -> set[str]:
@@ -119,6 +119,8 @@ class ServerRoles(Rule):
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None and serves_only(module, self.ctx.names):
+            return transform(module, _StandardServer(self))
         if self.strategy is None or self.strategy == MIRRORED:
             return module
         self.has_resolver = "cluster_resolver" in C.all_names(module)
@@ -302,7 +304,37 @@ class ServerRoles(Rule):
         return None
 
 
+class _StandardServer(cst.CSTTransformer):
+    """A program that only serves (builds its task's server and joins it, for
+    a cluster whose training runs in other programs) keeps doing exactly that:
+    TF2 spells the same server ``tf.distribute.Server``, as the
+    parameter-server training guide starts its ps and worker tasks."""
+
+    def __init__(self, rule: ServerRoles):
+        super().__init__()
+        self.rule = rule
+
+    def leave_Call(self, original, updated):
+        if self.rule.qualname(original.func) != "train.Server":
+            return updated
+        self.rule.report(original, "a program that only serves (its task's server, joined; the cluster's"
+                         " training runs elsewhere): the same server is tf.distribute.Server in TF2",
+                         fixed=True, severity="info", reference="legacy_reference/async_ps.py")
+        return updated.with_changes(func=C.expr("tf.distribute.Server"))
+
+
 ServerRoles.VALID = [
+    Valid(
+        # the server is also the session's target: not a standard server only
+        """
+        import tensorflow as tf
+        server = tf.train.Server(spec, job_name="worker", task_index=0)
+        if task_type == "ps":
+            server.join()
+        with tf.Session(server.target) as sess:
+            sess.run(op)
+        """
+    ),
     Valid(
         """
         import tensorflow as tf
@@ -313,6 +345,27 @@ ServerRoles.VALID = [
 ]
 
 ServerRoles.INVALID = [
+    Invalid(
+        # a standard server: the task serves a cluster whose clients are other programs
+        """
+        import json, os
+        import tensorflow as tf
+        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+        task = config.get("task", {})
+        spec = tf.train.ClusterSpec(config.get("cluster"))
+        server = tf.train.Server(spec, job_name=task.get("type"), task_index=task.get("index"))
+        server.join()
+        """,
+        """
+        import json, os
+        import tensorflow as tf
+        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+        task = config.get("task", {})
+        spec = tf.train.ClusterSpec(config.get("cluster"))
+        server = tf.distribute.Server(spec, job_name=task.get("type"), task_index=task.get("index"))
+        server.join()
+        """,
+    ),
     Invalid(
         # TF 1.14+ spelled the TF1 server tf.distribute.Server
         """
