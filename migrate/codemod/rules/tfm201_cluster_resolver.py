@@ -88,6 +88,8 @@ class ClusterResolver(Rule):
             return module
         self.chief_flag: tuple[str, str] | None = None  # (flags object, style) once a chief entry is added
         self.chief_choice = False  # a literal chief entry was added: the job-name flag must accept it
+        # ParameterServerStrategy: the dict literals a name given to ClusterSpec is bound to get the chief
+        self.named_dicts, self.named_others = self._named_cluster_dicts(module)
         self.dropped_ps: set[str] = set()
         module = transform(module, self)
         # the name that held the ps hosts, now read nowhere: a leftover of the TF1 cluster
@@ -205,10 +207,43 @@ class ClusterResolver(Rule):
     def leave_Module(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(original.body, updated.body))
 
+    def _named_cluster_dicts(self, module: cst.Module) -> tuple[set[int], dict[str, list[cst.BaseExpression]]]:
+        """For ParameterServerStrategy, a cluster given to ClusterSpec by name
+        (``cluster_def = {"ps": ..., "worker": ...}`` then
+        ``ClusterSpec(cluster_def)``): id() of the dict literals the name is
+        bound to, and the name's other values (an environment variable's
+        dict), which keep a diagnostic."""
+        if self.strategy != PSS or self.from_tf_config:
+            return set(), {}
+        names = set()
+        for call in C.calls_in(module):
+            if self.qualname(call.func) == "train.ClusterSpec":
+                spec = C.arg(call, 0, "cluster")
+                if isinstance(spec, cst.Name):
+                    names.add(spec.value)
+        dicts: set[int] = set()
+        others: dict[str, list[cst.BaseExpression]] = {}
+        for node in C.walk(module):
+            bound, value, _ = C.assignment(node)
+            if len(bound) != 1 or bound[0] not in names or value is None:
+                continue
+            if isinstance(value, cst.Dict):
+                dicts.add(id(value))
+            elif not (isinstance(value, cst.Name) and value.value == "None"):
+                others.setdefault(bound[0], []).append(value)
+        return dicts, others
+
     def _rewrite_body(self, originals, body):
         out = []
         aligned = len(originals) == len(body)
         for i, statement in enumerate(body):
+            if aligned and self.named_dicts:
+                _, original_value, _ = C.assignment(originals[i])
+                _, value, _ = C.assignment(statement)
+                if id(original_value) in self.named_dicts and isinstance(value, cst.Dict):
+                    new_value = self._with_chief(statement, value)
+                    out.append(statement if new_value is None else statement.deep_replace(value, new_value))
+                    continue
             if self.server_statement is not None and aligned and id(originals[i]) == self.server_statement:
                 out.append(self._resolver_statement(originals[i], self.spec_name))
                 out.append(statement)
@@ -257,6 +292,21 @@ class ClusterResolver(Rule):
 
     def _fix_cluster_dict(self, statement, call: cst.Call):
         spec = C.arg(call, 0, "cluster")
+        if isinstance(spec, cst.Name) and spec.value in self.named_others and self.named_dicts:
+            # bound to a literal (which got its chief) and to values known only at run time
+            for value in self.named_others[spec.value]:
+                self.report(
+                    statement,
+                    f"ParameterServerStrategy needs a 'chief' (coordinator) task: the cluster `{spec.value}` from"
+                    f" `{C.code_of(value)}` must have a \"chief\" job besides \"ps\" and \"worker\" (its literal"
+                    " value got one)",
+                    hint='add "chief": ["host:port"] to that cluster and launch one more process as the chief',
+                    reference="legacy_reference/async_ps.py",
+                    fixed=False,
+                )
+            return statement
+        if isinstance(spec, cst.Name) and self.named_dicts and spec.value not in self.named_others:
+            return statement  # its dict literal got the chief where it is written
         if not isinstance(spec, cst.Dict):
             if self.strategy == PSS and spec is not None and not self.from_tf_config:
                 # a dict built elsewhere (a variable, an environment variable): its jobs are not known here
@@ -291,41 +341,50 @@ class ClusterResolver(Rule):
                 fixed=True,
                 severity="info",
             )
-        elif self.strategy == PSS and "chief" not in keys and "worker" in keys:
-            chief, how = self._chief_hosts(spec)
-            if chief is None:
-                self.report(
-                    statement,
-                    "ParameterServerStrategy needs a 'chief' (coordinator) task; this cluster has none",
-                    hint='add "chief": ["host:port"] to the cluster and launch one more process as the chief',
-                    reference="legacy_reference/async_ps.py",
-                    fixed=False,
-                )
-                return statement
-            elements = list(spec.elements)
-            last = elements[-1]
-            new = cst.DictElement(_simple_string("chief"), chief)
-            if last.comma is cst.MaybeSentinel.DEFAULT:
-                elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            elif len(elements) > 1:
-                # one element per line: keep the layout and the trailing comma
-                elements[-1] = last.with_changes(comma=elements[-2].comma)
-                new = new.with_changes(comma=last.comma)
-            else:
-                new = new.with_changes(comma=last.comma)
-                elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            elements.append(new)
-            new_spec = spec.with_changes(elements=elements)
-            self.report(
-                statement,
-                f"ParameterServerStrategy coordinates from a 'chief' task: added a chief entry ({how});"
-                " launch one more process as the chief (job name \"chief\", task index 0)",
-                fixed=True,
-                severity="info",
-            )
+        elif self.strategy == PSS:
+            new_spec = self._with_chief(statement, spec) or spec
         if new_spec is spec:
             return statement
         return statement.deep_replace(spec, new_spec)
+
+    def _with_chief(self, statement, spec: cst.Dict) -> cst.Dict | None:
+        """``spec`` with a chief entry for ParameterServerStrategy (None: it has
+        one, has no workers, or none can be chosen: reported)."""
+        keys = _dict_keys(spec)
+        if "chief" in keys or "worker" not in keys:
+            return None
+        chief, how = self._chief_hosts(spec)
+        if chief is None:
+            self.report(
+                statement,
+                "ParameterServerStrategy needs a 'chief' (coordinator) task; this cluster has none",
+                hint='add "chief": ["host:port"] to the cluster and launch one more process as the chief',
+                reference="legacy_reference/async_ps.py",
+                fixed=False,
+            )
+            return None
+        elements = list(spec.elements)
+        last = elements[-1]
+        new = cst.DictElement(_simple_string("chief"), chief)
+        if last.comma is cst.MaybeSentinel.DEFAULT:
+            elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elif len(elements) > 1:
+            # one element per line: keep the layout and the trailing comma
+            elements[-1] = last.with_changes(comma=elements[-2].comma)
+            new = new.with_changes(comma=last.comma)
+        else:
+            new = new.with_changes(comma=last.comma)
+            elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elements.append(new)
+        new_spec = spec.with_changes(elements=elements)
+        self.report(
+            statement,
+            f"ParameterServerStrategy coordinates from a 'chief' task: added a chief entry ({how});"
+            " launch one more process as the chief (job name \"chief\", task index 0)",
+            fixed=True,
+            severity="info",
+        )
+        return new_spec
 
     def _chief_hosts(self, spec: cst.Dict) -> tuple[cst.BaseExpression | None, str]:
         """(the chief's hosts, how they were chosen): `FLAGS.worker_hosts.split(",")`
@@ -710,6 +769,41 @@ ClusterResolver.INVALID = [
         server = tf.train.Server(cluster, "worker", 0)
         device_fn = tf.train.replica_device_setter(cluster=cluster)
         """,
+    ),
+    Invalid(
+        # the cluster dict by name: from an environment variable, else a literal
+        # one; the literal gets the chief, the variable's keeps a diagnostic
+        """
+        import ast, os
+        import tensorflow as tf
+
+        def main(job, index):
+            raw = os.environ.get("LAB_CLUSTER")
+            if raw:
+                jobs = ast.literal_eval(raw)
+            else:
+                jobs = {"ps": ["lab-ps:2000"], "worker": ["lab-w0:2001", "lab-w1:2001"]}
+            cluster = tf.train.ClusterSpec(jobs)
+            server = tf.train.Server(cluster, job_name=job, task_index=index)
+            setter = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        """
+        import ast, os
+        import tensorflow as tf
+
+        def main(job, index):
+            raw = os.environ.get("LAB_CLUSTER")
+            if raw:
+                jobs = ast.literal_eval(raw)
+            else:
+                jobs = {"ps": ["lab-ps:2000"], "worker": ["lab-w0:2001", "lab-w1:2001"], "chief": ["lab-w0:2002"]}
+            cluster = tf.train.ClusterSpec(jobs)
+            cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                cluster, task_type=job, task_id=index, rpc_layer="grpc")
+            server = tf.train.Server(cluster, job_name=job, task_index=index)
+            setter = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        diagnostics=("TFM201",),
     ),
     Invalid(
         # an address without a port: no free port to pick for the chief
