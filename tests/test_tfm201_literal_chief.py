@@ -84,3 +84,21 @@ def test_migrated_tutorial_shape_runs_with_its_own_chief_and_trains_the_same(tmp
     mapping = report["migrated"]["runs"][0]["cluster_map"]
     assert mapping["chief:0"]["script"] == "localhost:2325"
     assert "chief:0" not in report["legacy"]["runs"][0]["cluster_map"]
+
+
+def test_a_cluster_function_returning_a_literal_or_an_environment_value_gets_the_chief_in_its_literal():
+    """``ClusterSpec(cluster_from_env())``: the function returns the
+    environment's JSON or a literal of docker service names. The literal
+    gets its chief where it is written; the environment's cluster is the
+    launcher's to give one, which a diagnostic says."""
+    path = ROOT / "tests" / "data" / "check" / "clusters" / "docker_env_cluster.py"
+    result = migrate_source(path.read_text(), path=str(path))
+    out = result.output
+    assert ('return {"ps": ["paramserver:2222"], "worker": ["trainer-a:2222", "trainer-b:2222"],'
+            ' "chief": ["trainer-a:2223"]}') in out
+    assert out.count('"chief": [') == 1
+    [manual] = [d for d in result.manual_work if d.code == "TFM201"]
+    assert "`cluster_from_env()` from `json.loads(raw)` must have a \"chief\" job" in manual.message
+    assert "tf.distribute.ParameterServerStrategy(cluster_resolver)" in out
+    compile(out, "<migrated>", "exec")
+    assert migrate_source(out, path=str(path)).output == out

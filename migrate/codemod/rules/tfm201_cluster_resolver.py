@@ -89,7 +89,7 @@ class ClusterResolver(Rule):
         self.chief_flag: tuple[str, str] | None = None  # (flags object, style) once a chief entry is added
         self.chief_choice = False  # a literal chief entry was added: the job-name flag must accept it
         # ParameterServerStrategy: the dict literals a name given to ClusterSpec is bound to get the chief
-        self.named_dicts, self.named_others = self._named_cluster_dicts(module)
+        self.named_dicts, self.named_others, self.named_with_dicts = self._named_cluster_dicts(module)
         self.dropped_ps: set[str] = set()
         module = transform(module, self)
         # the name that held the ps hosts, now read nowhere: a leftover of the TF1 cluster
@@ -207,39 +207,50 @@ class ClusterResolver(Rule):
     def leave_Module(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(original.body, updated.body))
 
-    def _named_cluster_dicts(self, module: cst.Module) -> tuple[set[int], dict[str, list[cst.BaseExpression]]]:
+    def _named_cluster_dicts(self, module: cst.Module):
         """For ParameterServerStrategy, a cluster given to ClusterSpec by name
         (``cluster_def = {"ps": ..., "worker": ...}`` then
-        ``ClusterSpec(cluster_def)``): id() of the dict literals the name is
-        bound to, and the name's other values (an environment variable's
-        dict), which keep a diagnostic."""
+        ``ClusterSpec(cluster_def)``) or by a call of a function of this module
+        (``ClusterSpec(cluster_from_env())``): id() of the dict literals the
+        name is bound to or the function returns; the other values (an
+        environment variable's dict), which keep a diagnostic, by the code of
+        the ClusterSpec argument; and the arguments with a dict literal."""
         if self.strategy != PSS or self.from_tf_config:
-            return set(), {}
-        names = set()
+            return set(), {}, set()
+        functions = {node.name.value: node for node in module.body if isinstance(node, cst.FunctionDef)}
+        names, called = set(), {}
         for call in C.calls_in(module):
             if self.qualname(call.func) == "train.ClusterSpec":
                 spec = C.arg(call, 0, "cluster")
                 if isinstance(spec, cst.Name):
                     names.add(spec.value)
-        dicts: set[int] = set()
-        others: dict[str, list[cst.BaseExpression]] = {}
+                elif (isinstance(spec, cst.Call) and isinstance(spec.func, cst.Name)
+                      and spec.func.value in functions):
+                    called[spec.func.value] = C.code_of(spec)
+        values: list[tuple[str, cst.BaseExpression]] = []
         for node in C.walk(module):
             bound, value, _ = C.assignment(node)
-            if len(bound) != 1 or bound[0] not in names or value is None:
-                continue
+            if len(bound) == 1 and bound[0] in names and value is not None:
+                values.append((bound[0], value))
+        for name, key in called.items():
+            values.extend((key, node.value) for node in _own_returns(functions[name]))
+        dicts: set[int] = set()
+        others: dict[str, list[cst.BaseExpression]] = {}
+        with_dicts: set[str] = set()
+        for key, value in values:
             if isinstance(value, cst.Dict):
                 dicts.add(id(value))
+                with_dicts.add(key)
             elif not (isinstance(value, cst.Name) and value.value == "None"):
-                others.setdefault(bound[0], []).append(value)
-        return dicts, others
+                others.setdefault(key, []).append(value)
+        return dicts, others, with_dicts
 
     def _rewrite_body(self, originals, body):
         out = []
         aligned = len(originals) == len(body)
         for i, statement in enumerate(body):
             if aligned and self.named_dicts:
-                _, original_value, _ = C.assignment(originals[i])
-                _, value, _ = C.assignment(statement)
+                original_value, value = _bound_or_returned(originals[i]), _bound_or_returned(statement)
                 if id(original_value) in self.named_dicts and isinstance(value, cst.Dict):
                     new_value = self._with_chief(statement, value)
                     out.append(statement if new_value is None else statement.deep_replace(value, new_value))
@@ -292,12 +303,14 @@ class ClusterResolver(Rule):
 
     def _fix_cluster_dict(self, statement, call: cst.Call):
         spec = C.arg(call, 0, "cluster")
-        if isinstance(spec, cst.Name) and spec.value in self.named_others and self.named_dicts:
-            # bound to a literal (which got its chief) and to values known only at run time
-            for value in self.named_others[spec.value]:
+        key = C.code_of(spec) if isinstance(spec, (cst.Name, cst.Call)) else None
+        if key in self.named_with_dicts:
+            # bound to (or returning) a literal, which got its chief where it is written, and maybe
+            # to values known only at run time
+            for value in self.named_others.get(key, ()):
                 self.report(
                     statement,
-                    f"ParameterServerStrategy needs a 'chief' (coordinator) task: the cluster `{spec.value}` from"
+                    f"ParameterServerStrategy needs a 'chief' (coordinator) task: the cluster `{key}` from"
                     f" `{C.code_of(value)}` must have a \"chief\" job besides \"ps\" and \"worker\" (its literal"
                     " value got one)",
                     hint='add "chief": ["host:port"] to that cluster and launch one more process as the chief',
@@ -305,8 +318,6 @@ class ClusterResolver(Rule):
                     fixed=False,
                 )
             return statement
-        if isinstance(spec, cst.Name) and self.named_dicts and spec.value not in self.named_others:
-            return statement  # its dict literal got the chief where it is written
         if not isinstance(spec, cst.Dict):
             if self.strategy == PSS and spec is not None and not self.from_tf_config:
                 # a dict built elsewhere (a variable, an environment variable): its jobs are not known here
@@ -459,6 +470,32 @@ def _literal_chief(jobs: dict[str, list[str]]) -> str | None:
     host = jobs["worker"][0].rpartition(":")[0]
     port = max(ports[host]) + 1
     return f"{host}:{port}" if port < 65536 else None
+
+
+def _bound_or_returned(statement) -> cst.BaseExpression | None:
+    """The value a statement assigns (``x = value``) or returns (``return value``)."""
+    _, value, _ = C.assignment(statement)
+    if value is None and isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        small = statement.body[0]
+        if isinstance(small, cst.Return):
+            value = small.value
+    return value
+
+
+def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:
+    """The function's return statements with a value, not those of nested defs or lambdas."""
+    out: list[cst.Return] = []
+
+    def visit(node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if isinstance(child, cst.Return) and child.value is not None:
+                out.append(child)
+            visit(child)
+
+    visit(function.body)
+    return out
 
 
 def _statement_holding(statements, target: int) -> tuple[int, cst.BaseStatement] | None:
