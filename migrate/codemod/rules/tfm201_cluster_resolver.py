@@ -366,9 +366,13 @@ class ClusterResolver(Rule):
             return None
         chief, how = self._chief_hosts(spec)
         if chief is None:
+            workers = next(C.code_of(el.value) for el in spec.elements if isinstance(el, cst.DictElement)
+                           and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == "worker")
             self.report(
                 statement,
-                "ParameterServerStrategy needs a 'chief' (coordinator) task; this cluster has none",
+                "ParameterServerStrategy needs a 'chief' (coordinator) task; this cluster has none, and its"
+                f" workers (`{workers}`) are neither a --worker_hosts flag nor literal host:port lists, so no"
+                " address can be chosen for one here",
                 hint='add "chief": ["host:port"] to the cluster and launch one more process as the chief',
                 reference="legacy_reference/async_ps.py",
                 fixed=False,
