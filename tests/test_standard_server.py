@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from migrate.codemod.engine import dedent, migrate_source
 
 STANDARD_SERVER = dedent(
@@ -62,9 +64,31 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_migrated_standard_server_serves_its_task(tmp_path):
+CONTRIB_STANDARD_SERVER = dedent(
+    """
+    import tensorflow as tf
+
+    if __name__ == "__main__":
+        server = tf.contrib.distribute.run_standard_tensorflow_server()
+        server.join()
+    """
+)
+
+
+def test_tf1s_standard_server_function_becomes_the_tf2_guides_server_from_tf_config():
+    result = migrate_source(CONTRIB_STANDARD_SERVER)
+    out = result.output
+    assert "contrib" not in out and not result.manual_work
+    assert "cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()" in out
+    assert "server = tf.distribute.Server(\n" in out and "job_name=cluster_resolver.task_type" in out
+    assert out.index("server = tf.distribute.Server(") < out.index("server.join()")
+    assert migrate_source(out).output == out
+
+
+@pytest.mark.parametrize("source", [STANDARD_SERVER, CONTRIB_STANDARD_SERVER], ids=["train_server", "contrib"])
+def test_the_migrated_standard_server_serves_its_task(tmp_path, source):
     program = tmp_path / "standard_server.py"
-    program.write_text(migrate_source(STANDARD_SERVER).output)
+    program.write_text(migrate_source(source).output)
     ps, worker = _free_port(), _free_port()
     config = {"cluster": {"ps": [f"127.0.0.1:{ps}"], "worker": [f"127.0.0.1:{worker}"]},
               "task": {"type": "ps", "index": 0}}

@@ -8,6 +8,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, serves_only
+from migrate.codemod.rules._standard_server import rewrite_standard_servers
 
 
 def _bound_names(statement) -> set[str]:
@@ -102,8 +103,16 @@ class ServerRoles(Rule):
     What the TF1 branching ran for the other roles (``elif job_name ==
     "worker":``, now the chief, or ``else:``) follows the graph.
 
+    A program that only serves (its server built and joined, no training:
+    a standard server for a cluster whose clients are other programs) keeps
+    its server, spelled ``tf.distribute.Server``; TF 1.x's
+    ``tf.contrib.distribute.run_standard_tensorflow_server()`` becomes the
+    same server started from a ``TFConfigClusterResolver``, as TF 2's
+    parameter-server guide starts its ps and worker tasks.
+
     Fix safety
-    Safe for the shapes above. A ps branch that waits in a session on a
+    Safe for the shapes above (the contrib standard server set a collective
+    group leader in its session config, which only TF1 collective ops read). A ps branch that waits in a session on a
     queue of finished workers (the "done queue" shutdown) becomes
     ``server.join()``: in TF2 the chief ends training and the ps tasks are
     stopped from outside. ``print(server.target)`` moves into the serving
@@ -115,9 +124,11 @@ class ServerRoles(Rule):
 
     code = "TFM202"
     name = "server-roles"
-    triggers = ("Server",)
+    triggers = ("Server", "run_standard_tensorflow_server")
 
     def transform(self, module: cst.Module) -> cst.Module:
+        # exact in any program: the same server, started as TF 2 does
+        module = rewrite_standard_servers(module, self)
         self.strategy = detect_strategy(module, self.ctx.names)
         if self.strategy is None and serves_only(module, self.ctx.names):
             return transform(module, _StandardServer(self))
@@ -345,6 +356,23 @@ ServerRoles.VALID = [
 ]
 
 ServerRoles.INVALID = [
+    Invalid(
+        # TF 1.x's standard server from TF_CONFIG, joined at once, with a session config
+        """
+        import tensorflow as tf
+        if task_type == "ps":
+            tf.contrib.distribute.run_standard_tensorflow_server(session_config=config).join()
+        """,
+        """
+        import tensorflow as tf
+        if task_type == "ps":
+            cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            server = tf.distribute.Server(
+                cluster_resolver.cluster_spec(), job_name=cluster_resolver.task_type, task_index=cluster_resolver.task_id,
+                protocol=cluster_resolver.rpc_layer or "grpc", config=config, start=True)
+            server.join()
+        """,
+    ),
     Invalid(
         # a standard server: the task serves a cluster whose clients are other programs
         """
