@@ -370,9 +370,29 @@ class GraphToStrategy(Rule):
                 how = "the `with` holds other items besides tf.device(...)"
             elif how is None:
                 how = "this rule did not migrate it"
+            removed = self._train_op_in_removed_module(node)
+            if removed is not None:
+                how = f"{removed}; besides, {how}"
             return (f"device-setter block left as TF1: {how}; TFM301 migrates a `with"
                     " tf.device(tf.train.replica_device_setter(...)):` block (or one over a name bound to such a call"
                     " just before it) whose graph the same function's session loop runs")
+        return None
+
+    def _train_op_in_removed_module(self, block: cst.CSTNode) -> str | None:
+        """Why the training of a block that builds no train op of its own is
+        out of reach when a function of TensorFlow's tutorial modules builds
+        it (``mnist.training(loss, rate)`` of tensorflow.examples.tutorials.mnist,
+        which TF 2 no longer ships); None otherwise."""
+        calls = list(C.calls_in(block))
+        if any(_method(c) in ("minimize", "apply_gradients") for c in calls):
+            return None
+        for call in calls:
+            q = self.qualname(call.func)
+            # the tutorial's train-op builder (`mnist.training`), not its model or data reader
+            if q is not None and q.startswith("examples.") and "train" in q.rpartition(".")[2]:
+                module = "tensorflow." + q.rpartition(".")[0]
+                return (f"its training comes from `{C.code_of(call.func)}(...)` of `{module}`, which TF 2 no"
+                        " longer ships: the optimizer and loss are built there, where no rule can rewrite them")
         return None
 
     def _session_left(self, call: cst.Call, function) -> str | None:
@@ -868,6 +888,12 @@ class GraphToStrategy(Rule):
                             " if the workers were meant to share them, then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
                 return
+        removed = self._train_op_in_removed_module(device_with)
+        if removed is not None:
+            self.report(device_with, f"no train op in this device-setter block: {removed}; this training was left"
+                        " as TF1", hint="write the model's functions (inference, loss, training) into the project,"
+                        " then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return
         self.report(device_with, "no train op in this device-setter block: no `minimize(...)` or"
                     " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
                     hint="build the optimizer's train op in the block, or a tf.function step by hand",
