@@ -495,14 +495,114 @@ def test_eval_naming_its_session_is_a_run_of_it():
     assert "compute_loss(batch())" in result.output and ".eval(" not in result.output
 
 
-def test_a_placeholder_made_before_the_block_declines_it_where_it_is_fed():
-    source = SYNC_CHOICE.replace(
-        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
-        "        x = tf.placeholder(tf.float32, [None, 4])\n",
-        "    x = tf.placeholder(tf.float32, [None, 4])\n"
-        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n")
+PLACEHOLDER_BEFORE = SYNC_CHOICE.replace(
+    "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
+    "        x = tf.placeholder(tf.float32, [None, 4])\n",
+    "    # one input, fed at each step\n"
+    "    x = tf.placeholder(tf.float32, [None, 4])\n"
+    "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n")
+
+
+def test_a_placeholder_made_before_the_block_in_its_function_is_a_step_argument():
+    result = migrate(PLACEHOLDER_BEFORE)
+    assert not manual(result)
+    out = lines(result.output)
+    assert "placeholder(" not in result.output
+    assert any(line.startswith("def train_step(x):") for line in out)
+    assert "run_train_step(batch())" in out
+    # its comment stays where it was, over what follows
+    assert out[out.index("# one input, fed at each step") + 1].startswith("strategy = ")
+
+
+def test_a_placeholder_made_before_the_block_and_read_elsewhere_declines_it_where_it_is_fed():
+    # the function also hands the placeholder out: it cannot become a step argument only
+    source = PLACEHOLDER_BEFORE + "    return x\n"
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert reason.line == line_of(source, "return x")
+    assert "it uses the placeholder(s) `x` of the training graph as TF1 graph value(s)" in reason.message
+
+
+def test_a_placeholder_made_before_the_block_and_read_by_another_function_declines_it_where_it_is_fed():
+    source = PLACEHOLDER_BEFORE.replace("    x = tf.placeholder(tf.float32, [None, 4])\n",
+                                        "    x = tf.placeholder(tf.float32, [None, 4])\n"
+                                        "    report = lambda: print(x.name)\n")
     result = migrate(source)
     assert result.output == dedent(source)
     reasons = [d for d in manual(result) if "`x` is fed to the session but is not a placeholder" in d.message]
     assert [d.line for d in reasons] == [line_of(source, "sess.run(train_op, feed_dict={x: batch()})")]
     assert "it is made by `x = tf.placeholder(tf.float32, [None, 4])`" in reasons[0].message
+
+
+def test_a_placeholder_made_before_the_block_from_a_name_rebound_in_between_is_not_moved():
+    # `width` means another thing where the block starts: the placeholder cannot be made there
+    source = PLACEHOLDER_BEFORE.replace(
+        "    x = tf.placeholder(tf.float32, [None, 4])\n",
+        "    width = 4\n    x = tf.placeholder(tf.float32, [None, width])\n    width = 8\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`x` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+MODULE_PLACEHOLDERS = """
+import tensorflow.compat.v1 as tf
+
+FLAGS = tf.app.flags.FLAGS
+cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})
+server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+# the inputs come first, for every task
+features = tf.placeholder(tf.float32, [None, 3])
+targets = tf.placeholder(tf.float32, [None, 1])
+
+if FLAGS.job_name == "ps":
+    server.join()
+elif FLAGS.job_name == "worker":
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        w = tf.Variable(tf.zeros([3, 1]))
+        residual = tf.matmul(features, w) - targets
+        loss = tf.reduce_mean(tf.square(residual))
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=50)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=FLAGS.task_index == 0,
+                                           hooks=hooks) as sess:
+        while not sess.should_stop():
+            xs, ys = next_batch()
+            _, value = sess.run([train_op, loss], feed_dict={features: xs, targets: ys})
+            print("loss", value)
+"""
+# a script at module level: its cluster is migrated with its training
+CLUSTER_RULES = ("TFM201", "TFM202", "TFM301")
+
+
+def test_placeholders_made_at_module_level_before_the_block_are_step_arguments():
+    result = migrate(MODULE_PLACEHOLDERS, select=CLUSTER_RULES)
+    assert not manual(result)
+    out = lines(result.output)
+    assert "placeholder(" not in result.output
+    assert any(line.startswith("def train_step(features, targets):") for line in out)
+    # the comment over the inputs stays with the code that follows
+    assert "# the inputs come first, for every task" in out
+
+
+def test_a_module_placeholder_another_function_reads_stays_and_the_training_is_declined():
+    source = MODULE_PLACEHOLDERS + """
+
+def predict(session, xs):
+    return session.run(targets, feed_dict={features: xs})
+"""
+    result = migrate(source, select=CLUSTER_RULES)
+    assert result.output == dedent(source)
+    reasons = [d for d in manual(result) if "is fed to the session but is not a placeholder" in d.message]
+    assert {d.line for d in reasons} == {line_of(source, "_, value = sess.run([train_op, loss]")}
+
+
+def test_a_function_with_a_parameter_of_the_same_name_does_not_keep_a_module_placeholder():
+    # `features` of `scale` is its own parameter, not the module's placeholder
+    source = MODULE_PLACEHOLDERS.replace("# the inputs come first", "def scale(features):\n"
+                                         "    return features * 2.0\n\n\n# the inputs come first")
+    result = migrate(source, select=CLUSTER_RULES)
+    assert not manual(result)
+    assert "placeholder(" not in result.output
+    assert "def scale(features):" in result.output

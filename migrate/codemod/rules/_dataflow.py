@@ -349,14 +349,18 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
     runs = any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "run" for c in C.calls_in(reader))
     fed = [n for n in names if runs and n in graph.placeholder_names and n not in used_sessions]
     plumbing = [n for n in names if n in graph.dropped and n not in used_sessions]
-    ops = [n for n in names if n in values and n not in fed + used_sessions + plumbing]
-    other = [n for n in names if n not in used_sessions + fed + ops + plumbing]
+    inputs = [n for n in names if n in graph.placeholder_names and n not in fed + used_sessions + plumbing]
+    ops = [n for n in names if n in values and n not in fed + used_sessions + plumbing + inputs]
+    other = [n for n in names if n not in used_sessions + fed + ops + plumbing + inputs]
     parts = []
     if used_sessions:
         parts.append(f"it uses the TF1 session {listed(used_sessions)} outside the `run` calls this rule turns into"
                      " step or evaluation functions, and TF2 has no session")
     if fed:
         parts.append(f"it feeds the placeholder(s) {listed(fed)} to a session run this rule does not migrate")
+    if inputs:
+        parts.append(f"it uses the placeholder(s) {listed(inputs)} of the training graph as TF1 graph value(s),"
+                     " not as a feed of a session run the rule migrates, and TF2 has no placeholders")
     if ops:
         parts.append(f"it uses {listed(ops)}, built in the device-setter block, as TF1 graph value(s), not as"
                      " fetches of a session run the rule migrates, so no step or evaluation function binds them")

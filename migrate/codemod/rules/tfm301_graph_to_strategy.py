@@ -21,7 +21,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _flag_choice, _rebinding
+from migrate.codemod.rules import _dataflow, _flag_choice, _outer_placeholders, _rebinding
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -441,9 +441,15 @@ class GraphToStrategy(Rule):
         return None
 
     def leave_IndentedBlock(self, original, updated):
+        self.block_original = original
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
 
     def leave_Module(self, original, updated):
+        self.block_original = None
+        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
+        if moved:  # made at module level, now at the top of the block that reads them
+            dropped = {id(st) for k, st in enumerate(updated.body) if id(original.body[k]) in moved}
+            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, dropped))
         updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
@@ -519,6 +525,12 @@ class GraphToStrategy(Rule):
         if session_inside:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         queues = self._queues_before(body[:i])
+        # placeholders made before the block, read only by it and the session code after it
+        outer = _outer_placeholders.outer_placeholders(body, i, self.block_original, self.module_in, self.qualname)
+        if outer:
+            inner = [st.with_changes(leading_lines=[]) for _, st, _ in outer] + inner
+            device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
+        moved_here = {k for _, _, k in outer if k is not None}
         # a placeholder a model helper makes and returns (keep_prob) is made here and passed in
         helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
         if helper_moves is not None:
@@ -643,6 +655,9 @@ class GraphToStrategy(Rule):
             return body
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        self.__dict__.setdefault("moved_placeholders", []).extend(st for _, st, k in outer if k is None)
+        if moved_here:  # their comments stay where they were
+            before = _outer_placeholders.without(before, {id(body[k]) for k in moved_here}, out)
         self.signals_dropped = self.signals_dropped or bool(signals)
         return before + out
 

@@ -1,0 +1,147 @@
+"""Placeholders a device-setter block reads but that were made before it, for
+TFM301 (analysis only: what to move, the rule moves it).
+
+A script often makes its inputs first, at module level or at the top of its
+training function, and builds the model from them inside the
+``with tf.device(replica_device_setter(...)):`` block::
+
+    x = tf.placeholder(tf.float32, [None, 784])
+    if FLAGS.job_name == "worker":
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            logits = tf.matmul(x, w)
+        ...
+        sess.run(train_op, feed_dict={x: batch})
+
+A placeholder holds no variable, so the device setter never placed anything of
+it: made at the top of the block, it is the same graph input, and it becomes a
+step argument like the block's own placeholders. That is exact only when
+nothing else reads it: every read of the name lies in the block or after it in
+the same body (the session code whose runs become steps), the name is bound
+once in its scope, and the names its call reads are not rebound between where
+it was made and the block.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._dataflow import _bound
+from migrate.codemod.rules._graph import PLACEHOLDERS
+
+
+def _placeholder_name(statement, qualname) -> str | None:
+    """`x = tf.placeholder(...)` (one plain name, one call): the name."""
+    names, value, assign = C.assignment(statement)
+    if assign is None or len(names) != 1 or len(assign.targets) != 1:
+        return None
+    if not isinstance(assign.targets[0].target, cst.Name) or not isinstance(value, cst.Call):
+        return None
+    return names[0] if qualname(value.func) in PLACEHOLDERS else None
+
+
+def _own_scope_binds(function: cst.FunctionDef | cst.Lambda, name: str) -> bool:
+    """Does the function bind ``name`` itself (a parameter or a local), so that
+    its reads of the name are not reads of the module's?"""
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    every += [p for p in (params.star_arg, params.star_kwarg) if isinstance(p, cst.Param)]
+    if any(p.name.value == name for p in every):
+        return True
+    if isinstance(function, cst.Lambda):
+        return False
+    for node in C.walk(function.body):
+        if type(node) is cst.Global and any(n.name.value == name for n in node.names):
+            return False
+    return name in _bound(C.body_of(function.body))
+
+
+def _reads(nodes, name: str) -> int:
+    """How many times ``nodes`` read or bind ``name`` as the module's name
+    (a function binding it itself, as a parameter or a local, is skipped)."""
+    count = 0
+    stack: list[cst.CSTNode] = list(nodes)
+    while stack:
+        node = stack.pop()
+        if type(node) in (cst.FunctionDef, cst.Lambda) and _own_scope_binds(node, name):
+            continue
+        if type(node) is cst.Name and node.value == name:
+            count += 1
+        stack.extend(C.children(node))
+    return count
+
+
+def _function_of(module: cst.Module, block) -> cst.FunctionDef | None:
+    """The innermost function of ``module`` around ``block`` (one of its
+    nodes), None when it is at the module's top level."""
+    stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
+    while stack:
+        node, function = stack.pop()
+        if node is block:
+            return function
+        if type(node) is cst.FunctionDef:
+            function = node
+        stack.extend((child, function) for child in C.children(node))
+    return None
+
+
+def outer_placeholders(body, i: int, original_block, module: cst.Module, qualname):
+    """The placeholders made before the device-setter block ``body[i]`` that
+    can be made at its top instead: [(name, statement, index)] in the order
+    they were made, ``index`` the statement's in ``body``, or None for a
+    statement of the module's top level when ``body`` is a nested block.
+    ``original_block`` is the block holding ``body`` in ``module``, the tree
+    the rule walks (None: ``body`` is the module's own).
+
+    Every read of the name must lie in ``body[i:]``: the reads are counted
+    there and in the name's whole scope, and the counts must agree."""
+    inner = list(C.body_of(body[i].body))
+    read = set().union(*(C.names_used(st) for st in inner)) if inner else set()
+    own = {p for st in inner if (p := _placeholder_name(st, qualname))}
+    candidates: list[tuple[int | None, cst.BaseStatement]] = list(enumerate(body[:i]))
+    function = None if original_block is None else _function_of(module, original_block)
+    scope = list(module.body) if function is None else list(C.body_of(function.body))
+    if original_block is not None:
+        candidates += [(None, st) for st in module.body]
+    found: list[tuple[str, cst.BaseStatement, int | None]] = []
+    seen: set[str] = set()
+    for k, statement in candidates:
+        name = _placeholder_name(statement, qualname)
+        if name is None or name not in read or name in own or name in seen:
+            continue
+        seen.add(name)
+        if k is None and function is not None and _own_scope_binds(function, name):
+            continue  # the block's function has a name of its own
+        where = module.body if k is None else scope
+        if _reads(where, name) != _reads(body[i:], name) + 1:  # + 1: the placeholder's own target
+            continue
+        # the call's arguments must mean the same at the top of the block
+        rebound: set[str] = set()
+        for st in (body[k + 1:i] if k is not None else []):
+            rebound.update(C.assignment(st)[0])
+        if k is None and function is not None:
+            rebound = _bound(C.body_of(function.body))  # the function's own names shadow the module's
+        if C.names_used(statement) & (rebound - {name}):
+            continue
+        found.append((name, statement, k))
+    return found
+
+
+def without(statements, dropped, following=None) -> list[cst.BaseStatement]:
+    """``statements`` less those whose ids are in ``dropped``, the comments
+    above a dropped one kept above the statement that follows it (the last
+    ones above ``following``, a list holding the statement after them, when
+    there is one)."""
+    out: list[cst.BaseStatement] = []
+    carried: list[cst.EmptyLine] = []
+    for statement in statements:
+        if id(statement) in dropped:
+            carried += [line for line in statement.leading_lines if line.comment is not None]
+            continue
+        if carried:
+            statement = statement.with_changes(leading_lines=[*statement.leading_lines, *carried])
+            carried = []
+        out.append(statement)
+    if carried and following:
+        following[0] = following[0].with_changes(leading_lines=[*following[0].leading_lines, *carried])
+    return out
