@@ -606,3 +606,95 @@ def test_a_function_with_a_parameter_of_the_same_name_does_not_keep_a_module_pla
     assert not manual(result)
     assert "placeholder(" not in result.output
     assert "def scale(features):" in result.output
+
+
+UNFED_EVAL = """
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, is_chief, test_x, test_y):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 4])
+        y = tf.placeholder(tf.float32, [None, 2])
+        keep = tf.placeholder(tf.float32)
+        w = tf.Variable(tf.zeros([4, 2]))
+        logits = tf.nn.dropout(tf.matmul(x, w), keep)
+        loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        hits = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), tf.argmax(y, 1)), tf.float32))
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=40)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks) as sess:
+        while not sess.should_stop():
+            xs, ys = batch()
+            sess.run(train_op, feed_dict={x: xs, y: ys, keep: 0.5})
+        if not is_chief:
+            # the dropout knob is forgotten here
+            print("hits: %f" % sess.run(hits, feed_dict={x: test_x, y: test_y}))
+"""
+
+
+def test_a_run_that_leaves_a_placeholder_unfed_raises_the_error_tf1_raised():
+    result = migrate(UNFED_EVAL)
+    assert not manual(result)
+    out = lines(result.output)
+    # the statement becomes the error TF1 raised there; nothing computes `hits` for it
+    raised = out.index('raise tf.errors.InvalidArgumentError(None, None, "no value for keep, which hits needs")')
+    assert out[raised - 1] == "# the dropout knob is forgotten here"
+    assert "compute_hits" not in result.output and "sess.run" not in result.output
+    [said] = [d for d in result.diagnostics if d.code == "TFM301" and "feeds no `keep`" in d.message]
+    assert said.line == line_of(UNFED_EVAL, 'print("hits: %f" % sess.run(hits')
+    assert "TF1 raised InvalidArgumentError here" in said.message
+
+
+def test_the_raise_tf1_raised_is_exact_in_tf2():
+    # the migrated statement raises what the TF1 session run raised, and only there
+    import pytest
+
+    tf = pytest.importorskip("tensorflow")
+    out = migrate(UNFED_EVAL).output
+    statement = next(line.strip() for line in out.splitlines() if "InvalidArgumentError" in line)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        exec(statement, {"tf": tf})
+    legacy = tf.Graph()
+    with legacy.as_default():
+        keep = tf.compat.v1.placeholder(tf.float32)
+        value = keep * 2.0
+        with tf.compat.v1.Session() as session, pytest.raises(tf.errors.InvalidArgumentError):
+            session.run(value)
+
+
+def test_an_unfed_run_followed_by_more_code_is_left_and_reported():
+    # code after the raise would never run: the rule does not write it, it says why
+    source = UNFED_EVAL.replace('            print("hits: %f" % sess.run(hits, feed_dict={x: test_x, y: test_y}))\n',
+                                '            print("hits: %f" % sess.run(hits, feed_dict={x: test_x, y: test_y}))\n'
+                                '            print("evaluated")\n')
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`keep` not fed: TF1 raised an error here too" in d.message for d in manual(result))
+
+
+def test_an_unfed_run_after_a_call_with_effects_is_left_and_reported():
+    # `record(...)` runs before the session run raised: the statement cannot become the raise alone
+    source = UNFED_EVAL.replace('print("hits: %f" % sess.run(hits, feed_dict={x: test_x, y: test_y}))',
+                                'record(log(), sess.run(hits, feed_dict={x: test_x, y: test_y}))')
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`keep` not fed: TF1 raised an error here too" in d.message for d in manual(result))
+
+
+def test_a_serving_export_of_the_session_graph_is_said_to_be_one():
+    source = UNMIGRATED_USE.replace(
+        "import tensorflow.compat.v1 as tf\n",
+        "import tensorflow.compat.v1 as tf\nfrom tensorflow.contrib.session_bundle import exporter\n").replace(
+        "        export_graph(sess.graph.as_graph_def())\n",
+        "        bundle = exporter.Exporter(saver)\n"
+        "        bundle.init(sess.graph.as_graph_def())\n").replace(
+        "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)\n",
+        "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)\n"
+        "        saver = tf.train.Saver(sharded=True)\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    reasons = [d for d in manual(result) if "it exports the trained TF1 graph for serving" in d.message]
+    assert [d.line for d in reasons] == [line_of(source, "bundle = exporter.Exporter(saver)")]
+    assert "`exporter.Exporter(...)`" in reasons[0].message and "tf.saved_model.save" in reasons[0].hint

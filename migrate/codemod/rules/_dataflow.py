@@ -339,9 +339,25 @@ def binding_counts(nodes) -> Counter:
     return counts
 
 
-def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: cst.CSTNode) -> str:
+# exports of a TF1 session's graph for serving: no step function can stand in for them
+GRAPH_EXPORTS = ("contrib.session_bundle.", "saved_model.builder.", "saved_model.simple_save",
+                 "saved_model.Builder", "train.export_meta_graph")
+
+
+def graph_export(reader: cst.CSTNode, qualname) -> cst.Call | None:
+    """The call of ``reader`` exporting a TF1 graph for serving (a session
+    bundle's ``Exporter(saver)``, a ``SavedModelBuilder``), if any."""
+    for call in C.calls_in(reader):
+        q = qualname(call.func) or ""
+        if q.startswith(GRAPH_EXPORTS):
+            return call
+    return None
+
+
+def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: cst.CSTNode,
+                   export: cst.Call | None = None) -> str:
     """Why reading ``names`` in the statement ``reader`` stops the rewrite,
-    in the program's terms."""
+    in the program's terms; ``export`` is its call exporting the TF1 graph."""
     def listed(group):
         return ", ".join(f"`{n}`" for n in group)
     values = graph_names(graph)
@@ -373,6 +389,11 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
         # `global x, y` in the block: other functions run these graph values in sessions of their own
         parts = [(f"the block publishes {listed(names)} as module globals (`global`) for code elsewhere that runs"
                   " them in a TF1 session; the step functions cannot hand graph values out")]
+    if export is not None:
+        # what the statement does comes first: the names are what that export needs
+        parts.insert(0, f"it exports the trained TF1 graph for serving (`{C.code_of(export.func)}(...)`), which"
+                     " needs the TF1 session, its graph and Saver; TF2 has none of them, and this rule writes no"
+                     " serving export (tf.saved_model.save of a tf.Module with a signature is its TF2 counterpart)")
     return "training not migrated: " + "; ".join(parts)
 
 

@@ -676,9 +676,14 @@ class GraphToStrategy(Rule):
         self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
         for reader, names in by_reader.values():
-            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader),
-                        hint="migrate this use by hand (or build it in the step function's results), then migrate"
-                        " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
+            export = _dataflow.graph_export(reader, self.qualname)
+            hint = ("export with tf.saved_model.save(module, export_dir, signatures=...) of a tf.Module holding the"
+                    " variables, by hand (or move the export out of the training code), then migrate again"
+                    if export is not None else "migrate this use by hand (or build it in the step function's"
+                    " results), then migrate again; the training was left as TF1")
+            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader,
+                                                         export), hint=hint, reference=REFERENCE[self.strategy],
+                        fixed=False)
         return True
 
     def _report_train_op_rebound(self, graph: Graph, block) -> bool:
@@ -1149,6 +1154,8 @@ class GraphToStrategy(Rule):
                 if schedule_name not in used:
                     unused.add(schedule_name)
         unused |= {run_name for run_name in session.sync_steps if run_name not in used}
+        # an evaluation whose only run raised in TF1 (a placeholder it needs unfed) is never called
+        unused |= {fn for fn in session.eval_names.values() if fn not in used}
         kept = [st for st in prelude if not (isinstance(st, cst.FunctionDef) and st.name.value in unused)]
         return kept
 
