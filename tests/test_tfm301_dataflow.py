@@ -701,3 +701,34 @@ def test_a_serving_export_of_the_session_graph_is_said_to_be_one():
     reasons = [d for d in manual(result) if "it exports the trained TF1 graph for serving" in d.message]
     assert [d.line for d in reasons] == [line_of(source, "bundle = exporter.Exporter(saver)")]
     assert "`exporter.Exporter(...)`" in reasons[0].message and "tf.saved_model.save" in reasons[0].hint
+
+
+ABSENT_MODEL = """
+import tensorflow.compat.v1 as tf
+from nets.small_cnn import build_network
+
+
+def train(cluster, server, is_chief, batches):
+    setter = tf.train.replica_device_setter(cluster=cluster)
+    with tf.device(setter):
+        # the network module makes its own inputs and hands them back
+        images, labels, loss = build_network([28, 28, 1], 32)
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.AdamOptimizer(1e-3).minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=100)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks) as sess:
+        while not sess.should_stop():
+            for xs, ys in batches:
+                sess.run(train_op, feed_dict={images: xs, labels: ys})
+"""
+
+
+def test_inputs_made_by_a_module_not_in_the_project_are_said_to_come_from_it():
+    result = migrate(ABSENT_MODEL)
+    assert result.output == dedent(ABSENT_MODEL)
+    reasons = [d for d in manual(result) if "is fed to the session but is not a placeholder" in d.message]
+    assert {d.message.split("`")[1] for d in reasons} == {"images", "labels"}
+    for reason in reasons:
+        assert reason.line == line_of(ABSENT_MODEL, "sess.run(train_op, feed_dict={images: xs, labels: ys})")
+        assert "a function of `nets.small_cnn`, which is not in this project" in reason.message
+        assert "run tfmigrate on a directory holding it with this file" in reason.hint

@@ -639,14 +639,22 @@ def first_feed_of(name: str, statements) -> cst.CSTNode | None:
     return None
 
 
-def binding_code(name: str, nearby, module: cst.Module) -> str | None:
-    """The code of the statement binding ``name``: in ``nearby`` statements
-    first (the block's own scope), else at the module's top level; one line,
-    shortened."""
+def binding_statement(name: str, nearby, module: cst.Module) -> cst.SimpleStatementLine | None:
+    """The statement binding ``name``: in ``nearby`` statements first (the
+    block's own scope), else at the module's top level."""
     for statements in (nearby, list(module.body)):
         for statement in statements:
             for node in C.walk(statement):
                 if type(node) is cst.SimpleStatementLine and name in _bound([node]):
-                    code = " ".join("; ".join(C.code_of(small) for small in node.body).split())
-                    return code if len(code) <= 80 else code[:77] + "..."
+                    return node
     return None
+
+
+def binding_code(name: str, nearby, module: cst.Module) -> str | None:
+    """The code of the statement binding ``name`` (binding_statement), on
+    one line, shortened."""
+    node = binding_statement(name, nearby, module)
+    if node is None:
+        return None
+    code = " ".join("; ".join(C.code_of(small) for small in node.body).split())
+    return code if len(code) <= 80 else code[:77] + "..."

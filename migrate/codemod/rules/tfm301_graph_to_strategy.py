@@ -643,11 +643,17 @@ class GraphToStrategy(Rule):
                 key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
                 made = _dataflow.binding_code(name, [*body[:i], device_with], self.ctx.module)
                 where = f"it is made by `{made}`" if made else "it is made elsewhere: before the block or in a helper"
+                # made by a function of a module this run cannot read (`x, y, loss = make_model(...)`)
+                value = C.assignment(_dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
+                                     or cst.SimpleStatementLine([]))[1]
+                origin = self._program().origin_of(value) if isinstance(value, cst.Call) else ""
                 self.report(key or device_with, f"training not migrated: `{name}` is fed to the session but is not a"
-                            f" placeholder of the device-setter block ({where}), so no step function has an argument"
-                            " for it",
+                            f" placeholder of the device-setter block ({where}{origin}), so no step function has an"
+                            " argument for it",
                             hint="create it in the graph block, or make it a parameter of the function that creates"
-                            " it (a tf.placeholder cannot run in TF2), then migrate again",
+                            " it (a tf.placeholder cannot run in TF2), then migrate again" + (
+                                "; a module not in the project: run tfmigrate on a directory holding it with this"
+                                " file" if "not in this project" in origin else ""),
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
         if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
