@@ -395,6 +395,26 @@ def test_graph_values_published_as_globals_are_named_on_the_global_statement():
     assert reason.line == line_of(source, "global x")
 
 
+def test_the_functions_reading_published_globals_are_named():
+    source = UNMIGRATED_USE.replace(
+        "        x = tf.placeholder(tf.float32, [None, 4])\n",
+        "        global x\n        x = tf.placeholder(tf.float32, [None, 4])\n")
+    source = source.replace("export_graph(sess.graph.as_graph_def())", "pass") + """
+
+def probe(session, value):
+    return session.run(x, feed_dict={x: value})
+
+
+def scale(x):
+    return x * 2
+"""
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    # `scale` has an `x` of its own: only `probe` reads the published one
+    assert "publishes `x` as module globals (`global`) for `probe()`, which runs them" in reason.message
+
+
 DONE_SIGNALS = """
 import tensorflow.compat.v1 as tf
 

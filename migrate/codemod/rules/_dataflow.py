@@ -354,8 +354,24 @@ def graph_export(reader: cst.CSTNode, qualname) -> cst.Call | None:
     return None
 
 
+def global_readers(module: cst.Module, names, holder_code: str = "") -> list[str]:
+    """The module's functions (methods included) reading any of ``names``
+    as module globals (not binding them themselves)."""
+    out: list[str] = []
+    for node in C.walk(module):
+        if type(node) is not cst.FunctionDef:
+            continue
+        own = _bound(C.body_of(node.body)) | {p.name.value for p in node.params.params}
+        declared = {n.name.value for g in C.walk(node.body) if type(g) is cst.Global for n in g.names}
+        if declared & set(names):
+            continue  # the function publishing them
+        if (set(names) - own) & C.names_used(node.body) and node.name.value not in out:
+            out.append(node.name.value)
+    return out
+
+
 def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: cst.CSTNode,
-                   export: cst.Call | None = None) -> str:
+                   export: cst.Call | None = None, module: cst.Module | None = None) -> str:
     """Why reading ``names`` in the statement ``reader`` stops the rewrite,
     in the program's terms; ``export`` is its call exporting the TF1 graph."""
     def listed(group):
@@ -387,7 +403,9 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
         parts.append(f"it uses {listed(other)}, bound by TF1 session code this rule removes")
     if isinstance(reader, cst.SimpleStatementLine) and any(type(s) is cst.Global for s in reader.body):
         # `global x, y` in the block: other functions run these graph values in sessions of their own
-        parts = [(f"the block publishes {listed(names)} as module globals (`global`) for code elsewhere that runs"
+        readers = global_readers(module, names) if module is not None else []
+        elsewhere = f"`{'()`, `'.join(readers)}()`" if readers else "code elsewhere"
+        parts = [(f"the block publishes {listed(names)} as module globals (`global`) for {elsewhere}, which runs"
                   " them in a TF1 session; the step functions cannot hand graph values out")]
     if export is not None:
         # what the statement does comes first: the names are what that export needs

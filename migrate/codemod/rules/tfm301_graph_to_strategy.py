@@ -688,7 +688,7 @@ class GraphToStrategy(Rule):
                     if export is not None else "migrate this use by hand (or build it in the step function's"
                     " results), then migrate again; the training was left as TF1")
             self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader,
-                                                         export), hint=hint, reference=REFERENCE[self.strategy],
+                                                         export, self.ctx.module), hint=hint, reference=REFERENCE[self.strategy],
                         fixed=False)
         return True
 
