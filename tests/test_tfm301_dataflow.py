@@ -752,3 +752,55 @@ def test_inputs_made_by_a_module_not_in_the_project_are_said_to_come_from_it():
         assert reason.line == line_of(ABSENT_MODEL, "sess.run(train_op, feed_dict={images: xs, labels: ys})")
         assert "a function of `nets.small_cnn`, which is not in this project" in reason.message
         assert "run tfmigrate on a directory holding it with this file" in reason.hint
+
+
+def test_a_placeholder_a_helper_makes_in_a_name_scope_becomes_its_parameter():
+    source = HELPER_PLACEHOLDER.replace(
+        "    # the network makes its own dropout knob and hands it back\n"
+        "    keep = tf.placeholder(tf.float32)\n"
+        "    dropped = tf.nn.dropout(hidden, keep)\n",
+        "    with tf.name_scope(\"dropout\"):\n"
+        "        # the network makes its own dropout knob and hands it back\n"
+        "        keep = tf.placeholder(tf.float32)\n"
+        "        dropped = tf.nn.dropout(hidden, keep)\n")
+    result = migrate(source)
+    assert not manual(result)
+    out = lines(result.output)
+    assert "def network(images, keep):" in out and "placeholder(" not in result.output
+    # the name scope keeps the rest of its statements, the comment over what follows
+    scope = out.index('with tf.name_scope("dropout"):')
+    assert out[scope + 1:scope + 3] == ["# the network makes its own dropout knob and hands it back",
+                                        "dropped = tf.nn.dropout(hidden, keep)"]
+    assert any(line.startswith("def train_step(images, labels, keep_prob):") for line in out)
+
+
+def test_a_helper_whose_name_scope_holds_only_the_placeholder_keeps_it():
+    # the scope would be left empty: nothing is moved, the feed is declined where it is
+    source = HELPER_PLACEHOLDER.replace(
+        "    keep = tf.placeholder(tf.float32)\n",
+        "    with tf.name_scope(\"dropout\"):\n        keep = tf.placeholder(tf.float32)\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`keep_prob` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+def test_sync_plumbing_chosen_by_an_if_inside_the_block_goes_with_the_session():
+    # a training function inlined into the block (TFM300) brings its sync plumbing with it
+    source = SYNC_CHOICE.replace(
+        "        init_op = tf.global_variables_initializer()\n"
+        "    # each task picks its own initialization of the sync machinery\n"
+        "    if is_chief:\n"
+        "        local_init = averaging.chief_init_op\n"
+        "    else:\n"
+        "        local_init = averaging.local_step_init_op\n",
+        "        # each task picks its own initialization of the sync machinery\n"
+        "        if is_chief:\n"
+        "            local_init = averaging.chief_init_op\n"
+        "        else:\n"
+        "            local_init = averaging.local_step_init_op\n"
+        "        init_op = tf.global_variables_initializer()\n")
+    assert "        if is_chief:\n            local_init" in source
+    result = migrate(source)
+    assert not manual(result)
+    assert "MultiWorkerMirroredStrategy" in result.output
+    assert "local_init" not in result.output and "averaging" not in result.output

@@ -16,7 +16,7 @@ from collections import Counter
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._graph import DROPPED_CALLS, SYNC_ATTRS, Graph
+from migrate.codemod.rules._graph import Graph
 
 # TensorFlow-namespaced calls that run on the host and build no graph: dataset
 # readers handing out NumPy batches (TF1's MNIST tutorial reader, Keras's loaders)
@@ -89,38 +89,6 @@ def host_statements(graph: Graph, qualname) -> list[cst.BaseStatement]:
     for position, statement in sorted(into_state, key=lambda p: -p[0]):
         graph.state.insert(position + 1, statement)
     return hoisted
-
-
-def plumbing_choice(statement, dropped: set[str], qualname=None) -> list[str] | None:
-    """The names an `if` binds when each of its branches only picks TF1
-    plumbing (`if is_chief: local_init_op = opt.chief_init_op` / `else:
-    local_init_op = opt.local_step_init_op`; `summary_op = tf.summary.merge_all()`
-    / `summary_op = None`), which the dropped session used and TF2 has no
-    counterpart for; None when the statement is anything else."""
-    if not isinstance(statement, cst.If):
-        return None
-    bound: list[str] = []
-    plumbing = False
-    branch: cst.If | cst.Else | None = statement
-    while branch is not None:
-        if isinstance(branch, cst.If) and any(True for _ in C.calls_in(branch.test)):
-            return None  # a test that calls something: dropping it could drop work
-        for inner in C.body_of(branch.body):
-            names, value, _ = C.assignment(inner)
-            if not names or value is None:
-                return None
-            if isinstance(value, cst.Name) and value.value == "None":
-                pass  # this task has none of it
-            elif (C.names_used(value) & dropped or any(
-                    isinstance(n, cst.Attribute) and n.attr.value in SYNC_ATTRS for n in C.walk(value))) or (
-                    qualname is not None and isinstance(value, cst.Call) and qualname(value.func) in DROPPED_CALLS
-                    and not value.args):
-                plumbing = True
-            else:
-                return None
-            bound += [n for n in names if n not in bound]
-        branch = branch.orelse if isinstance(branch, cst.If) else None
-    return bound if plumbing else None
 
 
 def session_state_read(call: cst.Call, qualname, sessions: set[str], graph: Graph) -> cst.BaseExpression | None:
@@ -459,7 +427,8 @@ def placeholder_from_helper(inner: list[cst.BaseStatement], module: cst.Module, 
 def _helper_placeholder(helper: cst.FunctionDef, arity: int, qualname):
     """(index in the returned tuple, the placeholder statement, the helper
     taking it as its last parameter) for a helper whose body makes one
-    placeholder at its top level and returns it among ``arity`` values."""
+    placeholder at its top level (or in a `with tf.name_scope(...):` there)
+    and returns it among ``arity`` values."""
     params = helper.params
     if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None or (
             params.kwonly_params or params.posonly_params or any(p.default is not None for p in params.params)):
@@ -472,22 +441,45 @@ def _helper_placeholder(helper: cst.FunctionDef, arity: int, qualname):
             isinstance(el, cst.StarredElement) for el in returned.elements):
         return None
     returned_names = [el.value.value if isinstance(el.value, cst.Name) else None for el in returned.elements]
-    made = [(j, st) for j, st in enumerate(body)
-            if len(C.assignment(st)[0]) == 1 and isinstance(C.assignment(st)[1], cst.Call)
-            and (qualname(C.assignment(st)[1].func) or "").split(".")[-1] == "placeholder"
-            and C.assignment(st)[0][0] in returned_names]
+
+    def makes_returned(st) -> bool:
+        names, value, _ = C.assignment(st)
+        return (len(names) == 1 and isinstance(value, cst.Call) and names[0] in returned_names
+                and (qualname(value.func) or "").split(".")[-1] == "placeholder")
+
+    # at the top level, or in a `with tf.name_scope(...):` of it (which named the op only)
+    made = [(j, None, st) for j, st in enumerate(body) if makes_returned(st)]
+    for j, st in enumerate(body):
+        if isinstance(st, cst.With) and all(
+                isinstance(i.item, cst.Call) and (qualname(i.item.func) or "").split(".")[-1] == "name_scope"
+                and i.asname is None for i in st.items):
+            made += [(j, k, inner) for k, inner in enumerate(C.body_of(st.body)) if makes_returned(inner)]
     if len(made) != 1:
         return None
-    position, statement = made[0]
+    position, nested, statement = made[0]
     name = C.assignment(statement)[0][0]
-    if any(name in _bound([st]) for j, st in enumerate(body) if j != position):
+    holder = body[position]
+    rest_of_holder = [] if nested is None else [st for k, st in enumerate(C.body_of(holder.body)) if k != nested]
+    if any(name in _bound([st]) for j, st in enumerate(body) if j != position) or any(
+            name in _bound([st]) for st in rest_of_holder):
         return None
     index = returned_names.index(name)
     rest = [el.value for j, el in enumerate(returned.elements) if j != index]
     new_return = body[-1].with_changes(body=[body[-1].body[0].with_changes(
         value=rest[0] if len(rest) == 1 else cst.Tuple([cst.Element(v) for v in rest], lpar=[], rpar=[]))])
-    new_body = [st for j, st in enumerate(body) if j != position][:-1] + [new_return]
-    if position < len(body) - 1 and statement.leading_lines:
+    if nested is not None:
+        # the name scope keeps the rest of its statements (the comment above the placeholder with them)
+        if not rest_of_holder:
+            return None
+        if nested < len(rest_of_holder) and statement.leading_lines:
+            following = rest_of_holder[nested]
+            rest_of_holder[nested] = following.with_changes(
+                leading_lines=[*statement.leading_lines, *following.leading_lines])
+        new_body = [*body[:position], holder.with_changes(body=C.indented(rest_of_holder, holder.body)),
+                    *body[position + 1:-1], new_return]
+    else:
+        new_body = [st for j, st in enumerate(body) if j != position][:-1] + [new_return]
+    if nested is None and position < len(body) - 1 and statement.leading_lines:
         following = new_body[position]
         new_body[position] = following.with_changes(
             leading_lines=[*statement.leading_lines, *following.leading_lines])

@@ -42,6 +42,7 @@ from migrate.codemod.rules._graph import (
     global_step_statement,
     is_device_item,
     pinned_variables,
+    plumbing_choice,
 )
 from migrate.codemod.rules._program import (
     MIRRORED,
@@ -595,7 +596,7 @@ class GraphToStrategy(Rule):
                 break
             if id(statement) in signals:
                 continue
-            chosen = _dataflow.plumbing_choice(statement, graph.dropped, self.qualname)
+            chosen = plumbing_choice(statement, graph.dropped, self.qualname)
             if chosen:
                 graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
                 continue
