@@ -530,8 +530,8 @@ def test_a_placeholder_made_before_the_block_in_its_function_is_a_step_argument(
     assert "placeholder(" not in result.output
     assert any(line.startswith("def train_step(x):") for line in out)
     assert "run_train_step(batch())" in out
-    # its comment stays where it was, over what follows
-    assert out[out.index("# one input, fed at each step") + 1].startswith("strategy = ")
+    # the comment right above it was about it: it goes with it
+    assert "# one input, fed at each step" not in out
 
 
 def test_a_placeholder_made_before_the_block_and_read_elsewhere_declines_it_where_it_is_fed():
@@ -571,6 +571,8 @@ import tensorflow.compat.v1 as tf
 FLAGS = tf.app.flags.FLAGS
 cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})
 server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+# training data
+
 # the inputs come first, for every task
 features = tf.placeholder(tf.float32, [None, 3])
 targets = tf.placeholder(tf.float32, [None, 1])
@@ -602,8 +604,9 @@ def test_placeholders_made_at_module_level_before_the_block_are_step_arguments()
     out = lines(result.output)
     assert "placeholder(" not in result.output
     assert any(line.startswith("def train_step(features, targets):") for line in out)
-    # the comment over the inputs stays with the code that follows
-    assert "# the inputs come first, for every task" in out
+    # the comment right above the inputs was about them; a heading a blank line apart stays
+    assert "# the inputs come first, for every task" not in out
+    assert out[out.index("# training data") + 1].startswith("if FLAGS.job_name")
 
 
 def test_a_module_placeholder_another_function_reads_stays_and_the_training_is_declined():
