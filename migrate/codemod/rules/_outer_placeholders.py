@@ -127,26 +127,16 @@ def outer_placeholders(body, i: int, original_block, module: cst.Module, qualnam
     return found
 
 
-def _kept_lines(lines) -> list[cst.EmptyLine]:
-    """The comment lines above a dropped placeholder that are not about it:
-    those a blank line separates from it (a section's heading); the comment
-    right above it described the placeholder, which no longer exists."""
-    lines = list(lines)
-    while lines and lines[-1].comment is not None:
-        lines.pop()
-    return [line for line in lines if line.comment is not None]
-
-
 def without(statements, dropped, following=None) -> list[cst.BaseStatement]:
     """``statements`` less those whose ids are in ``dropped``, the comments
-    above a dropped one that are not about it (``_kept_lines``) kept above the
-    statement that follows it (the last ones above ``following``, a list
-    holding the statement after them, when there is one)."""
+    above a dropped one kept above the statement that follows it (the last
+    ones above ``following``, a list holding the statement after them, when
+    there is one): comments are the program's text, never lost."""
     out: list[cst.BaseStatement] = []
     carried: list[cst.EmptyLine] = []
     for statement in statements:
         if id(statement) in dropped:
-            carried += _kept_lines(statement.leading_lines)
+            carried += [line for line in statement.leading_lines if line.comment is not None]
             continue
         if carried:
             statement = statement.with_changes(leading_lines=[*statement.leading_lines, *carried])
