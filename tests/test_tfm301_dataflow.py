@@ -807,3 +807,77 @@ def test_sync_plumbing_chosen_by_an_if_inside_the_block_goes_with_the_session():
     assert not manual(result)
     assert "MultiWorkerMirroredStrategy" in result.output
     assert "local_init" not in result.output and "averaging" not in result.output
+
+
+PLACEHOLDER_MAKER = """
+import tensorflow.compat.v1 as tf
+
+WIDTH = 4
+
+
+def input_placeholders(batch_size):
+    \"\"\"The inputs of one batch.\"\"\"
+    images = tf.placeholder(tf.float32, shape=(batch_size, WIDTH), name="images")
+    labels = tf.placeholder(tf.float32, shape=(batch_size, 1))
+    return images, labels
+
+
+def train(cluster, server, is_chief, batch):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        xs_in, ys_in = input_placeholders(batch)
+        w = tf.Variable(tf.zeros([WIDTH, 1]), name="w")
+        loss = tf.reduce_mean(tf.square(tf.matmul(xs_in, w) - ys_in))
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=100)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks) as sess:
+        while not sess.should_stop():
+            xs, ys = next_batch()
+            sess.run(train_op, feed_dict={xs_in: xs, ys_in: ys})
+"""
+
+
+def test_a_function_making_only_placeholders_is_inlined_and_its_placeholders_are_step_arguments():
+    result = migrate(PLACEHOLDER_MAKER)
+    assert not manual(result)
+    out = lines(result.output)
+    assert any(line.startswith("def train_step(xs_in, ys_in):") for line in out)
+    # nothing calls it any more: it goes, with the placeholders TF2 cannot run
+    assert "def input_placeholders(batch_size):" not in out and "placeholder(" not in result.output
+
+
+def test_a_placeholder_maker_called_elsewhere_too_stays_for_those_callers():
+    source = PLACEHOLDER_MAKER + """
+
+def export_inputs():
+    return input_placeholders(1)
+"""
+    result = migrate(source)
+    assert not manual(result)
+    assert "def input_placeholders(batch_size):" in result.output
+    assert any(line.startswith("def train_step(xs_in, ys_in):") for line in lines(result.output))
+
+
+def test_a_placeholder_maker_reading_a_name_the_training_function_shadows_is_not_inlined():
+    # `WIDTH` of the helper is the module's; in `train` it would be the parameter
+    source = PLACEHOLDER_MAKER.replace("def train(cluster, server, is_chief, batch):",
+                                       "def train(cluster, server, is_chief, batch, WIDTH=8):")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`xs_in` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+def test_a_placeholder_maker_called_with_an_argument_that_calls_is_not_inlined():
+    # the argument would be evaluated once per placeholder instead of once
+    source = PLACEHOLDER_MAKER.replace("input_placeholders(batch)", "input_placeholders(batch_size())")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`xs_in` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+def test_a_function_that_does_more_than_make_placeholders_is_not_inlined():
+    source = PLACEHOLDER_MAKER.replace("    return images, labels\n",
+                                       "    tf.add_to_collection(\"inputs\", images)\n    return images, labels\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`xs_in` is fed to the session but is not a placeholder" in d.message for d in manual(result))

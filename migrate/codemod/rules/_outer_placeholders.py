@@ -145,3 +145,154 @@ def without(statements, dropped, following=None) -> list[cst.BaseStatement]:
     if carried and following:
         following[0] = following[0].with_changes(leading_lines=[*following[0].leading_lines, *carried])
     return out
+
+
+def _pure(expr) -> bool:
+    """An argument that can be read twice with no effect: a name, an
+    attribute of one, a literal, or a tuple/list/arithmetic of those."""
+    kind = type(expr)
+    if kind in (cst.Name, cst.Integer, cst.Float, cst.SimpleString):
+        return True
+    if kind is cst.Attribute:
+        return _pure(expr.value)
+    if kind is cst.UnaryOperation:
+        return _pure(expr.expression)
+    if kind is cst.BinaryOperation:
+        return _pure(expr.left) and _pure(expr.right)
+    if kind in (cst.Tuple, cst.List):
+        return all(isinstance(el, cst.Element) and _pure(el.value) for el in expr.elements)
+    return False
+
+
+def _placeholder_maker(function: cst.FunctionDef, qualname) -> tuple[list[cst.BaseStatement], list[str]] | None:
+    """(placeholder statements, returned names) of a function that only makes
+    placeholders and returns them (TF1's tutorial ``placeholder_inputs``):
+    a docstring, ``name = tf.placeholder(...)`` statements, ``return a, b``."""
+    if function.decorators or function.asynchronous:
+        return None
+    params = function.params
+    if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None or params.posonly_params:
+        return None
+    body = list(C.body_of(function.body))
+    if body and C.single_expr(body[0]) is not None and isinstance(C.single_expr(body[0]), cst.SimpleString):
+        body = body[1:]  # the docstring
+    if len(body) < 2 or not isinstance(body[-1], cst.SimpleStatementLine) or type(body[-1].body[0]) is not cst.Return:
+        return None
+    returned = body[-1].body[0].value
+    items = [returned] if isinstance(returned, cst.Name) else (
+        [el.value for el in returned.elements] if isinstance(returned, (cst.Tuple, cst.List)) else [])
+    if not items or not all(isinstance(v, cst.Name) for v in items):
+        return None
+    made = [_placeholder_name(st, qualname) for st in body[:-1]]
+    names = [v.value for v in items]
+    if None in made or len(set(made)) != len(made) or sorted(names) != sorted(made):
+        return None
+    return body[:-1], names
+
+
+class _Substitute(cst.CSTTransformer):
+    """Names read in an expression replaced by expressions (an attribute's
+    name and a keyword are no reads: they are put back)."""
+
+    def __init__(self, values: dict[str, cst.BaseExpression]):
+        super().__init__()
+        self.values = values
+
+    def leave_Name(self, original, updated):
+        return self.values.get(updated.value, updated)
+
+    def leave_Attribute(self, original, updated):
+        return updated.with_changes(attr=original.attr)
+
+    def leave_Arg(self, original, updated):
+        return updated.with_changes(keyword=original.keyword)
+
+
+def scope_names(module: cst.Module, original_block) -> set[str]:
+    """The names the function around ``original_block`` binds itself (its
+    parameters and locals): what would shadow a module name there."""
+    function = None if original_block is None else _function_of(module, original_block)
+    if function is None:
+        return set()
+    params = function.params
+    return _bound(C.body_of(function.body)) | {
+        p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
+
+
+def inline_placeholder_makers(inner, module: cst.Module, qualname, shadowing: set[str]):
+    """``x, y = placeholder_inputs(batch)`` in the block, where the module
+    function only makes the placeholders it returns: its placeholder
+    statements made in the block instead, under the block's names, its
+    parameters read as the call's arguments (pure ones: they are read once per
+    placeholder), where ``shadowing`` (the block function's own names)
+    hides none of the module names it reads. Returns (new statements, names
+    of the functions inlined), or None when there is none."""
+    functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef}
+    out: list[cst.BaseStatement] = []
+    inlined: list[str] = []
+    for statement in inner:
+        names, value, assign = C.assignment(statement)
+        function = functions.get(value.func.value) if (
+            isinstance(value, cst.Call) and isinstance(value.func, cst.Name)) else None
+        maker = _placeholder_maker(function, qualname) if function is not None else None
+        target = assign.targets[0].target if assign is not None and len(assign.targets) == 1 else None
+        if maker is None or target is None or len(names) != len(maker[1]) or not isinstance(
+                target, (cst.Name, cst.Tuple, cst.List)) or isinstance(target, cst.Name) != (len(maker[1]) == 1):
+            out.append(statement)
+            continue
+        made, returned = maker
+        values = _arguments(function, value)
+        free = set().union(*(C.names_used(st) for st in made)) - set(values or ())
+        if values is None or free & shadowing:  # a module name the block's function has one of its own for
+            out.append(statement)
+            continue
+        renamed = dict(zip(returned, names))
+        new = []
+        for k, st in enumerate(made):
+            call = C.assignment(st)[1].visit(_Substitute(values))
+            code = f"{renamed[_placeholder_name(st, qualname)]} = {C.code_of(call)}\n"
+            new.append(C.stmt(code).with_changes(leading_lines=statement.leading_lines if k == 0 else []))
+        # in the order the block names them, as the call's targets read
+        order = {name: j for j, name in enumerate(names)}
+        out += sorted(new, key=lambda st: order[C.assignment(st)[0][0]])
+        inlined.append(function.name.value)
+    return (out, inlined) if inlined else None
+
+
+def _arguments(function: cst.FunctionDef, call: cst.Call) -> dict[str, cst.BaseExpression] | None:
+    """Parameter -> the call's (pure) argument or the parameter's default."""
+    params = [*function.params.params, *function.params.kwonly_params]
+    values: dict[str, cst.BaseExpression] = {}
+    positional = [a for a in call.args if a.keyword is None]
+    if any(a.star for a in call.args) or len(positional) > len(function.params.params):
+        return None
+    for param, arg in zip(function.params.params, positional):
+        values[param.name.value] = arg.value
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword.value in values or arg.keyword.value not in {p.name.value for p in params}:
+                return None
+            values[arg.keyword.value] = arg.value
+    for param in params:
+        if param.name.value not in values:
+            if param.default is None:
+                return None
+            values[param.name.value] = param.default
+    return values if all(_pure(v) for v in values.values()) else None
+
+
+def drop_unreferenced(module: cst.Module, names) -> cst.Module:
+    """The module without its top-level functions ``names`` that nothing
+    else in it refers to (by name, or by a string equal to it)."""
+    names = set(names)
+    kept: set[str] = set()
+    for statement in module.body:
+        own = isinstance(statement, cst.FunctionDef) and statement.name.value in names
+        for node in C.walk(statement.body if own else statement):
+            if type(node) is cst.Name and node.value in names:
+                kept.add(node.value)
+            elif type(node) is cst.SimpleString and node.evaluated_value in names:
+                kept.add(node.evaluated_value)
+    dropped = names - kept
+    return module.with_changes(body=[st for st in module.body if not (
+        isinstance(st, cst.FunctionDef) and st.name.value in dropped)])

@@ -454,6 +454,8 @@ class GraphToStrategy(Rule):
         updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
+        if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
+            updated = _outer_placeholders.drop_unreferenced(updated, self.placeholder_makers)
         return updated
 
     def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
@@ -532,6 +534,13 @@ class GraphToStrategy(Rule):
             inner = [st.with_changes(leading_lines=[]) for _, st, _ in outer] + inner
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         moved_here = {k for _, _, k in outer if k is not None}
+        # `x, y = placeholder_inputs(batch)`: a function making only the placeholders it returns
+        placeholder_makers = _outer_placeholders.inline_placeholder_makers(
+            inner, self.ctx.module, self.qualname,
+            _outer_placeholders.scope_names(self.module_in, self.block_original))
+        if placeholder_makers is not None:
+            inner, placeholder_makers = placeholder_makers
+            device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         # a placeholder a model helper makes and returns (keep_prob) is made here and passed in
         helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
         if helper_moves is not None:
@@ -663,6 +672,7 @@ class GraphToStrategy(Rule):
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
         self.__dict__.setdefault("moved_placeholders", []).extend(st for _, st, k in outer if k is None)
+        self.__dict__.setdefault("placeholder_makers", []).extend(placeholder_makers or ())
         if moved_here:  # their comments stay where they were
             before = _outer_placeholders.without(before, {id(body[k]) for k in moved_here}, out)
         self.signals_dropped = self.signals_dropped or bool(signals)
