@@ -881,3 +881,27 @@ def test_a_function_that_does_more_than_make_placeholders_is_not_inlined():
     result = migrate(source)
     assert result.output == dedent(source)
     assert any("`xs_in` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+def test_a_placeholder_maker_called_before_the_block_is_made_in_it():
+    source = PLACEHOLDER_MAKER.replace(
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
+        "        xs_in, ys_in = input_placeholders(batch)\n",
+        "    xs_in, ys_in = input_placeholders(batch)\n"
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n")
+    result = migrate(source)
+    assert not manual(result)
+    assert any(line.startswith("def train_step(xs_in, ys_in):") for line in lines(result.output))
+    assert "input_placeholders" not in result.output and "placeholder(" not in result.output
+
+
+def test_a_placeholder_maker_called_before_the_block_with_its_inputs_read_after_is_declined():
+    # the inputs are also handed out after the training: they are no step argument only
+    source = PLACEHOLDER_MAKER.replace(
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
+        "        xs_in, ys_in = input_placeholders(batch)\n",
+        "    xs_in, ys_in = input_placeholders(batch)\n"
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n") + "    return xs_in\n"
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert manual(result)

@@ -87,7 +87,7 @@ def _function_of(module: cst.Module, block) -> cst.FunctionDef | None:
 
 def outer_placeholders(body, i: int, original_block, module: cst.Module, qualname):
     """The placeholders made before the device-setter block ``body[i]`` that
-    can be made at its top instead: [(name, statement, index)] in the order
+    can be made at its top instead: [(names, statement, index)] in the order
     they were made, ``index`` the statement's in ``body``, or None for a
     statement of the module's top level when ``body`` is a nested block.
     ``original_block`` is the block holding ``body`` in ``module``, the tree
@@ -103,17 +103,18 @@ def outer_placeholders(body, i: int, original_block, module: cst.Module, qualnam
     scope = list(module.body) if function is None else list(C.body_of(function.body))
     if original_block is not None:
         candidates += [(None, st) for st in module.body]
-    found: list[tuple[str, cst.BaseStatement, int | None]] = []
+    functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef}
+    found: list[tuple[list[str], cst.BaseStatement, int | None]] = []
     seen: set[str] = set()
     for k, statement in candidates:
-        name = _placeholder_name(statement, qualname)
-        if name is None or name not in read or name in own or name in seen:
+        names = _made_names(statement, qualname, functions)
+        if not names or not set(names) & read or set(names) & (own | seen):
             continue
-        seen.add(name)
-        if k is None and function is not None and _own_scope_binds(function, name):
+        seen.update(names)
+        if k is None and function is not None and any(_own_scope_binds(function, n) for n in names):
             continue  # the block's function has a name of its own
         where = module.body if k is None else scope
-        if _reads(where, name) != _reads(body[i:], name) + 1:  # + 1: the placeholder's own target
+        if any(_reads(where, n) != _reads(body[i:], n) + 1 for n in names):  # + 1: the statement's own target
             continue
         # the call's arguments must mean the same at the top of the block
         rebound: set[str] = set()
@@ -121,10 +122,27 @@ def outer_placeholders(body, i: int, original_block, module: cst.Module, qualnam
             rebound.update(C.assignment(st)[0])
         if k is None and function is not None:
             rebound = _bound(C.body_of(function.body))  # the function's own names shadow the module's
-        if C.names_used(statement) & (rebound - {name}):
+        if C.names_used(statement) & (rebound - set(names)):
             continue
-        found.append((name, statement, k))
+        found.append((names, statement, k))
     return found
+
+
+def _made_names(statement, qualname, functions) -> list[str]:
+    """The names a statement binds to placeholders: `x = tf.placeholder(...)`,
+    or `x, y = placeholder_inputs(...)` of a module function making only the
+    placeholders it returns (which the block then inlines)."""
+    name = _placeholder_name(statement, qualname)
+    if name is not None:
+        return [name]
+    names, value, assign = C.assignment(statement)
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in functions):
+        return []
+    maker = _placeholder_maker(functions[value.func.value], qualname)
+    target = assign.targets[0].target if len(assign.targets) == 1 else None
+    if maker is None or not isinstance(target, (cst.Name, cst.Tuple, cst.List)) or len(names) != len(maker[1]):
+        return []
+    return names
 
 
 def without(statements, dropped, following=None) -> list[cst.BaseStatement]:
