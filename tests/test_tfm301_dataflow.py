@@ -905,3 +905,17 @@ def test_a_placeholder_maker_called_before_the_block_with_its_inputs_read_after_
     result = migrate(source)
     assert result.output == dedent(source)
     assert manual(result)
+
+
+def test_a_saver_used_by_hand_is_said_to_be_one():
+    source = UNMIGRATED_USE.replace(
+        "        export_graph(sess.graph.as_graph_def())\n",
+        "        saver.save(sess, \"/tmp/model\", global_step=step)\n").replace(
+        "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)\n",
+        "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)\n"
+        "        saver = tf.train.Saver()\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert reason.line == line_of(source, "saver.save(sess")
+    assert reason.message.startswith("training not migrated: it saves a TF1 checkpoint by hand (`saver.save(...)`)")

@@ -375,6 +375,15 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
         elsewhere = f"`{'()`, `'.join(readers)}()`" if readers else "code elsewhere"
         parts = [(f"the block publishes {listed(names)} as module globals (`global`) for {elsewhere}, which runs"
                   " them in a TF1 session; the step functions cannot hand graph values out")]
+    saves = [c for c in C.calls_in(reader) if isinstance(c.func, cst.Attribute) and c.func.attr.value in (
+        "save", "restore") and isinstance(c.func.value, cst.Name) and c.func.value.value in plumbing]
+    if saves and export is None:
+        # a Saver used by hand: say what it does, then what it needs
+        call = saves[0]
+        parts.insert(0, f"it {call.func.attr.value}s a TF1 checkpoint by hand (`{C.code_of(call.func)}(...)`) with"
+                     " the block's Saver, in the TF1 session; the migration checkpoints with tf.train.Checkpoint"
+                     " (a CheckpointManager saving at TF1's cadence and at the end), whose files a Saver neither"
+                     " writes nor reads, and maps no hand-made Saver call onto it")
     if export is not None:
         # what the statement does comes first: the names are what that export needs
         parts.insert(0, f"it exports the trained TF1 graph for serving (`{C.code_of(export.func)}(...)`), which"
