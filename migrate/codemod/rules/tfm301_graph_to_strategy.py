@@ -228,7 +228,15 @@ class GraphToStrategy(Rule):
     placeholder a model helper makes and returns (``y, keep_prob =
     net(x)``, TF1's deep MNIST tutorial) is made in the block and passed to
     the helper, a step argument like the block's own; a shapeless one fed a
-    number in every run builds the model with that number. A dataset reader
+    number in every run builds the model with that number. A placeholder made
+    before the block (at module level or earlier in its function), or by a
+    module function that only makes the placeholders it returns (``x, y =
+    placeholder_inputs(n)``, also inlined in the block), is made at the top of
+    the block when only the block and the session code after it read it: a
+    placeholder holds no variable, so the device setter placed nothing of it.
+    A run leaving a placeholder its fetches need unfed, which raised
+    InvalidArgumentError in TF1, becomes that raise where nothing is left
+    after it in its block (``_outer_placeholders.py``). A dataset reader
     built in the block (``input_data.read_data_sets``) runs once before the
     strategy; ``tf.train.global_step(sess, gs)`` reads the variable; a
     session bound to a name and entered later (``with mts as sess:``) is the
