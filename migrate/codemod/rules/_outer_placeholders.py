@@ -1,5 +1,7 @@
 """Placeholders a device-setter block reads but that were made before it, for
-TFM301 (analysis only: what to move, the rule moves it).
+TFM301: which ones can be made in the block instead (analysis), and the small
+transforms the rule composes to move them (a placeholder-making function
+inlined, the statements left behind dropped with their comments kept).
 
 A script often makes its inputs first, at module level or at the top of its
 training function, and builds the model from them inside the
@@ -18,7 +20,9 @@ step argument like the block's own placeholders. That is exact only when
 nothing else reads it: every read of the name lies in the block or after it in
 the same body (the session code whose runs become steps), the name is bound
 once in its scope, and the names its call reads are not rebound between where
-it was made and the block.
+it was made and the block. The same holds for ``x, y = placeholder_inputs(n)``
+of a module function that only makes the placeholders it returns (TF1's
+tutorial shape), which is inlined in the block.
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ def _reads(nodes, name: str) -> int:
             continue
         if type(node) is cst.Name and node.value == name:
             count += 1
+        elif type(node) in (cst.Attribute, cst.Arg):
+            stack.append(node.value)  # `obj.x`, `f(x=...)`: no reads of `x`
+            continue
         stack.extend(C.children(node))
     return count
 
