@@ -21,7 +21,13 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _flag_choice, _outer_placeholders, _rebinding
+from migrate.codemod.rules import (
+    _dataflow,
+    _flag_choice,
+    _foreign_placement,
+    _outer_placeholders,
+    _rebinding,
+)
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -254,11 +260,12 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    triggers = ("replica_device_setter", "SyncReplicasOptimizer")
+    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "DeviceChooser")
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
         if self.strategy not in (PSS, MWMS):
+            self._report_foreign_placement(module)
             return module
         self.taken = C.all_names(module)
         self.has_resolver = "cluster_resolver" in self.taken
@@ -283,6 +290,20 @@ class GraphToStrategy(Rule):
         self._report_sync_left(module)
         self._report_left_as_tf1(module)
         return module
+
+    def _report_foreign_placement(self, module: cst.Module) -> None:
+        """Training on the cluster placed by another TF1 device function
+        (`VariableDeviceChooser`): say why it stays TF1, where it is placed."""
+        for node, call, what, undefined in _foreign_placement.foreign_device_blocks(module, self.qualname):
+            broken = (f"; it also reads {', '.join(f'`{n}`' for n in undefined)}, which nothing in this file"
+                      " defines (the legacy program raises NameError here)") if undefined else ""
+            self.report(node, f"training left as TF1: its variables are placed by `{C.code_of(call.func)}(...)`,"
+                        f" which {what}; TFM301 migrates the placement of tf.train.replica_device_setter"
+                        f" (variables shared on the ps tasks) and reads no other device function{broken}",
+                        hint="place the variables with tf.train.replica_device_setter(cluster=...) (its default"
+                        " also spreads them over the ps tasks in turn) and build the train op in that block, then"
+                        " migrate again; or migrate to ParameterServerStrategy by hand", reference=REFERENCE[PSS],
+                        fixed=False)
 
     def _covered(self) -> list[str]:
         """Whitespace-free code of the declined blocks and of the nodes of this
