@@ -919,3 +919,46 @@ def test_a_saver_used_by_hand_is_said_to_be_one():
     [reason] = manual(result)
     assert reason.line == line_of(source, "saver.save(sess")
     assert reason.message.startswith("training not migrated: it saves a TF1 checkpoint by hand (`saver.save(...)`)")
+
+
+FUNCTION_PLACEHOLDERS = """
+import tensorflow.compat.v1 as tf
+
+FLAGS = tf.app.flags.FLAGS
+
+
+def main(_):
+    cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
+    server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    readings = tf.placeholder(tf.float32, [None, 3])
+    expected = tf.placeholder(tf.float32, [None, 1])
+    if FLAGS.job_name == "ps":
+        server.join()
+    elif FLAGS.job_name == "worker":
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            w = tf.Variable(tf.zeros([3, 1]))
+            loss = tf.reduce_mean(tf.square(tf.matmul(readings, w) - expected))
+            step = tf.train.get_or_create_global_step()
+            train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=step)
+        hooks = [tf.train.StopAtStepHook(last_step=100)]
+        with tf.train.MonitoredTrainingSession(master=server.target, is_chief=FLAGS.task_index == 0,
+                                               hooks=hooks) as sess:
+            while not sess.should_stop():
+                xs, ys = batch()
+                sess.run(train_op, feed_dict={readings: xs, expected: ys})
+"""
+
+
+def test_placeholders_made_at_the_top_of_the_function_before_the_role_branch_are_step_arguments():
+    result = migrate(FUNCTION_PLACEHOLDERS, select=CLUSTER_RULES)
+    assert not manual(result)
+    assert "placeholder(" not in result.output
+    assert any(line.startswith("def train_step(readings, expected):") for line in lines(result.output))
+
+
+def test_a_function_level_placeholder_also_read_in_another_branch_is_declined():
+    source = FUNCTION_PLACEHOLDERS.replace("        server.join()\n",
+                                           "        print(readings.name)\n        server.join()\n")
+    result = migrate(source, select=CLUSTER_RULES)
+    assert result.output == dedent(source)
+    assert any("`readings` is fed to the session but is not a placeholder" in d.message for d in manual(result))

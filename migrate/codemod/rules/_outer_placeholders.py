@@ -96,7 +96,8 @@ def outer_placeholders(body, i: int, original_block, module: cst.Module, qualnam
     """The placeholders made before the device-setter block ``body[i]`` that
     can be made at its top instead: [(names, statement, index)] in the order
     they were made, ``index`` the statement's in ``body``, or None for a
-    statement of the module's top level when ``body`` is a nested block.
+    statement of an enclosing block's (the function's or the module's top
+    level) when ``body`` is a nested block.
     ``original_block`` is the block holding ``body`` in ``module``, the tree
     the rule walks (None: ``body`` is the module's own).
 
@@ -108,6 +109,9 @@ def outer_placeholders(body, i: int, original_block, module: cst.Module, qualnam
     candidates: list[tuple[int | None, cst.BaseStatement]] = list(enumerate(body[:i]))
     function = None if original_block is None else _function_of(module, original_block)
     scope = list(module.body) if function is None else list(C.body_of(function.body))
+    # from the function's top level (`x = tf.placeholder(...)` before `if job == "ps": ... else: <block>`)
+    enclosing = [] if function is None or original_block is function.body else scope
+    candidates += [(None, st) for st in enclosing]
     if original_block is not None:
         candidates += [(None, st) for st in module.body]
     functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef}
@@ -118,16 +122,20 @@ def outer_placeholders(body, i: int, original_block, module: cst.Module, qualnam
         if not names or not set(names) & read or set(names) & (own | seen):
             continue
         seen.update(names)
-        if k is None and function is not None and any(_own_scope_binds(function, n) for n in names):
+        in_function = k is None and any(st is statement for st in enclosing)
+        if k is None and not in_function and function is not None and any(
+                _own_scope_binds(function, n) for n in names):
             continue  # the block's function has a name of its own
-        where = module.body if k is None else scope
+        where = module.body if k is None and not in_function else scope
         if any(_reads(where, n) != _reads(body[i:], n) + 1 for n in names):  # + 1: the statement's own target
             continue
         # the call's arguments must mean the same at the top of the block
         rebound: set[str] = set()
         for st in (body[k + 1:i] if k is not None else []):
             rebound.update(C.assignment(st)[0])
-        if k is None and function is not None:
+        if in_function:  # bound again anywhere after it in the function
+            rebound = _bound(enclosing[next(j for j, st in enumerate(enclosing) if st is statement) + 1:])
+        elif k is None and function is not None:
             rebound = _bound(C.body_of(function.body))  # the function's own names shadow the module's
         if C.names_used(statement) & (rebound - set(names)):
             continue

@@ -281,6 +281,11 @@ class GraphToStrategy(Rule):
         self.hook_objects: set[str] = set()
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
+        # placeholders made before a migrated block, now made in it (the statements left, by identity);
+        # functions that only made placeholders, inlined there
+        self.moved_placeholders: list[cst.BaseStatement] = []
+        self.placeholder_makers: list[str] = []
+        self.block_original = None
         self.signals_dropped = False  # a block's "done" signals to the ps were dropped
         module = transform(module, self)
         if self.converted and self.signals_dropped:
@@ -472,14 +477,18 @@ class GraphToStrategy(Rule):
 
     def leave_IndentedBlock(self, original, updated):
         self.block_original = original
+        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
+        if moved & {id(st) for st in updated.body}:
+            # made at this function's top level (the rule leaves such statements as they
+            # were: the same nodes), now at the top of the nested block that reads them
+            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
 
     def leave_Module(self, original, updated):
         self.block_original = None
         moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
-        if moved:  # made at module level, now at the top of the block that reads them
-            dropped = {id(st) for k, st in enumerate(updated.body) if id(original.body[k]) in moved}
-            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, dropped))
+        if moved & {id(st) for st in updated.body}:  # made at module level, now at the top of the block
+            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
         updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
