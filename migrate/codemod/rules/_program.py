@@ -50,7 +50,20 @@ def detect_strategy(module: cst.Module, names: TFNames) -> str | None:
     for node in walk(module):
         if type(node) is cst.Name and node.value in ("average_gradients", "tower_loss"):
             return MIRRORED
+    if "device" in q and _places_on_ps_by_hand(module, names):
+        return PSS  # `with tf.device("/job:ps/task:0"):` variables: a device setter's layout written out
     return None
+
+
+def _places_on_ps_by_hand(module: cst.Module, names: TFNames) -> bool:
+    from migrate.codemod.rules._graph import _device_literal
+
+    for node in walk(module):
+        if type(node) is cst.Call and names.qualname(node.func) == "device":
+            device = _device_literal(node)
+            if device is not None and "job:ps" in device.split("/"):
+                return True
+    return False
 
 
 def _sync_in_default_run(module: cst.Module, names: TFNames) -> bool:

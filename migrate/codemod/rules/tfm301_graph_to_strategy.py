@@ -21,7 +21,7 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _flag_choice, _rebinding
+from migrate.codemod.rules import _dataflow, _flag_choice, _placement, _rebinding
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -245,7 +245,7 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    triggers = ("replica_device_setter", "SyncReplicasOptimizer")
+    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "job:ps")
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
@@ -498,7 +498,7 @@ class GraphToStrategy(Rule):
         self.setter_helper = None
         found = self._device_block(body)
         if found is None:
-            return body
+            return self._rewrite_hand_placed(body)
         helper = self.setter_helper
         out = self._rewrite_device_block(body, found)
         if out is not body and helper is not None:
@@ -506,6 +506,32 @@ class GraphToStrategy(Rule):
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
+        return out
+
+    def _rewrite_hand_placed(self, body):
+        """Variables placed on the ps and computation on this worker by hand
+        (`with tf.device("/job:ps/task:0"):` ...): migrated as the one
+        device-setter block the layout stands for, or declined at what makes
+        it another program (see _placement)."""
+        layout = _placement.find_layout(body, self.qualname, self._starts_session, self._variable_helpers()[0])
+        if layout is None:
+            return body
+        if isinstance(layout, _placement.Decline):
+            self.report(layout.node, f"training placed by hand not migrated: {layout.why}; this training was left as"
+                        " TF1", hint=layout.hint, reference=REFERENCE[self.strategy], fixed=False)
+            # the session running what the blocks build needs no report of its own
+            self.declined_blocks.append("".join(C.code_of(layout.start_block).split()))
+            return body
+        merged = [*body[:layout.start], layout.block, *body[layout.end:]]
+        reported = len(self.ctx.reports)
+        out = self._rewrite_device_block(merged, (layout.start, None))
+        if out is merged:
+            self.declined_blocks.append("".join(C.code_of(layout.block).split()))
+            return body
+        self.report(layout.block, "variables placed by hand on the ps and computation on this worker: the layout"
+                    " tf.train.replica_device_setter makes, migrated as such (the strategy places the variables)",
+                    fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        self.ctx.reports.insert(reported, self.ctx.reports.pop())  # said first: what the rest is about
         return out
 
     def _rewrite_device_block(self, body, found):
@@ -734,6 +760,15 @@ class GraphToStrategy(Rule):
         the session runs comes from, when a helper call or object built it
         (`global_step, loss, train_op = build_model()`, `model = Model(...)`
         then `sess.run(model.train_op)`)."""
+        local = None
+        if graph.train_op is not None and graph.apply_arg is not None:
+            local = _placement.local_gradients(before, graph.train_op, graph.apply_arg, self.qualname,
+                                               self._variable_helpers()[0])
+        if local is not None:
+            self.report(local.node, f"the train op `{graph.train_op}` of this device-setter block is not migrated:"
+                        f" {local.why}; this training was left as TF1", hint=local.hint,
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return
         if graph.train_op is not None:
             self.report(device_with, f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
                         " find: no `compute_gradients(loss)` of the optimizer in this device-setter block (gradients"
