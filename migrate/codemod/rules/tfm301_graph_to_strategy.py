@@ -1733,7 +1733,8 @@ class GraphToStrategy(Rule):
         # statements using compute_gradients' result (clipping...) run after the tape
         forward, backward = [], []
         for names, st in statements:
-            if graph.grads_name and (graph.grads_name in C.names_used(st) or set(names) & _depends_on(backward)):
+            if graph.grads_name and ({graph.grads_name, graph.grads_vars_name} & C.names_used(st)
+                                     or set(names) & _depends_on(backward)):
                 backward.append((names, st))
             else:
                 forward.append((names, st))
@@ -1743,6 +1744,9 @@ class GraphToStrategy(Rule):
         state_fetches = [n for n in fetch.values
                          if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
         reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
+        # `params = tf.trainable_variables()`: the variables the step trains (TF2 keeps no collection)
+        step_reads = set().union(*(C.names_used(st) for _, st in statements), C.names_used(graph.apply_arg or graph.loss))
+        reads += "".join(f"{n} = {self.trainable_name}\n" for n in sorted(graph.trainable_aliases & step_reads))
         returns = self._replica_returns(fetch, graph, state_fetches)
         fetch.returned = len(returns)
         # A step whose fetches are only the train op returns no tensors; an
@@ -1782,10 +1786,12 @@ class GraphToStrategy(Rule):
             )
             loss_for_grad = scaled
         if graph.grads_name:
-            grad_code = (
-                f"{graph.grads_name} = list(zip({tape}.gradient({loss_for_grad}, {self.trainable_name}),"
-                f" {self.trainable_name}))\n"
-            )
+            gradient = f"{tape}.gradient({loss_for_grad}, {self.trainable_name})"
+            grad_code = {
+                "pairs": f"{graph.grads_name} = list(zip({gradient}, {self.trainable_name}))\n",
+                "list": f"{graph.grads_name} = {gradient}\n",
+                "unzipped": f"{graph.grads_name}, {graph.grads_vars_name} = {gradient}, {self.trainable_name}\n",
+            }[graph.grads_form]
             apply_code = f"{graph.optimizer}.apply_gradients({C.code_of(graph.apply_arg)})\n"
         else:
             grad_code = f"{grads} = {tape}.gradient({loss_for_grad}, {self.trainable_name})\n"
