@@ -148,3 +148,19 @@ def test_the_check_harness_records_the_loss_given_to_tf_gradients(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     recorded = [line for line in done.stdout.splitlines() if line.startswith("RECORDED")]
     assert recorded == ["RECORDED ['Sum:0']"], done.stdout[-2000:]
+
+
+def test_gradients_computed_inside_another_block_are_declined_there():
+    """`with tf.control_dependencies([barrier]): grads = opt.compute_gradients(loss)`:
+    what the block runs first has no place in the tape's step; said at that block."""
+    source = BLOCK.replace("TRAIN", (
+        "barrier = tf.no_op(name='barrier')\n"
+        "        with tf.control_dependencies([barrier]):\n"
+        "            grads = optimizer.compute_gradients(loss, [kernel, offset])\n"
+        "        train_op = optimizer.apply_gradients(grads, global_step=step)"))
+    result = migrate_source(source, select=["TFM301"])
+    assert result.output == source
+    declined = [d for d in result.manual_work if d.code == "TFM301"]
+    assert len(declined) == 1
+    assert declined[0].line == next(i for i, line in enumerate(source.splitlines(), 1) if "control_dependencies" in line)
+    assert "`grads`" in declined[0].message and "`with tf.control_dependencies([barrier]):`" in declined[0].message

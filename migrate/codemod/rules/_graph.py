@@ -727,3 +727,40 @@ def _variable_statement(statement, name: str, call: cst.Call, qualname):
         # values get_variable would have drawn
         code = f"{name} = tf.Variable({init_code}({', '.join(args)}){extra})\n"
     return C.stmt(code).with_changes(leading_lines=statement.leading_lines)
+
+
+def gradient_source(statements, applied, qualname) -> tuple[cst.CSTNode, str] | None:
+    """Where the gradients `apply_gradients(<applied>)` applies come from,
+    when the analysis could not take them for the tape's: (the statement,
+    what it does), or None when no statement of the block binds them."""
+    wanted = C.names_used(applied)
+
+    def find(body, within):
+        for statement in body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                names, value, _ = C.assignment(statement)
+                hit = sorted(set(names) & wanted)
+                if hit and value is not None:
+                    return statement, hit[0], value, within
+            elif isinstance(statement, (cst.With, cst.For, cst.While, cst.If)):
+                found = find(C.body_of(statement.body), within or statement)
+                if found is not None:
+                    return found
+        return None
+
+    found = find(statements, None)
+    if found is None:
+        return None
+    statement, name, value, within = found
+    if within is not None:
+        head = C.code_of(within.with_changes(leading_lines=[])).split("\n", 1)[0].strip()
+        return within, (f"the gradients `{name}` it applies are computed inside `{head}`: what that block runs"
+                        " first or around them has no place in the step this rule writes (the tape's gradients"
+                        " come right after the forward pass)")
+    if isinstance(value, cst.Call):
+        q = qualname(value.func)
+        if q is not None or isinstance(value.func, (cst.Name, cst.Attribute)):
+            return statement, (f"the gradients `{name}` it applies come from `{C.code_of(value.func)}(...)`, not"
+                               " from `compute_gradients(loss)` or `tf.gradients(loss, variables)` of the loss")
+    return statement, (f"the gradients `{name}` it applies are made by `{C.code_of(value)}`, not by"
+                       " `compute_gradients(loss)` or `tf.gradients(loss, variables)`")

@@ -40,6 +40,7 @@ from migrate.codemod.rules._graph import (
     analyze,
     extend,
     global_step_statement,
+    gradient_source,
     is_device_item,
     pinned_variables,
 )
@@ -768,6 +769,16 @@ class GraphToStrategy(Rule):
             self.report(local.node, f"the train op `{graph.train_op}` of this device-setter block is not migrated:"
                         f" {local.why}; this training was left as TF1", hint=local.hint,
                         reference=REFERENCE[self.strategy], fixed=False)
+            return
+        source = None
+        if graph.train_op is not None and graph.apply_arg is not None:
+            source = gradient_source(inner, graph.apply_arg, self.qualname)
+        if source is not None:
+            self.report(source[0], f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
+                        f" find: {source[1]}; this training was left as TF1",
+                        hint="compute the gradients in the device-setter block as `grads = tf.gradients(loss,"
+                        " variables)` or `optimizer.compute_gradients(loss)`, outside other blocks, or migrate"
+                        " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
             return
         if graph.train_op is not None:
             self.report(device_with, f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
