@@ -275,3 +275,62 @@ def test_worker_only_placement_is_not_taken_for_a_layout():
     result = migrate_source(source, select=["TFM301"])
     assert result.output == source
     assert not [d for d in _tfm301(result) if "placed by hand" in d.message]
+
+
+def test_a_ps_block_with_a_scope_beside_the_device():
+    source = _plain().replace('with tf.device("/job:ps/task:0"):',
+                              'with tf.device("/job:ps/task:0"), tf.name_scope("shared"):')
+    _assert_migrated(source)
+
+
+HELPERS_AND_SUPERVISOR = dedent('''
+import tensorflow as tf
+
+
+def weight(shape, name):
+    return tf.Variable(tf.truncated_normal(shape, stddev=0.1), name=name)
+
+
+def train(server, task_index, batches):
+    with tf.device("/job:ps/task:0"):
+        hidden_weights = weight([4, 8], "hidden")
+        output_weights = weight([8, 1], "output")
+        step = tf.Variable(0, trainable=False, name="step")
+    with tf.device("/job:worker/task:%d" % task_index):
+        inputs = tf.placeholder(tf.float32, [None, 4])
+        targets = tf.placeholder(tf.float32, [None, 1])
+        hidden = tf.nn.relu(tf.matmul(inputs, hidden_weights))
+        loss = tf.reduce_mean(tf.square(tf.matmul(hidden, output_weights) - targets))
+        train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=step)
+        init_op = tf.global_variables_initializer()
+    sv = tf.train.Supervisor(is_chief=(task_index == 0), logdir="/tmp/train_logs", init_op=init_op,
+                             global_step=step)
+    with sv.managed_session(server.target) as sess:
+        while not sv.should_stop():
+            x, y = next(batches)
+            _, current = sess.run([train_op, step], feed_dict={inputs: x, targets: y})
+            if current >= 1000:
+                break
+    sv.stop()
+''')
+
+
+def test_variables_made_by_a_helper_on_the_ps_and_a_supervisor():
+    result = migrate_source(HELPERS_AND_SUPERVISOR, select=["TFM301"])
+    assert not [d.message for d in result.manual_work if d.code == "TFM301"]
+    out = result.output
+    compile(out, "<migrated>", "exec")
+    assert "with strategy.scope():" in out and "tf.device(" not in out and "tf.train.Supervisor" not in out
+    # the helper's variables are built once under the strategy, and trained
+    assert "trainable_variables" in out and "weight([4, 8]" in out
+    assert migrate_source(out, select=["TFM301"]).output == out
+
+
+def test_helper_variables_under_the_worker_are_its_own():
+    source = HELPERS_AND_SUPERVISOR.replace(
+        '        output_weights = weight([8, 1], "output")\n', "").replace(
+        "        hidden = tf.nn.relu", '        output_weights = weight([8, 1], "output")\n        hidden = tf.nn.relu')
+    result = migrate_source(source, select=["TFM301"])
+    assert result.output == source
+    declined = [d for d in result.manual_work if d.code == "TFM301"]
+    assert len(declined) == 1 and "the variables of `weight(...)`" in declined[0].message

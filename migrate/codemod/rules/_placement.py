@@ -73,17 +73,30 @@ class Decline:
     start_block: cst.CSTNode | None = None  # the first block of the declined run
 
 
+_SCOPES = ("name_scope", "variable_scope")
+
+
+def _device_item(statement, qualname) -> cst.WithItem | None:
+    """The `tf.device(...)` item of `with tf.device(...):`, also beside
+    name or variable scopes (`with tf.device(d), tf.name_scope("ps"):`)."""
+    if not isinstance(statement, cst.With):
+        return None
+    devices = [i for i in statement.items if isinstance(i.item, cst.Call) and qualname(i.item.func) == "device"]
+    if len(devices) != 1 or devices[0].asname is not None or not all(
+            i is devices[0] or (isinstance(i.item, cst.Call) and qualname(i.item.func) in _SCOPES)
+            for i in statement.items):
+        return None
+    return devices[0]
+
+
 def device_of(statement, qualname) -> tuple[str, str | None] | None:
-    """(device code, job) of `with tf.device(<string>):` with that one item;
-    job is None for a device naming no job (`/cpu:0`), "?" for a device
-    this analysis cannot read (a function, a variable); None when the
-    statement is no such block."""
-    if not isinstance(statement, cst.With) or len(statement.items) != 1:
+    """(device code, job) of `with tf.device(<string>):`; job is None for a
+    device naming no job (`/cpu:0`), "?" for a device this analysis cannot
+    read (a function, a variable); None when the statement is no such block."""
+    item = _device_item(statement, qualname)
+    if item is None:
         return None
-    item = statement.items[0]
     call = item.item
-    if item.asname is not None or not isinstance(call, cst.Call) or qualname(call.func) != "device":
-        return None
     device = _device_literal(call)
     code = C.code_of(C.arg(call, 0, "device_name") or call)
     if device is None:
@@ -101,11 +114,11 @@ def _creates_variable(call: cst.Call, qualname, variable_helpers) -> bool:
     return isinstance(call.func, cst.Name) and call.func.value in variable_helpers
 
 
-def _literal_task(statement: cst.With) -> str | None:
-    """`/job:worker/task:1` of `with tf.device("/job:worker/replica:0/task:1"):`,
+def _literal_task(item: cst.WithItem) -> str | None:
+    """`/job:worker/task:1` of `tf.device("/job:worker/replica:0/task:1")`,
     None when the device is formatted (`"/job:worker/task:%d" % i`) or names
     no task."""
-    device = C.arg(statement.items[0].item, 0, "device_name")
+    device = C.arg(item.item, 0, "device_name")
     if not isinstance(device, cst.SimpleString) or not isinstance(device.evaluated_value, str):
         return None
     parts = [p for p in device.evaluated_value.split("/") if p.startswith(("job:", "task:"))]
@@ -135,7 +148,7 @@ def placement(statements, qualname, variable_helpers=frozenset()) -> Placement:
                 out.unreadable = out.unreadable or node
             elif job is not None:
                 device = (code, job, node)
-                literal = _literal_task(node)
+                literal = _literal_task(_device_item(node, qualname))
                 if job != "ps" and literal is not None:
                     out.workers.setdefault(literal, node)
             for inner in C.body_of(node.body):
@@ -188,6 +201,12 @@ def _unwrapped(statements, qualname, first_lines=True) -> list[cst.BaseStatement
         placed = device_of(statement, qualname)
         if placed is not None and placed[1] not in (None, "?"):
             body = _unwrapped(C.body_of(statement.body), qualname)
+            scopes = [i for i in statement.items if i is not _device_item(statement, qualname)]
+            if scopes and body:
+                # `with tf.device(d), tf.name_scope(s):` -> `with tf.name_scope(s):`, unwrapped by the analysis
+                scopes[-1] = scopes[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+                body = [statement.with_changes(items=scopes, body=C.indented(body, statement.body),
+                                               leading_lines=[])]
             if body and (first_lines or k):
                 body[0] = body[0].with_changes(leading_lines=[*statement.leading_lines, *body[0].leading_lines])
             out += body
