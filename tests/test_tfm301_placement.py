@@ -334,3 +334,25 @@ def test_helper_variables_under_the_worker_are_its_own():
     assert result.output == source
     declined = [d for d in result.manual_work if d.code == "TFM301"]
     assert len(declined) == 1 and "the variables of `weight(...)`" in declined[0].message
+
+
+def test_devices_named_before_the_blocks():
+    source = _plain().replace(
+        '    with tf.device("/job:ps/task:0"):',
+        '    ps_device = "/job:ps/task:0"\n    worker_device = "/job:worker/task:%d" % task_index\n'
+        '    with tf.device(ps_device):').replace(
+        'with tf.device("/job:worker/task:%d" % task_index):', "with tf.device(worker_device):")
+    result = migrate_source(source, select=["TFM301"])
+    assert not [d.message for d in result.manual_work if d.code == "TFM301"]
+    assert "with strategy.scope():" in result.output and "tf.device(" not in result.output
+
+
+def test_a_device_name_bound_twice_is_not_read():
+    """`device = ...` bound again: which device a block names is not known."""
+    source = _plain().replace(
+        '    with tf.device("/job:ps/task:0"):',
+        '    device = "/job:ps/task:0"\n    if task_index > 9:\n        device = "/job:worker/task:0"\n'
+        '    with tf.device(device):')
+    result = migrate_source(source, select=["TFM301"])
+    assert result.output == source
+    assert not [d for d in _tfm301(result) if "placed by hand" in d.message]

@@ -89,14 +89,19 @@ def _device_item(statement, qualname) -> cst.WithItem | None:
     return devices[0]
 
 
-def device_of(statement, qualname) -> tuple[str, str | None] | None:
+def device_of(statement, qualname, bindings=None) -> tuple[str, str | None] | None:
     """(device code, job) of `with tf.device(<string>):`; job is None for a
     device naming no job (`/cpu:0`), "?" for a device this analysis cannot
-    read (a function, a variable); None when the statement is no such block."""
+    read (a function, a variable not in ``bindings``); None when the
+    statement is no such block. ``bindings``: names bound once to a device
+    string before (`worker_device = "/job:worker/task:%d" % task_index`)."""
     item = _device_item(statement, qualname)
     if item is None:
         return None
     call = item.item
+    target = C.arg(call, 0, "device_name")
+    if isinstance(target, cst.Name) and bindings and target.value in bindings:
+        call = call.with_changes(args=[cst.Arg(bindings[target.value])])
     device = _device_literal(call)
     code = C.code_of(C.arg(call, 0, "device_name") or call)
     if device is None:
@@ -134,14 +139,14 @@ def _what(node: cst.CSTNode, call: cst.Call, qualname) -> str:
     return f"the variables of `{C.code_of(call.func)}(...)`"
 
 
-def placement(statements, qualname, variable_helpers=frozenset()) -> Placement:
+def placement(statements, qualname, variable_helpers=frozenset(), bindings=None) -> Placement:
     """Sort the variables the statements create by where they live: under
     the innermost device that names a job (TF1 merged nested device scopes),
     no job at all meaning the task the session runs on (a worker)."""
     out = Placement()
 
     def visit(node, device: tuple[str, str, cst.With] | None, statement):
-        placed = device_of(node, qualname)
+        placed = device_of(node, qualname, bindings)
         if placed is not None:
             code, job = placed
             if job == "?":
@@ -183,14 +188,14 @@ def _builds_train_op(statement) -> bool:
     return any(isinstance(c.func, cst.Attribute) and c.func.attr.value in _TRAIN_METHODS for c in C.calls_in(statement))
 
 
-def _places_on_ps(statement, qualname) -> bool:
-    placed = device_of(statement, qualname)
+def _places_on_ps(statement, qualname, bindings) -> bool:
+    placed = device_of(statement, qualname, bindings)
     if placed is None:
         return False
-    return placed[1] == "ps" or any(_places_on_ps(inner, qualname) for inner in C.body_of(statement.body))
+    return placed[1] == "ps" or any(_places_on_ps(inner, qualname, bindings) for inner in C.body_of(statement.body))
 
 
-def _unwrapped(statements, qualname, first_lines=True) -> list[cst.BaseStatement]:
+def _unwrapped(statements, qualname, bindings, first_lines=True) -> list[cst.BaseStatement]:
     """The statements with the layout's own device blocks (a job named)
     replaced by their bodies, the comments above a block kept above its
     first statement (but the first block's: they stay on the merged block);
@@ -198,9 +203,9 @@ def _unwrapped(statements, qualname, first_lines=True) -> list[cst.BaseStatement
     it with a note."""
     out = []
     for k, statement in enumerate(statements):
-        placed = device_of(statement, qualname)
+        placed = device_of(statement, qualname, bindings)
         if placed is not None and placed[1] not in (None, "?"):
-            body = _unwrapped(C.body_of(statement.body), qualname)
+            body = _unwrapped(C.body_of(statement.body), qualname, bindings)
             scopes = [i for i in statement.items if i is not _device_item(statement, qualname)]
             if scopes and body:
                 # `with tf.device(d), tf.name_scope(s):` -> `with tf.name_scope(s):`, unwrapped by the analysis
@@ -215,6 +220,27 @@ def _unwrapped(statements, qualname, first_lines=True) -> list[cst.BaseStatement
     return out
 
 
+def _device_bindings(body) -> dict[str, cst.BaseExpression]:
+    """Names bound exactly once in ``body`` to a string or a formatted one
+    (`ps_device = "/job:ps/task:0"`, `worker_device = "/job:worker/task:%d" % i`)."""
+    seen: dict[str, list[cst.BaseExpression | None]] = {}
+    for statement in body:
+        for node in C.walk(statement):
+            if type(node) is cst.SimpleStatementLine:
+                names, value, _ = C.assignment(node)
+                for name in names:
+                    seen.setdefault(name, []).append(value if len(names) == 1 else None)
+    out = {}
+    for name, values in seen.items():
+        value = values[0] if len(values) == 1 else None
+        text = value.left if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo) else value
+        if isinstance(text, cst.Call) and isinstance(text.func, cst.Attribute) and text.func.attr.value == "format":
+            text = text.func.value
+        if isinstance(text, (cst.SimpleString, cst.FormattedString)):
+            out[name] = value
+    return out
+
+
 def find_layout(body, qualname, starts_session, variable_helpers=frozenset()) -> Layout | Decline | None:
     """The first hand-placed layout of ``body``: from the first block placed
     on a job (`with tf.device("/job:ps/task:0"):`) through the last
@@ -222,7 +248,8 @@ def find_layout(body, qualname, starts_session, variable_helpers=frozenset()) ->
     when every variable it creates lives on a ps task, a Decline saying why
     when the placement is not a device setter's, None when ``body`` has no
     such run (no ps placement, no train op)."""
-    start = next((k for k, st in enumerate(body) if (d := device_of(st, qualname)) is not None
+    bindings = _device_bindings(body)
+    start = next((k for k, st in enumerate(body) if (d := device_of(st, qualname, bindings)) is not None
                   and d[1] in ("ps", "worker")), None)
     if start is None:
         return None
@@ -231,14 +258,14 @@ def find_layout(body, qualname, starts_session, variable_helpers=frozenset()) ->
         statement = body[k]
         if starts_session(statement):
             break
-        if device_of(statement, qualname) is None and not isinstance(statement, cst.SimpleStatementLine):
+        if device_of(statement, qualname, bindings) is None and not isinstance(statement, cst.SimpleStatementLine):
             break
         if _builds_train_op(statement):
             end = k + 1
     run = body[start:end]
-    if not run or not any(_places_on_ps(st, qualname) for st in run):
+    if not run or not any(_places_on_ps(st, qualname, bindings) for st in run):
         return None
-    found = placement(run, qualname, variable_helpers)
+    found = placement(run, qualname, variable_helpers, bindings)
     if not any(set(found.train_ops) & C.names_used(st) for st in body[end:]):
         return None  # the code running the train op is elsewhere (this is the inside of a block, say)
     if found.unreadable is not None:
@@ -259,7 +286,7 @@ def find_layout(body, qualname, starts_session, variable_helpers=frozenset()) ->
         declined = local_copies(found)
         declined.start_block = body[start]
         return declined
-    return Layout(start, end, body[start].with_changes(body=C.indented(_unwrapped(run, qualname, first_lines=False), body[start].body)))
+    return Layout(start, end, body[start].with_changes(body=C.indented(_unwrapped(run, qualname, bindings, first_lines=False), body[start].body)))
 
 
 def local_copies(found: Placement, shared: str | None = None) -> Decline:
@@ -298,7 +325,7 @@ def local_gradients(before, train_op: str, applied, qualname, variable_helpers=f
     it (`opt.apply_gradients(zip(grads, global_vars))`, `grads` computed on
     variables placed on this worker): the DOWNPOUR shape, where the workers
     train copies of their own and push the updates to the shared variables."""
-    found = placement(before, qualname, variable_helpers)
+    found = placement(before, qualname, variable_helpers, _device_bindings(before))
     if not [entry for entry in found.local if entry[0] not in found.counters]:
         return None
     bound: set[str] = set()
