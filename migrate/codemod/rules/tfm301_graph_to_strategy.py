@@ -235,6 +235,17 @@ class GraphToStrategy(Rule):
     training session. Where the rewrite would leave a name the program still
     reads unbound (a session or graph value used outside the runs it maps),
     the block is declined at the statement reading it (``_dataflow.py``).
+    Graphs placed by hand (``with tf.device("/job:ps/task:0"):`` variables,
+    ``with tf.device("/job:worker/task:%d" % i):`` computation, or the device
+    strings bound to names first) are the layout a device setter makes when
+    every variable lives on a ps task, and migrate as one device-setter
+    block; variables of a worker's own beside shared ones (local-then-global
+    updates, DOWNPOUR), a step counter on the worker and one client driving
+    several worker tasks are declined, saying what the program does and the
+    TF2 form to choose (``_placement.py``). The gradients a train op applies
+    may come from ``compute_gradients(loss)`` (also unzipped:
+    ``grads, params = zip(*...)``) or ``tf.gradients(loss, params)``, then
+    statements on them (``clip_by_global_norm``) that run after the tape.
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
@@ -1981,6 +1992,16 @@ def _names_regularization(node) -> bool:
 
 
 GraphToStrategy.VALID = [
+    # variables placed on the ps with no training: nothing to migrate
+    Valid(
+        """
+        import tensorflow.compat.v1 as tf
+        with tf.device("/job:ps/task:0"):
+            table = tf.Variable(tf.zeros([10, 4]))
+        with tf.device("/job:worker/task:0"):
+            rows = tf.gather(table, [1, 2])
+        """
+    ),
     Valid(
         """
         import tensorflow as tf
@@ -2000,6 +2021,27 @@ GraphToStrategy.VALID = [
     ),
 ]
 GraphToStrategy.INVALID = [
+    # variables of the worker's own beside shared ones on the ps: a local-copy scheme, declined
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(server, task_index, batches):
+            with tf.device("/job:ps/task:0"):
+                shared_w = tf.Variable(tf.zeros([3, 1]))
+            with tf.device("/job:worker/task:%d" % task_index):
+                local_w = tf.Variable(tf.zeros([3, 1]))
+                x = tf.placeholder(tf.float32, [None, 3])
+                loss = tf.reduce_sum(tf.matmul(x, local_w + shared_w))
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with tf.Session(server.target) as sess:
+                for batch in batches:
+                    sess.run(train_op, feed_dict={x: batch})
+        """,
+        None,
+        ("TFM301",),
+    ),
     Invalid(
         """
         import tensorflow.compat.v1 as tf
