@@ -71,6 +71,8 @@ class Decline:
     why: str
     hint: str
     start_block: cst.CSTNode | None = None  # the first block of the declined run
+    # the statements after it running its train ops, and the sessions they run in
+    runners: list[cst.CSTNode] = field(default_factory=list)
 
 
 _SCOPES = ("name_scope", "variable_scope")
@@ -266,14 +268,16 @@ def find_layout(body, qualname, starts_session, variable_helpers=frozenset()) ->
     if not run or not any(_places_on_ps(st, qualname, bindings) for st in run):
         return None
     found = placement(run, qualname, variable_helpers, bindings)
-    if not any(set(found.train_ops) & C.names_used(st) for st in body[end:]):
+    runners = [st for st in body[end:] if set(found.train_ops) & C.names_used(st)]
+    if not runners:
         return None  # the code running the train op is elsewhere (this is the inside of a block, say)
+    runners += [st for st in body[end:] if st not in runners and starts_session(st)]
     if found.unreadable is not None:
         return None  # a device function among the blocks: not a layout this reads
     if len(found.workers) > 1:
         # towers on tasks of their own (a formatted device may name this task: `task:%d` % task_index)
         first, *others = found.workers
-        return Decline(found.workers[others[0]], start_block=body[start], why=(
+        return Decline(found.workers[others[0]], start_block=body[start], runners=runners, why=(
             f"computation placed by hand on several worker tasks (`{first}`, `{others[0]}`) and driven by this"
             " one client (in-graph replication across machines): no tf.distribute strategy runs one graph's"
             " towers on other machines' tasks (ParameterServerStrategy's coordinator schedules whole steps on"
@@ -284,7 +288,7 @@ def find_layout(body, qualname, starts_session, variable_helpers=frozenset()) ->
         return None
     if found.local:
         declined = local_copies(found)
-        declined.start_block = body[start]
+        declined.start_block, declined.runners = body[start], runners
         return declined
     return Layout(start, end, body[start].with_changes(body=C.indented(_unwrapped(run, qualname, bindings, first_lines=False), body[start].body)))
 
@@ -336,6 +340,6 @@ def local_gradients(before, train_op: str, applied, qualname, variable_helpers=f
     read = sorted(C.names_used(applied) & bound)
     if not read:
         return None
-    declined = local_copies(found, shared=f"those of the device-setter block, updated by `{train_op}` with"
-                            f" `{'`, `'.join(read)}` made from the workers' copies")
+    declined = local_copies(found, shared=f"the device-setter block's, to which `{train_op}` applies"
+                            f" `{'`, `'.join(read)}` computed from the workers' copies")
     return declined

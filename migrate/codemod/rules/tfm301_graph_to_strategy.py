@@ -532,7 +532,8 @@ class GraphToStrategy(Rule):
             self.report(layout.node, f"training placed by hand not migrated: {layout.why}; this training was left as"
                         " TF1", hint=layout.hint, reference=REFERENCE[self.strategy], fixed=False)
             # the session running what the blocks build needs no report of its own
-            self.declined_blocks.append("".join(C.code_of(layout.start_block).split()))
+            for node in [layout.start_block, *layout.runners]:
+                self.declined_blocks.append("".join(C.code_of(node).split()))
             return body
         merged = [*body[:layout.start], layout.block, *body[layout.end:]]
         reported = len(self.ctx.reports)
