@@ -356,3 +356,13 @@ def test_a_device_name_bound_twice_is_not_read():
     result = migrate_source(source, select=["TFM301"])
     assert result.output == source
     assert not [d for d in _tfm301(result) if "placed by hand" in d.message]
+
+
+def test_a_step_counter_made_before_the_blocks_is_the_workers_own():
+    source = _plain().replace("        step = tf.train.get_or_create_global_step()\n", "").replace(
+        "    # the shared parameters\n", "    step = tf.train.get_or_create_global_step()\n")
+    result = migrate_source(source, select=["TFM301"])
+    assert result.output == source
+    declined = [d for d in result.manual_work if d.code == "TFM301"]
+    assert len(declined) == 1 and "step counter `step` is created under no device" in declined[0].message
+    assert declined[0].line == _line_of(source, "step = tf.train.get_or_create_global_step()")

@@ -286,6 +286,14 @@ def find_layout(body, qualname, starts_session, variable_helpers=frozenset()) ->
             " `with tf.device(tf.train.replica_device_setter(...))` and runs its own steps, which TFM301 migrates")
     if not found.shared:
         return None
+    # variables made before the blocks, under no device, that the blocks use: the workers' own too
+    earlier = placement(body[:start], qualname, variable_helpers, bindings)
+    used = set().union(*(C.names_used(st) for st in run))
+    for entry in earlier.local:
+        if isinstance(entry[1], cst.SimpleStatementLine) and set(C.assignment(entry[1])[0]) & used:
+            found.local.append(entry)
+            if entry[0] in earlier.counters:
+                found.counters.add(entry[0])
     if found.local:
         declined = local_copies(found)
         declined.start_block, declined.runners = body[start], runners
