@@ -164,3 +164,21 @@ def test_gradients_computed_inside_another_block_are_declined_there():
     assert len(declined) == 1
     assert declined[0].line == next(i for i, line in enumerate(source.splitlines(), 1) if "control_dependencies" in line)
     assert "`grads`" in declined[0].message and "`with tf.control_dependencies([barrier]):`" in declined[0].message
+
+
+@pytest.mark.parametrize("train", [
+    "train_op = optimizer.minimize(loss, global_step=step, var_list=tf.trainable_variables())",
+    ("tvars = tf.trainable_variables()\n"
+     "        train_op = optimizer.minimize(loss, global_step=step, var_list=tvars)"),
+    ("tvars = tf.trainable_variables()\n"
+     "        pairs = optimizer.compute_gradients(loss, tvars)\n"
+     "        train_op = optimizer.apply_gradients(pairs, global_step=step)"),
+])
+def test_all_trainable_variables_are_the_ones_the_step_trains(train):
+    """TF2 keeps no collection: `tf.compat.v1.trainable_variables()` is empty
+    outside a TF1 graph, so a step taking it would train nothing."""
+    result = migrate_source(BLOCK.replace("TRAIN", train), select=["TFM301"])
+    assert not [d.message for d in result.manual_work if d.code == "TFM301"]
+    assert "trainable_variables()" not in result.output
+    assert "\n    trainable_variables = [kernel, offset]\n" in result.output
+    assert "tape.gradient(loss, trainable_variables)" in result.output

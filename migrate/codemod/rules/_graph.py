@@ -655,7 +655,7 @@ def _train_op(g: Graph, name: str, call: cst.Call, qualname) -> None:
     if isinstance(gs, cst.Name):
         g.global_step = g.global_step or gs.value
         g.advanced_step = gs.value
-    g.var_list = C.arg(call, 2, "var_list")
+    g.var_list = _trained_list(g, C.arg(call, 2, "var_list"), qualname)
     _optimizer_owner(g, call, qualname)
 
 
