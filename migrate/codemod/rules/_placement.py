@@ -235,7 +235,9 @@ def _device_bindings(body) -> dict[str, cst.BaseExpression]:
     out = {}
     for name, values in seen.items():
         value = values[0] if len(values) == 1 else None
-        text = value.left if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo) else value
+        text = value
+        if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo):
+            text = value.left
         if isinstance(text, cst.Call) and isinstance(text.func, cst.Attribute) and text.func.attr.value == "format":
             text = text.func.value
         if isinstance(text, (cst.SimpleString, cst.FormattedString)):
@@ -298,7 +300,8 @@ def find_layout(body, qualname, starts_session, variable_helpers=frozenset()) ->
         declined = local_copies(found)
         declined.start_block, declined.runners = body[start], runners
         return declined
-    return Layout(start, end, body[start].with_changes(body=C.indented(_unwrapped(run, qualname, bindings, first_lines=False), body[start].body)))
+    statements = _unwrapped(run, qualname, bindings, first_lines=False)
+    return Layout(start, end, body[start].with_changes(body=C.indented(statements, body[start].body)))
 
 
 def local_copies(found: Placement, shared: str | None = None) -> Decline:
