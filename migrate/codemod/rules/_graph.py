@@ -535,8 +535,16 @@ def pinned_variables(statement: cst.With, qualname, variable_helpers=frozenset()
 
 
 def _is_scope_item(item: cst.WithItem, qualname) -> bool:
+    """A name scope, or `tf.control_dependencies([])`: no dependency at all,
+    the block runs as if unwrapped (a leftover of removed summaries' ops)."""
     call = item.item
-    return isinstance(call, cst.Call) and qualname(call.func) in ("name_scope", "variable_scope")
+    if not isinstance(call, cst.Call):
+        return False
+    q = qualname(call.func)
+    if q == "control_dependencies" and item.asname is None:
+        listed = C.arg(call, 0, "control_inputs")
+        return isinstance(listed, (cst.List, cst.Tuple)) and not listed.elements
+    return q in ("name_scope", "variable_scope")
 
 
 def _mentions_graph(statement, qualname, g: Graph) -> bool:

@@ -6,6 +6,8 @@ import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
+from migrate.codemod.program import callers
+from migrate.codemod.program.project import index_for
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy
 
@@ -119,11 +121,38 @@ class ServerRoles(Rule):
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None:
+            self._report_server_handed_over(module)
         if self.strategy is None or self.strategy == MIRRORED:
             return module
         self.has_resolver = "cluster_resolver" in C.all_names(module)
         self.role_under_condition = self._roles_under_condition(module)
         return transform(module, self)
+
+    def _report_server_handed_over(self, module: cst.Module) -> None:
+        """A driver that trains nothing itself and gives its TF1 server to a
+        function of another module of the project (``trainer.train(...,
+        server.target, ...)``): the server stays with that training, and the
+        reason says where the training is."""
+        servers = {}
+        for node in C.walk(module):
+            names, value, _ = C.assignment(node) if isinstance(node, cst.SimpleStatementLine) else ([], None, None)
+            if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) in _SERVERS:
+                servers[names[0]] = value
+        if not servers:
+            return
+        imports = callers.project_imports(module, index_for(self.ctx.path or "<string>"))
+        for handed in callers.servers_handed_over(module, set(servers), imports.get):
+            where = (f"`{handed.module}`, a module of this project whose training is migrated (or declined, with"
+                     " its reasons) when tfmigrate runs on it" if handed.present else
+                     f"`{handed.module}`, which is not in this project (its code cannot be read)")
+            self.report(next(iter(servers.values())), f"TF1 server left for the training it serves: it is given"
+                        f" to `{C.code_of(handed.call.func)}(...)` as {handed.given}, and that training is in"
+                        f" {where}; TFM202 rewrites a server together with the training of the same file, so the"
+                        " cluster stays TF1 here", hint="migrate the training module, then replace this server"
+                        " and the role branching by hand (see the hint of the training's strategy), or build the"
+                        " training in this file and migrate again", fixed=False)
+            return
 
     def _roles_under_condition(self, module: cst.Module) -> set[int]:
         """id() of the servers whose job name or index is computed under the

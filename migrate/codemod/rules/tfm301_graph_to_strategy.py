@@ -19,9 +19,10 @@ import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform, walk_in_functions
+from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _flag_choice, _rebinding
+from migrate.codemod.rules import _dataflow, _flag_choice, _moving_average, _rebinding
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -68,6 +69,7 @@ from migrate.codemod.rules._tfm301_session import (
     _depends_on,
     _Fetch,
     _method,
+    _owner,
     _reads_task_index,
     _SessionRegion,
 )
@@ -245,10 +247,12 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    triggers = ("replica_device_setter", "SyncReplicasOptimizer")
+    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession")
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None:
+            self._report_sessions_on_parameters(module)
         if self.strategy not in (PSS, MWMS):
             return module
         self.taken = C.all_names(module)
@@ -417,10 +421,15 @@ class GraphToStrategy(Rule):
                             " tf.distribute.MultiWorkerMirroredStrategy by hand, dividing the loss by the number of"
                             " replicas as SyncReplicasOptimizer averaged)", reference=REFERENCE[MWMS], fixed=False)
                 continue
+            placed = placement.describe(module, call, self.qualname, self.ctx.path)
+            given = None if placed else placement.receivers(module, call, self.ctx.path)
+            if given:
+                placed = f"no `with` around it places variables; it is given to {given}"
+            how = (f"its variables are placed by {placed}" if placed and not given else placed if given else
+                   "its variables are placed another way, or the `with` has other items")
             self.report(call, "SyncReplicasOptimizer left in place: TFM301 migrates synchronous training built in"
                         " a `with tf.device(tf.train.replica_device_setter(...)):` block of its own, and this one"
-                        " is not in such a block (its variables are placed another way, or the `with` has other"
-                        " items); it still needs TF1's parameter servers and sessions",
+                        f" is not in such a block ({how}); it still needs TF1's parameter servers and sessions",
                         hint="rebuild the training on tf.distribute.MultiWorkerMirroredStrategy by hand, dividing"
                         " the loss by the number of replicas as SyncReplicasOptimizer averaged",
                         reference=REFERENCE[MWMS], fixed=False)
@@ -439,6 +448,63 @@ class GraphToStrategy(Rule):
             if chain is not None:
                 return chain
         return None
+
+    def visit_FunctionDef(self, node):
+        self.__dict__.setdefault("functions_in", []).append(node)
+
+    def leave_FunctionDef(self, original, updated):
+        self.functions_in.pop()
+        return updated
+
+    def _report_sessions_on_parameters(self, module: cst.Module) -> None:
+        """A module that only runs a training session on what its callers give
+        it (a ``train_utils.run_training(train_op, loss, global_step)`` helper):
+        no graph of its own to put under a strategy, so the session stays, and
+        the reason names what it runs and who calls it."""
+        for function in C.walk(module):
+            if type(function) is not cst.FunctionDef:
+                continue
+            for found in callers.sessions_on_parameters(module, function, self.qualname):
+                runs = ", ".join(f"`{name}`" for name in found.runs)
+                through = f" (through `{found.through}`)" if found.through else ""
+                sites = callers.callers(self.ctx.path, module, function) if function in module.body else []
+                who = ("called at " + ", ".join(s.describe() for s in sites[:3])) if sites else (
+                    "no call of it was found in this file or the modules beside it")
+                self.report(found.session, f"TF1 training session `{C.code_of(found.session.func)}(...)` left as TF1:"
+                            f" it runs {runs}{through}, {'a parameter' if len(found.runs) == 1 else 'parameters'} of"
+                            f" `{function.name.value}(...)` ({who}): the graph they belong to (model, optimizer,"
+                            " device placement) is built by the callers, and TFM301 migrates a training where that"
+                            " graph is built and run", hint="migrate the module that builds the train op and calls"
+                            f" `{function.name.value}(...)`: its step function and loop replace this session",
+                            fixed=False)
+
+    def _report_cluster_from_caller(self, device_with, setter_statement, after) -> None:
+        """A block whose cluster comes in through parameters of its function (a
+        library's ``train(target, cluster_spec)``) migrates as the rule's own
+        fixtures do: the strategy reads TF_CONFIG. When modules beside this one
+        call the function with a cluster and a server they build, those callers
+        must change with it (their TF1 server would keep this task's port, where
+        the strategy starts its own): a warning names them."""
+        function = self.functions_in[-1] if getattr(self, "functions_in", None) else None
+        if function is None:
+            return
+        setters = [c for st in (device_with.items[0].item, setter_statement) if st is not None
+                   for c in [*C.calls_in(st)] if self.qualname(c.func) == "train.replica_device_setter"]
+        through = callers.cluster_parameters(function, setters, callers.session_calls(after))
+        if not through:
+            return
+        sites = callers.callers(self.ctx.path, self.ctx.module, function, other_files_only=True)
+        if not sites:
+            return
+        what = " and ".join(f"`{name}` ({role})" for name, role in through)
+        self.report(device_with, f"the cluster of this training comes from its callers: {what}"
+                    f" {'is a parameter' if len(through) == 1 else 'are parameters'} of `{function.name.value}(...)`,"
+                    f" called at {', '.join(s.describe() for s in sites[:3])}. The migrated training builds"
+                    f" {STRATEGY_CLASS[self.strategy]} from TF_CONFIG instead, and starts this task's server itself:"
+                    " the caller's tf.train.Server (and its ps tasks) must go, and the job be launched with TF_CONFIG",
+                    hint="remove the caller's ClusterSpec/Server and ps branch (tfmigrate migrates them only in the"
+                    " file that trains), set TF_CONFIG for each task", reference=REFERENCE[self.strategy],
+                    fixed=False)
 
     def leave_IndentedBlock(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
@@ -550,6 +616,15 @@ class GraphToStrategy(Rule):
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
             return body
+        self.moving_average = _moving_average.plan(graph, inner, self.qualname, chief_only_ok=self.strategy != PSS)
+        if isinstance(self.moving_average, tuple):
+            node, why = self.moving_average
+            self.moving_average = None
+            self.report(node, f"the train op also updates moving averages that cannot be carried over: {why};"
+                        " this training was left as TF1", hint="update the averages in the training loop by hand"
+                        " (`ema.apply(trainable_variables)` after each step), then migrate the rest",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return body
         if self._report_train_op_rebound(graph, inner):
             return body
         if not self._plan_inputs(graph):
@@ -644,6 +719,8 @@ class GraphToStrategy(Rule):
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
         self.signals_dropped = self.signals_dropped or bool(signals)
+        self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
+                                         [*session_inside, *body[i + 1:]])
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
@@ -759,6 +836,8 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._report_session_handed_over(statement, value, fetched[hit[0]], before, after):
+                return
             if self._program().builds_no_train_op(value):
                 continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
@@ -793,6 +872,42 @@ class GraphToStrategy(Rule):
                     " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
                     hint="build the optimizer's train op in the block, or a tf.function step by hand",
                     reference=REFERENCE[self.strategy], fixed=False)
+
+    def _report_session_handed_over(self, statement, value, fetched, before, after) -> bool:
+        """The session runs only a variable's update (`step_op = global_step.assign(step_ph)`,
+        a counter kept by hand) while it is handed to other code that trains
+        (`worker.process(sess, ...)`, A3C's layout): say where the training is."""
+        if _method(value) not in ("assign", "assign_add", "assign_sub"):
+            return False
+        sessions = set()
+        for node in (n for st in after for n in C.walk(st)):
+            if isinstance(node, cst.With):
+                sessions.update(n for item in node.items if item.asname is not None and isinstance(
+                    item.item, cst.Call) and (self._is_session_call(item.item) or _method(item.item) in (
+                        "managed_session", "prepare_or_wait_for_session")) for n in C.target_names(item.asname.name))
+            names, made, _ = C.assignment(node)
+            if isinstance(made, cst.Call) and (self._is_session_call(made) or _method(made) in (
+                    "managed_session", "prepare_or_wait_for_session")):
+                sessions.update(names)
+        handed = next((call for st in after for call in C.calls_in(st) if self.qualname(call.func) is None
+                       and _method(call) != "run" and any(isinstance(a.value, cst.Name) and a.value.value in sessions
+                                                           for a in call.args)), None)
+        if handed is None:
+            return False
+        owner = _owner(handed)
+        made = next((C.assignment(st)[1] for st in [*before, *after] if owner and C.assignment(st)[0] == [owner]
+                     and isinstance(C.assignment(st)[1], cst.Call)), None)
+        origin = ""
+        if made is not None:
+            origin = f" (`{owner}` is made by `{C.code_of(made.func)}(...)`{self._program().origin_of(made)})"
+        self.report(statement, f"the session runs only `{fetched}`, a variable's update (`{C.code_of(value)}`),"
+                    f" no optimizer's train op; the training runs in `{C.code_of(handed.func)}(...)`{origin}, which"
+                    " is handed the TF1 session and runs its own updates with it: TFM301 cannot carry them into a"
+                    " step function; this training was left as TF1",
+                    hint=f"migrate what `{C.code_of(handed.func)}` runs to a tf.function step (GradientTape +"
+                    " apply_gradients) under the strategy, then its loop, by hand",
+                    reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_pinned_before(self, statements) -> None:
         """`with tf.device("/job:worker/task:%d" % i): v = tf.get_variable(...)`
@@ -1490,6 +1605,10 @@ class GraphToStrategy(Rule):
                 variables = (variables + " + " if trained else "") + f"{self.template}.trainable_variables"
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
+        if getattr(self, "moving_average", None) is not None:
+            out += _moving_average.created(self.moving_average, self.strategy_name, self.trainable_name)
+            self.report(self.moving_average.made, _moving_average.note(self.moving_average), fixed=True,
+                        severity="info", reference=REFERENCE[strategy])
 
         # one step function per distinct training fetch list, one per evaluation
         for fetch in session.train_fetches.values():
@@ -1761,7 +1880,10 @@ class GraphToStrategy(Rule):
             tape_block[0] = tape_block[0].with_changes(leading_lines=C.strip_blank_lines(tape_block[0].leading_lines))
         body = (C.stmts(reads) if reads else []) + [replica.body.body[-1].with_changes(body=C.indented(tape_block))]
         body += C.stmts(grad_code) + [st for _, st in backward]
-        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + ret)
+        averages = ""
+        if getattr(self, "moving_average", None) is not None:
+            averages = _moving_average.step_update(self.moving_average, self.trainable_name)
+        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + averages + ret)
         replica = replica.with_changes(body=replica.body.with_changes(body=body))
         args = C.tuple_code(params)
         schedule_name = session.schedule_names.get(run_name)
