@@ -18,7 +18,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
-from migrate.codemod.fastcst import transform
+from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
@@ -2203,14 +2203,10 @@ _NOT_LAYERS = ("_initializer", "initializer_conv2d", "_regularizer", "arg_scope"
 
 def _with_functions(module: cst.Module):
     """(node, innermost enclosing function or None) for every `with` and call."""
-    stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
-    while stack:
-        node, function = stack.pop()
+    for node, function in walk_in_functions(module):  # (the engine's cached walk of the module)
         kind = type(node)  # exact types: isinstance on libcst's (ABC) classes is slow
         if kind is cst.With or kind is cst.Call:
             yield node, function
-        inner = node if kind is cst.FunctionDef else function
-        stack.extend((child, inner) for child in reversed(list(C.children(node))))
 
 
 def _names_regularization(node) -> bool:
