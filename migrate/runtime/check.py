@@ -129,6 +129,7 @@ from pathlib import Path
 from migrate import __version__
 from migrate.runtime import legacy_compat, losslog
 from migrate.runtime.cluster import ClusterResult, Fault, run_cluster
+from migrate.runtime.sync_switch import find_sync_switch
 from migrate.runtime.topology import (
     TRAINER_JOBS,
     LaunchSpec,
@@ -808,10 +809,12 @@ def compare_init_distributions(legacy: dict, own: dict) -> list[str]:
     initializer shows only here): ``"w (std 0.1 vs legacy 0.3)"``."""
     import numpy as np
 
-    from migrate.runtime.harness import match_names
+    from migrate.runtime.harness import match_names, pair_initial_values
 
     differ = []
+    pairs = pair_initial_values(legacy, own)
     for lname, oname in match_names(list(legacy), list(own)).items():
+        oname = pairs.get(lname, oname)
         a = np.asarray(legacy[lname], dtype=np.float64).ravel()
         b = np.asarray(own[oname], dtype=np.float64).ravel()
         if a.shape != b.shape:
@@ -833,12 +836,18 @@ def compare_init_distributions(legacy: dict, own: dict) -> list[str]:
 
 
 def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict:
-    """Initial trainable values, paired by variable name."""
+    """Initial trainable values, paired by variable name (unnamed variables
+    by creation order and shape: ``pair_initial_values``)."""
     import numpy as np
 
-    from migrate.runtime.harness import match_names
+    from migrate.runtime.harness import match_names, pair_initial_values
 
-    pairs = match_names(list(legacy), list(migrated))
+    pairs = pair_initial_values(legacy, migrated)
+    # a name both sides use for variables of different shapes, with no other
+    # partner of the legacy shape, is a real difference: reported, not skipped
+    for lname, mname in match_names(list(legacy), list(migrated)).items():
+        pairs.setdefault(lname, mname)
+    pairs = {lname: pairs[lname] for lname in legacy if lname in pairs}
     mismatched, max_abs, compared = [], 0.0, 0
     for lname, mname in pairs.items():
         a, b = np.asarray(legacy[lname]), np.asarray(migrated[mname])
@@ -950,6 +959,19 @@ def render_table(report: dict) -> str:
             f"legacy on Keras 3: {', '.join(provided)} run as the TF1 code TFM104 writes into migrations"
             " (Keras 3 removed tf.compat.v1.layers; with tf-keras the originals run)"
         )
+    switch = (report["legacy"].get("launch") or {}).get("mode_switch")
+    if switch and switch["mode"] != switch["default_mode"]:
+        if switch["argument"]:
+            lines.append(
+                f"legacy run {switch['mode']} ({switch['argument']}, the branch of line {switch['line']} the"
+                f" migration carries); at its default the script trains {switch['default_mode']}:"
+                f" the migration does not reproduce that mode"
+            )
+        else:
+            lines.append(
+                f"legacy run at its default ({switch['default_mode']}; --{switch['option']}, line"
+                f" {switch['line']}): the migration trains {switch['mode']}"
+            )
     for side in ("legacy", "migrated"):
         runs = report[side].get("runs") or report[side].get("failed_runs") or []
         mapping = next((r.get("cluster_map") for r in runs if r.get("cluster_map")), None)
@@ -1192,7 +1214,9 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         # where the user's own file draws them, not the prepared copy (a line longer)
         try:
             tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
-            legacy_info = dataclasses.replace(legacy_info, unseeded_initializers=unseeded_initializers(tree))
+            legacy_info = dataclasses.replace(
+                legacy_info, unseeded_initializers=unseeded_initializers(tree), sync_switch=find_sync_switch(tree)
+            )
         except SyntaxError:
             pass  # Python 2: the copy's lines are what there is
     if manual_work:
@@ -1206,7 +1230,7 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
             details,
         )
     try:
-        lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None)
+        lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None, migrated_info.strategy)
         trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
         mspec = migrated_launch(
             migrated_info, legacy_info, trainers if trainers else opts.workers, opts.steps, None,
