@@ -94,7 +94,7 @@ def test_harness_leaves_out_the_strategys_own_variables(tmp_path):
     env.pop("TF_CONFIG", None)
     done = subprocess.run(
         [sys.executable, "-m", "migrate.runtime.taskboot", str(script)],
-        env=env, capture_output=True, text=True, timeout=300,
+        check=False, env=env, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     saved = check._load_init(init_path(tmp_path / "out", "worker:0"))
@@ -210,3 +210,53 @@ def test_report_says_the_default_mode_is_not_reproduced():
     text = check.render_table(report)
     assert "legacy run sync (--aggregate=1, the branch of line 10" in text
     assert "at its default the script trains async" in text
+
+
+# ----------------------------------------------------------------- a ps with a session of its own
+
+PS_SESSION = """\
+import socket
+import sys
+import tensorflow.compat.v1 as tf
+tf.disable_eager_execution()
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+# the worker is never started: a ps session that waits for it never returns
+cluster = tf.train.ClusterSpec({
+    "ps": ["127.0.0.1:%d" % free_port()], "worker": ["127.0.0.1:%d" % free_port()],
+})
+server = tf.train.Server(cluster, job_name="ps", task_index=0)
+with tf.device("/job:ps/task:0"):
+    tokens = tf.FIFOQueue(2, tf.int32, shared_name="finished")
+    size = tokens.size()
+with tf.Session(server.target) as sess:
+    print("tokens", sess.run(size))
+sys.stdout.flush()
+"""
+
+
+def test_a_ps_session_of_its_own_does_not_wait_for_the_workers(tmp_path):
+    """Done-queue scripts: the ps opens a session to dequeue the workers'
+    tokens. The harness filters it to the ps job, so it neither waits for
+    workers that start later nor leaves channels to them backing off."""
+    script = tmp_path / "ps_session.py"
+    script.write_text(PS_SESSION)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "TFMIGRATE_BOOT_HOOKS": "migrate.runtime.harness",
+        "TFMIGRATE_HARNESS": "robust",
+        "TFMIGRATE_TASK": "ps:0",
+        "TFMIGRATE_HARNESS_DIR": str(tmp_path / "out"),
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "migrate.runtime.taskboot", str(script)],
+        check=False, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "tokens 0" in done.stdout

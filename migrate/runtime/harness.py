@@ -1058,8 +1058,13 @@ class _Harness:
         # the cluster, so a worker starting after the chief exited hangs.
         # (not for a script that is an in-graph client: it places ops on the
         # other tasks, often after opening its session)
-        if job in ("worker", "master", "chief") and index.isdigit() and os.environ.get(DEVICE_FILTERS_ENV) != "0":
-            filters = ["/job:ps", f"/job:{job}/task:{index}"]
+        # A ps that opens a session of its own (done-queues: it dequeues one
+        # token per finished worker) is filtered to the ps job: unfiltered,
+        # its session polls every worker before they start, and a channel
+        # left backing off from that fails the first worker's step that
+        # reads a tensor back from it ("failed to connect", a flaky start).
+        if job in ("worker", "master", "chief", "ps") and index.isdigit() and os.environ.get(DEVICE_FILTERS_ENV) != "0":
+            filters = ["/job:ps"] if job == "ps" else ["/job:ps", f"/job:{job}/task:{index}"]
             session_init = session_lib.Session.__init__
 
             own = {f"/job:{job}/task:{index}", f"/job:{job}/replica:0/task:{index}"}
