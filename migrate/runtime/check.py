@@ -29,6 +29,12 @@ How it works
   (MultiWorkerMirroredStrategy) or one process (MirroredStrategy, towers as
   logical CPUs). The step count (``--steps``) and tower count go to whichever
   flag, argparse option or environment variable the script defines.
+* Training mode: a script choosing sync or async training by an option
+  (``if FLAGS.sync_replicas:`` building its SyncReplicasOptimizer,
+  ``is_sync = FLAGS.is_sync == 1``, ``args.mode == "sync"``) runs in the mode
+  the migration trains (sync for MultiWorkerMirrored/Mirrored, async for
+  ParameterServerStrategy); where that is not the script's default, the
+  report says so: the migration does not reproduce the default mode.
 * Not comparable: a migration that does not compile or names no strategy
   is reported (exit 2) without being run; the legacy side still runs once,
   so the report holds its losses.
@@ -45,8 +51,11 @@ How it works
   step count would pair worker 0's k-th step with worker 1's.
 * Fairness: both sides get the same seed (``--seed``, default 0: numpy,
   ``random``, TensorFlow's global seeds), data order is the script's own.
-  Initial trainable values are recorded on both sides and compared by
-  variable name. A legacy program that draws them without op seeds
+  Initial trainable values are recorded on both sides and compared: named
+  variables by name, unnamed ones (``Variable_N``) in creation order by shape
+  (their numbers shift when a side makes one the other does not), leaving
+  out tf.distribute's own variables (MultiWorkerMirroredStrategy's collective
+  ordering tokens). A legacy program that draws them without op seeds
   (``tf.truncated_normal_initializer(stddev=0.1)``, get_variable's default
   glorot) starts differently on every run, so then (or with ``--align-init``)
   its values are carried into the migrated job by name instead, and the
