@@ -158,6 +158,23 @@ if args.updates == "sync":
 """
 
 
+ELSE_BRANCH_SWITCH = """\
+import tensorflow as tf
+tf.app.flags.DEFINE_string("job_name", "", "role")
+tf.app.flags.DEFINE_bool("independent", True, "apply each worker's gradients as they come")
+FLAGS = tf.app.flags.FLAGS
+opt = tf.train.GradientDescentOptimizer(0.1)
+if FLAGS.independent:
+    train = opt
+else:
+    opt = tf.train.SyncReplicasOptimizer(opt, replicas_to_aggregate=2)
+"""
+
+NEGATED_SWITCH = ELSE_BRANCH_SWITCH.replace(
+    "if FLAGS.independent:\n    train = opt\nelse:\n", "if not FLAGS.independent:\n"
+)
+
+
 @pytest.mark.parametrize(
     "source, option, sync_value, default, on, off",
     [
@@ -165,6 +182,8 @@ if args.updates == "sync":
         (INT_ALIAS_SWITCH, "aggregate", 1, 0, "--aggregate=1", "--aggregate=0"),
         (STORE_TRUE_SWITCH, "in-step", True, False, "--in-step", None),
         (STRING_MODE_SWITCH, "updates", "sync", "sync", "--updates=sync", None),
+        (ELSE_BRANCH_SWITCH, "independent", False, True, "--independent=false", "--independent=true"),
+        (NEGATED_SWITCH, "independent", False, True, "--independent=false", "--independent=true"),
     ],
 )
 def test_sync_switch_found_in_each_spelling(source, option, sync_value, default, on, off):

@@ -35,7 +35,9 @@ class SyncSwitch:
     """An option whose value selects the branch building a SyncReplicasOptimizer."""
 
     option: str  # as the script spells it (no leading dashes)
-    sync_value: object  # the value selecting the sync branch (True for a bare truth test)
+    # the value selecting the sync branch; True/False: a truth test (`if FLAGS.x:`,
+    # `if not FLAGS.async_mode:`, or the optimizer in the `else:` branch)
+    sync_value: object
     default: object  # the option's default
     kind: str  # "absl_bool" | "store_true" | "argparse_bool" | "value"
     line: int  # the `if` choosing the branch
@@ -49,18 +51,20 @@ class SyncSwitch:
         """The command-line argument putting the script in sync (or async)
         mode; None where the script's parser cannot express it."""
         flag = f"--{self.option}"
-        if self.kind == "store_true":
-            return flag if sync else None
-        if self.kind == "absl_bool":
-            return f"{flag}={'true' if sync else 'false'}"
-        if self.kind == "argparse_bool":
-            # argparse's type=bool is bool(text): only the empty string is false
-            return f"{flag}=True" if sync else f"{flag}="
+        if isinstance(self.sync_value, bool):
+            truth = self.sync_value == sync  # the option's truth value wanted
+            if self.kind == "store_true":
+                return flag if truth else None
+            if self.kind == "absl_bool":
+                return f"{flag}={'true' if truth else 'false'}"
+            if self.kind == "argparse_bool":
+                # argparse's type=bool is bool(text): only the empty string is false
+                return f"{flag}=True" if truth else f"{flag}="
+            return f"{flag}={1 if truth else 0}"
         if sync:
-            return f"{flag}={self.sync_value if self.sync_value is not True else 1}"
-        if self.sync_value is True or isinstance(self.sync_value, int):
-            off = 0 if self.sync_value is True or self.sync_value != 0 else 1
-            return f"{flag}={off}"
+            return f"{flag}={self.sync_value}"
+        if isinstance(self.sync_value, int):
+            return f"{flag}={0 if self.sync_value != 0 else 1}"
         return None  # a string mode ("sync"): which other value means async is the script's business
 
     def as_dict(self) -> dict:
@@ -74,8 +78,8 @@ class SyncSwitch:
 
 
 def _selects(value: object, sync_value: object) -> bool:
-    if sync_value is True:
-        return bool(value)
+    if isinstance(sync_value, bool):
+        return bool(value) == sync_value
     return value == sync_value
 
 
@@ -158,6 +162,11 @@ def _condition(test: ast.AST, options: dict, aliases: dict, depth: int = 0) -> t
         return None
     if isinstance(test, ast.Call) and _call_name(test) in ("int", "bool") and len(test.args) == 1:
         return _condition(test.args[0], options, aliases, depth + 1)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _condition(test.operand, options, aliases, depth + 1)
+        if inner is not None and isinstance(inner[1], bool):
+            return (inner[0], not inner[1])
+        return None
     if (
         isinstance(test, ast.Compare)
         and len(test.ops) == 1
@@ -165,9 +174,19 @@ def _condition(test: ast.AST, options: dict, aliases: dict, depth: int = 0) -> t
         and isinstance(test.comparators[0], ast.Constant)
     ):
         inner = _condition(test.left, options, aliases, depth + 1)
-        if inner is not None and inner[1] is True:
+        if inner is not None and inner[1] is True and not isinstance(test.comparators[0].value, bool):
             return (inner[0], test.comparators[0].value)
     return None
+
+
+def _builds_sync_optimizer(statements: list[ast.stmt]) -> ast.Call | None:
+    return next(
+        (
+            sub for stmt in statements for sub in ast.walk(stmt)
+            if isinstance(sub, ast.Call) and _call_name(sub) in _SYNC_OPTIMIZERS
+        ),
+        None,
+    )
 
 
 def find_sync_switch(tree: ast.Module) -> SyncSwitch | None:
@@ -180,19 +199,18 @@ def find_sync_switch(tree: ast.Module) -> SyncSwitch | None:
     for node in ast.walk(tree):
         if not isinstance(node, ast.If):
             continue
-        built = next(
-            (
-                sub for stmt in node.body for sub in ast.walk(stmt)
-                if isinstance(sub, ast.Call) and _call_name(sub) in _SYNC_OPTIMIZERS
-            ),
-            None,
-        )
-        if built is None:
-            continue
+        in_body, in_else = _builds_sync_optimizer(node.body), _builds_sync_optimizer(node.orelse)
+        if (in_body is None) == (in_else is None):
+            continue  # neither branch, or both: the option does not choose the mode
         condition = _condition(node.test, options, aliases)
         if condition is None:
             continue
         option, value = condition
+        built = in_body or in_else
+        if in_else is not None:
+            if not isinstance(value, bool):
+                continue  # `!= "sync"`-like negations of a mode are not read
+            value = not value
         if option in _ROLE_OPTIONS or value in _ROLE_NAMES:
             continue  # the worker's branch of a role test: an enclosing `if`, not a mode
         spelled, default, kind = options[option]
