@@ -849,7 +849,7 @@ def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict
     by creation order and shape: ``pair_initial_values``)."""
     import numpy as np
 
-    from migrate.runtime.harness import match_names, pair_initial_values
+    from migrate.runtime.harness import UNNAMED_VARIABLE, match_names, pair_initial_values
 
     pairs = pair_initial_values(legacy, migrated)
     # a name both sides use for variables of different shapes, with no other
@@ -858,6 +858,7 @@ def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict
         pairs.setdefault(lname, mname)
     pairs = {lname: pairs[lname] for lname in legacy if lname in pairs}
     mismatched, max_abs, compared = [], 0.0, 0
+    by_order = sum(1 for lname, mname in pairs.items() if lname != mname and UNNAMED_VARIABLE.search(lname))
     for lname, mname in pairs.items():
         a, b = np.asarray(legacy[lname]), np.asarray(migrated[mname])
         if a.shape != b.shape:
@@ -872,6 +873,7 @@ def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict
         "legacy_variables": len(legacy),
         "migrated_variables": len(migrated),
         "compared": compared,
+        "paired_by_order": by_order,
         "max_abs_diff": max_abs if compared else None,
         "mismatched": mismatched,
         "unmatched_legacy": sorted(set(legacy) - set(pairs)),
@@ -1023,13 +1025,15 @@ def render_table(report: dict) -> str:
     init = report.get("initial_values")
     if init and init.get("compared"):
         state = "differ: " + ", ".join(init["mismatched"]) if init["mismatched"] else "match"
+        by_order = init.get("paired_by_order", 0)
+        how = f" by name, {by_order} unnamed by creation order" if by_order else " by name"
         if init.get("carried"):
             lines.append(
-                f"initial values carried from the legacy job ({init['compared']} variables paired by name,"
+                f"initial values carried from the legacy job ({init['compared']} variables paired{how},"
                 f" the migration's own draws of {init['own_draws_compared']} compared by distribution): {state}"
             )
         else:
-            lines.append(f"initial values ({init['compared']} variables paired by name) {state}")
+            lines.append(f"initial values ({init['compared']} variables paired{how}) {state}")
     if report.get("align_init_reason"):
         lines.append(f"  why carried: {report['align_init_reason']}")
     lines.append(f"reason: {report['reason']}")

@@ -195,7 +195,7 @@ def made_by_distribution_machinery(caller) -> bool:
 # The names TF gives variables created without one: ``Variable``, ``Variable_3``,
 # ``scope/Variable_1``. Their numbers count every unnamed variable made before,
 # so they pair legacy and migrated values only while both made the same ones.
-_UNNAMED_VARIABLE = re.compile(r"(?:^|/)Variable(?:_\d+)?$")
+UNNAMED_VARIABLE = re.compile(r"(?:^|/)Variable(?:_\d+)?$")
 
 
 def pair_initial_values(legacy: dict, migrated: dict) -> dict[str, str]:
@@ -208,17 +208,17 @@ def pair_initial_values(legacy: dict, migrated: dict) -> dict[str, str]:
     program did not (a library's bookkeeping), shifting every number after
     them; where nothing shifted, the order pairs them as their names do. A
     legacy variable with no partner of its shape stays unpaired."""
-    named_legacy = [n for n in legacy if not _UNNAMED_VARIABLE.search(n)]
-    named_migrated = [n for n in migrated if not _UNNAMED_VARIABLE.search(n)]
+    named_legacy = [n for n in legacy if not UNNAMED_VARIABLE.search(n)]
+    named_migrated = [n for n in migrated if not UNNAMED_VARIABLE.search(n)]
     pairs = {
         lname: mname
         for lname, mname in match_names(named_legacy, named_migrated).items()
         if _shape(legacy[lname]) == _shape(migrated[mname])
     }
-    unnamed_migrated = [m for m in migrated if _UNNAMED_VARIABLE.search(m)]
+    unnamed_migrated = [m for m in migrated if UNNAMED_VARIABLE.search(m)]
     position = 0
     for lname, value in legacy.items():
-        if not _UNNAMED_VARIABLE.search(lname):
+        if not UNNAMED_VARIABLE.search(lname):
             continue
         for i in range(position, len(unnamed_migrated)):
             if _shape(migrated[unnamed_migrated[i]]) == _shape(value):
@@ -646,13 +646,13 @@ class _Harness:
             initial = original_value() if callable(original_value) else original_value
             initial = tf.convert_to_tensor(initial)
             legacy = next(iter(matched.values()), None)
-            if _UNNAMED_VARIABLE.search(full):
+            if UNNAMED_VARIABLE.search(full):
                 # unnamed variables pair in creation order (pair_initial_values):
                 # the next unused legacy one of this shape
                 legacy = next(
                     (
                         n for n, v in self.align_values.items()
-                        if n not in self.align_used and _UNNAMED_VARIABLE.search(n)
+                        if n not in self.align_used and UNNAMED_VARIABLE.search(n)
                         and _shape(v) == tuple(initial.shape)
                     ),
                     None,
