@@ -279,3 +279,41 @@ def test_a_ps_session_of_its_own_does_not_wait_for_the_workers(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "tokens 0" in done.stdout
+
+
+# ----------------------------------------------------------------- a PSS migration with no chief role
+
+HOST_LOOKUP_PSS = """\
+import tensorflow as tf
+from absl import app, flags
+flags.DEFINE_string("addr", "10.0.0.1", "this machine's address")
+FLAGS = flags.FLAGS
+ps_hosts = ["10.0.0.1"]
+worker_hosts = ["10.0.0.2", "10.0.0.3"]
+
+def main(_):
+    if FLAGS.addr in ps_hosts:
+        role = "ps"
+    elif FLAGS.addr in worker_hosts:
+        role = "worker"
+    index = (ps_hosts + worker_hosts).index(FLAGS.addr)
+    cluster = tf.train.ClusterSpec({"ps": [h + ":2222" for h in ps_hosts], "worker": [h + ":2222" for h in worker_hosts]})
+    resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, task_type=role, task_id=index)
+    strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
+
+app.run(main)
+"""
+
+
+def test_a_pss_migration_that_no_task_can_be_the_chief_of_is_refused_before_launch():
+    from migrate.runtime.topology import TopologyError, migrated_launch
+
+    info = analyze(HOST_LOOKUP_PSS)
+    assert info.role_style == "match" and info.strategy == "parameter_server"
+    with pytest.raises(TopologyError, match=r"--addr looked up in its ps/worker host lists \(line 9\)"):
+        migrated_launch(info, info, 2, 5)
+    with_chief = HOST_LOOKUP_PSS.replace(
+        '    elif FLAGS.addr in worker_hosts:', '    elif FLAGS.addr in chief_hosts:\n        role = "chief"\n'
+        '    elif FLAGS.addr in worker_hosts:'
+    ).replace('ps_hosts = ["10.0.0.1"]', 'ps_hosts = ["10.0.0.1"]\nchief_hosts = ["10.0.0.4"]')
+    assert migrated_launch(analyze(with_chief), info, 2, 5).jobs == {"chief": 1, "worker": 2, "ps": 1}

@@ -1244,13 +1244,19 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         )
     try:
         lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None, migrated_info.strategy)
-        trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
+    except TopologyError as e:
+        raise CheckError(str(e)) from None
+    trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
+    try:
         mspec = migrated_launch(
             migrated_info, legacy_info, trainers if trainers else opts.workers, opts.steps, None,
             ps=lspec.jobs.get("ps", 1),
         )
     except TopologyError as e:
-        raise CheckError(str(e)) from None
+        if not_comparable is None:
+            # the migration cannot be launched as it is: the legacy side
+            # still runs alone, so the report holds the baseline
+            not_comparable = CheckError(f"migrated program {migrated_path}: {e}")
     report["workers"] = trainers or opts.workers or DEFAULT_WORKERS
     if not_comparable is not None:
         report["legacy"]["launch"] = lspec.as_dict()

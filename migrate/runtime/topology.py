@@ -680,6 +680,24 @@ def _mode_switch_args(info: ProgramInfo, spec: LaunchSpec, strategy: str | None)
     )
 
 
+def _needs_a_chief_role(info: ProgramInfo) -> None:
+    """A ParameterServerStrategy program runs its training loop in a chief
+    task. One that finds its role only by looking an option up in its own
+    host lists, none of them a chief's, can never be that task: refused
+    before launch, located."""
+    if info.role_match is None or info.role_style != "match":
+        return
+    option, line, hosts = info.role_match
+    if {"chief", "master"} & set(hosts):
+        return
+    raise TopologyError(
+        f"the migrated program uses ParameterServerStrategy, whose training loop runs in a chief task, but it"
+        f" takes its role only from --{info.spelling(option)} looked up in its {'/'.join(sorted(hosts))} host"
+        f" lists (line {line}): no task can be its chief. Give it a chief (a chief host list, or"
+        " --job_name/--task_index flags or TF_CONFIG) and check again"
+    )
+
+
 def _cannot_launch(info: ProgramInfo) -> TopologyError:
     """Why a ps/worker script gives no way to tell its tasks apart, located,
     and what would."""
@@ -833,6 +851,7 @@ def migrated_launch(
     strategy = info.strategy or legacy.strategy
     role_style = info.role_style if info.role_style != "none" else legacy.role_style
     if strategy == PSS:
+        _needs_a_chief_role(info)
         spec = LaunchSpec(
             strategy, {"chief": 1, "worker": workers, "ps": ps}, role_style, ("ps", "worker")
         )
