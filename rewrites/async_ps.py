@@ -86,7 +86,6 @@ def wait_for_cluster(hosts, timeout_secs=120):
 def main(_):
     ps_hosts = FLAGS.ps_hosts.split(",")
     worker_hosts = FLAGS.worker_hosts.split(",")
-    num_workers = len(worker_hosts)
     cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts, "chief": FLAGS.chief_hosts.split(",")})
     cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
         cluster, task_type=FLAGS.job_name, task_id=FLAGS.task_index, rpc_layer="grpc")
@@ -97,12 +96,6 @@ def main(_):
         server.join()  # never returns: the ps is ended from outside
         return
 
-    is_chief = FLAGS.task_index == 0
-    worker_device = f"/job:worker/task:{FLAGS.task_index}"
-
-    # replica_device_setter: variables go round-robin over the ps tasks, every
-    # other op stays on this worker. (tf.compat.v1.device accepts a function;
-    # TF2's tf.device does not.)
     strategy = tf.distribute.ParameterServerStrategy(cluster_resolver)
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():
@@ -130,8 +123,6 @@ def main(_):
         results = strategy.run(train_step_replica, args=(x, y))
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
-    # Likewise wait only for the ports those sessions use: a worker that
-    # starts late must not wait for workers that already finished.
     wait_for_cluster(ps_hosts + [worker_hosts[FLAGS.task_index]])
     # The ps queue of batch ids (tickets) becomes the coordinator's own:
     # each id is scheduled once, on whichever worker is free.
@@ -190,8 +181,6 @@ def main(_):
         log_loss(ticket, loss_value)
 
     while not scheduled_steps >= FLAGS.steps:
-        # Dequeuing from the closed, empty queue raises OutOfRangeError,
-        # which MonitoredTrainingSession turns into a clean stop.
         ticket = next(tickets_iterator, None)
         if ticket is None:
             break

@@ -151,11 +151,7 @@ def main(_):
 
     previous = tf.train.latest_checkpoint(FLAGS.checkpoint_dir) if is_chief else None
     if previous:
-        # A restarted chief. The ps still hold the pre-crash values; the session
-        # manager below overwrites them from this checkpoint.
         print(f"chief restarting from checkpoint {previous}", flush=True)
-    # Only the tasks our sessions use (device_filters): a restarted chief must
-    # not wait for workers that may have finished and gone meanwhile.
     await_ports(cluster.job_tasks("ps") + [cluster.task_address("worker", FLAGS.task_index)])
     # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes.
     # Saved every FLAGS.save_checkpoint_steps global steps (save_checkpoint_steps), as in TF1, and at the end.

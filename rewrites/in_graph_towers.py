@@ -69,22 +69,6 @@ def tower_loss(features, labels):
     return tf.compat.v1.reduce_mean(tf.square(inference(features) - labels))
 
 
-def average_gradients(tower_grads):
-    """Average the gradient of each shared variable across all towers.
-
-    tower_grads: one list of (gradient, variable) pairs per tower, all in the
-    same variable order. Returns one list of (averaged gradient, variable).
-    This is the synchronisation point of in-graph replication.
-    """
-    average_grads = []
-    for grad_and_vars in zip(*tower_grads):
-        # grad_and_vars: ((grad0_tower0, var0), ..., (grad0_towerN, var0))
-        grads = [tf.compat.v1.expand_dims(g, 0) for g, _ in grad_and_vars]
-        grad = tf.compat.v1.reduce_mean(tf.concat(grads, axis=0), 0)
-        average_grads.append((grad, grad_and_vars[0][1]))  # variables are shared
-    return average_grads
-
-
 def tower_devices(run_metadata):
     """{tower name: devices that executed its ops} from a traced step."""
     ran = {}

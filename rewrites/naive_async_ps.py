@@ -52,9 +52,6 @@ flags.DEFINE_integer("task_index", 0, "task index within the job")
 flags.DEFINE_integer("steps", 50, "global steps to train")
 flags.DEFINE_float("learning_rate", 0.05, "learning rate")
 flags.DEFINE_integer("batch_size", 32, "batch size")
-# 15 s rather than Estimator's 5 s so that, even on a loaded machine, the
-# chief has surely finished this short job before worker 1 opens its session:
-# that makes the hang reproducible rather than a race.
 flags.DEFINE_integer("startup_delay_secs", 15, "non-chief k starts k times this late")
 FLAGS = flags.FLAGS
 

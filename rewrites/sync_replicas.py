@@ -118,7 +118,6 @@ def main(argv):
     cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
 
     num_workers = len(cluster_def["worker"])
-    is_chief = task_index == 0
     if args.batch_size % num_workers:
         raise ValueError("--batch_size must be a multiple of the number of workers")
     per_worker = args.batch_size // num_workers

@@ -36,6 +36,7 @@ from migrate.codemod.fastcst import (
     statement_position,
     transform,
 )
+from migrate.codemod.orphans import tidy
 from migrate.codemod.tfnames import TFNames
 
 DOCS_BASE = "legacy_reference/"
@@ -655,6 +656,9 @@ def _migrate(
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
     if output is not source:
+        tidied = tidy(source, output[0], cell_marker)
+        if tidied != output[0]:
+            output = (tidied, ast.parse(tidied, filename=path))
         _compile_gate(output, runs, rules, applied, cell_marker)
     # a reason found with a builder inlined that the final run also gives is said once
     final = {(d.code, d.line, d.column, d.message) for d in diagnostics}

@@ -1,0 +1,399 @@
+"""What a migration orphaned: bindings nothing reads any more, and comments
+about TF1 machinery the program no longer has.
+
+The rules replace TF1 plumbing (a device setter, a SyncReplicasOptimizer, a
+Supervisor) by a strategy; the names that only fed that plumbing
+(``worker_device = "/job:worker/task:%d" % task_index``, ``is_chief``,
+``num_workers = len(worker_hosts)``, an import of ``SummaryWriterCache``) and
+the comments that explained it ("The supervisor takes care of session
+initialization") are then dead text a reviewer would ask to remove.
+
+:func:`tidy` is the engine's last stage, on the migrated code of a file:
+
+- a binding is removed when the legacy program read the name and the migrated
+  one reads it nowhere (so the migration, not the author, made it dead), the
+  bound value has no effect of its own (literals, names, attributes,
+  arithmetic, ``len``/``split``/``format``-style calls, ``ClusterSpec``), it is
+  the statement's only target and its block keeps another statement; a
+  ``def``/``class`` without decorators and an import alias likewise. At
+  module level only in a program (a ``__main__`` guard or a top-level
+  ``main()``/``app.run``): a library's names may be read by its importers.
+  Repeated until nothing more is orphaned (removing ``cluster = ClusterSpec(
+  {"ps": ps_hosts, ...})`` can orphan ``ps_hosts``).
+- a comment the legacy file had, in a paragraph (consecutive comment lines)
+  that names a TF1 construct the migrated code no longer contains (a
+  Supervisor, a MonitoredTrainingSession, a device setter, SyncReplicas, queue
+  runners or tokens, a session), is removed with its paragraph; a trailing
+  comment alone. Comments the rules wrote are never touched.
+
+Both work on lines, with ``ast`` positions and ``tokenize``: the rest of the
+file keeps its bytes. The engine compiles the result like any other output.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from collections.abc import Iterable
+
+# TF1 constructs a comment can describe: (what a comment says, what code that
+# has the construct contains). A comment naming one is stale when the
+# migrated code contains none of the construct's code.
+_CONSTRUCTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
+    (re.compile(said, re.IGNORECASE), re.compile(code))
+    for said, code in (
+        (r"supervisor|\bsv\.", r"\bSupervisor\b"),
+        (r"monitored\s*(training\s*)?session|mon_sess", r"\bMonitored(Training)?Session\b"),
+        (r"device[\s_-]*setter|replica[\s_-]*device|device[\s_-]*replica", r"\breplica_device_setter\b"),
+        (r"sync[\s_-]*replicas?|replicas_to_aggregate", r"\bSyncReplicasOptimizer\b"),
+        (r"queue[\s_-]*runners?|sync[\s_-]*tokens?|token[\s_-]*queue",
+         r"\b(QueueRunner|start_queue_runners|get_chief_queue_runner|get_init_tokens_op|queue_runner)\b"),
+        (r"\bsess(ion)?s?\b|managed_session|prepare_or_wait",
+         r"\b(Session|InteractiveSession|managed_session|MonitoredTrainingSession|MonitoredSession|prepare_or_wait)"),
+    )
+)
+
+# calls whose result depends only on their arguments (no effect to keep)
+_PURE_CALLS = frozenset({
+    "len", "int", "float", "str", "bool", "list", "tuple", "dict", "set", "frozenset", "sorted",
+    "range", "min", "max", "abs", "round", "zip", "enumerate", "repr",
+    "ClusterSpec",  # tf.train.ClusterSpec(...) only holds its dict
+})
+_PURE_METHODS = frozenset({
+    "split", "rsplit", "strip", "lstrip", "rstrip", "format", "join", "lower", "upper", "replace",
+    "startswith", "endswith", "get", "keys", "values", "items", "copy", "as_dict", "num_tasks",
+    "job_tasks", "task_address",
+})
+_PURE_FUNCTIONS = frozenset({"os.path.join", "os.environ.get", "os.getenv", "json.loads"})
+
+
+def tidy(source: str, output: str, cell_marker: str | None = None) -> str:
+    """``output`` (the migrated code of ``source``) without the bindings and
+    comments the migration orphaned; ``output`` itself when there are none."""
+    try:
+        legacy = ast.parse(source)
+    except SyntaxError:
+        return output
+    read_before = _reads(legacy)
+    tidied = output
+    for _ in range(8):  # each round can orphan what a removed binding read
+        try:
+            tree = ast.parse(tidied)
+        except SyntaxError:  # not ours to fix: the engine's gate reports it
+            return output
+        doomed = _orphaned_lines(tree, tidied, read_before)
+        if not doomed:
+            break
+        tidied = _drop_lines(tidied, doomed, cell_marker)
+    return _drop_stale_comments(source, tidied, cell_marker)
+
+
+# --------------------------------------------------------------------------- bindings
+
+
+def _reads(tree: ast.AST) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+    return names
+
+
+def _is_program(tree: ast.Module) -> bool:
+    """A script (run, not imported): a ``__main__`` guard, ``main()``/``app.run`` or training at top level."""
+    for statement in tree.body:
+        if isinstance(statement, (ast.With, ast.For, ast.While)):
+            return True
+        if isinstance(statement, ast.If) and "__main__" in ast.unparse(statement.test):
+            return True
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+            func = ast.unparse(statement.value.func)
+            if func in ("main", "app.run", "tf.app.run", "tf.compat.v1.app.run", "absl.app.run"):
+                return True
+    return False
+
+
+def _dynamic(tree: ast.AST) -> bool:
+    """Code that reads names by string (``globals()``, ``locals()``, ``vars()``, ``eval``, ``exec``)."""
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+               and n.func.id in ("globals", "locals", "vars", "eval", "exec") for n in ast.walk(tree))
+
+
+def _pure(value: ast.expr) -> bool:
+    for node in ast.walk(value):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                if func.id not in _PURE_CALLS:
+                    return False
+            elif isinstance(func, ast.Attribute):
+                dotted = ast.unparse(func)
+                if not (func.attr in _PURE_CALLS or func.attr in _PURE_METHODS or dotted in _PURE_FUNCTIONS):
+                    return False
+            else:
+                return False
+        elif isinstance(node, (ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+            return False
+    return True
+
+
+def _bodies(tree: ast.AST) -> Iterable[tuple[ast.AST, list[ast.stmt]]]:
+    for node in ast.walk(tree):
+        for field in ("body", "orelse", "finalbody"):
+            body = getattr(node, field, None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                yield node, body
+        for handler in getattr(node, "handlers", ()):
+            yield handler, handler.body
+
+
+def _bound_names(statement: ast.stmt) -> list[str] | None:
+    """The names a removable statement binds, else None."""
+    if isinstance(statement, ast.Assign):
+        if len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name) and _pure(statement.value):
+            return [statement.targets[0].id]
+        return None
+    if isinstance(statement, ast.AnnAssign):
+        if isinstance(statement.target, ast.Name) and statement.value is not None and _pure(statement.value):
+            return [statement.target.id]
+        return None
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return None if statement.decorator_list else [statement.name]
+    if isinstance(statement, ast.Import):
+        if any(a.name.split(".")[0] == "tensorflow" for a in statement.names):
+            return None  # the program's TensorFlow, wherever the migration moved its uses
+        return [(a.asname or a.name).split(".")[0] for a in statement.names]
+    if isinstance(statement, ast.ImportFrom):
+        if statement.module == "__future__" or any(a.name == "*" for a in statement.names):
+            return None
+        return [a.asname or a.name for a in statement.names]
+    return None
+
+
+def _orphaned_lines(tree: ast.Module, code: str, read_before: set[str]) -> dict[int, tuple[int, str | None]]:
+    """{first line of a span to drop: (its last line, None)} or, for an import
+    keeping its other names, {its line: (its line, its new text)}."""
+    if _dynamic(tree):
+        return {}
+    read_now = _reads(tree)
+    # a name spelled as a string (`__all__`, getattr) may be read by it
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    lines = code.splitlines()
+    program = _is_program(tree)
+    scopes = [(parent, body) for parent, body in _bodies(tree)
+              if not isinstance(parent, ast.ClassDef) and (program or not isinstance(parent, ast.Module))]
+    bindings: dict[str, int] = {}
+    for node in ast.walk(tree):
+        for name in _binds(node):
+            bindings[name] = bindings.get(name, 0) + 1
+    simple: dict[str, int] = {}  # bindings by statements this stage may remove
+    for _, body in scopes:
+        for statement in body:
+            for name in _bound_names(statement) or ():
+                simple[name] = simple.get(name, 0) + 1
+    dead = {name for name, count in simple.items()
+            if name in read_before and name not in read_now and not name.startswith("__")
+            and bindings.get(name) == count and name not in strings}
+    if not dead:
+        return {}
+
+    def removable(statement: ast.stmt) -> bool:
+        if isinstance(statement, ast.If):
+            return _pure(statement.test) and all(removable(s) for s in statement.body + statement.orelse)
+        names = _bound_names(statement)
+        return bool(names) and set(names) <= dead and _whole_lines(statement, lines)
+
+    doomed: dict[int, tuple[int, str | None]] = {}
+    for parent, body in scopes:
+        gone = [s for s in body if removable(s)]
+        if len(gone) == len(body):
+            if isinstance(parent, ast.If) and body is parent.orelse and not isinstance(parent, ast.Module):
+                header = _else_line(parent, lines)
+                if header is not None:  # the whole `else:`/`elif` branch goes
+                    doomed[header] = (body[-1].end_lineno, None)
+                continue
+            gone = gone[:-1]  # a block keeps a statement
+        for statement in gone:
+            doomed[statement.lineno] = (statement.end_lineno, None)
+        for statement in body:
+            if statement in gone or not isinstance(statement, (ast.Import, ast.ImportFrom)):
+                continue
+            names = _bound_names(statement)
+            if names and set(names) & dead and statement.lineno == statement.end_lineno \
+                    and _whole_lines(statement, lines):
+                rest = [a for a, n in zip(statement.names, names, strict=True) if n not in dead]
+                text = ast.unparse(type(statement)(**{**statement.__dict__, "names": rest}))
+                doomed[statement.lineno] = (statement.lineno, lines[statement.lineno - 1][:statement.col_offset] + text)
+    # spans inside a span already dropped
+    return {first: span for first, span in doomed.items()
+            if not any(other < first <= end for other, (end, _) in doomed.items())}
+
+
+def _else_line(statement: ast.If, lines: list[str]) -> int | None:
+    """The line of the ``else:``/``elif`` that starts ``statement``'s orelse."""
+    first = statement.orelse[0]
+    if isinstance(first, ast.If) and len(statement.orelse) == 1 and first.col_offset == statement.col_offset:
+        return first.lineno  # elif
+    indent = statement.col_offset
+    for number in range(first.lineno - 1, statement.body[-1].end_lineno, -1):
+        text = lines[number - 1]
+        if re.match(r"else\s*:", text[indent:]) and not text[:indent].strip():
+            return number
+    return None
+
+
+def _binds(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+        return [node.id]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return [(a.asname or a.name).split(".")[0] for a in node.names]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    return []
+
+
+def _whole_lines(statement: ast.stmt, lines: list[str]) -> bool:
+    """The statement has its lines to itself (no ``;`` neighbour, not on its parent's header line)."""
+    first = lines[statement.lineno - 1].encode()
+    if first[:statement.col_offset].strip():
+        return False
+    last = lines[statement.end_lineno - 1].encode()[statement.end_col_offset:].decode(errors="replace").strip()
+    return not last or last.startswith("#")
+
+
+def _drop_lines(code: str, doomed: dict[int, tuple[int, str | None]], cell_marker: str | None) -> str:
+    lines = code.splitlines(keepends=True)
+    marker = re.compile(cell_marker) if cell_marker else None
+    dropped: set[int] = set()
+    for first, (end, replacement) in doomed.items():
+        if replacement is None:
+            dropped.update(range(first, end + 1))
+    for first, (end, replacement) in doomed.items():
+        if replacement is not None:
+            continue
+        # The comment paragraph right above a dropped statement described it
+        # when, the statement gone, it is followed by a blank line, the end of
+        # its block or of the file: it is left describing nothing then.
+        after = next((n for n in range(end + 1, len(lines) + 1) if n not in dropped), None)
+        indent = _indent(lines[first - 1])
+        if after is not None and lines[after - 1].strip() and _indent(lines[after - 1]) >= indent \
+                and not (marker and marker.match(lines[after - 1])):
+            continue
+        above = first - 1
+        while above >= 1 and above not in dropped and lines[above - 1].lstrip().startswith("#") \
+                and _indent(lines[above - 1]) == indent and not (marker and marker.match(lines[above - 1])):
+            dropped.add(above)
+            above -= 1
+    out: list[str] = []
+    blank_runs: list[list[str]] = []  # blank lines since the last kept line with text
+    for number, line in enumerate(lines, 1):
+        if number in dropped:
+            if blank_runs and blank_runs[-1]:
+                blank_runs.append([])
+            continue
+        if not line.strip():
+            if not blank_runs:
+                blank_runs.append([])
+            blank_runs[-1].append(line)
+            continue
+        # blank lines a removal brought together: as many as the widest gap was
+        out.extend(max(blank_runs, key=len, default=[]))
+        blank_runs = []
+        replacement = doomed.get(number, (0, None))[1]
+        if replacement is not None:
+            line = replacement + line[len(line.rstrip("\r\n")):]
+        out.append(line)
+    out.extend(max(blank_runs, key=len, default=[]))
+    return "".join(out)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+# --------------------------------------------------------------------------- comments
+
+
+def _comments(code: str) -> list[tuple[int, int, str, bool]]:
+    """(line, column, text, alone on its line) of each comment."""
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code).readline):
+            if token.type == tokenize.COMMENT:
+                line, column = token.start
+                found.append((line, column, token.string, not token.line[:column].strip()))
+    except (tokenize.TokenError, SyntaxError):
+        return []
+    return found
+
+
+def removed_machinery(source: str, output: str) -> list[re.Pattern[str]]:
+    """Patterns of what a comment says about each TF1 construct ``source``
+    has in its code and ``output`` (its migration) no longer has."""
+    legacy_code, migrated_code = _without_comments_and_strings(source), _without_comments_and_strings(output)
+    return [said for said, code_re in _CONSTRUCTS
+            if code_re.search(legacy_code) and not code_re.search(migrated_code)]
+
+
+def _drop_stale_comments(source: str, code: str, cell_marker: str | None) -> str:
+    said_of = removed_machinery(source, code)
+    if not said_of:
+        return code
+    legacy_comments = {text.strip() for _, _, text, _ in _comments(source)}
+    marker = re.compile(cell_marker) if cell_marker else None
+    lines = code.splitlines(keepends=True)
+    comments = [c for c in _comments(code) if not (marker and marker.match(lines[c[0] - 1]))]
+    # paragraphs: runs of comment-only lines on consecutive lines, same indentation, same author
+    paragraphs: list[list[tuple[int, int, str, bool]]] = []
+    for comment in comments:
+        if not comment[3]:
+            paragraphs.append([comment])
+            continue
+        last = paragraphs[-1][-1] if paragraphs else None
+        if last is not None and last[3] and last[0] == comment[0] - 1 and last[1] == comment[1] \
+                and (last[2].strip() in legacy_comments) == (comment[2].strip() in legacy_comments):
+            paragraphs[-1].append(comment)
+        else:
+            paragraphs.append([comment])
+    drop_lines: set[int] = set()
+    cut: dict[int, int] = {}
+    for paragraph in paragraphs:
+        if not all(text.strip() in legacy_comments for _, _, text, _ in paragraph):
+            continue  # a rule wrote (part of) it
+        text = " ".join(t.lstrip("#").strip() for _, _, t, _ in paragraph)
+        if not any(said.search(text) for said in said_of):
+            continue
+        for line, column, _, alone in paragraph:
+            if alone:
+                drop_lines.add(line)
+            else:
+                cut[line] = column
+    if not drop_lines and not cut:
+        return code
+    out = []
+    for number, line in enumerate(lines, 1):
+        if number in drop_lines:
+            continue
+        if number in cut:
+            ending = line[len(line.rstrip("\r\n")):]
+            line = line[:cut[number]].rstrip() + ending
+        out.append(line)
+    return "".join(out)
+
+
+def _without_comments_and_strings(code: str) -> str:
+    """The code's names and operators: what a construct's code pattern should match."""
+    try:
+        tokens = [t.string for t in tokenize.generate_tokens(io.StringIO(code).readline)
+                  if t.type not in (tokenize.COMMENT, tokenize.STRING)]
+    except (tokenize.TokenError, SyntaxError):
+        return code
+    return " ".join(tokens)

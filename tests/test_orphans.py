@@ -1,0 +1,341 @@
+"""What a migration orphaned (migrate/codemod/orphans.py): (legacy, migrated,
+tidied) triples in the shapes real programs leave behind, no-op cases, and the
+stage inside the engine on a ps/worker program."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from migrate.codemod.engine import dedent, migrate_source
+from migrate.codemod.orphans import tidy
+
+# (legacy program, what the rules made of it, what tidy leaves)
+CHANGED = {
+    "worker device chosen per branch": (
+        """
+        def main():
+          if FLAGS.gpus > 0:
+            if FLAGS.gpus < FLAGS.workers:
+              raise ValueError("too few gpus")
+            gpu = FLAGS.index % FLAGS.gpus
+            device = "/job:worker/task:%d/gpu:%d" % (FLAGS.index, gpu)
+          elif FLAGS.gpus == 0:
+            # the CPU of this task
+            cpu = 0
+            device = "/job:worker/task:%d/cpu:%d" % (FLAGS.index, cpu)
+          with tf.device(tf.train.replica_device_setter(worker_device=device)):
+            train()
+        main()
+        """,
+        """
+        def main():
+          if FLAGS.gpus > 0:
+            if FLAGS.gpus < FLAGS.workers:
+              raise ValueError("too few gpus")
+            gpu = FLAGS.index % FLAGS.gpus
+            device = "/job:worker/task:%d/gpu:%d" % (FLAGS.index, gpu)
+          elif FLAGS.gpus == 0:
+            # the CPU of this task
+            cpu = 0
+            device = "/job:worker/task:%d/cpu:%d" % (FLAGS.index, cpu)
+          with strategy.scope():
+            train()
+        main()
+        """,
+        """
+        def main():
+          if FLAGS.gpus > 0:
+            if FLAGS.gpus < FLAGS.workers:
+              raise ValueError("too few gpus")
+          with strategy.scope():
+            train()
+        main()
+        """,
+    ),
+    "chain of orphans, the cluster dict first": (
+        """
+        import tensorflow as tf
+        ps_hosts = FLAGS.ps_hosts.split(",")
+        worker_hosts = FLAGS.worker_hosts.split(",")
+        cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+        server = tf.train.Server(cluster, job_name=FLAGS.job, task_index=FLAGS.index)
+        with tf.device("/cpu:0"):
+            pass
+        """,
+        """
+        import tensorflow as tf
+        ps_hosts = FLAGS.ps_hosts.split(",")
+        worker_hosts = FLAGS.worker_hosts.split(",")
+        cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        with tf.device("/cpu:0"):
+            pass
+        """,
+        """
+        import tensorflow as tf
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        with tf.device("/cpu:0"):
+            pass
+        """,
+    ),
+    "a helper without callers, its comment and the constant only it read": (
+        """
+        import tensorflow as tf
+
+        # Variables go to the CPU.
+        PLACED = ["Variable", "VariableV2"]
+
+        def placer(device):
+            def place(op):
+                return "/cpu:0" if op.type in PLACED else device
+            return place
+
+        with tf.device(placer("/gpu:0")):
+            model()
+        """,
+        """
+        import tensorflow as tf
+
+        # Variables go to the CPU.
+        PLACED = ["Variable", "VariableV2"]
+
+        def placer(device):
+            def place(op):
+                return "/cpu:0" if op.type in PLACED else device
+            return place
+
+        with tf.distribute.MirroredStrategy().scope():
+            model()
+        """,
+        """
+        import tensorflow as tf
+
+        with tf.distribute.MirroredStrategy().scope():
+            model()
+        """,
+    ),
+    "an import only the old code read keeps its neighbours": (
+        """
+        from tensorflow.python.training.summary_io import SummaryWriterCache, summary_iterator
+        import tensorflow as tf
+        if __name__ == "__main__":
+            writer = SummaryWriterCache.get(logdir)
+            print(summary_iterator)
+        """,
+        """
+        from tensorflow.python.training.summary_io import SummaryWriterCache, summary_iterator
+        import tensorflow as tf
+        if __name__ == "__main__":
+            writer = tf.summary.create_file_writer(logdir)
+            print(summary_iterator)
+        """,
+        """
+        from tensorflow.python.training.summary_io import summary_iterator
+        import tensorflow as tf
+        if __name__ == "__main__":
+            writer = tf.summary.create_file_writer(logdir)
+            print(summary_iterator)
+        """,
+    ),
+    "comments about the supervisor and the session go, with their paragraph": (
+        """
+        def train():
+            is_chief = FLAGS.index == 0
+            # The supervisor initializes the variables and
+            # restores the latest checkpoint.
+            sv = tf.train.Supervisor(is_chief=is_chief)
+            with sv.managed_session(server.target) as sess:
+                sess.run(op)  # a step
+            time.sleep(5)  # let the session close
+        """,
+        """
+        def train():
+            is_chief = FLAGS.index == 0
+            # The supervisor initializes the variables and
+            # restores the latest checkpoint.
+            for _ in range(10):
+                step()  # a step
+            time.sleep(5)  # let the session close
+        """,
+        """
+        def train():
+            for _ in range(10):
+                step()  # a step
+            time.sleep(5)
+        """,
+    ),
+}
+
+# (legacy, migrated): tidy changes nothing
+UNCHANGED = {
+    "dead before the migration: the author's to remove": (
+        """
+        def main():
+            unused = 3
+            tf.train.Supervisor()
+        """,
+        """
+        def main():
+            unused = 3
+            strategy.run(step)
+        """,
+    ),
+    "a value with an effect": (
+        """
+        def main():
+            server = make_server(cluster)
+            server.join()
+        """,
+        """
+        def main():
+            server = make_server(cluster)
+            strategy.run(step)
+        """,
+    ),
+    "a library's module names: its importers may read them": (
+        """
+        import tensorflow as tf
+        DEVICE = "/job:worker"
+        def build():
+            return tf.device(DEVICE)
+        """,
+        """
+        import tensorflow as tf
+        DEVICE = "/job:worker"
+        def build():
+            return strategy.scope()
+        """,
+    ),
+    "a name spelled in __all__": (
+        """
+        import tensorflow as tf
+        __all__ = ["helper"]
+        def helper():
+            pass
+        helper()
+        tf.train.Supervisor()
+        """,
+        """
+        import tensorflow as tf
+        __all__ = ["helper"]
+        def helper():
+            pass
+        tf.distribute.MultiWorkerMirroredStrategy()
+        """,
+    ),
+    "a comment about a session the program still has": (
+        """
+        def main():
+            # the session evaluates the model
+            with tf.compat.v1.Session() as sess:
+                sess.run(op)
+        """,
+        """
+        def main():
+            # the session evaluates the model
+            with tf.compat.v1.Session() as sess:
+                sess.run(op)
+        """,
+    ),
+    "a comment the rules wrote": (
+        """
+        def main():
+            sv = tf.train.Supervisor()
+        """,
+        """
+        def main():
+            # Saved every 600 s (Supervisor's default save_model_secs), as in TF1.
+            manager.save()
+        """,
+    ),
+    "the last statement of a block stays": (
+        """
+        def main():
+            for task in tasks:
+                device = "/job:worker/task:%d" % task
+                tf.device(device)
+        """,
+        """
+        def main():
+            for task in tasks:
+                device = "/job:worker/task:%d" % task
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CHANGED), ids=list(CHANGED))
+def test_orphans_removed(case):
+    legacy, migrated, tidied = (dedent(text) for text in CHANGED[case])
+    assert tidy(legacy, migrated) == tidied
+    ast.parse(tidied)
+    assert tidy(legacy, tidied) == tidied  # nothing more to do
+
+
+@pytest.mark.parametrize("case", list(UNCHANGED), ids=list(UNCHANGED))
+def test_nothing_orphaned(case):
+    legacy, migrated = (dedent(text) for text in UNCHANGED[case])
+    assert tidy(legacy, migrated) == migrated
+
+
+def test_notebook_cell_markers_bound_paragraphs():
+    marker = r"# CELL\(\d+\)[ \t]*$"
+    legacy = "# CELL(1)\n# the supervisor starts here\nsv = tf.train.Supervisor()\n"
+    migrated = "# CELL(1)\n# the supervisor starts here\nstrategy = make()\n"
+    assert tidy(legacy, migrated, marker) == "# CELL(1)\nstrategy = make()\n"
+
+
+def test_engine_tidies_a_migrated_program():
+    """The stage runs inside the engine: the device string the device setter
+    read and the comments about the setter and the supervisor are gone; the
+    program still migrates and compiles."""
+    source = dedent(
+        """
+        import tensorflow as tf
+
+        flags = tf.app.flags
+        flags.DEFINE_string("ps_hosts", "", "ps")
+        flags.DEFINE_string("worker_hosts", "", "workers")
+        flags.DEFINE_string("job_name", "", "ps or worker")
+        flags.DEFINE_integer("task_index", 0, "index")
+        FLAGS = flags.FLAGS
+
+
+        def main(_):
+            ps_hosts = FLAGS.ps_hosts.split(",")
+            worker_hosts = FLAGS.worker_hosts.split(",")
+            cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+            server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+            if FLAGS.job_name == "ps":
+                server.join()
+                return
+            device = "/job:worker/task:%d" % FLAGS.task_index
+            # The device setter puts the variables on the ps tasks.
+            with tf.device(tf.train.replica_device_setter(worker_device=device, cluster=cluster)):
+                x = tf.placeholder(tf.float32, [None, 4])
+                w = tf.get_variable("w", [4, 1])
+                loss = tf.reduce_mean(tf.matmul(x, w))
+                global_step = tf.train.get_or_create_global_step()
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+            hooks = [tf.train.StopAtStepHook(last_step=100)]
+            # MonitoredTrainingSession restores and saves checkpoints for us.
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=FLAGS.task_index == 0,
+                                                   hooks=hooks) as sess:
+                while not sess.should_stop():
+                    sess.run(train_op, feed_dict={x: [[1.0, 2.0, 3.0, 4.0]]})
+
+
+        if __name__ == "__main__":
+            tf.app.run()
+        """
+    )
+    result = migrate_source(source, path="job.py")
+    assert "TFM301" in result.rules_applied, [d.message for d in result.manual_work]
+    out = result.output
+    compile(out, "job.py", "exec")
+    assert "ParameterServerStrategy" in out
+    assert "device = " not in out
+    assert "device setter" not in out and "MonitoredTrainingSession restores" not in out
+    assert migrate_source(out, path="job.py").output == out
