@@ -116,6 +116,28 @@ CHANGED = {
             model()
         """,
     ),
+    "a session configuration only the server read": (
+        """
+        import tensorflow as tf
+        config = tf.ConfigProto(log_device_placement=False)
+        server = tf.train.Server(cluster, job_name="worker", task_index=0, config=config)
+        with tf.device("/cpu:0"):
+            pass
+        """,
+        """
+        import tensorflow as tf
+        config = tf.compat.v1.ConfigProto(log_device_placement=False)
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster)
+        with tf.device("/cpu:0"):
+            pass
+        """,
+        """
+        import tensorflow as tf
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster)
+        with tf.device("/cpu:0"):
+            pass
+        """,
+    ),
     "an import only the old code read keeps its neighbours": (
         """
         from tensorflow.python.training.summary_io import SummaryWriterCache, summary_iterator

@@ -60,6 +60,7 @@ _PURE_CALLS = frozenset({
     "len", "int", "float", "str", "bool", "list", "tuple", "dict", "set", "frozenset", "sorted",
     "range", "min", "max", "abs", "round", "zip", "enumerate", "repr",
     "ClusterSpec",  # tf.train.ClusterSpec(...) only holds its dict
+    "ConfigProto", "GPUOptions",  # session configuration messages: data only
 })
 _PURE_METHODS = frozenset({
     "split", "rsplit", "strip", "lstrip", "rstrip", "format", "join", "lower", "upper", "replace",
