@@ -62,12 +62,12 @@ _PURE_CALLS = frozenset({
     "len", "int", "float", "str", "bool", "list", "tuple", "dict", "set", "frozenset", "sorted",
     "range", "min", "max", "abs", "round", "zip", "enumerate", "repr",
     "ClusterSpec",  # tf.train.ClusterSpec(...) only holds its dict
-    "ConfigProto", "GPUOptions",  # session configuration messages: data only
+    "ConfigProto", "GPUOptions", "RunOptions", "RunMetadata",  # session messages: data only
 })
 _PURE_METHODS = frozenset({
     "split", "rsplit", "strip", "lstrip", "rstrip", "format", "join", "lower", "upper", "replace",
     "startswith", "endswith", "get", "keys", "values", "items", "copy", "as_dict", "num_tasks",
-    "job_tasks", "task_address",
+    "job_tasks", "task_address", "task_indices",
 })
 _PURE_FUNCTIONS = frozenset({"os.path.join", "os.environ.get", "os.getenv", "json.loads"})
 
@@ -106,11 +106,30 @@ def _reads(tree: ast.AST) -> set[str]:
     return names
 
 
+def _names_read_by_string(tree: ast.Module) -> set[str]:
+    """Names spelled as strings where Python reads them by name: ``__all__``
+    and ``getattr``/``hasattr`` of a module (``globals()`` and the like make
+    the whole file off limits, see :func:`_dynamic`)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            found.update(n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant)
+                         and isinstance(n.value, str))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "getattr", "hasattr", "setattr", "delattr") and len(node.args) >= 2:
+            found.update(n.value for n in ast.walk(node.args[1]) if isinstance(n, ast.Constant)
+                         and isinstance(n.value, str))
+    return found
+
+
 def _is_program(tree: ast.Module) -> bool:
     """A script (run, not imported): a ``__main__`` guard, ``main()``/``app.run`` or training at top level."""
     for statement in tree.body:
         if isinstance(statement, (ast.With, ast.For, ast.While)):
             return True
+        if isinstance(statement, ast.If) and any(isinstance(n, (ast.With, ast.For, ast.While))
+                                                 for n in ast.walk(statement)):
+            return True  # a role branch that trains (`if FLAGS.job_name == "worker":`)
         if isinstance(statement, ast.If) and "__main__" in ast.unparse(statement.test):
             return True
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
@@ -183,8 +202,7 @@ def _orphaned_lines(tree: ast.Module, code: str, read_before: set[str]) -> dict[
     if _dynamic(tree):
         return {}
     read_now = _reads(tree)
-    # a name spelled as a string (`__all__`, getattr) may be read by it
-    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    strings = _names_read_by_string(tree)
     lines = code.splitlines()
     program = _is_program(tree)
     scopes = [(parent, body) for parent, body in _bodies(tree)
