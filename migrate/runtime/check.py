@@ -29,6 +29,12 @@ How it works
   (MultiWorkerMirroredStrategy) or one process (MirroredStrategy, towers as
   logical CPUs). The step count (``--steps``) and tower count go to whichever
   flag, argparse option or environment variable the script defines.
+* Training mode: a script choosing sync or async training by an option
+  (``if FLAGS.sync_replicas:`` building its SyncReplicasOptimizer,
+  ``is_sync = FLAGS.is_sync == 1``, ``args.mode == "sync"``) runs in the mode
+  the migration trains (sync for MultiWorkerMirrored/Mirrored, async for
+  ParameterServerStrategy); where that is not the script's default, the
+  report says so: the migration does not reproduce the default mode.
 * Not comparable: a migration that does not compile or names no strategy
   is reported (exit 2) without being run; the legacy side still runs once,
   so the report holds its losses.
@@ -45,8 +51,11 @@ How it works
   step count would pair worker 0's k-th step with worker 1's.
 * Fairness: both sides get the same seed (``--seed``, default 0: numpy,
   ``random``, TensorFlow's global seeds), data order is the script's own.
-  Initial trainable values are recorded on both sides and compared by
-  variable name. A legacy program that draws them without op seeds
+  Initial trainable values are recorded on both sides and compared: named
+  variables by name, unnamed ones (``Variable_N``) in creation order by shape
+  (their numbers shift when a side makes one the other does not), leaving
+  out tf.distribute's own variables (MultiWorkerMirroredStrategy's collective
+  ordering tokens). A legacy program that draws them without op seeds
   (``tf.truncated_normal_initializer(stddev=0.1)``, get_variable's default
   glorot) starts differently on every run, so then (or with ``--align-init``)
   its values are carried into the migrated job by name instead, and the
@@ -129,6 +138,7 @@ from pathlib import Path
 from migrate import __version__
 from migrate.runtime import legacy_compat, losslog
 from migrate.runtime.cluster import ClusterResult, Fault, run_cluster
+from migrate.runtime.sync_switch import find_sync_switch
 from migrate.runtime.topology import (
     TRAINER_JOBS,
     LaunchSpec,
@@ -205,6 +215,9 @@ class CheckOptions:
     kill_chief_at: int | None = None
     # extra argv for the scripts on both sides ("{run_dir}" -> that run's own directory)
     script_args: tuple[str, ...] = ()
+    # the legacy launcher's own arguments for every task (--launcher): before the
+    # check's, so the check's steps and directories win
+    launcher_args: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- losses
@@ -491,7 +504,7 @@ def _run_side(
         # barrier files) into this one; the launcher clears its own files.
         for stale in log_dir.glob("harness-*"):
             stale.unlink()
-        if any("{run_dir}" in a for a in (*spec.args, *opts.script_args)):
+        if any("{run_dir}" in a for a in (*opts.launcher_args, *spec.args, *opts.script_args)):
             # state the scripts keep there (checkpoints) must not leak into this run
             shutil.rmtree(log_dir, ignore_errors=True)
         print(f"  running {side} run {i + 1}/{runs} ...", file=sys.stderr, flush=True)
@@ -500,7 +513,7 @@ def _run_side(
             chief = next(job for job in TRAINER_JOBS if job in spec.jobs)
             faults.append(Fault(job=chief, index=0, at_step=opts.kill_chief_at, restart=True))
         run_dir = str(log_dir.resolve())
-        script_args = [a.replace("{run_dir}", run_dir) for a in (*spec.args, *opts.script_args)]
+        script_args = [a.replace("{run_dir}", run_dir) for a in (*opts.launcher_args, *spec.args, *opts.script_args)]
         stop_when = None
         if spec.step_cap is not None:
             stop_when = functools.partial(
@@ -808,10 +821,12 @@ def compare_init_distributions(legacy: dict, own: dict) -> list[str]:
     initializer shows only here): ``"w (std 0.1 vs legacy 0.3)"``."""
     import numpy as np
 
-    from migrate.runtime.harness import match_names
+    from migrate.runtime.harness import match_names, pair_initial_values
 
     differ = []
+    pairs = pair_initial_values(legacy, own)
     for lname, oname in match_names(list(legacy), list(own)).items():
+        oname = pairs.get(lname, oname)
         a = np.asarray(legacy[lname], dtype=np.float64).ravel()
         b = np.asarray(own[oname], dtype=np.float64).ravel()
         if a.shape != b.shape:
@@ -833,13 +848,20 @@ def compare_init_distributions(legacy: dict, own: dict) -> list[str]:
 
 
 def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict:
-    """Initial trainable values, paired by variable name."""
+    """Initial trainable values, paired by variable name (unnamed variables
+    by creation order and shape: ``pair_initial_values``)."""
     import numpy as np
 
-    from migrate.runtime.harness import match_names
+    from migrate.runtime.harness import UNNAMED_VARIABLE, match_names, pair_initial_values
 
-    pairs = match_names(list(legacy), list(migrated))
+    pairs = pair_initial_values(legacy, migrated)
+    # a name both sides use for variables of different shapes, with no other
+    # partner of the legacy shape, is a real difference: reported, not skipped
+    for lname, mname in match_names(list(legacy), list(migrated)).items():
+        pairs.setdefault(lname, mname)
+    pairs = {lname: pairs[lname] for lname in legacy if lname in pairs}
     mismatched, max_abs, compared = [], 0.0, 0
+    by_order = sum(1 for lname, mname in pairs.items() if lname != mname and UNNAMED_VARIABLE.search(lname))
     for lname, mname in pairs.items():
         a, b = np.asarray(legacy[lname]), np.asarray(migrated[mname])
         if a.shape != b.shape:
@@ -854,6 +876,7 @@ def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict
         "legacy_variables": len(legacy),
         "migrated_variables": len(migrated),
         "compared": compared,
+        "paired_by_order": by_order,
         "max_abs_diff": max_abs if compared else None,
         "mismatched": mismatched,
         "unmatched_legacy": sorted(set(legacy) - set(pairs)),
@@ -950,6 +973,19 @@ def render_table(report: dict) -> str:
             f"legacy on Keras 3: {', '.join(provided)} run as the TF1 code TFM104 writes into migrations"
             " (Keras 3 removed tf.compat.v1.layers; with tf-keras the originals run)"
         )
+    switch = (report["legacy"].get("launch") or {}).get("mode_switch")
+    if switch and switch["mode"] != switch["default_mode"]:
+        if switch["argument"]:
+            lines.append(
+                f"legacy run {switch['mode']} ({switch['argument']}, the branch of line {switch['line']} the"
+                f" migration carries); at its default the script trains {switch['default_mode']}:"
+                f" the migration does not reproduce that mode"
+            )
+        else:
+            lines.append(
+                f"legacy run at its default ({switch['default_mode']}; --{switch['option']}, line"
+                f" {switch['line']}): the migration trains {switch['mode']}"
+            )
     for side in ("legacy", "migrated"):
         runs = report[side].get("runs") or report[side].get("failed_runs") or []
         mapping = next((r.get("cluster_map") for r in runs if r.get("cluster_map")), None)
@@ -992,13 +1028,15 @@ def render_table(report: dict) -> str:
     init = report.get("initial_values")
     if init and init.get("compared"):
         state = "differ: " + ", ".join(init["mismatched"]) if init["mismatched"] else "match"
+        by_order = init.get("paired_by_order", 0)
+        how = f" by name, {by_order} unnamed by creation order" if by_order else " by name"
         if init.get("carried"):
             lines.append(
-                f"initial values carried from the legacy job ({init['compared']} variables paired by name,"
+                f"initial values carried from the legacy job ({init['compared']} variables paired{how},"
                 f" the migration's own draws of {init['own_draws_compared']} compared by distribution): {state}"
             )
         else:
-            lines.append(f"initial values ({init['compared']} variables paired by name) {state}")
+            lines.append(f"initial values ({init['compared']} variables paired{how}) {state}")
     if report.get("align_init_reason"):
         lines.append(f"  why carried: {report['align_init_reason']}")
     lines.append(f"reason: {report['reason']}")
@@ -1192,7 +1230,9 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         # where the user's own file draws them, not the prepared copy (a line longer)
         try:
             tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
-            legacy_info = dataclasses.replace(legacy_info, unseeded_initializers=unseeded_initializers(tree))
+            legacy_info = dataclasses.replace(
+                legacy_info, unseeded_initializers=unseeded_initializers(tree), sync_switch=find_sync_switch(tree)
+            )
         except SyntaxError:
             pass  # Python 2: the copy's lines are what there is
     if manual_work:
@@ -1206,15 +1246,23 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
             details,
         )
     try:
-        lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None)
-        trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
+        lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None, migrated_info.strategy)
+    except TopologyError as e:
+        raise CheckError(str(e)) from None
+    trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
+    try:
         mspec = migrated_launch(
             migrated_info, legacy_info, trainers if trainers else opts.workers, opts.steps, None,
             ps=lspec.jobs.get("ps", 1),
         )
     except TopologyError as e:
-        raise CheckError(str(e)) from None
+        if not_comparable is None:
+            # the migration cannot be launched as it is: the legacy side
+            # still runs alone, so the report holds the baseline
+            not_comparable = CheckError(f"migrated program {migrated_path}: {e}")
     report["workers"] = trainers or opts.workers or DEFAULT_WORKERS
+    if opts.launcher_args:
+        report["launcher_args"] = list(opts.launcher_args)  # every task's, from the legacy launcher
     if not_comparable is not None:
         report["legacy"]["launch"] = lspec.as_dict()
         report["legacy"]["launch_text"] = _launch_text(lspec)
@@ -1369,7 +1417,7 @@ def _parser() -> argparse.ArgumentParser:
         "and compare their per-step losses. Exit 0 equivalent, 1 not equivalent, "
         "2 could not run.",
     )
-    p.add_argument("legacy", type=Path, help="the legacy script")
+    p.add_argument("legacy", type=Path, nargs="?", help="the legacy script (default with --launcher: the one it starts)")
     p.add_argument(
         "migrated", type=Path, nargs="?", help="its migration (default: tfmigrate's output)"
     )
@@ -1426,6 +1474,13 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_WINDOW,
         help="trailing steps averaged by the asynchronous statistic",
     )
+    p.add_argument(
+        "--launcher",
+        type=Path,
+        default=None,
+        help="the legacy job's launcher (a shell script starting ps and worker tasks, or a TFJob): its task"
+        " counts and its arguments for every task are used instead of guessing them (--workers still wins)",
+    )
     p.add_argument("--mode", choices=("auto", "step", "statistical"), default="auto")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per cluster run")
     p.add_argument(
@@ -1476,6 +1531,22 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    launcher_args: tuple[str, ...] = ()
+    if ns.launcher is not None:
+        from migrate.launchers.legacy import LaunchError, plan
+
+        try:
+            launch = plan(ns.launcher, ns.legacy)
+        except LaunchError as e:
+            print(f"tfmigrate check: {e}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"tfmigrate check: {launch.describe()}", file=sys.stderr)
+        ns.legacy = ns.legacy or launch.program
+        ns.workers = ns.workers or launch.workers
+        launcher_args = launch.args
+    if ns.legacy is None:
+        print("tfmigrate check: name the legacy script (or its launcher with --launcher)", file=sys.stderr)
+        return EXIT_ERROR
     opts = CheckOptions(
         legacy=ns.legacy,
         migrated=ns.migrated,
@@ -1497,6 +1568,7 @@ def main(argv: list[str] | None = None) -> int:
         mode=ns.mode,
         kill_chief_at=ns.kill_chief_at,
         script_args=tuple(script_args),
+        launcher_args=launcher_args,
     )
     code, report = run_check(opts)
     if ns.json:
