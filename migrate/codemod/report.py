@@ -8,7 +8,7 @@ JSON (``schema_version`` 1)::
 
     {"tool": "tfmigrate", "version", "schema_version", "mode": "diff|write|output",
      "summary": {"files", "changed", "errors", "skipped", "diagnostics", "manual_work", "text"},
-     "files": [{"path", "kind": "python|notebook", "status": "unchanged|changed|error|skipped",
+     "files": [{"path", "kind": "python|notebook|launcher", "status": "unchanged|changed|error|skipped",
                 "changed", "written", "output_path", "note", "diff",
                 "program": {"modules", "migrated_together"} | null,
                 "error": {"message", "line", "column", "cell"} | null,
@@ -53,7 +53,7 @@ class FileError:
 @dataclass
 class FileResult:
     path: str  # as displayed: relative to the cwd when possible
-    kind: str  # "python" | "notebook"
+    kind: str  # "python" | "notebook" | "launcher"
     status: str  # "unchanged" | "changed" | "error" | "skipped"
     diagnostics: list[Diagnostic] = field(default_factory=list)
     diff: str = ""
@@ -66,6 +66,8 @@ class FileResult:
     # its training was migrated with them (one program) or only analysed with them
     program: list[str] = field(default_factory=list)
     program_migrated: bool = False
+    # what the migrated program needs from its launchers (migrate.launchers.Topology)
+    topology: object | None = None
 
     @property
     def manual_work(self) -> list[Diagnostic]:

@@ -312,6 +312,12 @@ def _classify(g: Graph, statement, qualname) -> None:
             for inner in C.body_of(statement.body):
                 _classify(g, inner, qualname)
             return
+        chosen = plumbing_choice(statement, g.dropped, qualname)
+        if chosen:
+            # `if is_chief: init = opt.chief_init_op` / `else: init = opt.local_step_init_op`:
+            # sync plumbing for the TF1 session, gone with it
+            g.dropped.update(chosen)
+            return
         if isinstance(statement, cst.If) and _builds_training(statement, qualname):
             # `if FLAGS.sync_replicas: opt = tf.train.SyncReplicasOptimizer(opt, ...)`: the
             # strategy was chosen from what the branch builds, so take the branch
@@ -459,6 +465,38 @@ def _bound_in(node) -> set[str]:
             for n in C.assignment(st)[0]}
 
 
+def plumbing_choice(statement, dropped: set[str], qualname=None) -> list[str] | None:
+    """The names an `if` binds when each of its branches only picks TF1
+    plumbing (`if is_chief: local_init_op = opt.chief_init_op` / `else:
+    local_init_op = opt.local_step_init_op`; `summary_op = tf.summary.merge_all()`
+    / `summary_op = None`), which the dropped session used and TF2 has no
+    counterpart for; None when the statement is anything else."""
+    if not isinstance(statement, cst.If):
+        return None
+    bound: list[str] = []
+    plumbing = False
+    branch: cst.If | cst.Else | None = statement
+    while branch is not None:
+        if isinstance(branch, cst.If) and any(True for _ in C.calls_in(branch.test)):
+            return None  # a test that calls something: dropping it could drop work
+        for inner in C.body_of(branch.body):
+            names, value, _ = C.assignment(inner)
+            if not names or value is None:
+                return None
+            if isinstance(value, cst.Name) and value.value == "None":
+                pass  # this task has none of it
+            elif (C.names_used(value) & dropped or any(
+                    isinstance(n, cst.Attribute) and n.attr.value in SYNC_ATTRS for n in C.walk(value))) or (
+                    qualname is not None and isinstance(value, cst.Call) and qualname(value.func) in DROPPED_CALLS
+                    and not value.args):
+                plumbing = True
+            else:
+                return None
+            bound += [n for n in names if n not in bound]
+        branch = branch.orelse if isinstance(branch, cst.If) else None
+    return bound if plumbing else None
+
+
 def _builds_training(node, qualname) -> bool:
     for n in C.walk(node):
         if isinstance(n, cst.Call):
@@ -535,8 +573,16 @@ def pinned_variables(statement: cst.With, qualname, variable_helpers=frozenset()
 
 
 def _is_scope_item(item: cst.WithItem, qualname) -> bool:
+    """A name scope, or `tf.control_dependencies([])`: no dependency at all,
+    the block runs as if unwrapped (a leftover of removed summaries' ops)."""
     call = item.item
-    return isinstance(call, cst.Call) and qualname(call.func) in ("name_scope", "variable_scope")
+    if not isinstance(call, cst.Call):
+        return False
+    q = qualname(call.func)
+    if q == "control_dependencies" and item.asname is None:
+        listed = C.arg(call, 0, "control_inputs")
+        return isinstance(listed, (cst.List, cst.Tuple)) and not listed.elements
+    return q in ("name_scope", "variable_scope")
 
 
 def _mentions_graph(statement, qualname, g: Graph) -> bool:

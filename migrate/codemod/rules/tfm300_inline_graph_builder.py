@@ -714,13 +714,14 @@ class InlineGraphBuilder(Rule):
                 return None
             if isinstance(node, cst.Return) and node is not ret.body[0]:
                 return None
+        attribute_names = {id(node.attr) for node in C.walk(fn.body) if isinstance(node, cst.Attribute)}
         for node in C.walk(fn.body):
             if isinstance(node, (cst.Global, cst.Nonlocal)):
                 return None
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _SCOPE_CALLS:
                 return None
-            if isinstance(node, cst.Name) and node.value == fn.name.value:
-                return None  # recursive
+            if isinstance(node, cst.Name) and node.value == fn.name.value and id(node) not in attribute_names:
+                return None  # recursive (`tf.train.X` in a helper named `train` is no call of it)
         value = ret.body[0].value if ret is not None else None
         returned = _returned(value) if value is not None else ()
         if returned is None:

@@ -22,7 +22,14 @@ from migrate.codemod.fastcst import transform
 from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _flag_choice, _rebinding
+from migrate.codemod.rules import (
+    _dataflow,
+    _flag_choice,
+    _foreign_placement,
+    _moving_average,
+    _outer_placeholders,
+    _rebinding,
+)
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -43,6 +50,7 @@ from migrate.codemod.rules._graph import (
     global_step_statement,
     is_device_item,
     pinned_variables,
+    plumbing_choice,
 )
 from migrate.codemod.rules._program import (
     MIRRORED,
@@ -69,6 +77,7 @@ from migrate.codemod.rules._tfm301_session import (
     _depends_on,
     _Fetch,
     _method,
+    _owner,
     _reads_task_index,
     _SessionRegion,
 )
@@ -228,7 +237,15 @@ class GraphToStrategy(Rule):
     placeholder a model helper makes and returns (``y, keep_prob =
     net(x)``, TF1's deep MNIST tutorial) is made in the block and passed to
     the helper, a step argument like the block's own; a shapeless one fed a
-    number in every run builds the model with that number. A dataset reader
+    number in every run builds the model with that number. A placeholder made
+    before the block (at module level or earlier in its function), or by a
+    module function that only makes the placeholders it returns (``x, y =
+    placeholder_inputs(n)``, also inlined in the block), is made at the top of
+    the block when only the block and the session code after it read it: a
+    placeholder holds no variable, so the device setter placed nothing of it.
+    A run leaving a placeholder its fetches need unfed, which raised
+    InvalidArgumentError in TF1, becomes that raise where nothing is left
+    after it in its block (``_outer_placeholders.py``). A dataset reader
     built in the block (``input_data.read_data_sets``) runs once before the
     strategy; ``tf.train.global_step(sess, gs)`` reads the variable; a
     session bound to a name and entered later (``with mts as sess:``) is the
@@ -246,13 +263,15 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession")
+    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession",
+                "DeviceChooser")
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
         if self.strategy is None:
             self._report_sessions_on_parameters(module)
         if self.strategy not in (PSS, MWMS):
+            self._report_foreign_placement(module)
             return module
         self.taken = C.all_names(module)
         self.has_resolver = "cluster_resolver" in self.taken
@@ -268,6 +287,11 @@ class GraphToStrategy(Rule):
         self.hook_objects: set[str] = set()
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
+        # placeholders made before a migrated block, now made in it (the statements left, by identity);
+        # functions that only made placeholders, inlined there
+        self.moved_placeholders: list[cst.BaseStatement] = []
+        self.placeholder_makers: list[str] = []
+        self.block_original = None
         self.signals_dropped = False  # a block's "done" signals to the ps were dropped
         module = transform(module, self)
         if self.converted and self.signals_dropped:
@@ -277,6 +301,20 @@ class GraphToStrategy(Rule):
         self._report_sync_left(module)
         self._report_left_as_tf1(module)
         return module
+
+    def _report_foreign_placement(self, module: cst.Module) -> None:
+        """Training on the cluster placed by another TF1 device function
+        (`VariableDeviceChooser`): say why it stays TF1, where it is placed."""
+        for node, call, what, undefined in _foreign_placement.foreign_device_blocks(module, self.qualname):
+            broken = (f"; it also reads {', '.join(f'`{n}`' for n in undefined)}, which nothing in this file"
+                      " defines (the legacy program raises NameError here)") if undefined else ""
+            self.report(node, f"training left as TF1: its variables are placed by `{C.code_of(call.func)}(...)`,"
+                        f" which {what}; TFM301 migrates the placement of tf.train.replica_device_setter"
+                        f" (variables shared on the ps tasks) and reads no other device function{broken}",
+                        hint="place the variables with tf.train.replica_device_setter(cluster=...) (its default"
+                        " also spreads them over the ps tasks in turn) and build the train op in that block, then"
+                        " migrate again; or migrate to ParameterServerStrategy by hand", reference=REFERENCE[PSS],
+                        fixed=False)
 
     def _covered(self) -> list[str]:
         """Whitespace-free code of the declined blocks and of the nodes of this
@@ -369,9 +407,29 @@ class GraphToStrategy(Rule):
                 how = "the `with` holds other items besides tf.device(...)"
             elif how is None:
                 how = "this rule did not migrate it"
+            removed = self._train_op_in_removed_module(node)
+            if removed is not None:
+                how = f"{removed}; besides, {how}"
             return (f"device-setter block left as TF1: {how}; TFM301 migrates a `with"
                     " tf.device(tf.train.replica_device_setter(...)):` block (or one over a name bound to such a call"
                     " just before it) whose graph the same function's session loop runs")
+        return None
+
+    def _train_op_in_removed_module(self, block: cst.CSTNode) -> str | None:
+        """Why the training of a block that builds no train op of its own is
+        out of reach when a function of TensorFlow's tutorial modules builds
+        it (``mnist.training(loss, rate)`` of tensorflow.examples.tutorials.mnist,
+        which TF 2 no longer ships); None otherwise."""
+        calls = list(C.calls_in(block))
+        if any(_method(c) in ("minimize", "apply_gradients") for c in calls):
+            return None
+        for call in calls:
+            q = self.qualname(call.func)
+            # the tutorial's train-op builder (`mnist.training`), not its model or data reader
+            if q is not None and q.startswith("examples.") and "train" in q.rpartition(".")[2]:
+                module = "tensorflow." + q.rpartition(".")[0]
+                return (f"its training comes from `{C.code_of(call.func)}(...)` of `{module}`, which TF 2 no"
+                        " longer ships: the optimizer and loss are built there, where no rule can rewrite them")
         return None
 
     def _session_left(self, call: cst.Call, function) -> str | None:
@@ -506,12 +564,24 @@ class GraphToStrategy(Rule):
                     fixed=False)
 
     def leave_IndentedBlock(self, original, updated):
+        self.block_original = original
+        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
+        if moved & {id(st) for st in updated.body}:
+            # made at this function's top level (the rule leaves such statements as they
+            # were: the same nodes), now at the top of the nested block that reads them
+            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
 
     def leave_Module(self, original, updated):
+        self.block_original = None
+        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
+        if moved & {id(st) for st in updated.body}:  # made at module level, now at the top of the block
+            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
         updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
+        if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
+            updated = _outer_placeholders.drop_unreferenced(updated, self.placeholder_makers)
         return updated
 
     def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
@@ -584,6 +654,19 @@ class GraphToStrategy(Rule):
         if session_inside:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         queues = self._queues_before(body[:i])
+        # placeholders made before the block, read only by it and the session code after it
+        outer = _outer_placeholders.outer_placeholders(body, i, self.block_original, self.module_in, self.qualname)
+        if outer:
+            inner = [st.with_changes(leading_lines=[]) for _, st, _ in outer] + inner
+            device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
+        moved_here = {k for _, _, k in outer if k is not None}
+        # `x, y = placeholder_inputs(batch)`: a function making only the placeholders it returns
+        placeholder_makers = _outer_placeholders.inline_placeholder_makers(
+            inner, self.ctx.module, self.qualname,
+            _outer_placeholders.scope_names(self.module_in, self.block_original))
+        if placeholder_makers is not None:
+            inner, placeholder_makers = placeholder_makers
+            device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         # a placeholder a model helper makes and returns (keep_prob) is made here and passed in
         helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
         if helper_moves is not None:
@@ -614,6 +697,15 @@ class GraphToStrategy(Rule):
                         hint="create variables at the top of the graph block (or in a tf.Module) so they can be built"
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
+            return body
+        self.moving_average = _moving_average.plan(graph, inner, self.qualname, chief_only_ok=self.strategy != PSS)
+        if isinstance(self.moving_average, tuple):
+            node, why = self.moving_average
+            self.moving_average = None
+            self.report(node, f"the train op also updates moving averages that cannot be carried over: {why};"
+                        " this training was left as TF1", hint="update the averages in the training loop by hand"
+                        " (`ema.apply(trainable_variables)` after each step), then migrate the rest",
+                        reference=REFERENCE[self.strategy], fixed=False)
             return body
         if self._report_train_op_rebound(graph, inner):
             return body
@@ -648,7 +740,7 @@ class GraphToStrategy(Rule):
                 break
             if id(statement) in signals:
                 continue
-            chosen = _dataflow.plumbing_choice(statement, graph.dropped, self.qualname)
+            chosen = plumbing_choice(statement, graph.dropped, self.qualname)
             if chosen:
                 graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
                 continue
@@ -696,11 +788,17 @@ class GraphToStrategy(Rule):
                 key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
                 made = _dataflow.binding_code(name, [*body[:i], device_with], self.ctx.module)
                 where = f"it is made by `{made}`" if made else "it is made elsewhere: before the block or in a helper"
+                # made by a function of a module this run cannot read (`x, y, loss = make_model(...)`)
+                value = C.assignment(_dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
+                                     or cst.SimpleStatementLine([]))[1]
+                origin = self._program().origin_of(value) if isinstance(value, cst.Call) else ""
                 self.report(key or device_with, f"training not migrated: `{name}` is fed to the session but is not a"
-                            f" placeholder of the device-setter block ({where}), so no step function has an argument"
-                            " for it",
+                            f" placeholder of the device-setter block ({where}{origin}), so no step function has an"
+                            " argument for it",
                             hint="create it in the graph block, or make it a parameter of the function that creates"
-                            " it (a tf.placeholder cannot run in TF2), then migrate again",
+                            " it (a tf.placeholder cannot run in TF2), then migrate again" + (
+                                "; a module not in the project: run tfmigrate on a directory holding it with this"
+                                " file" if "not in this project" in origin else ""),
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
         if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
@@ -708,6 +806,10 @@ class GraphToStrategy(Rule):
             return body
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        self.__dict__.setdefault("moved_placeholders", []).extend(st for _, st, k in outer if k is None)
+        self.__dict__.setdefault("placeholder_makers", []).extend(placeholder_makers or ())
+        if moved_here:  # their comments stay where they were
+            before = _outer_placeholders.without(before, {id(body[k]) for k in moved_here}, out)
         self.signals_dropped = self.signals_dropped or bool(signals)
         self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
                                          [*session_inside, *body[i + 1:]])
@@ -728,9 +830,14 @@ class GraphToStrategy(Rule):
         self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
         for reader, names in by_reader.values():
-            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader),
-                        hint="migrate this use by hand (or build it in the step function's results), then migrate"
-                        " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
+            export = _dataflow.graph_export(reader, self.qualname)
+            hint = ("export with tf.saved_model.save(module, export_dir, signatures=...) of a tf.Module holding the"
+                    " variables, by hand (or move the export out of the training code), then migrate again"
+                    if export is not None else "migrate this use by hand (or build it in the step function's"
+                    " results), then migrate again; the training was left as TF1")
+            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader,
+                                                         export, self.ctx.module), hint=hint, reference=REFERENCE[self.strategy],
+                        fixed=False)
         return True
 
     def _report_train_op_rebound(self, graph: Graph, block) -> bool:
@@ -826,6 +933,8 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._report_session_handed_over(statement, value, fetched[hit[0]], before, after):
+                return
             if self._program().builds_no_train_op(value):
                 continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
@@ -856,10 +965,52 @@ class GraphToStrategy(Rule):
                             " if the workers were meant to share them, then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
                 return
+        removed = self._train_op_in_removed_module(device_with)
+        if removed is not None:
+            self.report(device_with, f"no train op in this device-setter block: {removed}; this training was left"
+                        " as TF1", hint="write the model's functions (inference, loss, training) into the project,"
+                        " then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return
         self.report(device_with, "no train op in this device-setter block: no `minimize(...)` or"
                     " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
                     hint="build the optimizer's train op in the block, or a tf.function step by hand",
                     reference=REFERENCE[self.strategy], fixed=False)
+
+    def _report_session_handed_over(self, statement, value, fetched, before, after) -> bool:
+        """The session runs only a variable's update (`step_op = global_step.assign(step_ph)`,
+        a counter kept by hand) while it is handed to other code that trains
+        (`worker.process(sess, ...)`, A3C's layout): say where the training is."""
+        if _method(value) not in ("assign", "assign_add", "assign_sub"):
+            return False
+        sessions = set()
+        for node in (n for st in after for n in C.walk(st)):
+            if isinstance(node, cst.With):
+                sessions.update(n for item in node.items if item.asname is not None and isinstance(
+                    item.item, cst.Call) and (self._is_session_call(item.item) or _method(item.item) in (
+                        "managed_session", "prepare_or_wait_for_session")) for n in C.target_names(item.asname.name))
+            names, made, _ = C.assignment(node)
+            if isinstance(made, cst.Call) and (self._is_session_call(made) or _method(made) in (
+                    "managed_session", "prepare_or_wait_for_session")):
+                sessions.update(names)
+        handed = next((call for st in after for call in C.calls_in(st) if self.qualname(call.func) is None
+                       and _method(call) != "run" and any(isinstance(a.value, cst.Name) and a.value.value in sessions
+                                                           for a in call.args)), None)
+        if handed is None:
+            return False
+        owner = _owner(handed)
+        made = next((C.assignment(st)[1] for st in [*before, *after] if owner and C.assignment(st)[0] == [owner]
+                     and isinstance(C.assignment(st)[1], cst.Call)), None)
+        origin = ""
+        if made is not None:
+            origin = f" (`{owner}` is made by `{C.code_of(made.func)}(...)`{self._program().origin_of(made)})"
+        self.report(statement, f"the session runs only `{fetched}`, a variable's update (`{C.code_of(value)}`),"
+                    f" no optimizer's train op; the training runs in `{C.code_of(handed.func)}(...)`{origin}, which"
+                    " is handed the TF1 session and runs its own updates with it: TFM301 cannot carry them into a"
+                    " step function; this training was left as TF1",
+                    hint=f"migrate what `{C.code_of(handed.func)}` runs to a tf.function step (GradientTape +"
+                    " apply_gradients) under the strategy, then its loop, by hand",
+                    reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_pinned_before(self, statements) -> None:
         """`with tf.device("/job:worker/task:%d" % i): v = tf.get_variable(...)`
@@ -1201,6 +1352,8 @@ class GraphToStrategy(Rule):
                 if schedule_name not in used:
                     unused.add(schedule_name)
         unused |= {run_name for run_name in session.sync_steps if run_name not in used}
+        # an evaluation whose only run raised in TF1 (a placeholder it needs unfed) is never called
+        unused |= {fn for fn in session.eval_names.values() if fn not in used}
         kept = [st for st in prelude if not (isinstance(st, cst.FunctionDef) and st.name.value in unused)]
         return kept
 
@@ -1557,6 +1710,10 @@ class GraphToStrategy(Rule):
                 variables = (variables + " + " if trained else "") + f"{self.template}.trainable_variables"
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
+        if getattr(self, "moving_average", None) is not None:
+            out += _moving_average.created(self.moving_average, self.strategy_name, self.trainable_name)
+            self.report(self.moving_average.made, _moving_average.note(self.moving_average), fixed=True,
+                        severity="info", reference=REFERENCE[strategy])
 
         # one step function per distinct training fetch list, one per evaluation
         for fetch in session.train_fetches.values():
@@ -1828,7 +1985,10 @@ class GraphToStrategy(Rule):
             tape_block[0] = tape_block[0].with_changes(leading_lines=C.strip_blank_lines(tape_block[0].leading_lines))
         body = (C.stmts(reads) if reads else []) + [replica.body.body[-1].with_changes(body=C.indented(tape_block))]
         body += C.stmts(grad_code) + [st for _, st in backward]
-        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + ret)
+        averages = ""
+        if getattr(self, "moving_average", None) is not None:
+            averages = _moving_average.step_update(self.moving_average, self.trainable_name)
+        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + averages + ret)
         replica = replica.with_changes(body=replica.body.with_changes(body=body))
         args = C.tuple_code(params)
         schedule_name = session.schedule_names.get(run_name)
