@@ -50,7 +50,24 @@ def detect_strategy(module: cst.Module, names: TFNames) -> str | None:
     for node in walk(module):
         if type(node) is cst.Name and node.value in ("average_gradients", "tower_loss"):
             return MIRRORED
+    if "device" in q and _places_on_ps_by_hand(module, names):
+        return PSS  # `with tf.device("/job:ps/task:0"):` variables: a device setter's layout written out
     return None
+
+
+def _places_on_ps_by_hand(module: cst.Module, names: TFNames) -> bool:
+    from migrate.codemod.rules._graph import _device_literal
+
+    devices = False
+    for node in walk(module):
+        if type(node) is cst.Call and names.qualname(node.func) == "device":
+            devices = True
+            device = _device_literal(node)
+            if device is not None and "job:ps" in device.split("/"):
+                return True
+    # `ps_device = "/job:ps/task:0"` ... `with tf.device(ps_device):`
+    return devices and any(type(node) is cst.SimpleString and isinstance(node.evaluated_value, str)
+                           and "job:ps" in node.evaluated_value.split("/") for node in walk(module))
 
 
 def _sync_in_default_run(module: cst.Module, names: TFNames) -> bool:

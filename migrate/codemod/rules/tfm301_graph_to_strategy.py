@@ -18,7 +18,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
-from migrate.codemod.fastcst import transform
+from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
@@ -28,6 +28,7 @@ from migrate.codemod.rules import (
     _foreign_placement,
     _moving_average,
     _outer_placeholders,
+    _placement,
     _rebinding,
 )
 from migrate.codemod.rules._equivalents import (
@@ -48,6 +49,7 @@ from migrate.codemod.rules._graph import (
     analyze,
     extend,
     global_step_statement,
+    gradient_source,
     is_device_item,
     pinned_variables,
     plumbing_choice,
@@ -252,6 +254,17 @@ class GraphToStrategy(Rule):
     training session. Where the rewrite would leave a name the program still
     reads unbound (a session or graph value used outside the runs it maps),
     the block is declined at the statement reading it (``_dataflow.py``).
+    Graphs placed by hand (``with tf.device("/job:ps/task:0"):`` variables,
+    ``with tf.device("/job:worker/task:%d" % i):`` computation, or the device
+    strings bound to names first) are the layout a device setter makes when
+    every variable lives on a ps task, and migrate as one device-setter
+    block; variables of a worker's own beside shared ones (local-then-global
+    updates, DOWNPOUR), a step counter on the worker and one client driving
+    several worker tasks are declined, saying what the program does and the
+    TF2 form to choose (``_placement.py``). The gradients a train op applies
+    may come from ``compute_gradients(loss)`` (also unzipped:
+    ``grads, params = zip(*...)``) or ``tf.gradients(loss, params)``, then
+    statements on them (``clip_by_global_norm``) that run after the tape.
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
@@ -264,7 +277,7 @@ class GraphToStrategy(Rule):
     code = "TFM301"
     name = "graph-to-strategy"
     triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession",
-                "DeviceChooser")
+                "DeviceChooser", "job:ps")
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
@@ -633,7 +646,7 @@ class GraphToStrategy(Rule):
         self.setter_helper = None
         found = self._device_block(body)
         if found is None:
-            return body
+            return self._rewrite_hand_placed(body)
         helper = self.setter_helper
         out = self._rewrite_device_block(body, found)
         if out is not body and helper is not None:
@@ -641,6 +654,33 @@ class GraphToStrategy(Rule):
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
+        return out
+
+    def _rewrite_hand_placed(self, body):
+        """Variables placed on the ps and computation on this worker by hand
+        (`with tf.device("/job:ps/task:0"):` ...): migrated as the one
+        device-setter block the layout stands for, or declined at what makes
+        it another program (see _placement)."""
+        layout = _placement.find_layout(body, self.qualname, self._starts_session, self._variable_helpers()[0])
+        if layout is None:
+            return body
+        if isinstance(layout, _placement.Decline):
+            self.report(layout.node, f"training placed by hand not migrated: {layout.why}; this training was left as"
+                        " TF1", hint=layout.hint, reference=REFERENCE[self.strategy], fixed=False)
+            # the session running what the blocks build needs no report of its own
+            for node in [layout.start_block, *layout.runners]:
+                self.declined_blocks.append("".join(C.code_of(node).split()))
+            return body
+        merged = [*body[:layout.start], layout.block, *body[layout.end:]]
+        reported = len(self.ctx.reports)
+        out = self._rewrite_device_block(merged, (layout.start, None))
+        if out is merged:
+            self.declined_blocks.append("".join(C.code_of(layout.block).split()))
+            return body
+        self.report(layout.block, "variables placed by hand on the ps and computation on this worker: the layout"
+                    " tf.train.replica_device_setter makes, migrated as such (the strategy places the variables)",
+                    fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        self.ctx.reports.insert(reported, self.ctx.reports.pop())  # said first: what the rest is about
         return out
 
     def _rewrite_device_block(self, body, found):
@@ -908,6 +948,25 @@ class GraphToStrategy(Rule):
         the session runs comes from, when a helper call or object built it
         (`global_step, loss, train_op = build_model()`, `model = Model(...)`
         then `sess.run(model.train_op)`)."""
+        local = None
+        if graph.train_op is not None and graph.apply_arg is not None:
+            local = _placement.local_gradients(before, graph.train_op, graph.apply_arg, self.qualname,
+                                               self._variable_helpers()[0])
+        if local is not None:
+            self.report(local.node, f"the train op `{graph.train_op}` of this device-setter block is not migrated:"
+                        f" {local.why}; this training was left as TF1", hint=local.hint,
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return
+        source = None
+        if graph.train_op is not None and graph.apply_arg is not None:
+            source = gradient_source(inner, graph.apply_arg, self.qualname)
+        if source is not None:
+            self.report(source[0], f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
+                        f" find: {source[1]}; this training was left as TF1",
+                        hint="compute the gradients in the device-setter block as `grads = tf.gradients(loss,"
+                        " variables)` or `optimizer.compute_gradients(loss)`, outside other blocks, or migrate"
+                        " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
         if graph.train_op is not None:
             self.report(device_with, f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
                         " find: no `compute_gradients(loss)` of the optimizer in this device-setter block (gradients"
@@ -1922,7 +1981,8 @@ class GraphToStrategy(Rule):
         # statements using compute_gradients' result (clipping...) run after the tape
         forward, backward = [], []
         for names, st in statements:
-            if graph.grads_name and (graph.grads_name in C.names_used(st) or set(names) & _depends_on(backward)):
+            if graph.grads_name and ({graph.grads_name, graph.grads_vars_name} & C.names_used(st)
+                                     or set(names) & _depends_on(backward)):
                 backward.append((names, st))
             else:
                 forward.append((names, st))
@@ -1932,6 +1992,9 @@ class GraphToStrategy(Rule):
         state_fetches = [n for n in fetch.values
                          if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
         reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
+        # `params = tf.trainable_variables()`: the variables the step trains (TF2 keeps no collection)
+        step_reads = set().union(*(C.names_used(st) for _, st in statements), C.names_used(graph.apply_arg or graph.loss))
+        reads += "".join(f"{n} = {self.trainable_name}\n" for n in sorted(graph.trainable_aliases & step_reads))
         returns = self._replica_returns(fetch, graph, state_fetches)
         fetch.returned = len(returns)
         # A step whose fetches are only the train op returns no tensors; an
@@ -1971,10 +2034,12 @@ class GraphToStrategy(Rule):
             )
             loss_for_grad = scaled
         if graph.grads_name:
-            grad_code = (
-                f"{graph.grads_name} = list(zip({tape}.gradient({loss_for_grad}, {self.trainable_name}),"
-                f" {self.trainable_name}))\n"
-            )
+            gradient = f"{tape}.gradient({loss_for_grad}, {self.trainable_name})"
+            grad_code = {
+                "pairs": f"{graph.grads_name} = list(zip({gradient}, {self.trainable_name}))\n",
+                "list": f"{graph.grads_name} = {gradient}\n",
+                "unzipped": f"{graph.grads_name}, {graph.grads_vars_name} = {gradient}, {self.trainable_name}\n",
+            }[graph.grads_form]
             apply_code = f"{graph.optimizer}.apply_gradients({C.code_of(graph.apply_arg)})\n"
         else:
             grad_code = f"{grads} = {tape}.gradient({loss_for_grad}, {self.trainable_name})\n"
@@ -2138,14 +2203,10 @@ _NOT_LAYERS = ("_initializer", "initializer_conv2d", "_regularizer", "arg_scope"
 
 def _with_functions(module: cst.Module):
     """(node, innermost enclosing function or None) for every `with` and call."""
-    stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
-    while stack:
-        node, function = stack.pop()
+    for node, function in walk_in_functions(module):  # (the engine's cached walk of the module)
         kind = type(node)  # exact types: isinstance on libcst's (ABC) classes is slow
         if kind is cst.With or kind is cst.Call:
             yield node, function
-        inner = node if kind is cst.FunctionDef else function
-        stack.extend((child, inner) for child in reversed(list(C.children(node))))
 
 
 def _names_regularization(node) -> bool:
@@ -2156,6 +2217,16 @@ def _names_regularization(node) -> bool:
 
 
 GraphToStrategy.VALID = [
+    # variables placed on the ps with no training: nothing to migrate
+    Valid(
+        """
+        import tensorflow.compat.v1 as tf
+        with tf.device("/job:ps/task:0"):
+            table = tf.Variable(tf.zeros([10, 4]))
+        with tf.device("/job:worker/task:0"):
+            rows = tf.gather(table, [1, 2])
+        """
+    ),
     Valid(
         """
         import tensorflow as tf
@@ -2175,6 +2246,27 @@ GraphToStrategy.VALID = [
     ),
 ]
 GraphToStrategy.INVALID = [
+    # variables of the worker's own beside shared ones on the ps: a local-copy scheme, declined
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(server, task_index, batches):
+            with tf.device("/job:ps/task:0"):
+                shared_w = tf.Variable(tf.zeros([3, 1]))
+            with tf.device("/job:worker/task:%d" % task_index):
+                local_w = tf.Variable(tf.zeros([3, 1]))
+                x = tf.placeholder(tf.float32, [None, 3])
+                loss = tf.reduce_sum(tf.matmul(x, local_w + shared_w))
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with tf.Session(server.target) as sess:
+                for batch in batches:
+                    sess.run(train_op, feed_dict={x: batch})
+        """,
+        None,
+        ("TFM301",),
+    ),
     Invalid(
         """
         import tensorflow.compat.v1 as tf
