@@ -136,8 +136,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrate import __version__
-from migrate.runtime import legacy_compat, losslog
-from migrate.runtime.cluster import ClusterResult, Fault, run_cluster
+from migrate.runtime import legacy_compat, legacy_env, losslog
+from migrate.runtime.cluster import TASK_PYTHON_ENV, ClusterResult, Fault, run_cluster
 from migrate.runtime.sync_switch import find_sync_switch
 from migrate.runtime.topology import (
     TRAINER_JOBS,
@@ -218,6 +218,9 @@ class CheckOptions:
     # the legacy launcher's own arguments for every task (--launcher): before the
     # check's, so the check's steps and directories win
     launcher_args: tuple[str, ...] = ()
+    # the TensorFlow the legacy side runs on: None/"auto" (Estimator programs on
+    # TF 2.15), "installed", or a version (migrate.runtime.legacy_env)
+    legacy_tf: str | None = None
 
 
 # --------------------------------------------------------------------------- losses
@@ -939,6 +942,14 @@ def render_table(report: dict) -> str:
         f"strategy {report.get('strategy')}, {report['workers']} workers, "
         f"{report['steps'] if report['steps'] is not None else 'default'} steps, {how}"
     )
+    tf_sides = [
+        f"{side} TensorFlow {report[side]['tensorflow']['version']}"
+        for side in ("legacy", "migrated")
+        if report[side].get("tensorflow")
+    ]
+    if tf_sides:
+        why = report["legacy"]["tensorflow"].get("why") if report["legacy"].get("tensorflow") else None
+        lines.append(", ".join(tf_sides) + (f" ({why})" if why else ""))
     run_as = report["legacy"].get("run_as")
     if run_as:
         lines.append(
@@ -1190,6 +1201,24 @@ def _legacy_program(legacy: Path, out: Path, report: dict) -> tuple[Path, str | 
     return copy, str(legacy.resolve().parent)
 
 
+def _legacy_interpreter(opts: CheckOptions, report: dict) -> dict[str, str]:
+    """The environment that makes the legacy tasks run on the TensorFlow they
+    need (created on first use), and which TensorFlow each side runs on, in
+    the report."""
+    installed = {"version": legacy_env.installed_tf_version(), "python": sys.executable}
+    report["migrated"]["tensorflow"] = installed
+    try:
+        choice = legacy_env.choose(opts.legacy_tf, opts.legacy.read_text(encoding="utf-8"))
+        if choice.env is None:
+            report["legacy"]["tensorflow"] = {**installed, **({"why": choice.why} if choice.why else {})}
+            return {}
+        env = legacy_env.ensure(choice.env)
+    except legacy_env.LegacyEnvError as e:
+        raise CheckError(str(e)) from None
+    report["legacy"]["tensorflow"] = {"version": env.tf_version(), "python": str(env.python), "why": choice.why}
+    return {TASK_PYTHON_ENV: str(env.python)}
+
+
 def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     if not opts.legacy.is_file():
         raise CheckError(f"no such file: {opts.legacy}")
@@ -1197,6 +1226,7 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     report["migrated"]["program"] = str(migrated_path)
     report["migrated"]["origin"] = origin
     legacy_program, legacy_pythonpath = _legacy_program(opts.legacy, out, report)
+    legacy_extra = _legacy_interpreter(opts, report)
     opts = dataclasses.replace(
         opts, mnist_standin=bool(report.get("mnist_standin")), contrib_standin=bool(report.get("contrib_standin"))
     )
@@ -1270,7 +1300,7 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         print(f"tfmigrate check: {not_comparable.message}; running the legacy side alone for its losses",
               file=sys.stderr, flush=True)
         try:
-            legacy_runs = _run_side("legacy", legacy_program, lspec, 1, opts, out, {},
+            legacy_runs = _run_side("legacy", legacy_program, lspec, 1, opts, out, legacy_extra,
                                     report["legacy"]["failed_runs"], pythonpath=legacy_pythonpath)
         except CheckError as e:
             raise CheckError(f"{not_comparable.message}; the legacy side failed too: {e.message}", e.details) from None
@@ -1316,7 +1346,7 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         runs,
         opts,
         out,
-        {},
+        legacy_extra,
         report["legacy"]["failed_runs"],
         pythonpath=legacy_pythonpath,
         job_order=mode == "statistical",
@@ -1509,6 +1539,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="STEP",
         help="fault injection on both sides: kill the chief once it logged STEP, restart it",
     )
+    p.add_argument(
+        "--legacy-tf",
+        metavar="VERSION",
+        help="the TensorFlow the legacy side runs on, e.g. 2.15, in an environment check creates once"
+        " and caches ($TFMIGRATE_CACHE, default ~/.cache/tfmigrate/envs); default: 2.15 for programs"
+        " using Estimator or tf.contrib.learn, else the installed one ('installed')",
+    )
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
     return p
@@ -1569,6 +1606,7 @@ def main(argv: list[str] | None = None) -> int:
         kill_chief_at=ns.kill_chief_at,
         script_args=tuple(script_args),
         launcher_args=launcher_args,
+        legacy_tf=ns.legacy_tf,
     )
     code, report = run_check(opts)
     if ns.json:

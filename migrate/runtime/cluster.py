@@ -79,6 +79,8 @@ SERVER_START_SECONDS = 90.0
 CLUSTER_FORM_SECONDS = 60.0
 LOG_WATCH_SECONDS = 0.5
 CLUSTER_ENV = "TFMIGRATE_CLUSTER"  # the launcher's cluster, for check's harness
+# the interpreter every task runs in (check: the legacy side on the TensorFlow it needs)
+TASK_PYTHON_ENV = "TFMIGRATE_TASK_PYTHON"
 _ERROR_LINE = re.compile(r"^(?:[\w.]+(?:Error|Exception|Exit)|INFO:tensorflow:Error reported to Coordinator)\b.*")
 _SERVER_STARTED = re.compile(r"Started server with target: grpc://([^\s:]+):(\d+)")
 _SESSION_WAITING = re.compile(
@@ -627,7 +629,7 @@ class _ClusterRun:
                     log.write(f"\n===== tfmigrate launcher: {marker} =====\n".encode())
                     log.flush()
                 t.proc = subprocess.Popen(
-                    [sys.executable, "-m", "migrate.runtime.taskboot", self.program, *t.argv],
+                    [t.env.get(TASK_PYTHON_ENV) or sys.executable, "-m", "migrate.runtime.taskboot", self.program, *t.argv],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
