@@ -278,6 +278,8 @@ def needs_estimator(source: str) -> str | None:
             if m:
                 return f"line {n}: {m.group(0)}"
         return None
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    found = []
     for node in ast.walk(tree):
         name = None
         if isinstance(node, ast.Import):
@@ -285,13 +287,16 @@ def needs_estimator(source: str) -> str | None:
         elif isinstance(node, ast.ImportFrom) and node.module:
             full = [f"{node.module}.{a.name}" for a in node.names]
             name = next((f for f in full if _ESTIMATOR_NAMES.search(f)), None)
-        elif isinstance(node, ast.Attribute) and not isinstance(getattr(node, "_parent", None), ast.Attribute):
+        elif isinstance(node, ast.Attribute) and id(node) not in inner:  # whole chains only
             dotted = _dotted(node)
             if dotted and _ESTIMATOR_NAMES.search(dotted):
                 name = dotted
         if name:
-            return f"line {node.lineno}: {name}"
-    return None
+            found.append((node.lineno, node.col_offset, name))
+    if not found:
+        return None
+    line, _, name = min(found)
+    return f"line {line}: {name}"
 
 
 def _dotted(node: ast.AST) -> str | None:
