@@ -252,3 +252,46 @@ def test_real_tf215_environment_runs_the_legacy_side(tmp_path):
     logs = " ".join(p.read_text(errors="replace") for p in (out / "legacy-run0").glob("*.log"))
     assert "running on TF 2.15.1" in logs
     assert "running on TF 2." + "21" not in logs
+
+
+def test_an_estimator_tf_config_job_is_launched_with_a_chief():
+    from migrate.runtime.topology import analyze, legacy_launch
+
+    source = (PROGRAMS / "estimator_tf_config_job.py").read_text()
+    info = analyze(source, str(PROGRAMS / "estimator_tf_config_job.py"))
+    assert info.role_style == "tf_config" and info.chief_job == "chief"
+    spec = legacy_launch(info, 2, 10, None, None)
+    assert spec.jobs == {"ps": 1, "chief": 1, "worker": 1}
+
+
+def test_a_migration_still_on_estimator_is_not_launched_on_tensorflow_without_it(monkeypatch):
+    monkeypatch.setattr(legacy_env, "installed_tf_version", lambda: "2.21.0")
+    why = legacy_env.missing_here(ESTIMATOR_JOB)
+    assert why is not None and "line 8" in why and "2.21.0" in why
+    assert legacy_env.missing_here(PLAIN_JOB) is None
+    monkeypatch.setattr(legacy_env, "installed_tf_version", lambda: "2.15.1")
+    assert legacy_env.missing_here(ESTIMATOR_JOB) is None
+
+
+@pytest.mark.slow
+def test_estimator_job_legacy_side_runs_alone_on_tf215_for_its_losses(tmp_path):
+    """A custom model_fn + train_and_evaluate job with TF_CONFIG chief/ps/worker:
+    no option picks TF 2.15 for it; while its migration is still Estimator code
+    the legacy side runs alone and its losses are in the report."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "migrate", "check", str(PROGRAMS / "estimator_tf_config_job.py"),
+            "--steps", "10", "--out", str(out), "--no-plot",
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=3600, check=False,
+    )
+    report = json.loads((out / "report.json").read_text())
+    assert report["legacy"]["tensorflow"]["version"] == "2.15.1", proc.stderr[-3000:]
+    assert "Estimator" in report["legacy"]["tensorflow"]["why"]
+    assert report["legacy"]["launch"]["jobs"] == {"ps": 1, "chief": 1, "worker": 1}
+    runs = report["legacy"]["runs"]
+    assert runs and runs[0]["records"] >= 5, proc.stderr[-3000:]
+    if report["verdict"] == "error":  # the codemod left the Estimator in place
+        assert proc.returncode == 2
+        assert "uses Estimator" in report["reason"]

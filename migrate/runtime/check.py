@@ -1275,6 +1275,11 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
             + (" (tfmigrate reported manual work, listed in details)" if details else ""),
             details,
         )
+    if not_comparable is None and (still := legacy_env.missing_here(migrated_path.read_text(encoding="utf-8"))):
+        not_comparable = CheckError(
+            f"the migrated program {migrated_path} cannot run: {still}; its training was not migrated",
+            "\n".join(manual_work[:STACK_LINES_SHOWN]),
+        )
     try:
         lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None, migrated_info.strategy)
     except TopologyError as e:

@@ -352,6 +352,18 @@ def choose(requested: str | None, source: str) -> Choice:
     return Choice(legacy_env(requested), f"--legacy-tf {requested}")
 
 
+def missing_here(source: str) -> str | None:
+    """Why ``source`` cannot run on the installed TensorFlow because it uses
+    Estimator (the first use, with its line), or None."""
+    uses = needs_estimator(source)
+    if uses is None:
+        return None
+    installed = installed_tf_version()
+    if installed is not None and tuple(map(int, normalize_version(installed).split("."))) < (2, 16):
+        return None
+    return f"it uses Estimator ({uses}), which the installed TensorFlow {installed or '(none)'} does not have"
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m migrate.runtime.legacy_env [VERSION]``: create (or show) the environment."""
     args = list(sys.argv[1:] if argv is None else argv)

@@ -117,7 +117,22 @@ def _chief_job(tree: ast.Module) -> str | None:
             for item in items:
                 if _string(item) in ("master", "chief"):
                     return item.value
+    if needs_estimator_cluster(tree):
+        return "chief"  # RunConfig refuses a TF_CONFIG cluster without one
     return None
+
+
+def needs_estimator_cluster(tree: ast.Module) -> bool:
+    """An Estimator program (``tf.estimator.RunConfig`` / ``train_and_evaluate``
+    reading TF_CONFIG): its cluster has a ``chief`` job that trains."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("train_and_evaluate", "RunConfig"):
+            value = node.value
+            if isinstance(value, ast.Attribute) and value.attr == "estimator":
+                return True
+            if isinstance(value, ast.Name) and value.id in ("estimator", "tf_estimator"):
+                return True
+    return False
 
 
 # Keras 3 optimizers whose update is TF1's in exact arithmetic but rounds
