@@ -477,24 +477,30 @@ class GraphToStrategy(Rule):
 
     def leave_IndentedBlock(self, original, updated):
         self.block_original = original
-        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
-        if moved & {id(st) for st in updated.body}:
-            # made at this function's top level (the rule leaves such statements as they
-            # were: the same nodes), now at the top of the nested block that reads them
-            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
+        # made at this function's top level, now at the top of the nested block that reads them
+        updated = self._drop_moved_placeholders(original, updated)
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
 
     def leave_Module(self, original, updated):
         self.block_original = None
-        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
-        if moved & {id(st) for st in updated.body}:  # made at module level, now at the top of the block
-            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
+        updated = self._drop_moved_placeholders(original, updated)  # made at module level, now in the block
         updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = _outer_placeholders.drop_unreferenced(updated, self.placeholder_makers)
         return updated
+
+    def _drop_moved_placeholders(self, original, updated):
+        """``updated`` (a module or block) without the statements made before a
+        migrated block and now made in it: they are nodes of the tree walked
+        (``original``), whose statements this rule keeps one for one (it has no
+        statement-level hook: a block's rewrite replaces the block's own list)."""
+        moved = {id(st) for st in self.moved_placeholders}
+        if not moved & {id(st) for st in original.body}:
+            return updated
+        dropped = {id(new) for old, new in zip(original.body, updated.body) if id(old) in moved}
+        return updated.with_changes(body=_outer_placeholders.without(updated.body, dropped))
 
     def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
         """A function that only built the device setter of migrated blocks goes
