@@ -47,9 +47,10 @@ def graph_names(graph: Graph) -> set[str]:
     """Names the block binds to graph values (tensors, variables, ops)."""
     names = set(graph.placeholder_names) | graph.compute_names | set(graph.variables) | graph.input_names
     names |= graph.dropped | set(graph.schedules)
-    for name in (graph.global_step, graph.optimizer, graph.train_op, graph.grads_name):
+    for name in (graph.global_step, graph.optimizer, graph.train_op, graph.grads_name, graph.grads_vars_name):
         if name:
             names.add(name)
+    names |= graph.trainable_aliases
     return names
 
 

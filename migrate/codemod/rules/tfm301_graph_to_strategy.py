@@ -18,14 +18,17 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
-from migrate.codemod.fastcst import transform
+from migrate.codemod.fastcst import transform, walk_in_functions
+from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import (
     _dataflow,
     _flag_choice,
     _foreign_placement,
+    _moving_average,
     _outer_placeholders,
+    _placement,
     _rebinding,
 )
 from migrate.codemod.rules._equivalents import (
@@ -46,6 +49,7 @@ from migrate.codemod.rules._graph import (
     analyze,
     extend,
     global_step_statement,
+    gradient_source,
     is_device_item,
     pinned_variables,
     plumbing_choice,
@@ -75,6 +79,7 @@ from migrate.codemod.rules._tfm301_session import (
     _depends_on,
     _Fetch,
     _method,
+    _owner,
     _reads_task_index,
     _SessionRegion,
 )
@@ -249,6 +254,17 @@ class GraphToStrategy(Rule):
     training session. Where the rewrite would leave a name the program still
     reads unbound (a session or graph value used outside the runs it maps),
     the block is declined at the statement reading it (``_dataflow.py``).
+    Graphs placed by hand (``with tf.device("/job:ps/task:0"):`` variables,
+    ``with tf.device("/job:worker/task:%d" % i):`` computation, or the device
+    strings bound to names first) are the layout a device setter makes when
+    every variable lives on a ps task, and migrate as one device-setter
+    block; variables of a worker's own beside shared ones (local-then-global
+    updates, DOWNPOUR), a step counter on the worker and one client driving
+    several worker tasks are declined, saying what the program does and the
+    TF2 form to choose (``_placement.py``). The gradients a train op applies
+    may come from ``compute_gradients(loss)`` (also unzipped:
+    ``grads, params = zip(*...)``) or ``tf.gradients(loss, params)``, then
+    statements on them (``clip_by_global_norm``) that run after the tape.
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
@@ -260,10 +276,13 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "DeviceChooser")
+    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession",
+                "DeviceChooser", "job:ps")
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None:
+            self._report_sessions_on_parameters(module)
         if self.strategy not in (PSS, MWMS):
             self._report_foreign_placement(module)
             return module
@@ -401,9 +420,29 @@ class GraphToStrategy(Rule):
                 how = "the `with` holds other items besides tf.device(...)"
             elif how is None:
                 how = "this rule did not migrate it"
+            removed = self._train_op_in_removed_module(node)
+            if removed is not None:
+                how = f"{removed}; besides, {how}"
             return (f"device-setter block left as TF1: {how}; TFM301 migrates a `with"
                     " tf.device(tf.train.replica_device_setter(...)):` block (or one over a name bound to such a call"
                     " just before it) whose graph the same function's session loop runs")
+        return None
+
+    def _train_op_in_removed_module(self, block: cst.CSTNode) -> str | None:
+        """Why the training of a block that builds no train op of its own is
+        out of reach when a function of TensorFlow's tutorial modules builds
+        it (``mnist.training(loss, rate)`` of tensorflow.examples.tutorials.mnist,
+        which TF 2 no longer ships); None otherwise."""
+        calls = list(C.calls_in(block))
+        if any(_method(c) in ("minimize", "apply_gradients") for c in calls):
+            return None
+        for call in calls:
+            q = self.qualname(call.func)
+            # the tutorial's train-op builder (`mnist.training`), not its model or data reader
+            if q is not None and q.startswith("examples.") and "train" in q.rpartition(".")[2]:
+                module = "tensorflow." + q.rpartition(".")[0]
+                return (f"its training comes from `{C.code_of(call.func)}(...)` of `{module}`, which TF 2 no"
+                        " longer ships: the optimizer and loss are built there, where no rule can rewrite them")
         return None
 
     def _session_left(self, call: cst.Call, function) -> str | None:
@@ -452,10 +491,15 @@ class GraphToStrategy(Rule):
                             " tf.distribute.MultiWorkerMirroredStrategy by hand, dividing the loss by the number of"
                             " replicas as SyncReplicasOptimizer averaged)", reference=REFERENCE[MWMS], fixed=False)
                 continue
+            placed = placement.describe(module, call, self.qualname, self.ctx.path)
+            given = None if placed else placement.receivers(module, call, self.ctx.path)
+            if given:
+                placed = f"no `with` around it places variables; it is given to {given}"
+            how = (f"its variables are placed by {placed}" if placed and not given else placed if given else
+                   "its variables are placed another way, or the `with` has other items")
             self.report(call, "SyncReplicasOptimizer left in place: TFM301 migrates synchronous training built in"
                         " a `with tf.device(tf.train.replica_device_setter(...)):` block of its own, and this one"
-                        " is not in such a block (its variables are placed another way, or the `with` has other"
-                        " items); it still needs TF1's parameter servers and sessions",
+                        f" is not in such a block ({how}); it still needs TF1's parameter servers and sessions",
                         hint="rebuild the training on tf.distribute.MultiWorkerMirroredStrategy by hand, dividing"
                         " the loss by the number of replicas as SyncReplicasOptimizer averaged",
                         reference=REFERENCE[MWMS], fixed=False)
@@ -474,6 +518,63 @@ class GraphToStrategy(Rule):
             if chain is not None:
                 return chain
         return None
+
+    def visit_FunctionDef(self, node):
+        self.__dict__.setdefault("functions_in", []).append(node)
+
+    def leave_FunctionDef(self, original, updated):
+        self.functions_in.pop()
+        return updated
+
+    def _report_sessions_on_parameters(self, module: cst.Module) -> None:
+        """A module that only runs a training session on what its callers give
+        it (a ``train_utils.run_training(train_op, loss, global_step)`` helper):
+        no graph of its own to put under a strategy, so the session stays, and
+        the reason names what it runs and who calls it."""
+        for function in C.walk(module):
+            if type(function) is not cst.FunctionDef:
+                continue
+            for found in callers.sessions_on_parameters(module, function, self.qualname):
+                runs = ", ".join(f"`{name}`" for name in found.runs)
+                through = f" (through `{found.through}`)" if found.through else ""
+                sites = callers.callers(self.ctx.path, module, function) if function in module.body else []
+                who = ("called at " + ", ".join(s.describe() for s in sites[:3])) if sites else (
+                    "no call of it was found in this file or the modules beside it")
+                self.report(found.session, f"TF1 training session `{C.code_of(found.session.func)}(...)` left as TF1:"
+                            f" it runs {runs}{through}, {'a parameter' if len(found.runs) == 1 else 'parameters'} of"
+                            f" `{function.name.value}(...)` ({who}): the graph they belong to (model, optimizer,"
+                            " device placement) is built by the callers, and TFM301 migrates a training where that"
+                            " graph is built and run", hint="migrate the module that builds the train op and calls"
+                            f" `{function.name.value}(...)`: its step function and loop replace this session",
+                            fixed=False)
+
+    def _report_cluster_from_caller(self, device_with, setter_statement, after) -> None:
+        """A block whose cluster comes in through parameters of its function (a
+        library's ``train(target, cluster_spec)``) migrates as the rule's own
+        fixtures do: the strategy reads TF_CONFIG. When modules beside this one
+        call the function with a cluster and a server they build, those callers
+        must change with it (their TF1 server would keep this task's port, where
+        the strategy starts its own): a warning names them."""
+        function = self.functions_in[-1] if getattr(self, "functions_in", None) else None
+        if function is None:
+            return
+        setters = [c for st in (device_with.items[0].item, setter_statement) if st is not None
+                   for c in [*C.calls_in(st)] if self.qualname(c.func) == "train.replica_device_setter"]
+        through = callers.cluster_parameters(function, setters, callers.session_calls(after))
+        if not through:
+            return
+        sites = callers.callers(self.ctx.path, self.ctx.module, function, other_files_only=True)
+        if not sites:
+            return
+        what = " and ".join(f"`{name}` ({role})" for name, role in through)
+        self.report(device_with, f"the cluster of this training comes from its callers: {what}"
+                    f" {'is a parameter' if len(through) == 1 else 'are parameters'} of `{function.name.value}(...)`,"
+                    f" called at {', '.join(s.describe() for s in sites[:3])}. The migrated training builds"
+                    f" {STRATEGY_CLASS[self.strategy]} from TF_CONFIG instead, and starts this task's server itself:"
+                    " the caller's tf.train.Server (and its ps tasks) must go, and the job be launched with TF_CONFIG",
+                    hint="remove the caller's ClusterSpec/Server and ps branch (tfmigrate migrates them only in the"
+                    " file that trains), set TF_CONFIG for each task", reference=REFERENCE[self.strategy],
+                    fixed=False)
 
     def leave_IndentedBlock(self, original, updated):
         self.block_original = original
@@ -551,7 +652,7 @@ class GraphToStrategy(Rule):
         self.setter_helper = None
         found = self._device_block(body)
         if found is None:
-            return body
+            return self._rewrite_hand_placed(body)
         helper = self.setter_helper
         out = self._rewrite_device_block(body, found)
         if out is not body and helper is not None:
@@ -559,6 +660,33 @@ class GraphToStrategy(Rule):
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
+        return out
+
+    def _rewrite_hand_placed(self, body):
+        """Variables placed on the ps and computation on this worker by hand
+        (`with tf.device("/job:ps/task:0"):` ...): migrated as the one
+        device-setter block the layout stands for, or declined at what makes
+        it another program (see _placement)."""
+        layout = _placement.find_layout(body, self.qualname, self._starts_session, self._variable_helpers()[0])
+        if layout is None:
+            return body
+        if isinstance(layout, _placement.Decline):
+            self.report(layout.node, f"training placed by hand not migrated: {layout.why}; this training was left as"
+                        " TF1", hint=layout.hint, reference=REFERENCE[self.strategy], fixed=False)
+            # the session running what the blocks build needs no report of its own
+            for node in [layout.start_block, *layout.runners]:
+                self.declined_blocks.append("".join(C.code_of(node).split()))
+            return body
+        merged = [*body[:layout.start], layout.block, *body[layout.end:]]
+        reported = len(self.ctx.reports)
+        out = self._rewrite_device_block(merged, (layout.start, None))
+        if out is merged:
+            self.declined_blocks.append("".join(C.code_of(layout.block).split()))
+            return body
+        self.report(layout.block, "variables placed by hand on the ps and computation on this worker: the layout"
+                    " tf.train.replica_device_setter makes, migrated as such (the strategy places the variables)",
+                    fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        self.ctx.reports.insert(reported, self.ctx.reports.pop())  # said first: what the rest is about
         return out
 
     def _rewrite_device_block(self, body, found):
@@ -615,6 +743,15 @@ class GraphToStrategy(Rule):
                         hint="create variables at the top of the graph block (or in a tf.Module) so they can be built"
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
+            return body
+        self.moving_average = _moving_average.plan(graph, inner, self.qualname, chief_only_ok=self.strategy != PSS)
+        if isinstance(self.moving_average, tuple):
+            node, why = self.moving_average
+            self.moving_average = None
+            self.report(node, f"the train op also updates moving averages that cannot be carried over: {why};"
+                        " this training was left as TF1", hint="update the averages in the training loop by hand"
+                        " (`ema.apply(trainable_variables)` after each step), then migrate the rest",
+                        reference=REFERENCE[self.strategy], fixed=False)
             return body
         if self._report_train_op_rebound(graph, inner):
             return body
@@ -720,6 +857,8 @@ class GraphToStrategy(Rule):
         if moved_here:  # their comments stay where they were
             before = _outer_placeholders.without(before, {id(body[k]) for k in moved_here}, out)
         self.signals_dropped = self.signals_dropped or bool(signals)
+        self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
+                                         [*session_inside, *body[i + 1:]])
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
@@ -815,6 +954,25 @@ class GraphToStrategy(Rule):
         the session runs comes from, when a helper call or object built it
         (`global_step, loss, train_op = build_model()`, `model = Model(...)`
         then `sess.run(model.train_op)`)."""
+        local = None
+        if graph.train_op is not None and graph.apply_arg is not None:
+            local = _placement.local_gradients(before, graph.train_op, graph.apply_arg, self.qualname,
+                                               self._variable_helpers()[0])
+        if local is not None:
+            self.report(local.node, f"the train op `{graph.train_op}` of this device-setter block is not migrated:"
+                        f" {local.why}; this training was left as TF1", hint=local.hint,
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return
+        source = None
+        if graph.train_op is not None and graph.apply_arg is not None:
+            source = gradient_source(inner, graph.apply_arg, self.qualname)
+        if source is not None:
+            self.report(source[0], f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
+                        f" find: {source[1]}; this training was left as TF1",
+                        hint="compute the gradients in the device-setter block as `grads = tf.gradients(loss,"
+                        " variables)` or `optimizer.compute_gradients(loss)`, outside other blocks, or migrate"
+                        " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
         if graph.train_op is not None:
             self.report(device_with, f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
                         " find: no `compute_gradients(loss)` of the optimizer in this device-setter block (gradients"
@@ -840,6 +998,8 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._report_session_handed_over(statement, value, fetched[hit[0]], before, after):
+                return
             if self._program().builds_no_train_op(value):
                 continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
@@ -870,10 +1030,52 @@ class GraphToStrategy(Rule):
                             " if the workers were meant to share them, then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
                 return
+        removed = self._train_op_in_removed_module(device_with)
+        if removed is not None:
+            self.report(device_with, f"no train op in this device-setter block: {removed}; this training was left"
+                        " as TF1", hint="write the model's functions (inference, loss, training) into the project,"
+                        " then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return
         self.report(device_with, "no train op in this device-setter block: no `minimize(...)` or"
                     " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
                     hint="build the optimizer's train op in the block, or a tf.function step by hand",
                     reference=REFERENCE[self.strategy], fixed=False)
+
+    def _report_session_handed_over(self, statement, value, fetched, before, after) -> bool:
+        """The session runs only a variable's update (`step_op = global_step.assign(step_ph)`,
+        a counter kept by hand) while it is handed to other code that trains
+        (`worker.process(sess, ...)`, A3C's layout): say where the training is."""
+        if _method(value) not in ("assign", "assign_add", "assign_sub"):
+            return False
+        sessions = set()
+        for node in (n for st in after for n in C.walk(st)):
+            if isinstance(node, cst.With):
+                sessions.update(n for item in node.items if item.asname is not None and isinstance(
+                    item.item, cst.Call) and (self._is_session_call(item.item) or _method(item.item) in (
+                        "managed_session", "prepare_or_wait_for_session")) for n in C.target_names(item.asname.name))
+            names, made, _ = C.assignment(node)
+            if isinstance(made, cst.Call) and (self._is_session_call(made) or _method(made) in (
+                    "managed_session", "prepare_or_wait_for_session")):
+                sessions.update(names)
+        handed = next((call for st in after for call in C.calls_in(st) if self.qualname(call.func) is None
+                       and _method(call) != "run" and any(isinstance(a.value, cst.Name) and a.value.value in sessions
+                                                           for a in call.args)), None)
+        if handed is None:
+            return False
+        owner = _owner(handed)
+        made = next((C.assignment(st)[1] for st in [*before, *after] if owner and C.assignment(st)[0] == [owner]
+                     and isinstance(C.assignment(st)[1], cst.Call)), None)
+        origin = ""
+        if made is not None:
+            origin = f" (`{owner}` is made by `{C.code_of(made.func)}(...)`{self._program().origin_of(made)})"
+        self.report(statement, f"the session runs only `{fetched}`, a variable's update (`{C.code_of(value)}`),"
+                    f" no optimizer's train op; the training runs in `{C.code_of(handed.func)}(...)`{origin}, which"
+                    " is handed the TF1 session and runs its own updates with it: TFM301 cannot carry them into a"
+                    " step function; this training was left as TF1",
+                    hint=f"migrate what `{C.code_of(handed.func)}` runs to a tf.function step (GradientTape +"
+                    " apply_gradients) under the strategy, then its loop, by hand",
+                    reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_pinned_before(self, statements) -> None:
         """`with tf.device("/job:worker/task:%d" % i): v = tf.get_variable(...)`
@@ -1573,6 +1775,10 @@ class GraphToStrategy(Rule):
                 variables = (variables + " + " if trained else "") + f"{self.template}.trainable_variables"
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
+        if getattr(self, "moving_average", None) is not None:
+            out += _moving_average.created(self.moving_average, self.strategy_name, self.trainable_name)
+            self.report(self.moving_average.made, _moving_average.note(self.moving_average), fixed=True,
+                        severity="info", reference=REFERENCE[strategy])
 
         # one step function per distinct training fetch list, one per evaluation
         for fetch in session.train_fetches.values():
@@ -1781,7 +1987,8 @@ class GraphToStrategy(Rule):
         # statements using compute_gradients' result (clipping...) run after the tape
         forward, backward = [], []
         for names, st in statements:
-            if graph.grads_name and (graph.grads_name in C.names_used(st) or set(names) & _depends_on(backward)):
+            if graph.grads_name and ({graph.grads_name, graph.grads_vars_name} & C.names_used(st)
+                                     or set(names) & _depends_on(backward)):
                 backward.append((names, st))
             else:
                 forward.append((names, st))
@@ -1791,6 +1998,9 @@ class GraphToStrategy(Rule):
         state_fetches = [n for n in fetch.values
                          if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
         reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
+        # `params = tf.trainable_variables()`: the variables the step trains (TF2 keeps no collection)
+        step_reads = set().union(*(C.names_used(st) for _, st in statements), C.names_used(graph.apply_arg or graph.loss))
+        reads += "".join(f"{n} = {self.trainable_name}\n" for n in sorted(graph.trainable_aliases & step_reads))
         returns = self._replica_returns(fetch, graph, state_fetches)
         fetch.returned = len(returns)
         # A step whose fetches are only the train op returns no tensors; an
@@ -1830,10 +2040,12 @@ class GraphToStrategy(Rule):
             )
             loss_for_grad = scaled
         if graph.grads_name:
-            grad_code = (
-                f"{graph.grads_name} = list(zip({tape}.gradient({loss_for_grad}, {self.trainable_name}),"
-                f" {self.trainable_name}))\n"
-            )
+            gradient = f"{tape}.gradient({loss_for_grad}, {self.trainable_name})"
+            grad_code = {
+                "pairs": f"{graph.grads_name} = list(zip({gradient}, {self.trainable_name}))\n",
+                "list": f"{graph.grads_name} = {gradient}\n",
+                "unzipped": f"{graph.grads_name}, {graph.grads_vars_name} = {gradient}, {self.trainable_name}\n",
+            }[graph.grads_form]
             apply_code = f"{graph.optimizer}.apply_gradients({C.code_of(graph.apply_arg)})\n"
         else:
             grad_code = f"{grads} = {tape}.gradient({loss_for_grad}, {self.trainable_name})\n"
@@ -1844,7 +2056,10 @@ class GraphToStrategy(Rule):
             tape_block[0] = tape_block[0].with_changes(leading_lines=C.strip_blank_lines(tape_block[0].leading_lines))
         body = (C.stmts(reads) if reads else []) + [replica.body.body[-1].with_changes(body=C.indented(tape_block))]
         body += C.stmts(grad_code) + [st for _, st in backward]
-        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + ret)
+        averages = ""
+        if getattr(self, "moving_average", None) is not None:
+            averages = _moving_average.step_update(self.moving_average, self.trainable_name)
+        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + averages + ret)
         replica = replica.with_changes(body=replica.body.with_changes(body=body))
         args = C.tuple_code(params)
         schedule_name = session.schedule_names.get(run_name)
@@ -1994,14 +2209,10 @@ _NOT_LAYERS = ("_initializer", "initializer_conv2d", "_regularizer", "arg_scope"
 
 def _with_functions(module: cst.Module):
     """(node, innermost enclosing function or None) for every `with` and call."""
-    stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
-    while stack:
-        node, function = stack.pop()
+    for node, function in walk_in_functions(module):  # (the engine's cached walk of the module)
         kind = type(node)  # exact types: isinstance on libcst's (ABC) classes is slow
         if kind is cst.With or kind is cst.Call:
             yield node, function
-        inner = node if kind is cst.FunctionDef else function
-        stack.extend((child, inner) for child in reversed(list(C.children(node))))
 
 
 def _names_regularization(node) -> bool:
@@ -2012,6 +2223,16 @@ def _names_regularization(node) -> bool:
 
 
 GraphToStrategy.VALID = [
+    # variables placed on the ps with no training: nothing to migrate
+    Valid(
+        """
+        import tensorflow.compat.v1 as tf
+        with tf.device("/job:ps/task:0"):
+            table = tf.Variable(tf.zeros([10, 4]))
+        with tf.device("/job:worker/task:0"):
+            rows = tf.gather(table, [1, 2])
+        """
+    ),
     Valid(
         """
         import tensorflow as tf
@@ -2031,6 +2252,27 @@ GraphToStrategy.VALID = [
     ),
 ]
 GraphToStrategy.INVALID = [
+    # variables of the worker's own beside shared ones on the ps: a local-copy scheme, declined
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(server, task_index, batches):
+            with tf.device("/job:ps/task:0"):
+                shared_w = tf.Variable(tf.zeros([3, 1]))
+            with tf.device("/job:worker/task:%d" % task_index):
+                local_w = tf.Variable(tf.zeros([3, 1]))
+                x = tf.placeholder(tf.float32, [None, 3])
+                loss = tf.reduce_sum(tf.matmul(x, local_w + shared_w))
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with tf.Session(server.target) as sess:
+                for batch in batches:
+                    sess.run(train_op, feed_dict={x: batch})
+        """,
+        None,
+        ("TFM301",),
+    ),
     Invalid(
         """
         import tensorflow.compat.v1 as tf
