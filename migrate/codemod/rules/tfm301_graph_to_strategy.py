@@ -597,7 +597,7 @@ class GraphToStrategy(Rule):
         migrated block and now made in it: they are nodes of the tree walked
         (``original``), whose statements this rule keeps one for one (it has no
         statement-level hook: a block's rewrite replaces the block's own list)."""
-        moved = {id(st) for st in self.moved_placeholders}
+        moved = {id(st) for st in getattr(self, "moved_placeholders", ())}  # (TFM303 shares these hooks)
         if not moved & {id(st) for st in original.body}:
             return updated
         dropped = {id(new) for old, new in zip(original.body, updated.body) if id(old) in moved}
