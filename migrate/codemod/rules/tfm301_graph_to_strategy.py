@@ -312,6 +312,8 @@ class GraphToStrategy(Rule):
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         self._report_sync_left(module)
+        if not self.converted:
+            self._report_foreign_placement(module)
         self._report_left_as_tf1(module)
         return module
 
