@@ -6,8 +6,19 @@ For each ``.py`` / ``.ipynb`` file under DIR (read in place, never copied into
 the project; migrated copies go to a temporary directory): migrated or
 declined, the reason codes of its manual-work diagnostics, whether the output
 compiles, the number of manual items, the seconds tfmigrate took on it, and a
-``check`` column (``-`` for now; a later ``--check`` fills it with the verdict
-of ``tfmigrate check`` for files that run offline). Totals at the end.
+``check`` column. Totals at the end.
+
+The ``check`` column is ``-`` (not measured) unless ``--check`` is given:
+then ``python3 -m migrate check FILE --steps 20`` (no other option, as a new
+user runs it) is run on each file that can run offline, one at a time (each
+takes 30-300 s on a loopback cluster), and the column holds its verdict as
+its report.json gives it: ``equivalent``, ``not equivalent`` or ``error``
+(check could not compare; exit 2), with the reason listed under the table.
+"Can run offline": the corpus MANIFEST.tsv beside DIR (or ``--manifest``)
+says ``runnable_offline`` yes, or the file's only download is TF1's MNIST
+tutorial reader, which check serves from its stand-in (the file imports
+``tensorflow.examples.tutorials.mnist``). ``--check-only NAME...`` limits
+the checked files to those named (file names or their ``NN_`` prefixes).
 
 "migrated" is the definition of the project's scoreboard
 (``../shared/tools/realcode_score.py``): the output compiles, its code uses a
@@ -71,7 +82,8 @@ class Row:
     manual: int  # diagnostics that need manual work
     reasons: list[str]  # reason codes, "CODE-slug" or "CODE-slug x3"
     seconds: float
-    check: str = "-"  # tfmigrate check's verdict, for files that run offline (not measured yet)
+    check: str = "-"  # tfmigrate check's verdict for files that run offline ("-": not measured)
+    check_reason: str = ""  # check's reason, for a verdict other than equivalent
 
 
 def code_of(path: Path) -> str:
@@ -185,6 +197,82 @@ def score(root: Path) -> list[Row]:
         return [score_file(p, root, Path(out)) for p in files]
 
 
+# ------------------------------------------------------------------ check column
+
+MNIST_READER = re.compile(r"tensorflow\.examples\.tutorials(\.mnist|\s+import\s+mnist)")
+CHECK_STEPS = 20
+CHECK_TIMEOUT = 900  # s; check's own cluster timeouts end it well before
+
+
+def offline_files(root: Path, manifest: Path | None) -> set[str]:
+    """Files (relative to ``root``) that ``tfmigrate check`` can run offline:
+    the manifest's ``runnable_offline`` says yes, or the only download is TF1's
+    MNIST reader (check serves it from its stand-in)."""
+    marked: dict[str, str] = {}
+    if manifest is not None and manifest.is_file():
+        lines = manifest.read_text(encoding="utf-8").splitlines()
+        header = lines[0].split("\t") if lines else []
+        if "file" in header and "runnable_offline" in header:
+            name_at, offline_at = header.index("file"), header.index("runnable_offline")
+            for line in lines[1:]:
+                cells = line.split("\t")
+                if len(cells) > max(name_at, offline_at):
+                    marked[cells[name_at]] = cells[offline_at].strip().lower()
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        name = str(path.relative_to(root))
+        offline = marked.get(name, marked.get(path.name, "")).startswith("yes")
+        if offline or MNIST_READER.search(path.read_text(encoding="utf-8", errors="replace")):
+            found.add(name)
+    return found
+
+
+def check_verdict(path: Path, out: Path, timeout: float = CHECK_TIMEOUT) -> tuple[str, str]:
+    """(verdict, reason) of ``python3 -m migrate check path --steps 20``,
+    read from the report.json it writes; its own process group is ended on
+    timeout (check reaps its clusters itself)."""
+    import signal
+    import subprocess
+
+    command = [sys.executable, "-m", "migrate", "check", str(path), "--steps", str(CHECK_STEPS), "--out", str(out)]
+    proc = subprocess.Popen(
+        command, cwd=HERE.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        return "error", f"check ran past {timeout:.0f} s"
+    try:
+        report_json = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return "error", f"check exited {code} without a report"
+    verdict = str(report_json.get("verdict", "error")).replace("_", " ")
+    return verdict, "" if verdict == "equivalent" else str(report_json.get("reason") or "")
+
+
+def wanted(name: str, only: list[str] | None) -> bool:
+    if not only:
+        return True
+    base = Path(name).name
+    return any(base == o or base.startswith(o.rstrip("_") + "_") for o in only)
+
+
+def add_check_column(rows: list[Row], root: Path, manifest: Path | None, only: list[str] | None) -> None:
+    eligible = offline_files(root, manifest)
+    with tempfile.TemporaryDirectory(prefix="tfmigrate-realworld-check-") as out:
+        for row in rows:
+            if row.file not in eligible or not wanted(row.file, only):
+                continue
+            print(f"  check {row.file} ...", file=sys.stderr, flush=True)
+            row.check, row.check_reason = check_verdict(root / row.file, Path(out) / Path(row.file).stem)
+
+
 def totals(rows: list[Row]) -> dict:
     n = len(rows)
     return {
@@ -224,6 +312,18 @@ def format_table(rows: list[Row], command: str) -> str:
             f" {t['manual']} manual items, {t['seconds']:.1f} s.**"
         ),
     ]
+    checked = [r for r in rows if r.check != "-"]
+    if checked:
+        equivalent = sum(r.check == "equivalent" for r in checked)
+        lines += [
+            "",
+            (
+                f"**check (`python3 -m migrate check FILE --steps {CHECK_STEPS}`, files that run offline):"
+                f" equivalent {equivalent}/{len(checked)}.** Why the others are not:"
+            ),
+            "",
+        ]
+        lines += [f"- {r.file}: {r.check}: {r.check_reason}" for r in checked if r.check != "equivalent"]
     reasons = Counter()
     for r in rows:
         if r.status != "migrated":
@@ -240,8 +340,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dir", type=Path, help="directory of real code (read in place)")
     parser.add_argument("--write", action="store_true", help="write the scoreboard section of --results")
     parser.add_argument("--results", type=Path, default=HERE / "RESULTS-realworld.md")
+    parser.add_argument("--check", action="store_true", help="fill the check column (slow: minutes per file)")
+    parser.add_argument("--manifest", type=Path, default=None, help="MANIFEST.tsv (default: beside DIR)")
+    parser.add_argument("--check-only", nargs="+", default=None, metavar="NAME", help="check only these files")
     args = parser.parse_args(argv)
-    rows = score(args.dir.resolve())
+    root = args.dir.resolve()
+    rows = score(root)
+    if args.check:
+        add_check_column(rows, root, args.manifest or root.parent / "MANIFEST.tsv", args.check_only)
     command = "python3 benchmarks/bench_realworld.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = format_table(rows, command)
     print(text)

@@ -89,3 +89,38 @@ def test_sections_of_the_results_file_are_kept_apart(tmp_path):
     text = results.read_text()
     assert "table 2" in text and "speed 1" in text and "table 1" not in text
     assert text.index("table 2") < text.index("speed 1")
+
+
+def test_offline_files_from_the_manifest_and_the_mnist_reader(tmp_path):
+    corpus = tmp_path / "dev"
+    corpus.mkdir()
+    (corpus / "01_marked.py").write_text("import tensorflow as tf\n")
+    (corpus / "02_reader.py").write_text(
+        "import tensorflow as tf\nfrom tensorflow.examples.tutorials.mnist import input_data\n"
+    )
+    (corpus / "03_downloads.py").write_text("import urllib.request\nimport tensorflow as tf\n")
+    (tmp_path / "MANIFEST.tsv").write_text(
+        "file\trepo\trunnable_offline\tnotes\n"
+        "01_marked.py\tx/y\tyes\t-\n02_reader.py\tx/y\tno\tMNIST\n03_downloads.py\tx/y\tno\tCIFAR\n"
+    )
+    assert bench_realworld.offline_files(corpus, tmp_path / "MANIFEST.tsv") == {"01_marked.py", "02_reader.py"}
+    assert bench_realworld.offline_files(corpus, None) == {"02_reader.py"}
+    assert bench_realworld.wanted("sub/02_reader.py", ["02"]) and not bench_realworld.wanted("01_marked.py", ["02"])
+
+
+def test_check_column_holds_checks_own_verdict(rows, tmp_path):
+    """--check runs `python3 -m migrate check FILE --steps 20` on the offline
+    files and keeps the verdict its report.json gives; the others stay '-'."""
+    tree = tmp_path / "corpus"
+    tree.mkdir()
+    for path in DATA.glob("*.py"):
+        shutil.copy(path, tree / path.name)
+    manifest = tmp_path / "MANIFEST.tsv"
+    manifest.write_text("file\trunnable_offline\nsync_linear_migrates.py\tyes\nestimator_declines.py\tno\n")
+    checked = [bench_realworld.Row(**{**vars(r), "check": "-"}) for r in rows.values()]
+    bench_realworld.add_check_column(checked, tree, manifest, None)
+    verdicts = {r.file: (r.check, r.check_reason) for r in checked}
+    assert verdicts["sync_linear_migrates.py"] == ("equivalent", "")
+    assert verdicts["estimator_declines.py"][0] == verdicts["python2_broken.py"][0] == "-"
+    table = bench_realworld.format_table(checked, "bench")
+    assert "equivalent 1/1" in table

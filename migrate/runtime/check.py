@@ -29,6 +29,12 @@ How it works
   (MultiWorkerMirroredStrategy) or one process (MirroredStrategy, towers as
   logical CPUs). The step count (``--steps``) and tower count go to whichever
   flag, argparse option or environment variable the script defines.
+* Training mode: a script choosing sync or async training by an option
+  (``if FLAGS.sync_replicas:`` building its SyncReplicasOptimizer,
+  ``is_sync = FLAGS.is_sync == 1``, ``args.mode == "sync"``) runs in the mode
+  the migration trains (sync for MultiWorkerMirrored/Mirrored, async for
+  ParameterServerStrategy); where that is not the script's default, the
+  report says so: the migration does not reproduce the default mode.
 * Not comparable: a migration that does not compile or names no strategy
   is reported (exit 2) without being run; the legacy side still runs once,
   so the report holds its losses.
@@ -45,8 +51,11 @@ How it works
   step count would pair worker 0's k-th step with worker 1's.
 * Fairness: both sides get the same seed (``--seed``, default 0: numpy,
   ``random``, TensorFlow's global seeds), data order is the script's own.
-  Initial trainable values are recorded on both sides and compared by
-  variable name. A legacy program that draws them without op seeds
+  Initial trainable values are recorded on both sides and compared: named
+  variables by name, unnamed ones (``Variable_N``) in creation order by shape
+  (their numbers shift when a side makes one the other does not), leaving
+  out tf.distribute's own variables (MultiWorkerMirroredStrategy's collective
+  ordering tokens). A legacy program that draws them without op seeds
   (``tf.truncated_normal_initializer(stddev=0.1)``, get_variable's default
   glorot) starts differently on every run, so then (or with ``--align-init``)
   its values are carried into the migrated job by name instead, and the
@@ -129,6 +138,7 @@ from pathlib import Path
 from migrate import __version__
 from migrate.runtime import legacy_compat, losslog
 from migrate.runtime.cluster import ClusterResult, Fault, run_cluster
+from migrate.runtime.sync_switch import find_sync_switch
 from migrate.runtime.topology import (
     TRAINER_JOBS,
     LaunchSpec,
@@ -808,10 +818,12 @@ def compare_init_distributions(legacy: dict, own: dict) -> list[str]:
     initializer shows only here): ``"w (std 0.1 vs legacy 0.3)"``."""
     import numpy as np
 
-    from migrate.runtime.harness import match_names
+    from migrate.runtime.harness import match_names, pair_initial_values
 
     differ = []
+    pairs = pair_initial_values(legacy, own)
     for lname, oname in match_names(list(legacy), list(own)).items():
+        oname = pairs.get(lname, oname)
         a = np.asarray(legacy[lname], dtype=np.float64).ravel()
         b = np.asarray(own[oname], dtype=np.float64).ravel()
         if a.shape != b.shape:
@@ -833,13 +845,20 @@ def compare_init_distributions(legacy: dict, own: dict) -> list[str]:
 
 
 def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict:
-    """Initial trainable values, paired by variable name."""
+    """Initial trainable values, paired by variable name (unnamed variables
+    by creation order and shape: ``pair_initial_values``)."""
     import numpy as np
 
-    from migrate.runtime.harness import match_names
+    from migrate.runtime.harness import UNNAMED_VARIABLE, match_names, pair_initial_values
 
-    pairs = match_names(list(legacy), list(migrated))
+    pairs = pair_initial_values(legacy, migrated)
+    # a name both sides use for variables of different shapes, with no other
+    # partner of the legacy shape, is a real difference: reported, not skipped
+    for lname, mname in match_names(list(legacy), list(migrated)).items():
+        pairs.setdefault(lname, mname)
+    pairs = {lname: pairs[lname] for lname in legacy if lname in pairs}
     mismatched, max_abs, compared = [], 0.0, 0
+    by_order = sum(1 for lname, mname in pairs.items() if lname != mname and UNNAMED_VARIABLE.search(lname))
     for lname, mname in pairs.items():
         a, b = np.asarray(legacy[lname]), np.asarray(migrated[mname])
         if a.shape != b.shape:
@@ -854,6 +873,7 @@ def compare_init(legacy: dict, migrated: dict, rtol: float, atol: float) -> dict
         "legacy_variables": len(legacy),
         "migrated_variables": len(migrated),
         "compared": compared,
+        "paired_by_order": by_order,
         "max_abs_diff": max_abs if compared else None,
         "mismatched": mismatched,
         "unmatched_legacy": sorted(set(legacy) - set(pairs)),
@@ -950,6 +970,19 @@ def render_table(report: dict) -> str:
             f"legacy on Keras 3: {', '.join(provided)} run as the TF1 code TFM104 writes into migrations"
             " (Keras 3 removed tf.compat.v1.layers; with tf-keras the originals run)"
         )
+    switch = (report["legacy"].get("launch") or {}).get("mode_switch")
+    if switch and switch["mode"] != switch["default_mode"]:
+        if switch["argument"]:
+            lines.append(
+                f"legacy run {switch['mode']} ({switch['argument']}, the branch of line {switch['line']} the"
+                f" migration carries); at its default the script trains {switch['default_mode']}:"
+                f" the migration does not reproduce that mode"
+            )
+        else:
+            lines.append(
+                f"legacy run at its default ({switch['default_mode']}; --{switch['option']}, line"
+                f" {switch['line']}): the migration trains {switch['mode']}"
+            )
     for side in ("legacy", "migrated"):
         runs = report[side].get("runs") or report[side].get("failed_runs") or []
         mapping = next((r.get("cluster_map") for r in runs if r.get("cluster_map")), None)
@@ -992,13 +1025,15 @@ def render_table(report: dict) -> str:
     init = report.get("initial_values")
     if init and init.get("compared"):
         state = "differ: " + ", ".join(init["mismatched"]) if init["mismatched"] else "match"
+        by_order = init.get("paired_by_order", 0)
+        how = f" by name, {by_order} unnamed by creation order" if by_order else " by name"
         if init.get("carried"):
             lines.append(
-                f"initial values carried from the legacy job ({init['compared']} variables paired by name,"
+                f"initial values carried from the legacy job ({init['compared']} variables paired{how},"
                 f" the migration's own draws of {init['own_draws_compared']} compared by distribution): {state}"
             )
         else:
-            lines.append(f"initial values ({init['compared']} variables paired by name) {state}")
+            lines.append(f"initial values ({init['compared']} variables paired{how}) {state}")
     if report.get("align_init_reason"):
         lines.append(f"  why carried: {report['align_init_reason']}")
     lines.append(f"reason: {report['reason']}")
@@ -1192,7 +1227,9 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         # where the user's own file draws them, not the prepared copy (a line longer)
         try:
             tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
-            legacy_info = dataclasses.replace(legacy_info, unseeded_initializers=unseeded_initializers(tree))
+            legacy_info = dataclasses.replace(
+                legacy_info, unseeded_initializers=unseeded_initializers(tree), sync_switch=find_sync_switch(tree)
+            )
         except SyntaxError:
             pass  # Python 2: the copy's lines are what there is
     if manual_work:
@@ -1206,14 +1243,20 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
             details,
         )
     try:
-        lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None)
-        trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
+        lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None, migrated_info.strategy)
+    except TopologyError as e:
+        raise CheckError(str(e)) from None
+    trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
+    try:
         mspec = migrated_launch(
             migrated_info, legacy_info, trainers if trainers else opts.workers, opts.steps, None,
             ps=lspec.jobs.get("ps", 1),
         )
     except TopologyError as e:
-        raise CheckError(str(e)) from None
+        if not_comparable is None:
+            # the migration cannot be launched as it is: the legacy side
+            # still runs alone, so the report holds the baseline
+            not_comparable = CheckError(f"migrated program {migrated_path}: {e}")
     report["workers"] = trainers or opts.workers or DEFAULT_WORKERS
     if not_comparable is not None:
         report["legacy"]["launch"] = lspec.as_dict()

@@ -80,7 +80,9 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import struct
+import sys
 import tempfile
 import threading
 import time
@@ -175,6 +177,61 @@ def match_names(wanted: list[str], available: list[str]) -> dict[str, str]:
     return out
 
 
+# Where tf.distribute keeps its own code: a variable constructed directly from
+# there (not through a creator scope the program's own tf.Variable entered) is
+# the strategy's bookkeeping, e.g. the collective ops' ordering token that every
+# MultiWorkerMirroredStrategy makes at construction, never a model variable.
+_DISTRIBUTE_DIR = os.sep + os.path.join("tensorflow", "python", "distribute") + os.sep
+
+
+def made_by_distribution_machinery(caller) -> bool:
+    """Whether the frame that called a Variable constructor is tf.distribute's
+    own code: such variables exist in the migrated program only, take the
+    unnamed ``Variable`` names the program's own variables would get, and must
+    neither be paired with legacy variables nor shift their numbering."""
+    return _DISTRIBUTE_DIR in caller.f_code.co_filename
+
+
+# The names TF gives variables created without one: ``Variable``, ``Variable_3``,
+# ``scope/Variable_1``. Their numbers count every unnamed variable made before,
+# so they pair legacy and migrated values only while both made the same ones.
+UNNAMED_VARIABLE = re.compile(r"(?:^|/)Variable(?:_\d+)?$")
+
+
+def pair_initial_values(legacy: dict, migrated: dict) -> dict[str, str]:
+    """Pair legacy with migrated variables (name -> array, in creation order).
+
+    Named variables by name (``match_names``), where the shapes agree.
+    Unnamed ones (``Variable_N``) by creation order: each legacy one with the
+    next migrated unnamed variable of its shape. Their numbers only count the
+    unnamed variables made before, and the migration may make some the legacy
+    program did not (a library's bookkeeping), shifting every number after
+    them; where nothing shifted, the order pairs them as their names do. A
+    legacy variable with no partner of its shape stays unpaired."""
+    named_legacy = [n for n in legacy if not UNNAMED_VARIABLE.search(n)]
+    named_migrated = [n for n in migrated if not UNNAMED_VARIABLE.search(n)]
+    pairs = {
+        lname: mname
+        for lname, mname in match_names(named_legacy, named_migrated).items()
+        if _shape(legacy[lname]) == _shape(migrated[mname])
+    }
+    unnamed_migrated = [m for m in migrated if UNNAMED_VARIABLE.search(m)]
+    position = 0
+    for lname, value in legacy.items():
+        if not UNNAMED_VARIABLE.search(lname):
+            continue
+        for i in range(position, len(unnamed_migrated)):
+            if _shape(migrated[unnamed_migrated[i]]) == _shape(value):
+                pairs[lname] = unnamed_migrated[i]
+                position = i + 1
+                break
+    return pairs
+
+
+def _shape(value) -> tuple:
+    return tuple(getattr(value, "shape", ()))
+
+
 class _Harness:
     def __init__(self) -> None:
         self.features = {
@@ -204,6 +261,7 @@ class _Harness:
         self.capture_seen: dict[str, int] = {}
         self.align_values: dict[str, object] = {}
         self.aligned: list[str] = []
+        self.align_used: set[str] = set()  # legacy names whose values went to a variable
         if "hide" in self.features:
             os.environ.pop(LOSS_LOG_ENV, None)
 
@@ -339,6 +397,29 @@ class _Harness:
                 cls.compute_gradients = wrap_compute(cls.__dict__["compute_gradients"])
             if "apply_gradients" in cls.__dict__:
                 cls.apply_gradients = wrap_apply(cls.__dict__["apply_gradients"])
+
+        # `grads = tf.gradients(loss, params)` then `apply_gradients(zip(grads, params))`:
+        # the loss is the one given to tf.gradients (the public names only: the
+        # optimizers' own calls go through the module they import)
+        def wrap_gradients(original):
+            def gradients(ys, *args, **kwargs):
+                if harness._depth() == 0 and not callable(ys):
+                    harness.pending_losses.append(ys)
+                harness.depth.value = harness._depth() + 1
+                try:
+                    return original(ys, *args, **kwargs)
+                finally:
+                    harness.depth.value -= 1
+
+            return gradients
+
+        import importlib
+
+        # (imported first: importing the v1 namespace later would bind its names anew)
+        for namespace in (self.tf, importlib.import_module("tensorflow.compat.v1")):
+            original = getattr(namespace, "gradients", None)
+            if original is not None:
+                namespace.gradients = wrap_gradients(original)
 
     def register_train_op(self, train_op) -> None:
         losses, self.pending_losses = self.pending_losses, []
@@ -572,7 +653,7 @@ class _Harness:
 
         def call(cls, *args, **kwargs):
             outer = not getattr(local, "busy", False)
-            if not outer:
+            if not outer or made_by_distribution_machinery(sys._getframe(1)):
                 return original(cls, *args, **kwargs)
             local.busy = True
             try:
@@ -606,15 +687,27 @@ class _Harness:
             matched = match_names([full], list(self.align_values)) or match_names(
                 [name], list(self.align_values)
             )
-            if not matched:
-                return args, kwargs
-            legacy = next(iter(matched.values()))
-            value = self.align_values[legacy]
             original_value = kwargs["initial_value"]
             initial = original_value() if callable(original_value) else original_value
             initial = tf.convert_to_tensor(initial)
+            legacy = next(iter(matched.values()), None)
+            if UNNAMED_VARIABLE.search(full):
+                # unnamed variables pair in creation order (pair_initial_values):
+                # the next unused legacy one of this shape
+                legacy = next(
+                    (
+                        n for n, v in self.align_values.items()
+                        if n not in self.align_used and UNNAMED_VARIABLE.search(n)
+                        and _shape(v) == tuple(initial.shape)
+                    ),
+                    None,
+                )
+            if legacy is None:
+                return args, kwargs
+            value = self.align_values[legacy]
             if tuple(initial.shape) != tuple(value.shape):
                 return args, kwargs
+            self.align_used.add(legacy)
             kwargs = dict(kwargs)
             if tf.executing_eagerly():
                 self.own_init[full] = initial.numpy()  # what the migration itself drew
@@ -1010,8 +1103,13 @@ class _Harness:
         # the cluster, so a worker starting after the chief exited hangs.
         # (not for a script that is an in-graph client: it places ops on the
         # other tasks, often after opening its session)
-        if job in ("worker", "master", "chief") and index.isdigit() and os.environ.get(DEVICE_FILTERS_ENV) != "0":
-            filters = ["/job:ps", f"/job:{job}/task:{index}"]
+        # A ps that opens a session of its own (done-queues: it dequeues one
+        # token per finished worker) is filtered to the ps job: unfiltered,
+        # its session polls every worker before they start, and a channel
+        # left backing off from that fails the first worker's step that
+        # reads a tensor back from it ("failed to connect", a flaky start).
+        if job in ("worker", "master", "chief", "ps") and index.isdigit() and os.environ.get(DEVICE_FILTERS_ENV) != "0":
+            filters = ["/job:ps"] if job == "ps" else ["/job:ps", f"/job:{job}/task:{index}"]
             session_init = session_lib.Session.__init__
 
             own = {f"/job:{job}/task:{index}", f"/job:{job}/replica:0/task:{index}"}

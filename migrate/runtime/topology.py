@@ -31,6 +31,7 @@ import libcst as cst
 from migrate.codemod.rules._cst import walk
 from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, reads_tf_config
 from migrate.codemod.tfnames import TFNames
+from migrate.runtime.sync_switch import SyncSwitch, find_sync_switch
 
 __all__ = [
     "TRAINER_JOBS",
@@ -426,6 +427,7 @@ class ProgramInfo:
     fixed_role: tuple[str, int, int] | None = None  # (job, index, line): the role it hard-codes
     reads_tf_config: bool = False
     deleted_env: tuple[str, ...] = ()  # `del os.environ["X"]`: variables it expects to be set
+    sync_switch: SyncSwitch | None = None  # the option choosing sync/async training
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -462,6 +464,9 @@ class LaunchSpec:
     role_match: tuple[str, dict[str, tuple[str, ...]]] | None = None
     script_cluster: dict | None = None  # the cluster the script fixes (for the report)
     fixed_task: str | None = None  # "worker:2": the task a script hard-coding its role is
+    # the legacy job put in the training mode its migration carries: the
+    # switch, the argument given, and whether the script's default differs
+    mode_switch: dict | None = None
 
     @property
     def launcher_style(self) -> str:
@@ -505,6 +510,7 @@ class LaunchSpec:
             "notes": list(self.notes),
             "flag_names": dict(self.flag_names),
             "step_cap": self.step_cap,
+            "mode_switch": self.mode_switch,
         }
 
 
@@ -586,6 +592,7 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
             _string(t.slice) for node in ast.walk(tree) if isinstance(node, ast.Delete) for t in node.targets
             if isinstance(t, ast.Subscript) and _chain(t.value)[-1:] == ["environ"] and _string(t.slice)
         })),
+        find_sync_switch(tree),
     )
 
 
@@ -636,6 +643,59 @@ def _count_args(info: ProgramInfo, spec: LaunchSpec) -> None:
         found = next((k for k in knobs if k in info.options), None)
         if found and job in spec.jobs:
             spec.args.append(f"--{info.spelling(found)}={spec.jobs[job]}")
+
+
+def _mode_switch_args(info: ProgramInfo, spec: LaunchSpec, strategy: str | None) -> None:
+    """A script choosing sync or async training by an option runs in the
+    mode ``strategy`` trains: sync for MultiWorkerMirrored/Mirrored, async for
+    ParameterServerStrategy. Where that is not the script's default, the
+    report says so: the migration then does not reproduce the default mode."""
+    switch = info.sync_switch
+    if switch is None or strategy not in (MWMS, MIRRORED, PSS):
+        return
+    sync = strategy != PSS
+    argument = switch.argument(sync)
+    mode = "sync" if sync else "async"
+    default_mode = "sync" if switch.default_is_sync else "async"
+    spec.mode_switch = {
+        **switch.as_dict(),
+        "mode": mode,
+        "default_mode": default_mode,
+        "argument": argument,
+    }
+    if default_mode == mode:
+        return
+    if argument is None:
+        spec.notes.append(
+            f"--{switch.option} (line {switch.line}) chooses sync or async training and check cannot"
+            f" tell which value means {mode}: the legacy job runs at its default ({default_mode})"
+        )
+        spec.mode_switch["argument"] = None
+        return
+    spec.args.append(argument)
+    spec.notes.append(
+        f"{argument}: the migration trains the {mode} branch of line {switch.line}"
+        f" (SyncReplicasOptimizer, line {switch.optimizer_line}); at its default the script trains"
+        f" {default_mode}, which the migration does not reproduce"
+    )
+
+
+def _needs_a_chief_role(info: ProgramInfo) -> None:
+    """A ParameterServerStrategy program runs its training loop in a chief
+    task. One that finds its role only by looking an option up in its own
+    host lists, none of them a chief's, can never be that task: refused
+    before launch, located."""
+    if info.role_match is None or info.role_style != "match":
+        return
+    option, line, hosts = info.role_match
+    if {"chief", "master"} & set(hosts):
+        return
+    raise TopologyError(
+        f"the migrated program uses ParameterServerStrategy, whose training loop runs in a chief task, but it"
+        f" takes its role only from --{info.spelling(option)} looked up in its {'/'.join(sorted(hosts))} host"
+        f" lists (line {line}): no task can be its chief. Give it a chief (a chief host list, or"
+        " --job_name/--task_index flags or TF_CONFIG) and check again"
+    )
 
 
 def _cannot_launch(info: ProgramInfo) -> TopologyError:
@@ -700,10 +760,16 @@ def _knob_args(
 
 
 def legacy_launch(
-    info: ProgramInfo, workers: int | None, steps: int | None, seed: int | None = None
+    info: ProgramInfo,
+    workers: int | None,
+    steps: int | None,
+    seed: int | None = None,
+    migrated_strategy: str | None = None,
 ) -> LaunchSpec:
     """How to run the legacy script with ``workers`` workers (towers); None:
-    as many as its own cluster has, else DEFAULT_WORKERS."""
+    as many as its own cluster has, else DEFAULT_WORKERS. ``migrated_strategy``
+    (default: the one the codemod would choose): a script with a sync/async
+    switch is run in the mode that strategy trains."""
     strategy = info.strategy
     notes: list[str] = []
     count = workers if workers is not None else DEFAULT_WORKERS
@@ -758,6 +824,7 @@ def legacy_launch(
             if info.script_cluster.choice is not None:
                 option, value, _ = info.script_cluster.choice
                 spec.args.append(f"--{info.spelling(option)}={value}")
+    _mode_switch_args(info, spec, migrated_strategy or strategy)
     _knob_args(info, spec, STEP_KNOBS, steps, "step-count")
     _knob_args(info, spec, SEED_KNOBS, seed, "seed")
     _output_dir_args(info, spec)
@@ -784,6 +851,7 @@ def migrated_launch(
     strategy = info.strategy or legacy.strategy
     role_style = info.role_style if info.role_style != "none" else legacy.role_style
     if strategy == PSS:
+        _needs_a_chief_role(info)
         spec = LaunchSpec(
             strategy, {"chief": 1, "worker": workers, "ps": ps}, role_style, ("ps", "worker")
         )
