@@ -61,13 +61,14 @@ SPELLINGS = {
 }
 
 
+SPELLINGS["inline"] = "train_op = tf.group(update, shadows.apply(tf.trainable_variables()))"
 SPELLINGS["ordered"] = ("with tf.control_dependencies([update]):\n"
                          "            train_op = shadows.apply(tf.trainable_variables())")
 
 
 def _grouped(spelling: str) -> str:
     source = dedent(GROUPED).replace("COMBINE", SPELLINGS[spelling])
-    if spelling == "ordered":  # the op made by ema.apply is the train op itself
+    if spelling in ("ordered", "inline"):  # the op made by ema.apply is the train op itself, or grouped at once
         source = source.replace("        shadow_update = shadows.apply(tf.trainable_variables())\n", "")
     return source
 
