@@ -65,6 +65,7 @@ from migrate.codemod.rules._program import (
 from migrate.codemod.rules._session_loop import (
     carry_program_hooks,
     hook_list_names,
+    unread_hook_lists,
 )
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.rules._tfm301_loop import (
@@ -805,9 +806,12 @@ class GraphToStrategy(Rule):
             del self.ctx.reports[reported:]
             own = "".join(f"; the program's hook `{name}` that may have ended it cannot become calls in the loop:"
                           f" {why}" for name, why in self.declined_hooks.items())
+            unread = unread_hook_lists(after, body, self.qualname, self._is_session_call)
+            own += "".join(f"; {why}" for why in unread)
             for loop in endless:
                 self.report(loop, f"`while {C.code_of(loop.test)}:` would never end in TF2: the session has no"
-                            " StopAtStepHook (last_step/num_steps) the loop could count to, and the loop has no"
+                            " StopAtStepHook (last_step/num_steps) the loop could count to"
+                            + (" that this rule can see" if unread else "") + ", and the loop has no"
                             " break, return or other bound and reads no input pipeline that could run out (a"
                             f" request_stop() or a hook of the program's own ended it in TF1){own}; this training"
                             " was left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"
