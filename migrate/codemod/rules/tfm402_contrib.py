@@ -5,7 +5,8 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
-from migrate.codemod.fastcst import transform
+from migrate.codemod.fastcst import code_of, transform
+from migrate.codemod.rules import _contrib_equivalents as eq
 from migrate.codemod.rules.tfm101_tensorflow_import import attribute_chain, load_tf_api
 from migrate.codemod.rules.tfm401_estimator import imported_modules
 from migrate.codemod.tfnames import canonical, dotted
@@ -204,7 +205,20 @@ class Contrib(Rule):
         self.v1 = api.v1
         self._site: list[cst.CSTNode] = []
         self._reported: set[int] = set()
+        # regularizer calls decided in visit_Call: id(call) -> (replacement, decline reason)
+        self._plans: dict[int, tuple[cst.BaseExpression | None, str]] = {}
+        self._claimed: set[int] = set()  # contrib chains a plan answers for
+        self._module = module
+        self._constants: dict[str, int | float] | None = None
+        self._old_dataset = eq.old_dataset_use(module) if "contrib.data" in self.ctx.source else None
         return transform(module, self)
+
+    def _tf_root(self, node: cst.CSTNode) -> str | None:
+        """The head name of a chain spelled from the TF root (``tf`` of
+        ``tf.contrib.X``), None for names imported from tensorflow.contrib."""
+        head = (dotted(node) or "").partition(".")[0]
+        binding = self.ctx.names.bindings.get(head, "")
+        return head if binding in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2") else None
 
     def _contrib_name(self, node: cst.CSTNode) -> str | None:
         """The canonical ``contrib.*`` name of a chain (TFM401's included), or None."""
@@ -244,14 +258,71 @@ class Contrib(Rule):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         return self._contrib_name(node) is None
 
+    # ---------------------------------------------------------- regularizers
+    def visit_Call(self, node: cst.Call) -> None:
+        if id(node) in self._plans:
+            return  # the inner call of `l2_regularizer(scale)(w)`, planned with it
+        inner, applied_to = node, None
+        if (isinstance(node.func, cst.Call) and len(node.args) == 1 and node.args[0].keyword is None
+                and not node.args[0].star):
+            inner, applied_to = node.func, node.args[0].value
+        name = self._contrib_name(inner.func)
+        if name not in eq.REGULARIZERS:
+            return
+        tf = self._tf_root(inner.func)
+        if tf is None:
+            return
+        if self._constants is None:
+            self._constants = eq.numeric_constants(self._module)
+        plan = eq.regularizer(inner, name, tf, self._constants, applied_to)
+        self._plans[id(node)] = plan
+        self._claimed.add(id(inner.func))
+        if inner is not node:
+            self._plans[id(inner)] = (None, "")  # answered by the outer call
+
+    def leave_Call(self, original_node, updated_node):
+        plan = self._plans.get(id(original_node))
+        if plan is None:
+            return updated_node
+        new, reason = plan
+        if new is None and not reason:
+            return updated_node
+        func = original_node.func if isinstance(original_node.func, cst.Call) else original_node
+        name = self._contrib_name(func.func)
+        if new is None:
+            self._report_once(original_node, f"`tf.{name}` cannot be carried over exactly: {reason}",
+                              hint=f"use {_hint(name)}")
+            return updated_node
+        self.report(original_node, f"`tf.{name}(...)` -> `{code_of(new)}` (TF1's numerics)",
+                    fixed=True, severity="info")
+        return new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar) if updated_node.lpar else new
+
+    def _report_once(self, node: cst.CSTNode, message: str, hint: str) -> None:
+        site = self._site[-1] if self._site else node
+        if id(site) not in self._reported:
+            self._reported.add(id(site))
+            self.report(node, message, hint=hint, fixed=False)
+
     def _handle(self, original, updated):
         name = self._contrib_name(original)
-        if name is None or name.startswith(_SKIP):
+        if name is None or name.startswith(_SKIP) or id(original) in self._claimed:
             return updated
         d = dotted(original) or ""
         head = d.partition(".")[0]
         binding = self.ctx.names.bindings.get(head, "")
         new = self._rename(name)
+        data = eq.data_member(name)
+        if data is not None and binding in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2"):
+            if self._old_dataset is None:
+                new = data[1] + name[len(data[0]):]
+                self.report(original, f"`tf.{name}` -> `tf.{new}` (same parameters)", fixed=True,
+                            severity="info")
+                return attribute_chain(f"{head}.{new}")
+            call, why = self._old_dataset
+            self._report_once(original, f"`tf.{name}` is tf.data's TF 1.3 preview, and this file uses it as"
+                              f" such: `{code_of(call).strip()}`: {why}",
+                              hint=f"fix that call, then use `tf.{data[1]}`")
+            return updated
         # rewrite only chains spelled from the TF root (`tf.contrib.X`); a
         # name imported from tensorflow.contrib needs its import removed by hand
         if new is not None and binding in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2"):
