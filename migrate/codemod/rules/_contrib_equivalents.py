@@ -24,13 +24,15 @@ from migrate.codemod.fastcst import cached_calls
 from migrate.codemod.rules._equivalents import bind_args
 from migrate.codemod.tfnames import dotted
 
-# tf.contrib.data member -> tf.data member with the same parameters leading
-# (checked against TF 2.21: tests/test_tfm402_contrib.py)
-DATA_SAME = {
-    "contrib.data.Dataset": "data.Dataset",
-    "contrib.data.TFRecordDataset": "data.TFRecordDataset",
-    "contrib.data.TextLineDataset": "data.TextLineDataset",
-    "contrib.data.FixedLengthRecordDataset": "data.FixedLengthRecordDataset",
+# tf.contrib.data member -> (tf.data member, TF 1.3's parameters): TF 2.21's
+# signature starts with the same parameters (tests/test_tfm402_contrib.py
+# checks it against the installed TensorFlow)
+DATA_SAME: dict[str, tuple[str, tuple[str, ...]]] = {
+    "contrib.data.Dataset": ("data.Dataset", ()),
+    "contrib.data.TFRecordDataset": ("data.TFRecordDataset", ("filenames", "compression_type")),
+    "contrib.data.TextLineDataset": ("data.TextLineDataset", ("filenames", "compression_type")),
+    "contrib.data.FixedLengthRecordDataset": (
+        "data.FixedLengthRecordDataset", ("filenames", "record_bytes", "header_bytes", "footer_bytes")),
 }
 # old Dataset members TF 2.21's tf.data.Dataset does not have
 _GONE_METHODS = ("dense_to_sparse_batch", "from_sparse_tensor_slices")
@@ -43,7 +45,7 @@ REGULARIZERS = ("contrib.layers.l2_regularizer", "contrib.layers.l1_regularizer"
 def data_member(name: str) -> tuple[str, str] | None:
     """``(contrib prefix, tf.data prefix)`` when ``name`` is (a member of) one
     of the readers/``Dataset`` kept unchanged, else None."""
-    for old, new in DATA_SAME.items():
+    for old, (new, _params) in DATA_SAME.items():
         if name == old or name.startswith(old + "."):
             return old, new
     return None

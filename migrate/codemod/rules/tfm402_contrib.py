@@ -94,26 +94,45 @@ class Contrib(Rule):
         ``tf.distribute.cluster_resolver.TFConfigClusterResolver``,
         ``tf.contrib.framework.get_or_create_global_step`` ->
         ``tf.compat.v1.train.get_or_create_global_step``,
-        ``tf.contrib.data.X`` -> ``tf.data.experimental.X``. Every other
-        ``tf.contrib`` use (and each ``tensorflow.contrib`` import) is reported once
-        per statement, naming the TF2 home
-        (``contrib.layers.xavier_initializer`` -> ``tf.keras.initializers.GlorotUniform``,
-        ``contrib.rnn`` cells -> Keras cells ...). ``contrib.learn`` and
-        ``contrib.estimator`` are left to TFM401.
+        ``tf.contrib.data.map_and_batch`` -> ``tf.data.experimental.map_and_batch``.
+        ``tf.contrib.data``'s readers and ``Dataset`` (TF 1.2/1.3's preview
+        of tf.data) -> ``tf.data.X`` (table in ``_contrib_equivalents.py``).
+        ``tf.contrib.layers.l2_regularizer(scale)`` / ``l1_regularizer`` ->
+        a function computing TF1's penalty, ``tf.multiply(scale,
+        tf.nn.l2_loss(w), name="l2_regularizer")``, wherever the regularizer
+        goes (``regularizer=``, a helper's argument) or applied to a weight
+        on the spot. Every other ``tf.contrib`` use (and each
+        ``tensorflow.contrib`` import) is reported once per statement, naming
+        the TF2 home (``contrib.layers.xavier_initializer`` ->
+        ``tf.keras.initializers.GlorotUniform``, ``contrib.rnn`` cells -> Keras
+        cells ...). ``contrib.learn`` and ``contrib.estimator`` are left to TFM401.
 
     Why:
         ``tf.contrib`` was removed in TF 2.0: such programs fail at import.
 
     Example:
-        ``resolver = tf.contrib.cluster_resolver.TFConfigClusterResolver()``
-        becomes ``resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()``.
+        ``reg = tf.contrib.layers.l2_regularizer(RATE)`` (``RATE = 1e-4``)
+        becomes ``reg = lambda weights: tf.multiply(RATE, tf.nn.l2_loss(weights),
+        name="l2_regularizer")``; ``tf.contrib.data.TFRecordDataset(files)``
+        becomes ``tf.data.TFRecordDataset(files)``.
 
     Fix safety:
         Rewrites only symbols that are the same object (the contrib name was
         an alias) and take the same arguments: ``contrib.framework.get_variables(scope)``
-        is reported, since ``get_collection``'s first parameter is the collection. Anything whose defaults or numerics differ is reported with
-        the hint, never rewritten. Names imported ``from tensorflow.contrib...``
-        are reported (the import itself must go).
+        is reported, since ``get_collection``'s first parameter is the collection.
+        ``tf.contrib.data`` members are rewritten only when the module has no
+        call that only TF 1.3's Dataset understood (``.map(f, num_threads=...,
+        output_buffer_size=...)``, whose third positional parameter TF 2 reads
+        as ``deterministic``; ``dense_to_sparse_batch``). A regularizer is
+        rewritten only when its scale is known here (a number, or a module
+        constant bound once to one), so TF1's checks happen now: an integer or
+        negative scale (TF1 raised ValueError) and a scale known only at run
+        time are reported; 0.0 becomes TF1's ``lambda weights: None``. The
+        penalty has TF1's ops (the scale converted to the weight's dtype by
+        ``tf.multiply``) and the name of its result op. Anything whose
+        defaults or numerics differ is reported with the hint, never
+        rewritten. Names imported ``from tensorflow.contrib...`` are reported
+        (the import itself must go).
     """
 
     code = "TFM402"
@@ -128,6 +147,14 @@ class Contrib(Rule):
             resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
             contrib = {"a": 1}
             print(contrib["a"])
+            """
+        ),
+        Valid(
+            """
+            import tensorflow as tf
+
+            penalty = lambda kernel: tf.multiply(3e-4, tf.nn.l2_loss(kernel))
+            records = tf.data.TFRecordDataset(["shard-0.tfrecords"]).map(decode, 4)
             """
         ),
     )
@@ -193,6 +220,87 @@ class Contrib(Rule):
             strategy = tf1.contrib.distribute.MirroredStrategy(num_gpus=2)
             resolver = tf1.distribute.cluster_resolver.SimpleClusterResolver(spec)
             """,
+            diagnostics=("TFM402",),
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+            DECAY = 5e-4
+            SHARDS = ["train-0.tfrecords", "train-1.tfrecords"]
+
+
+            def make_input(batch):
+                records = tf.contrib.data.TFRecordDataset(SHARDS, compression_type="GZIP")
+                lines = tf.contrib.data.TextLineDataset("labels.txt")
+                steps = tf.contrib.data.Dataset.range(10)
+                return tf.contrib.data.Dataset.zip((records, lines, steps)).batch(batch)
+
+
+            def dense(x, units, regularizer):
+                w = tf.get_variable("w", [x.shape[-1], units], regularizer=regularizer)
+                tf.add_to_collection("penalties", tf.contrib.layers.l1_regularizer(0.5, "sparse")(w))
+                return tf.matmul(x, w)
+
+
+            logits = dense(features, 10, tf.contrib.layers.l2_regularizer(DECAY))
+            off = tf.contrib.layers.l2_regularizer(0.0)
+            """,
+            """
+            import tensorflow as tf
+
+            DECAY = 5e-4
+            SHARDS = ["train-0.tfrecords", "train-1.tfrecords"]
+
+
+            def make_input(batch):
+                records = tf.data.TFRecordDataset(SHARDS, compression_type="GZIP")
+                lines = tf.data.TextLineDataset("labels.txt")
+                steps = tf.data.Dataset.range(10)
+                return tf.data.Dataset.zip((records, lines, steps)).batch(batch)
+
+
+            def dense(x, units, regularizer):
+                w = tf.get_variable("w", [x.shape[-1], units], regularizer=regularizer)
+                tf.add_to_collection("penalties", tf.multiply(0.5, tf.reduce_sum(tf.abs(w)), name="sparse"))
+                return tf.matmul(x, w)
+
+
+            logits = dense(features, 10, lambda weights: tf.multiply(DECAY, tf.nn.l2_loss(weights), name="l2_regularizer"))
+            off = lambda weights: None
+            """,
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+            RATE = 1e-3
+            RATE = RATE / 10
+            by_flag = tf.contrib.layers.l2_regularizer(FLAGS.weight_decay)
+            rebound = tf.contrib.layers.l2_regularizer(RATE)
+            whole = tf.contrib.layers.l1_regularizer(1)
+            negative = tf.contrib.layers.l2_regularizer(-0.1)
+            """,
+            None,
+            diagnostics=("TFM402",) * 4,
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+            images = tf.contrib.data.TFRecordDataset(files).map(parse, 8, 1024)
+            """,
+            None,
+            diagnostics=("TFM402",),
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+            images = tf.contrib.data.TextLineDataset(files)
+            images = images.map(parse, num_threads=8, output_buffer_size=1024)
+            """,
+            None,
             diagnostics=("TFM402",),
         ),
     )
