@@ -245,6 +245,7 @@ class Contrib(Rule):
 
             logits = dense(features, 10, tf.contrib.layers.l2_regularizer(DECAY))
             off = tf.contrib.layers.l2_regularizer(0.0)
+            maybe = tf.contrib.layers.l2_regularizer(DECAY) if DECAY else None
             """,
             """
             import tensorflow as tf
@@ -268,6 +269,7 @@ class Contrib(Rule):
 
             logits = dense(features, 10, lambda weights: tf.multiply(DECAY, tf.nn.l2_loss(weights), name="l2_regularizer"))
             off = lambda weights: None
+            maybe = (lambda weights: tf.multiply(DECAY, tf.nn.l2_loss(weights), name="l2_regularizer")) if DECAY else None
             """,
         ),
         Invalid(
@@ -316,6 +318,7 @@ class Contrib(Rule):
         # regularizer calls decided in visit_Call: id(call) -> (replacement, decline reason)
         self._plans: dict[int, tuple[cst.BaseExpression | None, str]] = {}
         self._claimed: set[int] = set()  # contrib chains a plan answers for
+        self._whole_value: set[int] = set()  # expressions a lambda can replace without parentheses
         self._module = module
         self._constants: dict[str, int | float] | None = None
         self._old_dataset = eq.old_dataset_use(module) if "contrib.data" in self.ctx.source else None
@@ -367,6 +370,16 @@ class Contrib(Rule):
         return self._contrib_name(node) is None
 
     # ---------------------------------------------------------- regularizers
+    def visit_Arg(self, node: cst.Arg) -> None:
+        self._whole_value.add(id(node.value))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self._whole_value.add(id(node.value))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self._whole_value.add(id(node.value))
+
     def visit_Call(self, node: cst.Call) -> None:
         if id(node) in self._plans:
             return  # the inner call of `l2_regularizer(scale)(w)`, planned with it
@@ -403,7 +416,12 @@ class Contrib(Rule):
             return updated_node
         self.report(original_node, f"`tf.{name}(...)` -> `{code_of(new)}` (TF1's numerics)",
                     fixed=True, severity="info")
-        return new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar) if updated_node.lpar else new
+        if updated_node.lpar:
+            return new.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+        if isinstance(new, cst.Lambda) and id(original_node) not in self._whole_value:
+            # `reg = l2_regularizer(s) if c else None`: the lambda must not take in the rest
+            return new.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        return new
 
     def _report_once(self, node: cst.CSTNode, message: str, hint: str) -> None:
         site = self._site[-1] if self._site else node
