@@ -105,5 +105,9 @@ def test_regularizers_match_tf1_eagerly():
 
 
 def test_migrated_reader_runs():
-    namespace = _run_migrated("import tensorflow as tf\nds = tf.contrib.data.Dataset.range(5).batch(2)\n")
+    namespace = _run_migrated("import tensorflow as tf\nds = tf.contrib.data.Dataset.range(5).batch(2)\n"
+                              "full = tf.contrib.data.Dataset.range(7).apply(tf.contrib.data.batch_and_drop_remainder(3))\n")
     assert [b.tolist() for b in namespace["ds"].as_numpy_iterator()] == [[0, 1], [2, 3], [4]]
+    # TF1: only batches of exactly n elements, the batch dimension statically n
+    assert [b.tolist() for b in namespace["full"].as_numpy_iterator()] == [[0, 1, 2], [3, 4, 5]]
+    assert namespace["full"].element_spec.shape.as_list() == [3]

@@ -33,7 +33,12 @@ DATA_SAME: dict[str, tuple[str, tuple[str, ...]]] = {
     "contrib.data.TextLineDataset": ("data.TextLineDataset", ("filenames", "compression_type")),
     "contrib.data.FixedLengthRecordDataset": (
         "data.FixedLengthRecordDataset", ("filenames", "record_bytes", "header_bytes", "footer_bytes")),
+    # a graph-mode iterator: TF 2 keeps it in compat.v1 (tf.data.Iterator is TF 2's abstract class)
+    "contrib.data.Iterator": ("compat.v1.data.Iterator", ()),
 }
+# `ds.apply(tf.contrib.data.batch_and_drop_remainder(n))`: the batches of
+# exactly n elements, the batch dimension statically n == `ds.batch(n, drop_remainder=True)`
+DROP_REMAINDER = "contrib.data.batch_and_drop_remainder"
 # old Dataset members TF 2.21's tf.data.Dataset does not have
 _GONE_METHODS = ("dense_to_sparse_batch", "from_sparse_tensor_slices")
 # TF 1.3's Dataset.map(map_func, num_threads=None, output_buffer_size=None)
@@ -71,6 +76,22 @@ def old_dataset_use(module: cst.Module) -> tuple[cst.Call, str] | None:
                 return node, ("`.map(f, threads, buffer)`: TF 2's third parameter is `deterministic`,"
                               " not TF 1.3's output_buffer_size")
     return None
+
+
+def batch_dropping_remainder(apply: cst.Call, batching: cst.Call) -> cst.Call | None:
+    """``ds.apply(batch_and_drop_remainder(n))`` -> ``ds.batch(n, drop_remainder=True)``,
+    None when the call has another shape."""
+    if not isinstance(apply.func, cst.Attribute) or apply.func.attr.value != "apply":
+        return None
+    if len(batching.args) != 1 or batching.args[0].star:
+        return None
+    arg = batching.args[0]
+    if arg.keyword is not None and arg.keyword.value != "batch_size":
+        return None
+    call = cst.parse_expression("ds.batch(n, drop_remainder=True)")
+    assert isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+    return call.with_changes(func=call.func.with_changes(value=apply.func.value),
+                             args=[call.args[0].with_changes(value=arg.value), call.args[1]])
 
 
 # --------------------------------------------------------------------------- regularizers

@@ -96,7 +96,10 @@ class Contrib(Rule):
         ``tf.compat.v1.train.get_or_create_global_step``,
         ``tf.contrib.data.map_and_batch`` -> ``tf.data.experimental.map_and_batch``.
         ``tf.contrib.data``'s readers and ``Dataset`` (TF 1.2/1.3's preview
-        of tf.data) -> ``tf.data.X`` (table in ``_contrib_equivalents.py``).
+        of tf.data) -> ``tf.data.X`` (table in ``_contrib_equivalents.py``;
+        ``Iterator`` -> ``tf.compat.v1.data.Iterator``), and
+        ``ds.apply(tf.contrib.data.batch_and_drop_remainder(n))`` ->
+        ``ds.batch(n, drop_remainder=True)``.
         ``tf.contrib.layers.l2_regularizer(scale)`` / ``l1_regularizer`` ->
         a function computing TF1's penalty, ``tf.multiply(scale,
         tf.nn.l2_loss(w), name="l2_regularizer")``, wherever the regularizer
@@ -234,7 +237,8 @@ class Contrib(Rule):
                 records = tf.contrib.data.TFRecordDataset(SHARDS, compression_type="GZIP")
                 lines = tf.contrib.data.TextLineDataset("labels.txt")
                 steps = tf.contrib.data.Dataset.range(10)
-                return tf.contrib.data.Dataset.zip((records, lines, steps)).batch(batch)
+                merged = tf.contrib.data.Dataset.zip((records, lines, steps))
+                return merged.apply(tf.contrib.data.batch_and_drop_remainder(batch))
 
 
             def dense(x, units, regularizer):
@@ -258,7 +262,8 @@ class Contrib(Rule):
                 records = tf.data.TFRecordDataset(SHARDS, compression_type="GZIP")
                 lines = tf.data.TextLineDataset("labels.txt")
                 steps = tf.data.Dataset.range(10)
-                return tf.data.Dataset.zip((records, lines, steps)).batch(batch)
+                merged = tf.data.Dataset.zip((records, lines, steps))
+                return merged.batch(batch, drop_remainder=True)
 
 
             def dense(x, units, regularizer):
@@ -383,6 +388,14 @@ class Contrib(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         if id(node) in self._plans:
             return  # the inner call of `l2_regularizer(scale)(w)`, planned with it
+        if (len(node.args) == 1 and isinstance(node.args[0].value, cst.Call)
+                and self._contrib_name(node.args[0].value.func) == eq.DROP_REMAINDER
+                and self._tf_root(node.args[0].value.func) is not None):
+            batched = eq.batch_dropping_remainder(node, node.args[0].value)
+            if batched is not None:
+                self._plans[id(node)] = (batched, "")
+                self._claimed.add(id(node.args[0].value.func))
+            return
         inner, applied_to = node, None
         if (isinstance(node.func, cst.Call) and len(node.args) == 1 and node.args[0].keyword is None
                 and not node.args[0].star):
@@ -408,6 +421,10 @@ class Contrib(Rule):
         new, reason = plan
         if new is None and not reason:
             return updated_node
+        if isinstance(new, cst.Call) and isinstance(new.func, cst.Attribute) and new.func.attr.value == "batch":
+            self.report(original_node, f"`.apply(tf.{eq.DROP_REMAINDER}(n))` -> `.batch(n, drop_remainder=True)`",
+                        fixed=True, severity="info")
+            return new.with_changes(func=new.func.with_changes(value=updated_node.func.value))
         func = original_node.func if isinstance(original_node.func, cst.Call) else original_node
         name = self._contrib_name(func.func)
         if new is None:
@@ -441,6 +458,8 @@ class Contrib(Rule):
         if data is not None and binding in ("tensorflow", "tensorflow.compat.v1", "tensorflow.compat.v2"):
             if self._old_dataset is None:
                 new = data[1] + name[len(data[0]):]
+                if binding == "tensorflow.compat.v1" and new.startswith("compat.v1."):
+                    new = new[len("compat.v1."):]
                 self.report(original, f"`tf.{name}` -> `tf.{new}` (same parameters)", fixed=True,
                             severity="info")
                 return attribute_chain(f"{head}.{new}")
