@@ -99,7 +99,8 @@ def batch_dropping_remainder(apply: cst.Call, batching: cst.Call) -> cst.Call | 
 
 def numeric_constants(module: cst.Module) -> dict[str, int | float]:
     """Names bound exactly once in the whole module, at its top level, to a
-    number literal (``RATE = 0.0001``)."""
+    number literal (``RATE = 0.0001``): no parameter, loop variable or other
+    assignment anywhere may give the name another value where it is read."""
     counts: dict[str, int] = {}
     values: dict[str, int | float] = {}
 
@@ -130,6 +131,22 @@ def numeric_constants(module: cst.Module) -> dict[str, int | float]:
 
         def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
             self._target(node.target)
+
+        def visit_Param(self, node: cst.Param) -> None:
+            self._target(node.name)
+
+        def visit_CompFor(self, node: cst.CompFor) -> None:
+            self._target(node.target)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+            self._target(node.name)
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> None:
+            self._target(node.name)
+
+        def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
+            if node.asname is None and isinstance(node.name, cst.Name):
+                self._target(node.name)
 
         def visit_Global(self, node: cst.Global) -> None:
             for item in node.names:

@@ -283,13 +283,20 @@ class Contrib(Rule):
 
             RATE = 1e-3
             RATE = RATE / 10
+            DECAY = 0.5
             by_flag = tf.contrib.layers.l2_regularizer(FLAGS.weight_decay)
             rebound = tf.contrib.layers.l2_regularizer(RATE)
+
+
+            def head(x, DECAY):
+                return tf.contrib.layers.l2_regularizer(DECAY)
+
+
             whole = tf.contrib.layers.l1_regularizer(1)
             negative = tf.contrib.layers.l2_regularizer(-0.1)
             """,
             None,
-            diagnostics=("TFM402",) * 4,
+            diagnostics=("TFM402",) * 5,
         ),
         Invalid(
             """
