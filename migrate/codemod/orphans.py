@@ -69,18 +69,21 @@ _PURE_METHODS = frozenset({
 _PURE_FUNCTIONS = frozenset({"os.path.join", "os.environ.get", "os.getenv", "json.loads"})
 
 
-def tidy(source: str, output: str, cell_marker: str | None = None) -> str:
+def tidy(source: str, output: str, cell_marker: str | None = None, *,
+         trees: tuple[ast.Module, ast.Module] | None = None) -> str:
     """``output`` (the migrated code of ``source``) without the bindings and
-    comments the migration orphaned; ``output`` itself when there are none."""
+    comments the migration orphaned; ``output`` itself when there are none.
+    ``trees``: the ``ast`` of ``source`` and of ``output`` when the caller has
+    them (the engine parsed both; they are only read here)."""
     try:
-        legacy = ast.parse(source)
+        legacy = trees[0] if trees else ast.parse(source)
     except SyntaxError:
         return output
     read_before = _reads(legacy)
     tidied = output
     for _ in range(8):  # each round can orphan what a removed binding read
         try:
-            tree = ast.parse(tidied)
+            tree = trees[1] if trees and tidied is output else ast.parse(tidied)
         except SyntaxError:  # not ours to fix: the engine's gate reports it
             return output
         doomed = _orphaned_lines(tree, tidied, read_before)
