@@ -341,9 +341,16 @@ def _comments(code: str) -> list[tuple[int, int, str, bool]]:
 def removed_machinery(source: str, output: str) -> list[re.Pattern[str]]:
     """Patterns of what a comment says about each TF1 construct ``source``
     has in its code and ``output`` (its migration) no longer has."""
-    legacy_code, migrated_code = _without_comments_and_strings(source), _without_comments_and_strings(output)
-    return [said for said, code_re in _CONSTRUCTS
-            if code_re.search(legacy_code) and not code_re.search(migrated_code)]
+    # A construct's code is a name, found in the tokens only where the text has it too:
+    # the (pure-Python) tokenizing is done only for the constructs the text names.
+    named = [(said, code_re) for said, code_re in _CONSTRUCTS if code_re.search(source)]
+    if not named:
+        return []
+    legacy_code = _without_comments_and_strings(source)
+    had = [(said, code_re) for said, code_re in named if code_re.search(legacy_code)]
+    migrated_code = _without_comments_and_strings(output) if any(
+        code_re.search(output) for _, code_re in had) else ""
+    return [said for said, code_re in had if not code_re.search(migrated_code)]
 
 
 def _drop_stale_comments(source: str, code: str, cell_marker: str | None) -> str:
