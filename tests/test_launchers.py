@@ -345,3 +345,53 @@ def test_migrated_shell_launcher_trains_on_loopback(tmp_path):
     assert b"training done" in output
     records = [json.loads(line) for line in losses.read_text().splitlines()]
     assert sorted(r["step"] for r in records) == list(range(12))
+
+
+# --------------------------------------------------------------------------- check --launcher
+
+
+def _tf_config_launcher(program: str) -> str:
+    cluster = {"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]}
+    lines = ["#!/bin/sh", "# the legacy job: one ps, two workers, TF_CONFIG per task"]
+    for job, index in (("ps", 0), ("worker", 0), ("worker", 1)):
+        config = json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})
+        lines.append(f"TF_CONFIG='{config}' python {program} --learning_rate=0.05 --batch_size=32 &")
+    return "\n".join([*lines, "wait", ""])
+
+
+def test_legacy_plan_of_a_shell_launcher_and_of_a_tfjob(tmp_path):
+    from migrate.launchers.legacy import LaunchError, plan
+
+    launcher = tmp_path / "run.sh"
+    launcher.write_text(_tf_config_launcher("sync_replicas.py"))
+    found = plan(launcher)
+    assert (found.program, found.ps, found.workers) == (tmp_path / "sync_replicas.py", 1, 2)
+    assert found.args == ("--learning_rate=0.05", "--batch_size=32")
+    flags = tmp_path / "flags.sh"
+    flags.write_text(SHELL.replace('"$@"', "--learning_rate=0.1"))
+    assert plan(flags).args == ("--learning_rate=0.1",) and plan(flags).workers == 2
+    job = tmp_path / "job.yaml"
+    job.write_text(TFJOB_V1)
+    tfjob = plan(job)
+    assert (tfjob.program.name, tfjob.ps, tfjob.workers, tfjob.args) == ("train.py", 1, 3, ("--steps=500",))
+    (tmp_path / "other.sh").write_text("#!/bin/sh\necho nothing to start\n")
+    with pytest.raises(LaunchError):
+        plan(tmp_path / "other.sh")
+
+
+def test_check_takes_the_topology_and_arguments_from_the_legacy_launcher(tmp_path):
+    """`tfmigrate check --launcher run.sh`: the script it starts, its two
+    workers and its arguments, and the equivalence verdict as for the script."""
+    pytest.importorskip("tensorflow")
+    from migrate.runtime import check
+
+    shutil.copy(ROOT / "legacy_reference" / "sync_replicas.py", tmp_path / "sync_replicas.py")
+    launcher = tmp_path / "run.sh"
+    launcher.write_text(_tf_config_launcher("sync_replicas.py"))
+    out = tmp_path / "out"
+    code = check.main(["--launcher", str(launcher), "--steps", "6", "--out", str(out), "--no-plot"])
+    report = json.loads((out / "report.json").read_text())
+    assert code == 0, report.get("reason")
+    assert report["workers"] == 2
+    assert report["launcher_args"] == ["--learning_rate=0.05", "--batch_size=32"]
+    assert report["comparison"]["steps_compared"] == 6

@@ -17,13 +17,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from migrate.launchers.manifests import Edit, LauncherError, Rewrite, rewrite_yaml
+from migrate.launchers.manifests import YAML_SUFFIXES, Edit, LauncherError, Rewrite, rewrite_yaml
 from migrate.launchers.shell import rewrite_shell
 from migrate.launchers.topology import Topology, of_program
 
 __all__ = ["Edit", "LauncherError", "Rewrite", "Topology", "find_launchers", "of_program", "rewrite_launcher"]
 
-YAML_SUFFIXES = (".yaml", ".yml")
 SHELL_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch", ".job", ".pbs")
 _SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache"}
 MAX_LAUNCHER_SIZE = 1_000_000

@@ -30,6 +30,8 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from migrate.launchers import commands
 from migrate.launchers.topology import Topology
 
+YAML_SUFFIXES = (".yaml", ".yml")
+
 
 class LauncherError(Exception):
     def __init__(self, message: str, line: int | None = None, column: int | None = None):
