@@ -95,10 +95,25 @@ def tidy(source: str, output: str, cell_marker: str | None = None, *,
 
 # --------------------------------------------------------------------------- bindings
 
+# ``list(ast.walk(tree))`` of the last trees walked: the stages below read
+# every node of the same tree several times a round (trees are only read)
+_WALKS: list[tuple[ast.AST, list[ast.AST]]] = []
+
+
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    for known, nodes in _WALKS:
+        if known is tree:
+            return nodes
+    nodes = list(ast.walk(tree))
+    _WALKS.insert(0, (tree, nodes))
+    del _WALKS[2:]
+    return nodes
+
+
 
 def _reads(tree: ast.AST) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
             names.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -123,7 +138,7 @@ def _is_program(tree: ast.Module) -> bool:
 def _dynamic(tree: ast.AST) -> bool:
     """Code that reads names by string (``globals()``, ``locals()``, ``vars()``, ``eval``, ``exec``)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-               and n.func.id in ("globals", "locals", "vars", "eval", "exec") for n in ast.walk(tree))
+               and n.func.id in ("globals", "locals", "vars", "eval", "exec") for n in _walk(tree))
 
 
 def _pure(value: ast.expr) -> bool:
@@ -145,7 +160,7 @@ def _pure(value: ast.expr) -> bool:
 
 
 def _bodies(tree: ast.AST) -> Iterable[tuple[ast.AST, list[ast.stmt]]]:
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         for field in ("body", "orelse", "finalbody"):
             body = getattr(node, field, None)
             if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
@@ -184,13 +199,13 @@ def _orphaned_lines(tree: ast.Module, code: str, read_before: set[str]) -> dict[
         return {}
     read_now = _reads(tree)
     # a name spelled as a string (`__all__`, getattr) may be read by it
-    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    strings = {n.value for n in _walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
     lines = code.splitlines()
     program = _is_program(tree)
     scopes = [(parent, body) for parent, body in _bodies(tree)
               if not isinstance(parent, ast.ClassDef) and (program or not isinstance(parent, ast.Module))]
     bindings: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         for name in _binds(node):
             bindings[name] = bindings.get(name, 0) + 1
     simple: dict[str, int] = {}  # bindings by statements this stage may remove
