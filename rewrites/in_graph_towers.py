@@ -8,11 +8,6 @@ cluster, no ps, no chief: this is *in-graph* replication, the opposite of the
 between-graph programs in this directory where every worker builds its own
 graph.
 
-Here two CPU devices stand in for two GPUs: ``ConfigProto(device_count=
-{"CPU": 2})`` makes the session expose ``/cpu:0`` and ``/cpu:1``, and the first
-step prints, from its run metadata, which devices executed each tower's ops
-(the tests assert that both were used).
-
     python in_graph_towers.py --num_towers=2 --steps=50
 
 The migration target is ``tf.distribute.MirroredStrategy``; note that its
@@ -182,9 +177,6 @@ def train():
     for step in range(FLAGS.steps):
         xs, ys = synthetic_batch(step, FLAGS.batch_size)
         run_metadata = tf.compat.v1.RunMetadata() if step == 0 else None
-        options = (
-            tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.SOFTWARE_TRACE) if step == 0 else None
-        )
         pending_steps.append(((xs, ys), (run_metadata, step)))
         if len(pending_steps) == steps_per_call:
             run_pending_steps()

@@ -16,6 +16,7 @@ import bisect
 import difflib
 import gc
 import itertools
+import os
 import re
 import sys
 import textwrap
@@ -38,6 +39,7 @@ from migrate.codemod.fastcst import (
     transform,
 )
 from migrate.codemod.orphans import tidy
+from migrate.codemod.program.project import reads as project_reads
 from migrate.codemod.tfnames import TFNames
 
 DOCS_BASE = "legacy_reference/"
@@ -89,6 +91,8 @@ class MigrationResult:
     output: str
     diagnostics: list[Diagnostic] = field(default_factory=list)
     rules_applied: list[str] = field(default_factory=list)
+    # the project modules (paths) the rules read to migrate this file: its program
+    project_files: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -603,7 +607,8 @@ def _migrate(
 
     rules = [r for r in selected_rules(select, ignore) if r.applies_to(source)]
     runs = _Runs(original, source, path, tree)
-    module, diagnostics, applied = runs.run(rules)
+    with project_reads() as read:
+        module, diagnostics, applied = runs.run(rules)
     output = runs.checked_code(module, applied)
     gated: list[Diagnostic] = []
     training_rules_ran = any(r.code in _TRAINING_RULES for r in rules)
@@ -676,7 +681,8 @@ def _migrate(
         d.code, d.line, d.column, _FOUND_WITH.sub("", d.message)) not in final or not _FOUND_WITH.search(d.message))
     output = output if output is source else output[0]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
-    return MigrationResult(source, output, _dedupe(diagnostics), applied)
+    own = os.path.abspath(path) if not path.startswith("<") else None
+    return MigrationResult(source, output, _dedupe(diagnostics), applied, sorted(p for p in read if p != own))
 
 
 class _Runs:
