@@ -1010,6 +1010,20 @@ def _tf1_training_left(output: ast.Module, source: ast.Module) -> str | None:
         for target in n.targets
         if isinstance(target, ast.Name)
     }
+    # a name the rules bound to TF2's server (`server = tf.distribute.Server(...)` in the
+    # serving branch) is that server: its target read by a log line is no TF1 training
+    servers -= {
+        target.id
+        for n in _ast_nodes(output)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Attribute)
+        and n.value.func.attr == "Server"
+        and isinstance(n.value.func.value, ast.Attribute)
+        and n.value.func.value.attr == "distribute"
+        for target in n.targets
+        if isinstance(target, ast.Name)
+    }
     found = [
         n
         for n in _ast_nodes(output)
