@@ -671,7 +671,7 @@ def _migrate(
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
     if output is not source:
-        tidied = tidy(source, output[0], cell_marker)
+        tidied = tidy(source, output[0], cell_marker, trees=(tree, output[1]))
         if tidied != output[0]:
             output = (tidied, ast.parse(tidied, filename=path))
         _compile_gate(output, runs, rules, applied, cell_marker)
