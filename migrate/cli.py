@@ -132,6 +132,7 @@ def _process_python(task: Task, raw: bytes) -> FileResult:
     from migrate.codemod import py2
     from migrate.codemod.engine import MigrationError, migrate_source
     from migrate.codemod.report import unified_diff
+    from migrate.launchers.topology import of_program
 
     files.check_not_binary(raw)
     if b"tensorflow" not in raw:
@@ -161,6 +162,7 @@ def _process_python(task: Task, raw: bytes) -> FileResult:
     if notes:
         diagnostics = [*notes, *py2.map_lines_back(text, converted, result.diagnostics)]
     fr = FileResult(task.path, "python", "unchanged", diagnostics)
+    fr.topology = of_program(Path(task.path), output) if output != text or "tf.distribute" in output else None
     if output != text:
         data = files.encode_source(output, decoded)
         fr.status = "changed"
@@ -369,6 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="report Python 2 files as errors instead of converting them first",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
+    parser.add_argument(
+        "--no-launchers",
+        action="store_true",
+        help="leave launch configurations (TFJob/Kubernetes/compose YAML, shell and Slurm scripts that start"
+        " a migrated program in the directories named) as they are",
+    )
     parser.add_argument("--version", action="version", version=f"tfmigrate {__version__}")
     return parser
 
@@ -463,8 +471,59 @@ def migrate_command(argv: list[str]) -> int:
                         error=ReportedError(f"cannot copy: {e.strerror or e}"),
                     )
                 )
+    if not args.no_launchers:
+        results += _migrate_launchers(paths, results, mode, target_of, out, max_size)
     results.sort(key=lambda r: r.path)
     return _report(results, mode, args.format)
+
+
+def _migrate_launchers(paths: list[Path], results: list[FileResult], mode: str, target_of, out: Path | None,
+                       max_size: int) -> list[FileResult]:
+    """The launch configurations under the directories named that start a
+    migrated program, rewritten to the topology it now needs (see
+    :mod:`migrate.launchers`)."""
+    from migrate import launchers
+    from migrate.codemod.engine import Diagnostic
+    from migrate.codemod.report import unified_diff
+
+    topologies = [r.topology for r in results if r.topology is not None]
+    if not topologies:
+        return []
+    skip_root = out.resolve() if out is not None else None
+    found = launchers.find_launchers([p for p in paths if p.is_dir()],
+                                     skip=lambda p: skip_root is not None and p.resolve() == skip_root)
+    launched: list[FileResult] = []
+    for path in found:
+        try:
+            raw = files.read_bytes(path, max_size=min(max_size, launchers.MAX_LAUNCHER_SIZE))
+            files.check_not_binary(raw)
+            decoded = files.decode_source(raw)
+            rewrite = launchers.rewrite_launcher(path, decoded.text, topologies)
+        except files.FileError as e:
+            launched.append(FileResult(str(path), "launcher", "error", error=ReportedError(e.message, e.line, e.column)))
+            continue
+        except launchers.LauncherError as e:
+            launched.append(FileResult(str(path), "launcher", "error",
+                                       error=ReportedError(f"{e}; file left unchanged", e.line, e.column)))
+            continue
+        if rewrite is None:
+            continue
+        result = FileResult(str(path), "launcher", "unchanged", [
+            Diagnostic(e.code, e.message, e.line, e.column, fixed=e.fixed,
+                       severity="info" if e.fixed else "warning") for e in rewrite.edits])
+        if rewrite.text != decoded.text:
+            result.status = "changed"
+            result.diff = unified_diff(decoded.text, rewrite.text, str(path))
+            if mode in ("write", "output"):
+                target = Path(target_of(path)) if mode == "output" else path
+                try:
+                    files.atomic_write(target, files.encode_source(rewrite.text, decoded), durable=mode == "write")
+                    result.written, result.output_path = True, str(target)
+                except OSError as e:
+                    result.status = "error"
+                    result.error = ReportedError(f"cannot write {target}: {e.strerror or e}; file left unchanged")
+        launched.append(result)
+    return launched
 
 
 def _pattern_origins(args: argparse.Namespace, cfg: config.Config) -> dict[str, str]:

@@ -6,18 +6,6 @@ how-to: every process runs this same file with its role on the command line::
     python async_ps.py --ps_hosts=127.0.0.1:2222 \
         --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --job_name=worker --task_index=0
 
-* ``ps`` tasks only host variables: they start a ``tf.train.Server`` and
-  ``server.join()`` forever (the launcher ends them once the workers are done).
-* each ``worker`` builds its OWN copy of the graph ("between-graph
-  replication"); ``replica_device_setter`` places the variables on the ps
-  job and the computation on the worker itself, so all copies share the same
-  variables through the ps.
-* worker 0 is the *chief*: it initializes the variables (and would write
-  checkpoints); the others wait until the variables exist on the ps.
-* updates are asynchronous: each worker reads the current weights, computes a
-  gradient and applies it on the ps whenever it is ready; no worker waits for
-  another, so two workers can compute from the same (stale) weights.
-
 Reproducibility: which worker trains which batch depends on thread timing, so
 a *ticket queue* on the ps hands out batch ids 0..N-1 exactly once each (the
 same idea as ``ClusterCoordinator`` closures in TF2). Losses are logged by
@@ -70,9 +58,6 @@ def log_loss(step, loss):
 
 
 def wait_for_cluster(hosts, timeout_secs=120):
-    """Block until each task's gRPC port accepts TCP. A session that touches
-    a task before its server listens gets UNAVAILABLE, and the errors cascade
-    into cancelled steps on the other workers."""
     deadline = time.time() + timeout_secs
     for host, port in (h.rsplit(":", 1) for h in hosts):
         while time.time() < deadline:

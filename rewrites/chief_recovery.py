@@ -8,25 +8,6 @@ training and starts it again with the same command line::
     python chief_recovery.py --ps_hosts=... --worker_hosts=... --job_name=worker \
         --task_index=0 --checkpoint_dir=/tmp/ckpt --steps=50
 
-What happens when the chief comes back:
-
-* The ps tasks did NOT die. They still hold every variable, including the
-  global step, at the values of the last update applied before the crash
-  (and, with several workers, the non-chiefs kept training them meanwhile).
-* The new chief process has a fresh graph and no idea what the ps holds or
-  whether the ps were restarted too (a restarted ps comes back EMPTY). In TF1
-  the chief's session manager therefore never trusts the ps: it restores the
-  latest checkpoint in ``checkpoint_dir`` (or, without one, runs the
-  initializers), overwriting what the ps hold. The checkpoint is the single
-  source of truth, and the global step jumps BACK to the checkpointed value.
-* Training continues from there: the steps between the last checkpoint and
-  the crash are trained again. With one worker they are retrained exactly as
-  before (same weights restored, same data for the same step), so the loss
-  log shows those steps twice with equal losses.
-* Non-chief workers are not restarted: their sessions only involve the ps
-  and themselves (``device_filters``), so the chief's absence does not stop
-  them, and they are not told about the rollback.
-
 Data: the batch of an update is chosen by the global step read just before it
 (as ``mnist_replica.py`` did); with a single worker that is exactly the step
 the update is applied at.
@@ -90,7 +71,6 @@ def record(step, loss):
 
 
 def await_ports(addresses):
-    """A server must listen before a session touches it (else UNAVAILABLE)."""
     for address in addresses:
         host, port = address.split(":")
         for _ in range(1200):

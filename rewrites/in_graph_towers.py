@@ -8,11 +8,6 @@ cluster, no ps, no chief: this is *in-graph* replication, the opposite of the
 between-graph programs in this directory where every worker builds its own
 graph.
 
-Here two CPU devices stand in for two GPUs: ``ConfigProto(device_count=
-{"CPU": 2})`` makes the session expose ``/cpu:0`` and ``/cpu:1``, and the first
-step prints, from its run metadata, which devices executed each tower's ops
-(the tests assert that both were used).
-
     python in_graph_towers.py --num_towers=2 --steps=50
 
 The migration target is ``tf.distribute.MirroredStrategy``; note that its

@@ -11,29 +11,6 @@ started the server, then made worker k (0-based, the chief being a separate
 task) sleep ``(k + 1) * 5`` s "since this usually helps model to converge
 faster" in async training; cluster schedulers that start pods at different
 times do it by accident. Here worker k waits ``k * --startup_delay_secs`` s.
-
-What happens with 1 ps + 2 workers and a short job (``--steps=50``):
-
-1. every task starts its ``tf.train.Server``; the chief (worker 0) creates
-   its session, initializes the variables, trains all 50 steps in well under
-   a second and exits. The job is "done";
-2. worker 1 wakes up and creates its MonitoredTrainingSession;
-3. its session config has NO ``device_filters``, so the session's master
-   must first reach EVERY task of the cluster spec: the ps, itself and
-   worker 0. Worker 0 is gone, so the session's first run (the session
-   manager's "are the variables initialized?" check, in ``_extend_graph``)
-   waits for worker 0 forever. Nothing ever times out; the stack dump of a
-   killed run shows worker 1 inside ``SessionManager.wait_for_session``.
-
-Had the chief still been alive but busy, the same worker could also lose 30 s
-per check in the session manager (``recovery_wait_secs`` default) while the
-chief initializes; and the ps's ``server.join()`` never returns, so a
-launcher that waits for every process never finishes either.
-
-The robust version (``async_ps.py``) sets ``device_filters=["/job:ps",
-"/job:worker/task:<k>"]`` (sessions then need only the ps and the worker
-itself), waits for the ports it needs, and gets a "chief ready" signal
-through a queue on the ps instead of polling.
 """
 
 import json

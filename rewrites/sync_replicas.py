@@ -1,42 +1,4 @@
-"""Synchronous parameter-server training with SyncReplicasOptimizer and a
-Supervisor (TF1, run on TF 2.21).
-
-The shape of the ``--sync_replicas`` path of TensorFlow's ``mnist_replica.py``,
-with the role read from ``TF_CONFIG`` by hand as cluster managers of the time
-(Cloud ML Engine, Kubeflow's TFJob) passed it::
-
-    TF_CONFIG='{"cluster": {"ps": ["127.0.0.1:2222"],
-                            "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]},
-                "task": {"type": "worker", "index": 1}}' python sync_replicas.py --steps=50
-
-How synchronous replication works here:
-
-* every worker computes a gradient on its own slice of the step's global batch
-  and pushes it into a per-variable *accumulator* on the ps, tagged with the
-  worker's local step; stale gradients (older step) are dropped;
-* the chief runs an extra *queue runner* thread: when ``replicas_to_aggregate``
-  gradients have arrived it applies their AVERAGE once, increments the global
-  step and puts one *token* per worker (carrying the new global step) into the
-  sync token queue;
-* a worker's ``train_op`` ends by taking a token, so no worker can start step
-  k+1 before the update of step k was applied: the workers move in lockstep.
-
-The naive version of this program misbehaves in several ways (see the table in
-README.md). Remedies applied below, each marked "REMEDY":
-
-1. ``num_tokens=0``: no spare tokens at start, otherwise the chief can fill
-   the accumulators alone and train every step by itself;
-2. each worker picks its data by the step the sync ``train_op`` returns;
-3. ``device_filters`` so sessions only need the ps and the worker itself;
-4. wait until every port of the cluster listens before opening sessions;
-5. a "chief ready" signal instead of the session manager's 30 s polling;
-6. a 1 s stop grace period (Supervisor's ``stop_grace_secs``, MonitoredTrainingSession's
-   ``stop_grace_period_secs``) and an end-of-run barrier, so the chief's
-   queue runner, blocked waiting for gradients that never come, does not hold
-   the chief for 120 s;
-7. the ps never exits by itself (``server.join()``): the launcher ends it.
-
-With 2 workers the per-step losses are bit-identical run to run.
+"""With 2 workers the per-step losses are bit-identical run to run.
 """
 
 import argparse
@@ -94,7 +56,6 @@ def append_loss(step, loss, task):
 
 
 def wait_for_ports(addresses, timeout=120.0):
-    """REMEDY 4: TCP-probe every task of the cluster before any session."""
     end = time.time() + timeout
     pending = list(addresses)
     while pending and time.time() < end:

@@ -607,6 +607,21 @@ def test_realistic_async_mts_script_unmodified(tmp_path, workers):
     assert report["mode"] == ("step" if workers == 1 else "statistical")
 
 
+@pytest.mark.slow
+def test_realistic_module_level_placeholders_unmodified(tmp_path):
+    """module_placeholders_async.py: the inputs are placeholders made at module
+    level, before the role branch, and read by the device-setter block; the
+    migration makes them step arguments. One worker trains bit for bit as the
+    legacy job did."""
+    code, report = run(
+        REALISTIC / "module_placeholders_async.py", None, tmp_path, "--workers", "1", "--steps", "12"
+    )
+    assert code == 0, report["reason"]
+    assert report["mode"] == "step"
+    assert report["comparison"]["steps_compared"] == 12
+    assert report["comparison"]["max_abs_diff"] == 0
+
+
 def test_realistic_helper_built_model_unmodified(tmp_path):
     """async_helper_variables.py: the model is built by helper functions that
     create plain tf.Variables (weight_variable()/inference(), the TF1 tutorial

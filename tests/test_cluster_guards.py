@@ -241,7 +241,8 @@ def test_a_strategy_is_not_built_next_to_a_helpers_server():
     result = migrate_source(SERVER_FROM_A_HELPER, path="lab.py")
     assert "Strategy" not in result.output and "ClusterCoordinator" not in result.output
     assert "TFM301" not in result.rules_applied
-    [reason] = [d for d in result.manual_work if d.code == "TFM301" and "built by a helper" in d.message]
+    [reason] = [d for d in result.manual_work if d.code == "TFM301" and "TF1 server built by" in d.message]
+    assert "built by `join_lab_cluster(...)` (imported from `lab_cluster`)" in reason.message
     lines = SERVER_FROM_A_HELPER.splitlines()
     assert lines[reason.line - 1][reason.column - 1 :].startswith("server, job, index = join_lab_cluster(")
     assert migrate_source(result.output, path="lab.py").output == result.output
@@ -256,7 +257,23 @@ def test_a_ps_branch_joining_a_server_built_here_is_not_this_gate():
     assert built_here != SERVER_FROM_A_HELPER
     result = migrate_source(built_here, path="lab.py")
     assert "TFM301" in result.rules_applied and "ParameterServerStrategy" in result.output
-    assert not [d for d in result.manual_work if "built by a helper" in d.message]
+    assert not [d for d in result.manual_work if "TF1 server built by" in d.message]
+
+
+def test_a_tensorflowonspark_server_names_the_driver_side_route():
+    """TensorFlowOnSpark's ``ctx.start_cluster_server``: the jobs come from the
+    Spark driver's TFCluster.run, the hint says how TF2 gets a chief there."""
+    tfos = SERVER_FROM_A_HELPER.replace(
+        "    cluster, server, job, index = join_lab_cluster(num_ps=1)\n",
+        "    job, index = ctx.job_name, ctx.task_index\n"
+        "    cluster, server = ctx.start_cluster_server(1, False)\n",
+    )
+    assert tfos != SERVER_FROM_A_HELPER
+    result = migrate_source(tfos, path="lab.py")
+    assert "Strategy" not in result.output
+    [reason] = [d for d in result.manual_work if d.code == "TFM301" and "TF1 server built by" in d.message]
+    assert "built by `ctx.start_cluster_server(...)`" in reason.message
+    assert "master_node='chief'" in reason.hint and "TFConfigClusterResolver()" in reason.hint
 
 
 def test_a_parameter_server_cluster_from_a_variable_is_reported_to_need_a_chief():

@@ -116,6 +116,28 @@ CHANGED = {
             model()
         """,
     ),
+    "a session configuration only the server read": (
+        """
+        import tensorflow as tf
+        config = tf.ConfigProto(log_device_placement=False)
+        server = tf.train.Server(cluster, job_name="worker", task_index=0, config=config)
+        with tf.device("/cpu:0"):
+            pass
+        """,
+        """
+        import tensorflow as tf
+        config = tf.compat.v1.ConfigProto(log_device_placement=False)
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster)
+        with tf.device("/cpu:0"):
+            pass
+        """,
+        """
+        import tensorflow as tf
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster)
+        with tf.device("/cpu:0"):
+            pass
+        """,
+    ),
     "an import only the old code read keeps its neighbours": (
         """
         from tensorflow.python.training.summary_io import SummaryWriterCache, summary_iterator
@@ -339,3 +361,39 @@ def test_engine_tidies_a_migrated_program():
     assert "device = " not in out
     assert "device setter" not in out and "MonitoredTrainingSession restores" not in out
     assert migrate_source(out, path="job.py").output == out
+
+
+def test_docstring_paragraphs_about_removed_machinery_go():
+    legacy = dedent(
+        '''
+        """Distributed training of a small regression model.
+
+        The chief's Supervisor initializes the variables; the other workers
+        wait for it in prepare_or_wait_for_session.
+
+        How the workers coordinate:
+
+        Each worker pushes its gradients into the SyncReplicasOptimizer's
+        accumulators on the ps.
+
+        Run one process per task.
+        """
+        import tensorflow as tf
+        opt = tf.train.SyncReplicasOptimizer(base, replicas_to_aggregate=2)
+        sv = tf.train.Supervisor(is_chief=True)
+
+
+        def step():
+            """One step of the Supervisor's session."""
+            return 1
+        '''
+    )
+    migrated = legacy.replace(
+        'opt = tf.train.SyncReplicasOptimizer(base, replicas_to_aggregate=2)\nsv = tf.train.Supervisor(is_chief=True)',
+        "strategy = tf.distribute.MultiWorkerMirroredStrategy()",
+    )
+    tidied = tidy(legacy, migrated)
+    assert tidied.startswith(
+        '"""Distributed training of a small regression model.\n\nRun one process per task.\n"""\n')
+    assert '"""One step' not in tidied and "def step():\n    return 1\n" in tidied
+    assert tidy(legacy, tidied) == tidied

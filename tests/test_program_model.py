@@ -352,7 +352,8 @@ def device_and_target(cluster, task):
         return None, ""
     server = tf.train.Server(cluster, job_name="worker", task_index=task)
     return tf.train.replica_device_setter(cluster=cluster), server.target
-''', "setter, target = device_and_target(cluster, task)", "and `None` on another path"),
+''', "setter, target = device_and_target(cluster, task)",
+     "and `None` on another path: single-machine and distributed modes chosen at run time"),
 ])
 def test_other_device_functions_traced_to_a_setter_are_reported_where_they_are(header, setter_lines, reason):
     source = _setter_program(setter_lines, "setter", header=header)

@@ -395,6 +395,26 @@ def test_graph_values_published_as_globals_are_named_on_the_global_statement():
     assert reason.line == line_of(source, "global x")
 
 
+def test_the_functions_reading_published_globals_are_named():
+    source = UNMIGRATED_USE.replace(
+        "        x = tf.placeholder(tf.float32, [None, 4])\n",
+        "        global x\n        x = tf.placeholder(tf.float32, [None, 4])\n")
+    source = source.replace("export_graph(sess.graph.as_graph_def())", "pass") + """
+
+def probe(session, value):
+    return session.run(x, feed_dict={x: value})
+
+
+def scale(x):
+    return x * 2
+"""
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    # `scale` has an `x` of its own: only `probe` reads the published one
+    assert "publishes `x` as module globals (`global`) for `probe()`, which runs them" in reason.message
+
+
 DONE_SIGNALS = """
 import tensorflow.compat.v1 as tf
 
@@ -495,14 +515,450 @@ def test_eval_naming_its_session_is_a_run_of_it():
     assert "compute_loss(batch())" in result.output and ".eval(" not in result.output
 
 
-def test_a_placeholder_made_before_the_block_declines_it_where_it_is_fed():
-    source = SYNC_CHOICE.replace(
-        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
-        "        x = tf.placeholder(tf.float32, [None, 4])\n",
-        "    x = tf.placeholder(tf.float32, [None, 4])\n"
-        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n")
+PLACEHOLDER_BEFORE = SYNC_CHOICE.replace(
+    "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
+    "        x = tf.placeholder(tf.float32, [None, 4])\n",
+    "    # one input, fed at each step\n"
+    "    x = tf.placeholder(tf.float32, [None, 4])\n"
+    "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n")
+
+
+def test_a_placeholder_made_before_the_block_in_its_function_is_a_step_argument():
+    result = migrate(PLACEHOLDER_BEFORE)
+    assert not manual(result)
+    out = lines(result.output)
+    assert "placeholder(" not in result.output
+    assert any(line.startswith("def train_step(x):") for line in out)
+    assert "run_train_step(batch())" in out
+    # its comment is kept, over what follows
+    assert out[out.index("# one input, fed at each step") + 1].startswith("strategy = ")
+
+
+def test_a_placeholder_made_before_the_block_and_read_elsewhere_declines_it_where_it_is_fed():
+    # the function also hands the placeholder out: it cannot become a step argument only
+    source = PLACEHOLDER_BEFORE + "    return x\n"
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert reason.line == line_of(source, "return x")
+    assert "it uses the placeholder(s) `x` of the training graph as TF1 graph value(s)" in reason.message
+
+
+def test_a_placeholder_made_before_the_block_and_read_by_another_function_declines_it_where_it_is_fed():
+    source = PLACEHOLDER_BEFORE.replace("    x = tf.placeholder(tf.float32, [None, 4])\n",
+                                        "    x = tf.placeholder(tf.float32, [None, 4])\n"
+                                        "    report = lambda: print(x.name)\n")
     result = migrate(source)
     assert result.output == dedent(source)
     reasons = [d for d in manual(result) if "`x` is fed to the session but is not a placeholder" in d.message]
     assert [d.line for d in reasons] == [line_of(source, "sess.run(train_op, feed_dict={x: batch()})")]
     assert "it is made by `x = tf.placeholder(tf.float32, [None, 4])`" in reasons[0].message
+
+
+def test_a_placeholder_made_before_the_block_from_a_name_rebound_in_between_is_not_moved():
+    # `width` means another thing where the block starts: the placeholder cannot be made there
+    source = PLACEHOLDER_BEFORE.replace(
+        "    x = tf.placeholder(tf.float32, [None, 4])\n",
+        "    width = 4\n    x = tf.placeholder(tf.float32, [None, width])\n    width = 8\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`x` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+MODULE_PLACEHOLDERS = """
+import tensorflow.compat.v1 as tf
+
+FLAGS = tf.app.flags.FLAGS
+cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})
+server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+# training data
+
+# the inputs come first, for every task
+features = tf.placeholder(tf.float32, [None, 3])
+targets = tf.placeholder(tf.float32, [None, 1])
+
+if FLAGS.job_name == "ps":
+    server.join()
+elif FLAGS.job_name == "worker":
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        w = tf.Variable(tf.zeros([3, 1]))
+        residual = tf.matmul(features, w) - targets
+        loss = tf.reduce_mean(tf.square(residual))
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=50)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=FLAGS.task_index == 0,
+                                           hooks=hooks) as sess:
+        while not sess.should_stop():
+            xs, ys = next_batch()
+            _, value = sess.run([train_op, loss], feed_dict={features: xs, targets: ys})
+            print("loss", value)
+"""
+# a script at module level: its cluster is migrated with its training
+CLUSTER_RULES = ("TFM201", "TFM202", "TFM301")
+
+
+def test_placeholders_made_at_module_level_before_the_block_are_step_arguments():
+    result = migrate(MODULE_PLACEHOLDERS, select=CLUSTER_RULES)
+    assert not manual(result)
+    out = lines(result.output)
+    assert "placeholder(" not in result.output
+    assert any(line.startswith("def train_step(features, targets):") for line in out)
+    # the comments over the inputs are kept, over what follows
+    assert out[out.index("# the inputs come first, for every task") + 1].startswith("if FLAGS.job_name")
+    assert "# training data" in out
+
+
+def test_a_module_placeholder_another_function_reads_stays_and_the_training_is_declined():
+    source = MODULE_PLACEHOLDERS + """
+
+def predict(session, xs):
+    return session.run(targets, feed_dict={features: xs})
+"""
+    result = migrate(source, select=CLUSTER_RULES)
+    assert result.output == dedent(source)
+    reasons = [d for d in manual(result) if "is fed to the session but is not a placeholder" in d.message]
+    assert {d.line for d in reasons} == {line_of(source, "_, value = sess.run([train_op, loss]")}
+
+
+def test_a_function_with_a_parameter_of_the_same_name_does_not_keep_a_module_placeholder():
+    # `features` of `scale` is its own parameter, not the module's placeholder
+    source = MODULE_PLACEHOLDERS.replace("# the inputs come first", "def scale(features):\n"
+                                         "    return features * 2.0\n\n\n# the inputs come first")
+    result = migrate(source, select=CLUSTER_RULES)
+    assert not manual(result)
+    assert "placeholder(" not in result.output
+    assert "def scale(features):" in result.output
+
+
+UNFED_EVAL = """
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, is_chief, test_x, test_y):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 4])
+        y = tf.placeholder(tf.float32, [None, 2])
+        keep = tf.placeholder(tf.float32)
+        w = tf.Variable(tf.zeros([4, 2]))
+        logits = tf.nn.dropout(tf.matmul(x, w), keep)
+        loss = tf.reduce_mean(tf.nn.softmax_cross_entropy_with_logits(labels=y, logits=logits))
+        hits = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), tf.argmax(y, 1)), tf.float32))
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=40)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks) as sess:
+        while not sess.should_stop():
+            xs, ys = batch()
+            sess.run(train_op, feed_dict={x: xs, y: ys, keep: 0.5})
+        if not is_chief:
+            # the dropout knob is forgotten here
+            print("hits: %f" % sess.run(hits, feed_dict={x: test_x, y: test_y}))
+"""
+
+
+def test_a_run_that_leaves_a_placeholder_unfed_raises_the_error_tf1_raised():
+    result = migrate(UNFED_EVAL)
+    assert not manual(result)
+    out = lines(result.output)
+    # the statement becomes the error TF1 raised there; nothing computes `hits` for it
+    raised = out.index('raise tf.errors.InvalidArgumentError(None, None, "no value for keep, which hits needs")')
+    assert out[raised - 1] == "# the dropout knob is forgotten here"
+    assert "compute_hits" not in result.output and "sess.run" not in result.output
+    [said] = [d for d in result.diagnostics if d.code == "TFM301" and "feeds no `keep`" in d.message]
+    assert said.line == line_of(UNFED_EVAL, 'print("hits: %f" % sess.run(hits')
+    assert "TF1 raised InvalidArgumentError here" in said.message
+
+
+def test_the_raise_tf1_raised_is_exact_in_tf2():
+    # the migrated statement raises what the TF1 session run raised, and only there
+    import pytest
+
+    tf = pytest.importorskip("tensorflow")
+    out = migrate(UNFED_EVAL).output
+    statement = next(line.strip() for line in out.splitlines() if "InvalidArgumentError" in line)
+    raised = ast.parse(statement).body[0]
+    assert isinstance(raised, ast.Raise) and ast.unparse(raised.exc.func) == "tf.errors.InvalidArgumentError"
+    # the arguments it is written with build the error TF2 code catches as TF1's
+    error = tf.errors.InvalidArgumentError(*(ast.literal_eval(a) for a in raised.exc.args))
+    assert str(error) == "no value for keep, which hits needs"
+    legacy = tf.Graph()
+    with legacy.as_default():
+        keep = tf.compat.v1.placeholder(tf.float32)
+        value = keep * 2.0
+        with tf.compat.v1.Session() as session, pytest.raises(tf.errors.InvalidArgumentError):
+            session.run(value)
+
+
+def test_an_unfed_run_followed_by_more_code_is_left_and_reported():
+    # code after the raise would never run: the rule does not write it, it says why
+    source = UNFED_EVAL.replace('            print("hits: %f" % sess.run(hits, feed_dict={x: test_x, y: test_y}))\n',
+                                '            print("hits: %f" % sess.run(hits, feed_dict={x: test_x, y: test_y}))\n'
+                                '            print("evaluated")\n')
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`keep` not fed: TF1 raised an error here too" in d.message for d in manual(result))
+
+
+def test_an_unfed_run_after_a_call_with_effects_is_left_and_reported():
+    # `record(...)` runs before the session run raised: the statement cannot become the raise alone
+    source = UNFED_EVAL.replace('print("hits: %f" % sess.run(hits, feed_dict={x: test_x, y: test_y}))',
+                                'record(log(), sess.run(hits, feed_dict={x: test_x, y: test_y}))')
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`keep` not fed: TF1 raised an error here too" in d.message for d in manual(result))
+
+
+def test_a_serving_export_of_the_session_graph_is_said_to_be_one():
+    source = UNMIGRATED_USE.replace(
+        "import tensorflow.compat.v1 as tf\n",
+        "import tensorflow.compat.v1 as tf\nfrom tensorflow.contrib.session_bundle import exporter\n").replace(
+        "        export_graph(sess.graph.as_graph_def())\n",
+        "        bundle = exporter.Exporter(saver)\n"
+        "        bundle.init(sess.graph.as_graph_def())\n").replace(
+        "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)\n",
+        "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)\n"
+        "        saver = tf.train.Saver(sharded=True)\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    reasons = [d for d in manual(result) if "it exports the trained TF1 graph for serving" in d.message]
+    assert [d.line for d in reasons] == [line_of(source, "bundle = exporter.Exporter(saver)")]
+    assert "`exporter.Exporter(...)`" in reasons[0].message and "tf.saved_model.save" in reasons[0].hint
+
+
+ABSENT_MODEL = """
+import tensorflow.compat.v1 as tf
+from nets.small_cnn import build_network
+
+
+def train(cluster, server, is_chief, batches):
+    setter = tf.train.replica_device_setter(cluster=cluster)
+    with tf.device(setter):
+        # the network module makes its own inputs and hands them back
+        images, labels, loss = build_network([28, 28, 1], 32)
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.AdamOptimizer(1e-3).minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=100)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks) as sess:
+        while not sess.should_stop():
+            for xs, ys in batches:
+                sess.run(train_op, feed_dict={images: xs, labels: ys})
+"""
+
+
+def test_inputs_made_by_a_module_not_in_the_project_are_said_to_come_from_it():
+    result = migrate(ABSENT_MODEL)
+    assert result.output == dedent(ABSENT_MODEL)
+    reasons = [d for d in manual(result) if "is fed to the session but is not a placeholder" in d.message]
+    assert {d.message.split("`")[1] for d in reasons} == {"images", "labels"}
+    for reason in reasons:
+        assert reason.line == line_of(ABSENT_MODEL, "sess.run(train_op, feed_dict={images: xs, labels: ys})")
+        assert "a function of `nets.small_cnn`, which is not in this project" in reason.message
+        assert "run tfmigrate on a directory holding it with this file" in reason.hint
+
+
+def test_a_placeholder_a_helper_makes_in_a_name_scope_becomes_its_parameter():
+    source = HELPER_PLACEHOLDER.replace(
+        "    # the network makes its own dropout knob and hands it back\n"
+        "    keep = tf.placeholder(tf.float32)\n"
+        "    dropped = tf.nn.dropout(hidden, keep)\n",
+        "    with tf.name_scope(\"dropout\"):\n"
+        "        # the network makes its own dropout knob and hands it back\n"
+        "        keep = tf.placeholder(tf.float32)\n"
+        "        dropped = tf.nn.dropout(hidden, keep)\n")
+    result = migrate(source)
+    assert not manual(result)
+    out = lines(result.output)
+    assert "def network(images, keep):" in out and "placeholder(" not in result.output
+    # the name scope keeps the rest of its statements, the comment over what follows
+    scope = out.index('with tf.name_scope("dropout"):')
+    assert out[scope + 1:scope + 3] == ["# the network makes its own dropout knob and hands it back",
+                                        "dropped = tf.nn.dropout(hidden, keep)"]
+    assert any(line.startswith("def train_step(images, labels, keep_prob):") for line in out)
+
+
+def test_a_helper_whose_name_scope_holds_only_the_placeholder_keeps_it():
+    # the scope would be left empty: nothing is moved, the feed is declined where it is
+    source = HELPER_PLACEHOLDER.replace(
+        "    keep = tf.placeholder(tf.float32)\n",
+        "    with tf.name_scope(\"dropout\"):\n        keep = tf.placeholder(tf.float32)\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`keep_prob` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+def test_sync_plumbing_chosen_by_an_if_inside_the_block_goes_with_the_session():
+    # a training function inlined into the block (TFM300) brings its sync plumbing with it
+    source = SYNC_CHOICE.replace(
+        "        init_op = tf.global_variables_initializer()\n"
+        "    # each task picks its own initialization of the sync machinery\n"
+        "    if is_chief:\n"
+        "        local_init = averaging.chief_init_op\n"
+        "    else:\n"
+        "        local_init = averaging.local_step_init_op\n",
+        "        # each task picks its own initialization of the sync machinery\n"
+        "        if is_chief:\n"
+        "            local_init = averaging.chief_init_op\n"
+        "        else:\n"
+        "            local_init = averaging.local_step_init_op\n"
+        "        init_op = tf.global_variables_initializer()\n")
+    assert "        if is_chief:\n            local_init" in source
+    result = migrate(source)
+    assert not manual(result)
+    assert "MultiWorkerMirroredStrategy" in result.output
+    assert "local_init" not in result.output and "averaging" not in result.output
+
+
+PLACEHOLDER_MAKER = """
+import tensorflow.compat.v1 as tf
+
+WIDTH = 4
+
+
+def input_placeholders(batch_size):
+    \"\"\"The inputs of one batch.\"\"\"
+    images = tf.placeholder(tf.float32, shape=(batch_size, WIDTH), name="images")
+    labels = tf.placeholder(tf.float32, shape=(batch_size, 1))
+    return images, labels
+
+
+def train(cluster, server, is_chief, batch):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        xs_in, ys_in = input_placeholders(batch)
+        w = tf.Variable(tf.zeros([WIDTH, 1]), name="w")
+        loss = tf.reduce_mean(tf.square(tf.matmul(xs_in, w) - ys_in))
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+    hooks = [tf.train.StopAtStepHook(last_step=100)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, hooks=hooks) as sess:
+        while not sess.should_stop():
+            xs, ys = next_batch()
+            sess.run(train_op, feed_dict={xs_in: xs, ys_in: ys})
+"""
+
+
+def test_a_function_making_only_placeholders_is_inlined_and_its_placeholders_are_step_arguments():
+    result = migrate(PLACEHOLDER_MAKER)
+    assert not manual(result)
+    out = lines(result.output)
+    assert any(line.startswith("def train_step(xs_in, ys_in):") for line in out)
+    # nothing calls it any more: it goes, with the placeholders TF2 cannot run
+    assert "def input_placeholders(batch_size):" not in out and "placeholder(" not in result.output
+
+
+def test_a_placeholder_maker_called_elsewhere_too_stays_for_those_callers():
+    source = PLACEHOLDER_MAKER + """
+
+def export_inputs():
+    return input_placeholders(1)
+"""
+    result = migrate(source)
+    assert not manual(result)
+    assert "def input_placeholders(batch_size):" in result.output
+    assert any(line.startswith("def train_step(xs_in, ys_in):") for line in lines(result.output))
+
+
+def test_a_placeholder_maker_reading_a_name_the_training_function_shadows_is_not_inlined():
+    # `WIDTH` of the helper is the module's; in `train` it would be the parameter
+    source = PLACEHOLDER_MAKER.replace("def train(cluster, server, is_chief, batch):",
+                                       "def train(cluster, server, is_chief, batch, WIDTH=8):")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`xs_in` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+def test_a_placeholder_maker_called_with_an_argument_that_calls_is_not_inlined():
+    # the argument would be evaluated once per placeholder instead of once
+    source = PLACEHOLDER_MAKER.replace("input_placeholders(batch)", "input_placeholders(batch_size())")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`xs_in` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+def test_a_function_that_does_more_than_make_placeholders_is_not_inlined():
+    source = PLACEHOLDER_MAKER.replace("    return images, labels\n",
+                                       "    tf.add_to_collection(\"inputs\", images)\n    return images, labels\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("`xs_in` is fed to the session but is not a placeholder" in d.message for d in manual(result))
+
+
+def test_a_placeholder_maker_called_before_the_block_is_made_in_it():
+    source = PLACEHOLDER_MAKER.replace(
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
+        "        xs_in, ys_in = input_placeholders(batch)\n",
+        "    xs_in, ys_in = input_placeholders(batch)\n"
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n")
+    result = migrate(source)
+    assert not manual(result)
+    assert any(line.startswith("def train_step(xs_in, ys_in):") for line in lines(result.output))
+    assert "input_placeholders" not in result.output and "placeholder(" not in result.output
+
+
+def test_a_placeholder_maker_called_before_the_block_with_its_inputs_read_after_is_declined():
+    # the inputs are also handed out after the training: they are no step argument only
+    source = PLACEHOLDER_MAKER.replace(
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n"
+        "        xs_in, ys_in = input_placeholders(batch)\n",
+        "    xs_in, ys_in = input_placeholders(batch)\n"
+        "    with tf.device(tf.train.replica_device_setter(cluster=cluster)):\n") + "    return xs_in\n"
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert manual(result)
+
+
+def test_a_saver_used_by_hand_is_said_to_be_one():
+    source = UNMIGRATED_USE.replace(
+        "        export_graph(sess.graph.as_graph_def())\n",
+        "        saver.save(sess, \"/tmp/model\", global_step=step)\n").replace(
+        "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)\n",
+        "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)\n"
+        "        saver = tf.train.Saver()\n")
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert reason.line == line_of(source, "saver.save(sess")
+    assert reason.message.startswith("training not migrated: it saves a TF1 checkpoint by hand (`saver.save(...)`)")
+
+
+FUNCTION_PLACEHOLDERS = """
+import tensorflow.compat.v1 as tf
+
+FLAGS = tf.app.flags.FLAGS
+
+
+def main(_):
+    cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
+    server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    readings = tf.placeholder(tf.float32, [None, 3])
+    expected = tf.placeholder(tf.float32, [None, 1])
+    if FLAGS.job_name == "ps":
+        server.join()
+    elif FLAGS.job_name == "worker":
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            w = tf.Variable(tf.zeros([3, 1]))
+            loss = tf.reduce_mean(tf.square(tf.matmul(readings, w) - expected))
+            step = tf.train.get_or_create_global_step()
+            train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=step)
+        hooks = [tf.train.StopAtStepHook(last_step=100)]
+        with tf.train.MonitoredTrainingSession(master=server.target, is_chief=FLAGS.task_index == 0,
+                                               hooks=hooks) as sess:
+            while not sess.should_stop():
+                xs, ys = batch()
+                sess.run(train_op, feed_dict={readings: xs, expected: ys})
+"""
+
+
+def test_placeholders_made_at_the_top_of_the_function_before_the_role_branch_are_step_arguments():
+    result = migrate(FUNCTION_PLACEHOLDERS, select=CLUSTER_RULES)
+    assert not manual(result)
+    assert "placeholder(" not in result.output
+    assert any(line.startswith("def train_step(readings, expected):") for line in lines(result.output))
+
+
+def test_a_function_level_placeholder_also_read_in_another_branch_is_declined():
+    source = FUNCTION_PLACEHOLDERS.replace("        server.join()\n",
+                                           "        print(readings.name)\n        server.join()\n")
+    result = migrate(source, select=CLUSTER_RULES)
+    assert result.output == dedent(source)
+    assert any("`readings` is fed to the session but is not a placeholder" in d.message for d in manual(result))

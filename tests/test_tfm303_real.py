@@ -17,6 +17,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from migrate.codemod.engine import migrate_source
@@ -698,17 +699,77 @@ def test_towers_reading_one_iterator_batch_train_like_the_legacy_program(tmp_pat
     assert after == before
 
 
-def test_an_iterator_batch_returned_through_names_is_declined_at_the_helper_call():
+# The helper binds the batch to names before returning them, through a named
+# iterator, and parses records with a function of its own.
+NAMED_BATCH = SHARED_DATASET.replace(
+    "    dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(8)\n"
+    "    return dataset.make_one_shot_iterator().get_next()\n",
+    "    def scaled(features, target):\n"
+    "        return features * 2.0, target * 2.0\n"
+    "\n"
+    "    dataset = tf.data.Dataset.from_tensor_slices((x, y)).map(scaled).repeat().batch(8)\n"
+    "    iterator = dataset.make_one_shot_iterator()\n"
+    "    features, targets = iterator.get_next()\n"
+    "    return features, targets\n")
+
+
+def test_an_iterator_batch_returned_through_names_becomes_the_helpers_dataset():
+    assert "iterator.get_next()" in NAMED_BATCH and "def scaled" in NAMED_BATCH
+    result = _migrate(NAMED_BATCH, select=None)
+    assert result.manual_work == []
+    out = result.output
+    helper = out[out.index("def batches():"):out.index("def regression")]
+    assert "make_one_shot_iterator" not in helper and "get_next" not in helper
+    assert helper.rstrip().endswith("return dataset")
+    assert "        return features * 2.0, target * 2.0\n" in helper  # the parser's own return is kept
+    assert "= iter(batches())" in out
+    assert "strategy.run(train_step_replica, args=(x, y))" in out
+
+
+def test_an_iterator_batch_returned_through_names_trains_like_the_legacy_program(tmp_path):
+    result = _migrate(NAMED_BATCH, select=None)
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(NAMED_BATCH)
+    migrated.write_text(result.output)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 6
+    assert after == before
+
+
+def test_a_regularizer_made_before_the_towers_is_made_once_with_the_model_state():
+    """`tf.contrib.layers.l2_regularizer(scale)` returns a function, no op:
+    every replica calls it as every tower did."""
     code = SHARED_DATASET.replace(
-        "    return dataset.make_one_shot_iterator().get_next()\n",
-        "    features, targets = dataset.make_one_shot_iterator().get_next()\n    return features, targets\n")
-    assert code != SHARED_DATASET
+        "def regression(features):\n", "def regression(features, penalty):\n").replace(
+        "    return tf.matmul(features, w)\n", "    return tf.matmul(features, w) + penalty(w)\n").replace(
+        "        x, y = batches()\n", "        x, y = batches()\n        decay = tf.contrib.layers.l2_regularizer(0.01)\n").replace(
+        "regression(x) - y", "regression(x, decay) - y")
+    assert "regression(x, decay) - y" in code and "penalty(w)" in code
+    result = _migrate(code)
+    assert [d for d in result.manual_work if d.code == "TFM303"] == []
+    out = result.output
+    scope = out[out.index("with strategy.scope():"):out.index("def train_step(")]
+    assert "decay = tf.contrib.layers.l2_regularizer(0.01)" in scope
+    assert scope.index("decay = ") < scope.index("make_template")
+    assert "cost = tf.reduce_mean(tf.square(regression(x, decay) - y))" in out
+
+
+@pytest.mark.parametrize("change", [
+    # the batch is also read inside the helper: not only handed to the caller
+    ("    return features, targets\n", "    print(features)\n    return features, targets\n"),
+    # the names come back in another order than get_next() bound them
+    ("    return features, targets\n", "    return targets, features\n"),
+    # the dataset is rebound after the iterator is made: the return would read another one
+    ("    return features, targets\n", "    dataset = dataset.take(2)\n    return features, targets\n"),
+])
+def test_a_helper_returning_more_than_its_iterators_batch_is_declined_at_the_call(change):
+    code = NAMED_BATCH.replace(*change)
+    assert code != NAMED_BATCH
     result = _migrate(code)
     assert result.output == code
     found = [d for d in result.diagnostics if d.code == "TFM303"]
     assert [d.line for d in found] == [_line_of(code, "x, y = batches()")]
     assert "`batches()` does not return as" in found[0].message
-    assert "make `batches()` return `dataset.make_one_shot_iterator().get_next()` itself" in found[0].hint
 
 
 # The cifar10 shape: an ExponentialMovingAverage of the trainable variables
@@ -799,6 +860,65 @@ def test_moving_averages_follow_the_variables_as_a_tf1_update_then_average_would
     assert after == before
 
 
+# The inception/caicloud shape: the averaged list named first, with the
+# MOVING_AVERAGE_VARIABLES collection (empty: the model has no batch norm).
+NAMED_AVERAGE_LIST = MOVING_AVERAGES.replace(
+    "        averages_op = averages.apply(tf.trainable_variables())\n",
+    "        averaged = (tf.trainable_variables() +\n"
+    "                    tf.moving_average_variables())\n"
+    "        averages_op = averages.apply(averaged)\n")
+
+
+def test_a_named_list_with_the_empty_moving_average_collection_is_averaged_like_the_trainable_variables():
+    assert "tf.moving_average_variables()" in NAMED_AVERAGE_LIST
+    result = _migrate(NAMED_AVERAGE_LIST, select=None)
+    assert result.manual_work == []
+    out = result.output
+    assert "moving_average_variables" not in out and "averaged =" not in out
+    replica = out[out.index("def train_step_replica"):out.index("def train_step_slice")]
+    assert replica.index("sgd.apply_gradients(") < replica.index("averages.apply(trainable_variables)")
+
+
+def test_a_named_average_list_trains_and_averages_like_the_legacy_program(tmp_path):
+    """Against the TF1 program ordering the average after the update, the
+    losses and the final averages are the same (see above)."""
+    ordered = NAMED_AVERAGE_LIST.replace(
+        "        averages_op = averages.apply(averaged)\n",
+        "        with tf.control_dependencies([update]):\n            averages_op = averages.apply(averaged)\n")
+    ordered = ordered.replace('                print("train", n, c)\n', '                print("train", n, c)\n'
+                              '            print("first", sess.run(averages.average(tf.trainable_variables()[0]))'
+                              '.ravel().tolist())\n')
+    migrated_code = _migrate(NAMED_AVERAGE_LIST, select=None).output
+    end = migrated_code.rindex("    run_pending_steps()\n") + len("    run_pending_steps()\n")
+    observe = '    print("first", averages.average(trainable_variables[0]).numpy().ravel().tolist())\n'
+    migrated_code = migrated_code[:end] + observe + migrated_code[end:]
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(ordered)
+    migrated.write_text(migrated_code)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 7 and before[-1].startswith("first [")
+    assert after == before
+
+
+@pytest.mark.parametrize("model, reason", [
+    # a contrib batch norm added its moving mean and variance to the collection
+    ("    w = tf.contrib.layers.batch_norm(w)\n", "`batch_norm` (a contrib/slim batch norm"),
+    # a module not in the project built the model: what it added is unknown
+    ("    w = net_layers.dense(w)\n", "`dense()` of `net_layers`, which is not in this project"),
+])
+def test_averaging_a_moving_average_collection_the_model_may_fill_is_declined(model, reason):
+    code = NAMED_AVERAGE_LIST.replace(
+        "    return tf.matmul(features, w)\n", model + "    return tf.matmul(features, w)\n").replace(
+        "import numpy as np\n", "import numpy as np\nimport net_layers\n")
+    assert model in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert [d.line for d in found] == [_line_of(code, "averaged = (tf.trainable_variables() +")]
+    assert "averages `tf.moving_average_variables()`" in found[0].message
+    assert reason in found[0].message
+
+
 def test_splits_assigned_together_are_the_replicas_slices():
     code = MOVING_AVERAGES.replace(
         "        input_parts = tf.split(inputs, TOWERS)\n        target_parts = tf.split(targets, TOWERS)\n",
@@ -809,3 +929,250 @@ def test_splits_assigned_together_are_the_replicas_slices():
     assert "tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync))," in result.output
     assert "for value in (inputs, targets))" in result.output
     assert "input_parts" not in result.output
+
+
+# The cifar10/caicloud shape: each tower adds its terms to a collection as it
+# is built and sums the entries named under its own name scope.
+SCOPED_COLLECTION = '''\
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+TOWERS = 2
+
+
+def regression(features):
+    w = tf.get_variable("w", [3, 1], initializer=tf.glorot_uniform_initializer(seed=7))
+    tf.add_to_collection("costs", 0.01 * tf.nn.l2_loss(w))
+    return tf.matmul(features, w)
+
+
+def tower_cost(scope, features, targets):
+    error = tf.reduce_mean(tf.square(regression(features) - targets))
+    tf.add_to_collection("costs", error)
+    return tf.add_n(tf.get_collection("costs", scope), name="total")
+
+
+def average_gradients(per_tower):
+    return [(tf.reduce_mean(tf.stack([g for g, _ in pairs]), 0), pairs[0][1]) for pairs in zip(*per_tower)]
+
+
+def main():
+    rng = np.random.RandomState(2)
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        inputs = tf.placeholder(tf.float32, [None, 3])
+        targets = tf.placeholder(tf.float32, [None, 1])
+        input_parts = tf.split(inputs, TOWERS)
+        target_parts = tf.split(targets, TOWERS)
+        sgd = tf.train.GradientDescentOptimizer(0.1)
+        per_tower = []
+        with tf.variable_scope(tf.get_variable_scope()):
+            for t in range(TOWERS):
+                with tf.device("/cpu:%d" % t):
+                    with tf.name_scope("tower_%d" % t) as scope:
+                        cost = tower_cost(scope, input_parts[t], target_parts[t])
+                        tf.get_variable_scope().reuse_variables()
+                        per_tower.append(sgd.compute_gradients(cost))
+        train_op = sgd.apply_gradients(average_gradients(per_tower))
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": TOWERS})) as sess:
+            sess.run(tf.global_variables_initializer())
+            for n in range(6):
+                x = rng.normal(size=(8, 3))
+                y = x.sum(axis=1, keepdims=True)
+                _, c = sess.run([train_op, cost], {inputs: x, targets: y})
+                print("train", n, c)
+
+
+main()
+'''
+
+
+def test_a_tower_summing_the_collection_entries_of_its_scope_becomes_a_replica_with_a_scope_of_its_own():
+    result = _migrate(SCOPED_COLLECTION, select=None)
+    assert result.manual_work == []
+    out = result.output
+    model = out[out.index("    def model_fn("):out.index("    with strategy.scope():")]
+    assert 'with tf.compat.v1.name_scope("tower") as scope:' in model
+    assert "cost = tower_cost(scope, inputs, targets)" in model
+    # collections hold graph tensors: the variables are built by a traced call
+    assert "tf.function(model)(tf.zeros([1, 3], tf.float32), tf.zeros([1, 1], tf.float32))" in out
+
+
+def test_a_tower_summing_the_collection_entries_of_its_scope_trains_like_the_legacy_program(tmp_path):
+    result = _migrate(SCOPED_COLLECTION, select=None)
+    legacy, migrated = tmp_path / "legacy.py", tmp_path / "migrated.py"
+    legacy.write_text(SCOPED_COLLECTION)
+    migrated.write_text(result.output)
+    before, after = _run(legacy), _run(migrated)
+    assert len(before) == 6
+    assert after == before
+
+
+@pytest.mark.parametrize("change, reason", [
+    # the scope name is also a summary's name: no replica has that name
+    (("    return tf.add_n(", "    tf.summary.scalar(scope + \"error\", error)\n    return tf.add_n("),
+     "is read as a value"),
+    # REGULARIZATION_LOSSES: filled when a variable is made, under the first tower's scope only
+    (('tf.get_collection("costs", scope)', "tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES, scope)"),
+     "filters REGULARIZATION_LOSSES by it"),
+    # a module not in the project receives the name
+    (("    error = tf.reduce_mean(", "    net_layers.tag(scope)\n    error = tf.reduce_mean("),
+     "passed to `tag()` of `net_layers`, which is not in this project"),
+])
+def test_a_scope_name_read_otherwise_than_to_filter_a_collection_is_declined(change, reason):
+    code = SCOPED_COLLECTION.replace(*change).replace("import numpy as np\n", "import numpy as np\nimport net_layers\n")
+    assert change[1] in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert [d.line for d in found] == [_line_of(code, "cost = tower_cost(scope, input_parts[t], target_parts[t])")]
+    assert "reads `scope`, the name of the tower's scope" in found[0].message
+    assert reason in found[0].message
+
+
+def test_towers_splitting_a_queue_runner_batch_are_declined_saying_where_the_batch_comes_from():
+    """A batch from tf.train.shuffle_batch: reader and batching threads decided
+    which batch each step took, which no tf.data pipeline can be proven to
+    repeat; the decline names the input function and what makes it a queue."""
+    code = MOVING_AVERAGES.replace(
+        "        inputs = tf.placeholder(tf.float32, [None, 3])\n"
+        "        targets = tf.placeholder(tf.float32, [None, 1])\n",
+        "        inputs, targets = shuffled_rows(8)\n").replace(
+        "def main():\n",
+        "def shuffled_rows(size):\n"
+        "    rows = tf.random_normal([3])\n"
+        "    return tf.train.shuffle_batch([rows, tf.reduce_sum(rows, keepdims=True)], size, 64, 16)\n"
+        "\n\n"
+        "def main():\n").replace(", {inputs: x, targets: y})", ")")
+    assert "shuffled_rows(8)" in code and "placeholder" not in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303" and "queue-runner" in d.message]
+    assert [d.line for d in found] == [_line_of(code, "input_parts = tf.split(inputs, TOWERS)"),
+                                       _line_of(code, "target_parts = tf.split(targets, TOWERS)")]
+    assert "`inputs` is filled from `inputs, targets = shuffled_rows(8)`" in found[0].message
+    assert "its code calls `tf.train.shuffle_batch`" in found[0].message
+    assert "tf.data" in found[0].hint
+
+
+# Checkpoints written by a tf.train.Saver every other step, the newest two kept.
+SAVER_CHECKPOINTS = '''\
+import os
+
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_v2_behavior()
+
+TOWERS = 2
+LOG_DIR = os.environ.get("CHECKPOINTS", "/tmp/towers_ckpt")
+
+
+def regression(features):
+    w = tf.get_variable("w", [3, 1], initializer=tf.glorot_uniform_initializer(seed=7))
+    return tf.matmul(features, w)
+
+
+def average_gradients(per_tower):
+    return [(tf.reduce_mean(tf.stack([g for g, _ in pairs]), 0), pairs[0][1]) for pairs in zip(*per_tower)]
+
+
+def main():
+    rng = np.random.RandomState(2)
+    with tf.Graph().as_default(), tf.device("/cpu:0"):
+        step = tf.train.get_or_create_global_step()
+        inputs = tf.placeholder(tf.float32, [None, 3])
+        targets = tf.placeholder(tf.float32, [None, 1])
+        input_parts = tf.split(inputs, TOWERS)
+        target_parts = tf.split(targets, TOWERS)
+        sgd = tf.train.GradientDescentOptimizer(0.1)
+        per_tower = []
+        for t in range(TOWERS):
+            with tf.device("/cpu:%d" % t):
+                with tf.variable_scope(tf.get_variable_scope(), reuse=t > 0):
+                    cost = tf.reduce_mean(tf.square(regression(input_parts[t]) - target_parts[t]))
+                    per_tower.append(sgd.compute_gradients(cost))
+        train_op = sgd.apply_gradients(average_gradients(per_tower), global_step=step)
+        saver = tf.train.Saver(tf.global_variables(), max_to_keep=2)
+        with tf.Session(config=tf.ConfigProto(device_count={"CPU": TOWERS})) as sess:
+            sess.run(tf.global_variables_initializer())
+            for n in range(6):
+                x = rng.normal(size=(8, 3))
+                y = x.sum(axis=1, keepdims=True)
+                _, c = sess.run([train_op, cost], {inputs: x, targets: y})
+                print("train", n, c)
+                if n % 2 == 0:
+                    saver.save(sess, os.path.join(LOG_DIR, "model.ckpt"), global_step=n)
+
+
+main()
+'''
+
+
+def test_saver_saves_become_a_checkpoint_manager_writing_the_same_files():
+    result = _migrate(SAVER_CHECKPOINTS, select=None)
+    assert result.manual_work == []
+    out = result.output
+    assert "Saver" not in out and "sess" not in out
+    assert "checkpoint = tf.train.Checkpoint(step=step, sgd=sgd, model=model)" in out
+    assert "max_to_keep=2, checkpoint_name=os.path.basename(path))" in out
+    assert "            save_checkpoint(os.path.join(LOG_DIR, \"model.ckpt\"), n)" in out
+    # a save reads the variables: no step runs ahead of it
+    assert "pending_steps" not in out
+    notes = [d for d in result.diagnostics if d.code == "TFM303" and "CheckpointManager" in d.message]
+    assert len(notes) == 1 and notes[0].fixed and notes[0].line == _line_of(SAVER_CHECKPOINTS, "saver = tf.train.Saver(")
+
+
+def test_saver_checkpoints_are_written_as_the_legacy_program_wrote_them(tmp_path):
+    import tensorflow as tf
+
+    result = _migrate(SAVER_CHECKPOINTS, select=None)
+    runs = {}
+    for kind, code in (("legacy", SAVER_CHECKPOINTS), ("migrated", result.output)):
+        directory = tmp_path / kind
+        directory.mkdir()
+        (directory / "program.py").write_text(code)
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "", "CHECKPOINTS": str(directory / "ckpt")}
+        done = subprocess.run([sys.executable, "program.py"], capture_output=True, text=True, timeout=300, env=env,
+                              check=False, cwd=directory)
+        assert done.returncode == 0, done.stderr[-3000:]
+        files = sorted(p.name for p in (directory / "ckpt").iterdir() if p.suffix == ".index")
+        latest = tf.train.latest_checkpoint(str(directory / "ckpt"))
+        runs[kind] = (done.stdout.splitlines(), files, latest, tf.train.load_checkpoint(latest))
+    legacy, migrated = runs["legacy"], runs["migrated"]
+    assert migrated[0] == legacy[0] and len(legacy[0]) == 6
+    assert legacy[1] == ["model.ckpt-2.index", "model.ckpt-4.index"]
+    assert migrated[1] == legacy[1]
+    assert legacy[2].endswith("model.ckpt-4") and migrated[2].endswith("model.ckpt-4")
+    # the same values: the step counter after five updates, and the weights
+    assert legacy[3].get_tensor("global_step") == migrated[3].get_tensor("step/.ATTRIBUTES/VARIABLE_VALUE") == 5
+    weights = [k for k in migrated[3].get_variable_to_shape_map() if k.startswith("model/") and "w" in k]
+    assert len(weights) == 1
+    np.testing.assert_array_equal(legacy[3].get_tensor("w"), migrated[3].get_tensor(weights[0]))
+
+
+@pytest.mark.parametrize("change, reason", [
+    (("saver.save(sess, os.path.join(LOG_DIR, \"model.ckpt\"), global_step=n)",
+      "print(saver.save(sess, os.path.join(LOG_DIR, \"model.ckpt\"), global_step=n))"),
+     "used otherwise than in a statement `saver.save(sess, path, global_step=step)`"),
+    (("tf.train.Saver(tf.global_variables(), max_to_keep=2)", "tf.train.Saver(tf.trainable_variables())"),
+     "TFM303 carries over a Saver of all the variables"),
+])
+def test_other_saver_uses_are_declined_saying_why(change, reason):
+    code = SAVER_CHECKPOINTS.replace(*change)
+    assert change[1] in code
+    result = _migrate(code)
+    assert result.output == code
+    found = [d for d in result.diagnostics if d.code == "TFM303"]
+    assert len(found) == 1 and reason in found[0].message, found
+
+
+def test_an_initializer_run_in_the_default_session_is_dropped_like_a_session_run_of_it():
+    code = SAVER_CHECKPOINTS.replace(
+        "        with tf.Session(", "        init = tf.global_variables_initializer()\n        with tf.Session(").replace(
+        "            sess.run(tf.global_variables_initializer())\n", "            init.run()\n")
+    assert "init.run()" in code
+    result = _migrate(code, select=None)
+    assert result.manual_work == []
+    assert "init.run()" not in result.output and "init = " not in result.output

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import bisect
 import difflib
+import gc
 import itertools
 import re
 import sys
@@ -573,6 +574,13 @@ def migrate_source(
     """
     if not mentions_tensorflow(source):
         return MigrationResult(source, source)
+    # The rules allocate hundreds of thousands of CST nodes and none of them
+    # is in a reference cycle (libcst nodes do not point to their parents):
+    # the cyclic collector's passes over them found nothing to free and cost
+    # about a seventh of the engine's time. Whatever cyclic garbage this run
+    # makes (exceptions' frames) is collected after it, at the next pass.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return _migrate(source, path, select, ignore, cell_marker)
     finally:
@@ -580,6 +588,8 @@ def migrate_source(
         clear_caches()
         _BINDINGS.clear()
         _AST_NODES.clear()
+        if collecting:
+            gc.enable()
 
 
 def _migrate(
@@ -1063,20 +1073,53 @@ def _opaque_server_left(output: ast.Module, source: ast.Module) -> str | None:
     return None
 
 
+def _server_helper(server: str, tree: ast.Module) -> tuple[str, str]:
+    """(how the input names the call that built ``server``, where that helper
+    comes from) -- ``("ctx.start_cluster_server(...)", "")``,
+    ``("setup_cluster(...)", " (imported from `setup_clusters`)")``."""
+    for n in _ast_nodes(tree):
+        if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call) and any(
+            isinstance(t, ast.Name) and t.id == server for target in n.targets for t in ast.walk(target)
+        ):
+            func = n.value.func
+            name = ast.unparse(func)
+            origin = ""
+            if isinstance(func, ast.Name):
+                for i in _ast_nodes(tree):
+                    if isinstance(i, ast.ImportFrom) and any((a.asname or a.name) == func.id for a in i.names):
+                        origin = f" (imported from `{i.module}`)"
+                    elif isinstance(i, ast.FunctionDef) and i.name == func.id:
+                        origin = " (defined in this file)"
+            return f"{name}(...)", origin
+    return "", ""
+
+
 def _opaque_server_kept(rule_cls: type[Rule], server: str, tree: ast.Module) -> Diagnostic:
     at = _first_named(tree, {server})
+    helper, origin = _server_helper(server, tree)
+    built = f"`{helper}`{origin}" if helper else "a helper"
+    if helper.endswith(".start_cluster_server(...)"):
+        # TensorFlowOnSpark's TFNode: the cluster's jobs are set by TFCluster.run in the Spark driver
+        hint = ("TensorFlowOnSpark assigns the ps/worker jobs in the Spark driver: run TFCluster.run(...,"
+                " master_node='chief') there (TensorFlowOnSpark then exports TF_CONFIG to every executor) and build"
+                " the strategy from tf.distribute.cluster_resolver.TFConfigClusterResolver() in this function"
+                " instead of calling start_cluster_server; see legacy_reference/async_ps.py")
+    else:
+        hint = ("build the cluster where the training is (ClusterSpec + tf.train.Server with job_name/task_index,"
+                " TF_CONFIG, or a tf.distribute.cluster_resolver such as SlurmClusterResolver for a Slurm"
+                " allocation), then run tfmigrate again; or see legacy_reference/async_ps.py")
     return Diagnostic(
         code=rule_cls.code,
         message=(
-            f"{rule_cls.name}: training not migrated: `{server}` is a TF1 server built by a helper the cluster"
-            " rules cannot rewrite; it also serves on the worker tasks, where the strategy would be built"
-            " (ParameterServerStrategy needs a chief task and serving-only workers; MultiWorkerMirroredStrategy"
-            " starts its own server on the task's address)"
+            f"{rule_cls.name}: training not migrated: `{server}` is a TF1 server built by {built}, out of the"
+            " cluster rules' sight (they rewrite a ClusterSpec and tf.train.Server built in this program); it also"
+            " serves on the worker tasks, where the strategy would be built (ParameterServerStrategy needs a chief"
+            " task and serving-only workers; MultiWorkerMirroredStrategy starts its own server on the task's"
+            " address)"
         ),
         line=at.lineno if at else 1,
         column=at.col_offset + 1 if at else 1,
-        hint="build the cluster in this file (ClusterSpec + tf.train.Server with job_name/task_index, or TF_CONFIG),"
-        " then run tfmigrate again; or see legacy_reference/async_ps.py",
+        hint=hint,
         fixed=False,
         severity="warning",
     )

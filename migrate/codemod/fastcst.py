@@ -583,6 +583,22 @@ def cached_walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     return walk(node)
 
 
+def walk_in_functions(module: cst.Module) -> Iterator[tuple[cst.CSTNode, cst.FunctionDef | None]]:
+    """(node, the innermost function definition enclosing it, else None) for
+    every node of ``cached_walk(module)``, in its order (a function's own
+    node is paired with the function around it)."""
+    entry = _index(module)
+    nodes, sizes = entry[1], entry[2]
+    functions: list[tuple[int, cst.FunctionDef]] = []  # (end of its subtree, function)
+    function_def = cst.FunctionDef
+    for i, node in enumerate(nodes):
+        while functions and functions[-1][0] <= i:
+            functions.pop()
+        yield node, functions[-1][1] if functions else None
+        if type(node) is function_def:
+            functions.append((i + sizes[i], node))
+
+
 def cached_calls(node: cst.CSTNode) -> Iterator[cst.Call]:
     """The ``cst.Call`` nodes of ``cached_walk(node)``, in its order."""
     if type(node) is cst.Module:

@@ -25,6 +25,8 @@ initialization") are then dead text a reviewer would ask to remove.
   Supervisor, a MonitoredTrainingSession, a device setter, SyncReplicas, queue
   runners or tokens, a session), is removed with its paragraph; a trailing
   comment alone. Comments the rules wrote are never touched.
+- so is such a paragraph of a docstring the legacy file had (a docstring left
+  with no paragraph goes, when its body keeps a statement).
 
 Both work on lines, with ``ast`` positions and ``tokenize``: the rest of the
 file keeps its bytes. The engine compiles the result like any other output.
@@ -60,6 +62,7 @@ _PURE_CALLS = frozenset({
     "len", "int", "float", "str", "bool", "list", "tuple", "dict", "set", "frozenset", "sorted",
     "range", "min", "max", "abs", "round", "zip", "enumerate", "repr",
     "ClusterSpec",  # tf.train.ClusterSpec(...) only holds its dict
+    "ConfigProto", "GPUOptions",  # session configuration messages: data only
 })
 _PURE_METHODS = frozenset({
     "split", "rsplit", "strip", "lstrip", "rstrip", "format", "join", "lower", "upper", "replace",
@@ -87,7 +90,7 @@ def tidy(source: str, output: str, cell_marker: str | None = None) -> str:
         if not doomed:
             break
         tidied = _drop_lines(tidied, doomed, cell_marker)
-    return _drop_stale_comments(source, tidied, cell_marker)
+    return _drop_stale_docstring_paragraphs(source, _drop_stale_comments(source, tidied, cell_marker))
 
 
 # --------------------------------------------------------------------------- bindings
@@ -397,3 +400,69 @@ def _without_comments_and_strings(code: str) -> str:
     except (tokenize.TokenError, SyntaxError):
         return code
     return " ".join(tokens)
+
+
+# --------------------------------------------------------------------------- docstrings
+
+_DOCSTRING = re.compile(r"(?s)^([rRuU]?)(\"\"\"|\'\'\')(.*)\2$")
+
+
+def _drop_stale_docstring_paragraphs(source: str, code: str) -> str:
+    said_of = removed_machinery(source, code)
+    if not said_of:
+        return code
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    lines = code.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line.encode()))
+    data = code.encode()
+    edits: list[tuple[int, int, str]] = []  # byte span -> new text
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not node.body:
+            continue
+        first = node.body[0]
+        if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)):
+            continue
+        begin = starts[first.lineno - 1] + first.col_offset
+        end = starts[first.end_lineno - 1] + first.end_col_offset
+        segment = data[begin:end].decode()
+        match = _DOCSTRING.match(segment)
+        if match is None or segment not in source:  # a docstring the rules wrote, or not a plain literal
+            continue
+        prefix, quotes, body = match.groups()
+        lead = re.match(r"\s*", body).group(0)
+        trail = body[len(body.rstrip()):]
+        core = body[len(lead):len(body) - len(trail)] if body.strip() else ""
+        # (separator before, paragraph); the summary line is a paragraph of its own
+        pieces = re.split(r"(\n[ \t]*\n)", core)
+        paragraphs = [("", pieces[0]), *zip(pieces[1::2], pieces[2::2], strict=True)]
+        summary, newline, rest = paragraphs[0][1].partition("\n")
+        if rest and re.search(r"[.!?:]\s*$", summary):
+            paragraphs[0:1] = [("", summary), (newline, rest)]
+        stale = [any(said.search(p) for said in said_of) for _, p in paragraphs]
+        for at in range(len(paragraphs) - 2, -1, -1):
+            # a paragraph introducing one that goes ("Remedies applied below:") goes with it
+            if not stale[at] and stale[at + 1] and paragraphs[at][1].rstrip().endswith(":"):
+                stale[at] = True
+        kept = [piece for piece, gone in zip(paragraphs, stale, strict=True) if not gone]
+        if len(kept) == len(paragraphs):
+            continue
+        if kept:
+            first = kept[0][1].lstrip() if "\n" not in lead else kept[0][1]
+            joined = first + "".join(sep + p for sep, p in kept[1:])
+            edits.append((begin, end, f"{prefix}{quotes}{lead}{joined}{trail}{quotes}"))
+        elif len(node.body) > 1 and _alone_on_lines(lines, first):
+            # no paragraph left: the docstring goes, with its lines
+            edits.append((starts[first.lineno - 1], starts[first.end_lineno], ""))
+    for begin, end, text in sorted(edits, reverse=True):
+        data = data[:begin] + text.encode() + data[end:]
+    return data.decode()
+
+
+def _alone_on_lines(lines: list[str], statement: ast.stmt) -> bool:
+    return _whole_lines(statement, [line.rstrip("\r\n") for line in lines])

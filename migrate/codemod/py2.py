@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import difflib
 import logging
+import re
 from functools import lru_cache
 
 from migrate.codemod.engine import Diagnostic, MigrationError, compile_error
@@ -100,6 +101,11 @@ PY2_ONLY_METHODS = {
 }
 
 
+# any of the names above as a word: without one, there is nothing to find (and the
+# source need not be parsed; the CLI asks this of every file)
+_PY2_WORDS = re.compile(r"\b(?:%s)\b" % "|".join([*PY2_ONLY_BUILTINS, *PY2_ONLY_METHODS]))
+
+
 def python2_uses(source: str | ast.AST) -> list[tuple[int, int, str]]:
     """Where a valid Python 3 module uses what only Python 2 has: (line,
     1-based column, ``"xrange"`` or ``".iteritems"``), in source order. A
@@ -108,6 +114,8 @@ def python2_uses(source: str | ast.AST) -> list[tuple[int, int, str]]:
     counts when an ``import *`` could bind it. Empty for anything that does not
     parse."""
     if isinstance(source, str):
+        if source.isascii() and not _PY2_WORDS.search(source):
+            return []  # none of the names occurs (an ASCII identifier is a whole word)
         try:
             tree = ast.parse(source)
         except (SyntaxError, ValueError):

@@ -8,7 +8,7 @@ JSON (``schema_version`` 1)::
 
     {"tool": "tfmigrate", "version", "schema_version", "mode": "diff|write|output",
      "summary": {"files", "changed", "errors", "skipped", "diagnostics", "manual_work", "text"},
-     "files": [{"path", "kind": "python|notebook", "status": "unchanged|changed|error|skipped",
+     "files": [{"path", "kind": "python|notebook|launcher", "status": "unchanged|changed|error|skipped",
                 "changed", "written", "output_path", "note", "diff",
                 "error": {"message", "line", "column", "cell"} | null,
                 "diagnostics": [{"code", "rule", "path", "line", "column", "end_line",
@@ -49,7 +49,7 @@ class FileError:
 @dataclass
 class FileResult:
     path: str  # as displayed: relative to the cwd when possible
-    kind: str  # "python" | "notebook"
+    kind: str  # "python" | "notebook" | "launcher"
     status: str  # "unchanged" | "changed" | "error" | "skipped"
     diagnostics: list[Diagnostic] = field(default_factory=list)
     diff: str = ""
@@ -58,6 +58,8 @@ class FileResult:
     output_path: str | None = None
     note: str | None = None  # why skipped, etc.
     cell_ids: dict[int, str] = field(default_factory=dict)  # notebook cell number -> id
+    # what the migrated program needs from its launchers (migrate.launchers.Topology)
+    topology: object | None = None
 
     @property
     def manual_work(self) -> list[Diagnostic]:

@@ -215,6 +215,9 @@ class CheckOptions:
     kill_chief_at: int | None = None
     # extra argv for the scripts on both sides ("{run_dir}" -> that run's own directory)
     script_args: tuple[str, ...] = ()
+    # the legacy launcher's own arguments for every task (--launcher): before the
+    # check's, so the check's steps and directories win
+    launcher_args: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- losses
@@ -501,7 +504,7 @@ def _run_side(
         # barrier files) into this one; the launcher clears its own files.
         for stale in log_dir.glob("harness-*"):
             stale.unlink()
-        if any("{run_dir}" in a for a in (*spec.args, *opts.script_args)):
+        if any("{run_dir}" in a for a in (*opts.launcher_args, *spec.args, *opts.script_args)):
             # state the scripts keep there (checkpoints) must not leak into this run
             shutil.rmtree(log_dir, ignore_errors=True)
         print(f"  running {side} run {i + 1}/{runs} ...", file=sys.stderr, flush=True)
@@ -510,7 +513,7 @@ def _run_side(
             chief = next(job for job in TRAINER_JOBS if job in spec.jobs)
             faults.append(Fault(job=chief, index=0, at_step=opts.kill_chief_at, restart=True))
         run_dir = str(log_dir.resolve())
-        script_args = [a.replace("{run_dir}", run_dir) for a in (*spec.args, *opts.script_args)]
+        script_args = [a.replace("{run_dir}", run_dir) for a in (*opts.launcher_args, *spec.args, *opts.script_args)]
         stop_when = None
         if spec.step_cap is not None:
             stop_when = functools.partial(
@@ -1261,6 +1264,8 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
             # still runs alone, so the report holds the baseline
             not_comparable = CheckError(f"migrated program {migrated_path}: {e}")
     report["workers"] = trainers or opts.workers or DEFAULT_WORKERS
+    if opts.launcher_args:
+        report["launcher_args"] = list(opts.launcher_args)  # every task's, from the legacy launcher
     if not_comparable is not None:
         report["legacy"]["launch"] = lspec.as_dict()
         report["legacy"]["launch_text"] = _launch_text(lspec)
@@ -1415,7 +1420,7 @@ def _parser() -> argparse.ArgumentParser:
         "and compare their per-step losses. Exit 0 equivalent, 1 not equivalent, "
         "2 could not run.",
     )
-    p.add_argument("legacy", type=Path, help="the legacy script")
+    p.add_argument("legacy", type=Path, nargs="?", help="the legacy script (default with --launcher: the one it starts)")
     p.add_argument(
         "migrated", type=Path, nargs="?", help="its migration (default: tfmigrate's output)"
     )
@@ -1472,6 +1477,13 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_WINDOW,
         help="trailing steps averaged by the asynchronous statistic",
     )
+    p.add_argument(
+        "--launcher",
+        type=Path,
+        default=None,
+        help="the legacy job's launcher (a shell script starting ps and worker tasks, or a TFJob): its task"
+        " counts and its arguments for every task are used instead of guessing them (--workers still wins)",
+    )
     p.add_argument("--mode", choices=("auto", "step", "statistical"), default="auto")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per cluster run")
     p.add_argument(
@@ -1522,6 +1534,22 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    launcher_args: tuple[str, ...] = ()
+    if ns.launcher is not None:
+        from migrate.launchers.legacy import LaunchError, plan
+
+        try:
+            launch = plan(ns.launcher, ns.legacy)
+        except LaunchError as e:
+            print(f"tfmigrate check: {e}", file=sys.stderr)
+            return EXIT_ERROR
+        print(f"tfmigrate check: {launch.describe()}", file=sys.stderr)
+        ns.legacy = ns.legacy or launch.program
+        ns.workers = ns.workers or launch.workers
+        launcher_args = launch.args
+    if ns.legacy is None:
+        print("tfmigrate check: name the legacy script (or its launcher with --launcher)", file=sys.stderr)
+        return EXIT_ERROR
     opts = CheckOptions(
         legacy=ns.legacy,
         migrated=ns.migrated,
@@ -1543,6 +1571,7 @@ def main(argv: list[str] | None = None) -> int:
         mode=ns.mode,
         kill_chief_at=ns.kill_chief_at,
         script_args=tuple(script_args),
+        launcher_args=launcher_args,
     )
     code, report = run_check(opts)
     if ns.json:

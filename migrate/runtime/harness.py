@@ -398,6 +398,29 @@ class _Harness:
             if "apply_gradients" in cls.__dict__:
                 cls.apply_gradients = wrap_apply(cls.__dict__["apply_gradients"])
 
+        # `grads = tf.gradients(loss, params)` then `apply_gradients(zip(grads, params))`:
+        # the loss is the one given to tf.gradients (the public names only: the
+        # optimizers' own calls go through the module they import)
+        def wrap_gradients(original):
+            def gradients(ys, *args, **kwargs):
+                if harness._depth() == 0 and not callable(ys):
+                    harness.pending_losses.append(ys)
+                harness.depth.value = harness._depth() + 1
+                try:
+                    return original(ys, *args, **kwargs)
+                finally:
+                    harness.depth.value -= 1
+
+            return gradients
+
+        import importlib
+
+        # (imported first: importing the v1 namespace later would bind its names anew)
+        for namespace in (self.tf, importlib.import_module("tensorflow.compat.v1")):
+            original = getattr(namespace, "gradients", None)
+            if original is not None:
+                namespace.gradients = wrap_gradients(original)
+
     def register_train_op(self, train_op) -> None:
         losses, self.pending_losses = self.pending_losses, []
         try:

@@ -54,18 +54,34 @@ class ProjectIndex:
 
     def find(self, module_name: str) -> ProjectModule | None:
         """The project module ``module_name`` (``a`` or ``pkg.a``): present when
-        ``a.py`` (or ``pkg/a.py``, ``a/__init__.py``) is beside the file,
-        absent when not there and not a library; None for a library."""
+        ``a.py`` (or ``pkg/a.py``, ``a/__init__.py``) is beside the file or at
+        the root of the packages holding it, absent when not there and not a
+        library; None for a library."""
         if is_library(module_name):
             return None
         if self.directory is None:
             return ProjectModule(module_name, None)
         parts = module_name.split(".")
-        for candidate in (os.path.join(self.directory, *parts) + ".py",
-                          os.path.join(self.directory, *parts, "__init__.py")):
-            if os.path.isfile(candidate):
-                return ProjectModule(module_name, candidate)
+        for root in self._roots():
+            for candidate in (os.path.join(root, *parts) + ".py", os.path.join(root, *parts, "__init__.py")):
+                if os.path.isfile(candidate):
+                    return ProjectModule(module_name, candidate)
         return ProjectModule(module_name, None)
+
+    def _roots(self) -> list[str]:
+        """Where the file's imports are resolved: its own directory, then, when
+        it is in a package (``inception/inception/train.py`` importing ``from
+        inception import model``), each enclosing package's parent directory,
+        the root such absolute imports are written from."""
+        roots = [self.directory]
+        here = self.directory
+        while os.path.isfile(os.path.join(here, "__init__.py")):
+            parent = os.path.dirname(here)
+            if parent == here:
+                break
+            roots.append(parent)
+            here = parent
+        return roots
 
     def parse(self, module: ProjectModule) -> cst.Module | None:
         """The parsed code of a present module; None when absent or unreadable

@@ -16,7 +16,7 @@ from collections import Counter
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._graph import DROPPED_CALLS, SYNC_ATTRS, Graph
+from migrate.codemod.rules._graph import Graph
 
 # TensorFlow-namespaced calls that run on the host and build no graph: dataset
 # readers handing out NumPy batches (TF1's MNIST tutorial reader, Keras's loaders)
@@ -47,9 +47,10 @@ def graph_names(graph: Graph) -> set[str]:
     """Names the block binds to graph values (tensors, variables, ops)."""
     names = set(graph.placeholder_names) | graph.compute_names | set(graph.variables) | graph.input_names
     names |= graph.dropped | set(graph.schedules)
-    for name in (graph.global_step, graph.optimizer, graph.train_op, graph.grads_name):
+    for name in (graph.global_step, graph.optimizer, graph.train_op, graph.grads_name, graph.grads_vars_name):
         if name:
             names.add(name)
+    names |= graph.trainable_aliases
     return names
 
 
@@ -89,38 +90,6 @@ def host_statements(graph: Graph, qualname) -> list[cst.BaseStatement]:
     for position, statement in sorted(into_state, key=lambda p: -p[0]):
         graph.state.insert(position + 1, statement)
     return hoisted
-
-
-def plumbing_choice(statement, dropped: set[str], qualname=None) -> list[str] | None:
-    """The names an `if` binds when each of its branches only picks TF1
-    plumbing (`if is_chief: local_init_op = opt.chief_init_op` / `else:
-    local_init_op = opt.local_step_init_op`; `summary_op = tf.summary.merge_all()`
-    / `summary_op = None`), which the dropped session used and TF2 has no
-    counterpart for; None when the statement is anything else."""
-    if not isinstance(statement, cst.If):
-        return None
-    bound: list[str] = []
-    plumbing = False
-    branch: cst.If | cst.Else | None = statement
-    while branch is not None:
-        if isinstance(branch, cst.If) and any(True for _ in C.calls_in(branch.test)):
-            return None  # a test that calls something: dropping it could drop work
-        for inner in C.body_of(branch.body):
-            names, value, _ = C.assignment(inner)
-            if not names or value is None:
-                return None
-            if isinstance(value, cst.Name) and value.value == "None":
-                pass  # this task has none of it
-            elif (C.names_used(value) & dropped or any(
-                    isinstance(n, cst.Attribute) and n.attr.value in SYNC_ATTRS for n in C.walk(value))) or (
-                    qualname is not None and isinstance(value, cst.Call) and qualname(value.func) in DROPPED_CALLS
-                    and not value.args):
-                plumbing = True
-            else:
-                return None
-            bound += [n for n in names if n not in bound]
-        branch = branch.orelse if isinstance(branch, cst.If) else None
-    return bound if plumbing else None
 
 
 def session_state_read(call: cst.Call, qualname, sessions: set[str], graph: Graph) -> cst.BaseExpression | None:
@@ -339,9 +308,41 @@ def binding_counts(nodes) -> Counter:
     return counts
 
 
-def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: cst.CSTNode) -> str:
+# exports of a TF1 session's graph for serving: no step function can stand in for them
+GRAPH_EXPORTS = ("contrib.session_bundle.", "saved_model.builder.", "saved_model.simple_save",
+                 "saved_model.Builder", "train.export_meta_graph")
+
+
+def graph_export(reader: cst.CSTNode, qualname) -> cst.Call | None:
+    """The call of ``reader`` exporting a TF1 graph for serving (a session
+    bundle's ``Exporter(saver)``, a ``SavedModelBuilder``), if any."""
+    for call in C.calls_in(reader):
+        q = qualname(call.func) or ""
+        if q.startswith(GRAPH_EXPORTS):
+            return call
+    return None
+
+
+def global_readers(module: cst.Module, names, holder_code: str = "") -> list[str]:
+    """The module's functions (methods included) reading any of ``names``
+    as module globals (not binding them themselves)."""
+    out: list[str] = []
+    for node in C.walk(module):
+        if type(node) is not cst.FunctionDef:
+            continue
+        own = _bound(C.body_of(node.body)) | {p.name.value for p in node.params.params}
+        declared = {n.name.value for g in C.walk(node.body) if type(g) is cst.Global for n in g.names}
+        if declared & set(names):
+            continue  # the function publishing them
+        if (set(names) - own) & C.names_used(node.body) and node.name.value not in out:
+            out.append(node.name.value)
+    return out
+
+
+def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: cst.CSTNode,
+                   export: cst.Call | None = None, module: cst.Module | None = None) -> str:
     """Why reading ``names`` in the statement ``reader`` stops the rewrite,
-    in the program's terms."""
+    in the program's terms; ``export`` is its call exporting the TF1 graph."""
     def listed(group):
         return ", ".join(f"`{n}`" for n in group)
     values = graph_names(graph)
@@ -349,14 +350,18 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
     runs = any(isinstance(c.func, cst.Attribute) and c.func.attr.value == "run" for c in C.calls_in(reader))
     fed = [n for n in names if runs and n in graph.placeholder_names and n not in used_sessions]
     plumbing = [n for n in names if n in graph.dropped and n not in used_sessions]
-    ops = [n for n in names if n in values and n not in fed + used_sessions + plumbing]
-    other = [n for n in names if n not in used_sessions + fed + ops + plumbing]
+    inputs = [n for n in names if n in graph.placeholder_names and n not in fed + used_sessions + plumbing]
+    ops = [n for n in names if n in values and n not in fed + used_sessions + plumbing + inputs]
+    other = [n for n in names if n not in used_sessions + fed + ops + plumbing + inputs]
     parts = []
     if used_sessions:
         parts.append(f"it uses the TF1 session {listed(used_sessions)} outside the `run` calls this rule turns into"
                      " step or evaluation functions, and TF2 has no session")
     if fed:
         parts.append(f"it feeds the placeholder(s) {listed(fed)} to a session run this rule does not migrate")
+    if inputs:
+        parts.append(f"it uses the placeholder(s) {listed(inputs)} of the training graph as TF1 graph value(s),"
+                     " not as a feed of a session run the rule migrates, and TF2 has no placeholders")
     if ops:
         parts.append(f"it uses {listed(ops)}, built in the device-setter block, as TF1 graph value(s), not as"
                      " fetches of a session run the rule migrates, so no step or evaluation function binds them")
@@ -367,8 +372,24 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
         parts.append(f"it uses {listed(other)}, bound by TF1 session code this rule removes")
     if isinstance(reader, cst.SimpleStatementLine) and any(type(s) is cst.Global for s in reader.body):
         # `global x, y` in the block: other functions run these graph values in sessions of their own
-        parts = [(f"the block publishes {listed(names)} as module globals (`global`) for code elsewhere that runs"
+        readers = global_readers(module, names) if module is not None else []
+        elsewhere = f"`{'()`, `'.join(readers)}()`" if readers else "code elsewhere"
+        parts = [(f"the block publishes {listed(names)} as module globals (`global`) for {elsewhere}, which runs"
                   " them in a TF1 session; the step functions cannot hand graph values out")]
+    saves = [c for c in C.calls_in(reader) if isinstance(c.func, cst.Attribute) and c.func.attr.value in (
+        "save", "restore") and isinstance(c.func.value, cst.Name) and c.func.value.value in plumbing]
+    if saves and export is None:
+        # a Saver used by hand: say what it does, then what it needs
+        call = saves[0]
+        parts.insert(0, f"it {call.func.attr.value}s a TF1 checkpoint by hand (`{C.code_of(call.func)}(...)`) with"
+                     " the block's Saver, in the TF1 session; the migration checkpoints with tf.train.Checkpoint"
+                     " (a CheckpointManager saving at TF1's cadence and at the end), whose files a Saver neither"
+                     " writes nor reads, and maps no hand-made Saver call onto it")
+    if export is not None:
+        # what the statement does comes first: the names are what that export needs
+        parts.insert(0, f"it exports the trained TF1 graph for serving (`{C.code_of(export.func)}(...)`), which"
+                     " needs the TF1 session, its graph and Saver; TF2 has none of them, and this rule writes no"
+                     " serving export (tf.saved_model.save of a tf.Module with a signature is its TF2 counterpart)")
     return "training not migrated: " + "; ".join(parts)
 
 
@@ -416,7 +437,8 @@ def placeholder_from_helper(inner: list[cst.BaseStatement], module: cst.Module, 
 def _helper_placeholder(helper: cst.FunctionDef, arity: int, qualname):
     """(index in the returned tuple, the placeholder statement, the helper
     taking it as its last parameter) for a helper whose body makes one
-    placeholder at its top level and returns it among ``arity`` values."""
+    placeholder at its top level (or in a `with tf.name_scope(...):` there)
+    and returns it among ``arity`` values."""
     params = helper.params
     if isinstance(params.star_arg, cst.Param) or params.star_kwarg is not None or (
             params.kwonly_params or params.posonly_params or any(p.default is not None for p in params.params)):
@@ -429,22 +451,45 @@ def _helper_placeholder(helper: cst.FunctionDef, arity: int, qualname):
             isinstance(el, cst.StarredElement) for el in returned.elements):
         return None
     returned_names = [el.value.value if isinstance(el.value, cst.Name) else None for el in returned.elements]
-    made = [(j, st) for j, st in enumerate(body)
-            if len(C.assignment(st)[0]) == 1 and isinstance(C.assignment(st)[1], cst.Call)
-            and (qualname(C.assignment(st)[1].func) or "").split(".")[-1] == "placeholder"
-            and C.assignment(st)[0][0] in returned_names]
+
+    def makes_returned(st) -> bool:
+        names, value, _ = C.assignment(st)
+        return (len(names) == 1 and isinstance(value, cst.Call) and names[0] in returned_names
+                and (qualname(value.func) or "").split(".")[-1] == "placeholder")
+
+    # at the top level, or in a `with tf.name_scope(...):` of it (which named the op only)
+    made = [(j, None, st) for j, st in enumerate(body) if makes_returned(st)]
+    for j, st in enumerate(body):
+        if isinstance(st, cst.With) and all(
+                isinstance(i.item, cst.Call) and (qualname(i.item.func) or "").split(".")[-1] == "name_scope"
+                and i.asname is None for i in st.items):
+            made += [(j, k, inner) for k, inner in enumerate(C.body_of(st.body)) if makes_returned(inner)]
     if len(made) != 1:
         return None
-    position, statement = made[0]
+    position, nested, statement = made[0]
     name = C.assignment(statement)[0][0]
-    if any(name in _bound([st]) for j, st in enumerate(body) if j != position):
+    holder = body[position]
+    rest_of_holder = [] if nested is None else [st for k, st in enumerate(C.body_of(holder.body)) if k != nested]
+    if any(name in _bound([st]) for j, st in enumerate(body) if j != position) or any(
+            name in _bound([st]) for st in rest_of_holder):
         return None
     index = returned_names.index(name)
     rest = [el.value for j, el in enumerate(returned.elements) if j != index]
     new_return = body[-1].with_changes(body=[body[-1].body[0].with_changes(
         value=rest[0] if len(rest) == 1 else cst.Tuple([cst.Element(v) for v in rest], lpar=[], rpar=[]))])
-    new_body = [st for j, st in enumerate(body) if j != position][:-1] + [new_return]
-    if position < len(body) - 1 and statement.leading_lines:
+    if nested is not None:
+        # the name scope keeps the rest of its statements (the comment above the placeholder with them)
+        if not rest_of_holder:
+            return None
+        if nested < len(rest_of_holder) and statement.leading_lines:
+            following = rest_of_holder[nested]
+            rest_of_holder[nested] = following.with_changes(
+                leading_lines=[*statement.leading_lines, *following.leading_lines])
+        new_body = [*body[:position], holder.with_changes(body=C.indented(rest_of_holder, holder.body)),
+                    *body[position + 1:-1], new_return]
+    else:
+        new_body = [st for j, st in enumerate(body) if j != position][:-1] + [new_return]
+    if nested is None and position < len(body) - 1 and statement.leading_lines:
         following = new_body[position]
         new_body[position] = following.with_changes(
             leading_lines=[*statement.leading_lines, *following.leading_lines])
@@ -614,14 +659,22 @@ def first_feed_of(name: str, statements) -> cst.CSTNode | None:
     return None
 
 
-def binding_code(name: str, nearby, module: cst.Module) -> str | None:
-    """The code of the statement binding ``name``: in ``nearby`` statements
-    first (the block's own scope), else at the module's top level; one line,
-    shortened."""
+def binding_statement(name: str, nearby, module: cst.Module) -> cst.SimpleStatementLine | None:
+    """The statement binding ``name``: in ``nearby`` statements first (the
+    block's own scope), else at the module's top level."""
     for statements in (nearby, list(module.body)):
         for statement in statements:
             for node in C.walk(statement):
                 if type(node) is cst.SimpleStatementLine and name in _bound([node]):
-                    code = " ".join("; ".join(C.code_of(small) for small in node.body).split())
-                    return code if len(code) <= 80 else code[:77] + "..."
+                    return node
     return None
+
+
+def binding_code(name: str, nearby, module: cst.Module) -> str | None:
+    """The code of the statement binding ``name`` (binding_statement), on
+    one line, shortened."""
+    node = binding_statement(name, nearby, module)
+    if node is None:
+        return None
+    code = " ".join("; ".join(C.code_of(small) for small in node.body).split())
+    return code if len(code) <= 80 else code[:77] + "..."

@@ -98,6 +98,13 @@ class Graph:
     loss: cst.BaseExpression | None = None
     var_list: cst.BaseExpression | None = None
     grads_name: str | None = None  # compute_gradients result
+    # how grads_name holds the gradients: "pairs" (compute_gradients' (gradient, variable)
+    # list), "list" (tf.gradients': one gradient per variable of var_list), "unzipped"
+    # (`grads, variables = zip(*opt.compute_gradients(loss))`, variables in grads_vars_name)
+    grads_form: str = "pairs"
+    grads_vars_name: str | None = None
+    # `params = tf.trainable_variables()`: names for the variables the step trains
+    trainable_aliases: set[str] = field(default_factory=set)
     apply_arg: cst.BaseExpression | None = None  # apply_gradients argument
     dropped: set[str] = field(default_factory=set)
     # work queues: a queue filled once with tf.range(n) hands out "tickets"
@@ -312,6 +319,12 @@ def _classify(g: Graph, statement, qualname) -> None:
             for inner in C.body_of(statement.body):
                 _classify(g, inner, qualname)
             return
+        chosen = plumbing_choice(statement, g.dropped, qualname)
+        if chosen:
+            # `if is_chief: init = opt.chief_init_op` / `else: init = opt.local_step_init_op`:
+            # sync plumbing for the TF1 session, gone with it
+            g.dropped.update(chosen)
+            return
         if isinstance(statement, cst.If) and _builds_training(statement, qualname):
             # `if FLAGS.sync_replicas: opt = tf.train.SyncReplicasOptimizer(opt, ...)`: the
             # strategy was chosen from what the branch builds, so take the branch
@@ -346,6 +359,8 @@ def _classify(g: Graph, statement, qualname) -> None:
         g.compute.append(([], statement))
         return
 
+    if _split_nested_gradients(g, statement, qualname):
+        return
     call = value if value is not None else lone
     q = qualname(call.func) if isinstance(call, cst.Call) else None
     method = call.func.attr.value if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) else None
@@ -412,7 +427,16 @@ def _classify(g: Graph, statement, qualname) -> None:
         if method == "compute_gradients":
             g.grads_name = name
             g.loss = C.arg(call, 0, "loss")
-            g.var_list = C.arg(call, 1, "var_list") or g.var_list
+            g.var_list = _trained_list(g, C.arg(call, 1, "var_list"), qualname) or g.var_list
+            return
+        if q == "gradients" and _gradients_of_loss(call):
+            # tf.gradients(loss, params): the tape's gradients of the same variables
+            g.grads_name, g.grads_form = name, "list"
+            g.loss = C.arg(call, 0, "ys")
+            g.var_list = _trained_list(g, C.arg(call, 1, "xs"), qualname)
+            return
+        if q == "trainable_variables" and not call.args:
+            g.trainable_aliases.add(name)
             return
         if method == "apply_gradients":
             g.train_op = name
@@ -421,7 +445,15 @@ def _classify(g: Graph, statement, qualname) -> None:
             if isinstance(gs, cst.Name):
                 g.global_step = g.global_step or gs.value
                 g.advanced_step = gs.value
+            if isinstance(call.func.value, cst.Call):  # `tf.train.AdamOptimizer(lr).apply_gradients(...)`
+                _optimizer_owner(g, call, qualname)
             return
+    if len(names) == 2 and isinstance(call, cst.Call) and _unzipped_gradients(call) is not None:
+        inner = _unzipped_gradients(call)
+        g.grads_name, g.grads_vars_name, g.grads_form = names[0], names[1], "unzipped"
+        g.loss = C.arg(inner, 0, "loss")
+        g.var_list = _trained_list(g, C.arg(inner, 1, "var_list"), qualname) or g.var_list
+        return
     if value is not None and any(
         isinstance(n, cst.Attribute) and n.attr.value in SYNC_ATTRS for n in C.walk(value)
     ):
@@ -443,6 +475,77 @@ def _classify(g: Graph, statement, qualname) -> None:
     g.compute.append((names, statement))
 
 
+# tf.gradients arguments that do not change the gradients' values
+_GRADIENTS_NEUTRAL = {"name", "colocate_gradients_with_ops", "gate_gradients"}
+
+
+def _gradients_of_loss(call: cst.Call) -> bool:
+    """`tf.gradients(loss, params)`: no grad_ys, stop_gradients or other
+    argument that changes what the tape's gradient would be."""
+    positional = [a for a in call.args if a.keyword is None]
+    keywords = {a.keyword.value for a in call.args if a.keyword is not None}
+    if any(a.star for a in call.args) or len(positional) > 2:
+        return False
+    return len(positional) + len(keywords & {"ys", "xs"}) == 2 and keywords <= {"ys", "xs"} | _GRADIENTS_NEUTRAL
+
+
+def _unzipped_gradients(call: cst.Call) -> cst.Call | None:
+    """The compute_gradients call of `zip(*opt.compute_gradients(loss))`."""
+    if not (isinstance(call.func, cst.Name) and call.func.value == "zip" and len(call.args) == 1
+            and call.args[0].star == "*"):
+        return None
+    inner = call.args[0].value
+    if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and (
+            inner.func.attr.value == "compute_gradients"):
+        return inner
+    return None
+
+
+def _trained_list(g: Graph, var_list, qualname):
+    """The variables a gradient is taken of, as the step can name them:
+    None for all trainable ones (`tf.trainable_variables()` or a name bound
+    to it: TF2 keeps no collection of them), else the expression."""
+    if var_list is None:
+        return None
+    if isinstance(var_list, cst.Name) and var_list.value in g.trainable_aliases:
+        return None
+    if isinstance(var_list, cst.Call) and qualname(var_list.func) == "trainable_variables" and not var_list.args:
+        return None
+    if isinstance(var_list, cst.Name):
+        # `params = [kernel, bias]` in the block: the list itself, which needs no step to build
+        for names, statement in reversed(g.compute):
+            if names == [var_list.value]:
+                value = C.assignment(statement)[1]
+                if isinstance(value, (cst.List, cst.Tuple)) and value.elements and all(
+                        isinstance(el, cst.Element) and isinstance(el.value, cst.Name)
+                        and el.value.value in g.variables for el in value.elements):
+                    return value
+                break
+    return var_list
+
+
+def _split_nested_gradients(g: Graph, statement, qualname) -> bool:
+    """`grads, _ = tf.clip_by_global_norm(tf.gradients(loss, params), 5.0)`:
+    classified as `grads = tf.gradients(loss, params)` then the statement
+    reading `grads` (its first target, bound again right after)."""
+    names, value, assign = C.assignment(statement)
+    if g.grads_name is not None or value is None or assign is None or not names:
+        return False
+    first = assign.targets[0].target
+    if isinstance(first, (cst.Tuple, cst.List)):
+        first = first.elements[0].value if first.elements else None
+    if not isinstance(first, cst.Name) or first.value != names[0]:
+        return False
+    inner = [n for n in C.walk(value) if isinstance(n, cst.Call) and qualname(n.func) == "gradients"]
+    if len(inner) != 1 or inner[0] is value or not _gradients_of_loss(inner[0]):
+        return False
+    taken = C.stmt(f"{names[0]} = {C.code_of(inner[0])}\n").with_changes(leading_lines=statement.leading_lines)
+    rest = statement.deep_replace(inner[0], cst.Name(names[0])).with_changes(leading_lines=[])
+    _classify(g, taken, qualname)
+    _classify(g, rest, qualname)
+    return True
+
+
 def _range_count(vals, qualname) -> cst.BaseExpression | None:
     """`[tf.range(n)]` / `tf.range(n, dtype=...)` -> n (a range from 0)."""
     if isinstance(vals, (cst.List, cst.Tuple)) and len(vals.elements) == 1:
@@ -457,6 +560,38 @@ def _range_count(vals, qualname) -> cst.BaseExpression | None:
 def _bound_in(node) -> set[str]:
     return {n for st in C.walk(node) if isinstance(st, (cst.SimpleStatementLine,))
             for n in C.assignment(st)[0]}
+
+
+def plumbing_choice(statement, dropped: set[str], qualname=None) -> list[str] | None:
+    """The names an `if` binds when each of its branches only picks TF1
+    plumbing (`if is_chief: local_init_op = opt.chief_init_op` / `else:
+    local_init_op = opt.local_step_init_op`; `summary_op = tf.summary.merge_all()`
+    / `summary_op = None`), which the dropped session used and TF2 has no
+    counterpart for; None when the statement is anything else."""
+    if not isinstance(statement, cst.If):
+        return None
+    bound: list[str] = []
+    plumbing = False
+    branch: cst.If | cst.Else | None = statement
+    while branch is not None:
+        if isinstance(branch, cst.If) and any(True for _ in C.calls_in(branch.test)):
+            return None  # a test that calls something: dropping it could drop work
+        for inner in C.body_of(branch.body):
+            names, value, _ = C.assignment(inner)
+            if not names or value is None:
+                return None
+            if isinstance(value, cst.Name) and value.value == "None":
+                pass  # this task has none of it
+            elif (C.names_used(value) & dropped or any(
+                    isinstance(n, cst.Attribute) and n.attr.value in SYNC_ATTRS for n in C.walk(value))) or (
+                    qualname is not None and isinstance(value, cst.Call) and qualname(value.func) in DROPPED_CALLS
+                    and not value.args):
+                plumbing = True
+            else:
+                return None
+            bound += [n for n in names if n not in bound]
+        branch = branch.orelse if isinstance(branch, cst.If) else None
+    return bound if plumbing else None
 
 
 def _builds_training(node, qualname) -> bool:
@@ -535,8 +670,16 @@ def pinned_variables(statement: cst.With, qualname, variable_helpers=frozenset()
 
 
 def _is_scope_item(item: cst.WithItem, qualname) -> bool:
+    """A name scope, or `tf.control_dependencies([])`: no dependency at all,
+    the block runs as if unwrapped (a leftover of removed summaries' ops)."""
     call = item.item
-    return isinstance(call, cst.Call) and qualname(call.func) in ("name_scope", "variable_scope")
+    if not isinstance(call, cst.Call):
+        return False
+    q = qualname(call.func)
+    if q == "control_dependencies" and item.asname is None:
+        listed = C.arg(call, 0, "control_inputs")
+        return isinstance(listed, (cst.List, cst.Tuple)) and not listed.elements
+    return q in ("name_scope", "variable_scope")
 
 
 def _mentions_graph(statement, qualname, g: Graph) -> bool:
@@ -558,7 +701,13 @@ def _train_op(g: Graph, name: str, call: cst.Call, qualname) -> None:
     if isinstance(gs, cst.Name):
         g.global_step = g.global_step or gs.value
         g.advanced_step = gs.value
-    g.var_list = C.arg(call, 2, "var_list")
+    g.var_list = _trained_list(g, C.arg(call, 2, "var_list"), qualname)
+    _optimizer_owner(g, call, qualname)
+
+
+def _optimizer_owner(g: Graph, call: cst.Call, qualname) -> None:
+    """The optimizer of `<optimizer>.minimize(...)` / `.apply_gradients(...)`:
+    a name, or a constructor call hoisted under a fresh name."""
     owner = call.func.value
     if isinstance(owner, cst.Call):
         inner_q = qualname(owner.func)
@@ -624,3 +773,40 @@ def _variable_statement(statement, name: str, call: cst.Call, qualname):
         # values get_variable would have drawn
         code = f"{name} = tf.Variable({init_code}({', '.join(args)}){extra})\n"
     return C.stmt(code).with_changes(leading_lines=statement.leading_lines)
+
+
+def gradient_source(statements, applied, qualname) -> tuple[cst.CSTNode, str] | None:
+    """Where the gradients `apply_gradients(<applied>)` applies come from,
+    when the analysis could not take them for the tape's: (the statement,
+    what it does), or None when no statement of the block binds them."""
+    wanted = C.names_used(applied)
+
+    def find(body, within):
+        for statement in body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                names, value, _ = C.assignment(statement)
+                hit = sorted(set(names) & wanted)
+                if hit and value is not None:
+                    return statement, hit[0], value, within
+            elif isinstance(statement, (cst.With, cst.For, cst.While, cst.If)):
+                found = find(C.body_of(statement.body), within or statement)
+                if found is not None:
+                    return found
+        return None
+
+    found = find(statements, None)
+    if found is None:
+        return None
+    statement, name, value, within = found
+    if within is not None:
+        head = C.code_of(within.with_changes(leading_lines=[])).split("\n", 1)[0].strip()
+        return within, (f"the gradients `{name}` it applies are computed inside `{head}`: what that block runs"
+                        " first or around them has no place in the step this rule writes (the tape's gradients"
+                        " come right after the forward pass)")
+    if isinstance(value, cst.Call):
+        q = qualname(value.func)
+        if q is not None or isinstance(value.func, (cst.Name, cst.Attribute)):
+            return statement, (f"the gradients `{name}` it applies come from `{C.code_of(value.func)}(...)`, not"
+                               " from `compute_gradients(loss)` or `tf.gradients(loss, variables)` of the loss")
+    return statement, (f"the gradients `{name}` it applies are made by `{C.code_of(value)}`, not by"
+                       " `compute_gradients(loss)` or `tf.gradients(loss, variables)`")

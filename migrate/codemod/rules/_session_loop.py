@@ -97,10 +97,80 @@ def hook_class(module, name: str, qualname) -> cst.ClassDef | None:
         else None
 
 
-def plan_program_hook(cls: cst.ClassDef, qualname, fetchable) -> tuple[dict, cst.CSTNode, str] | dict:
+STOP_AT_STEP = "train.StopAtStepHook"
+# what StopAtStepHook's own methods do, written out for a subclass that keeps them
+# (`results` is the global step its before_run fetched; the step counter is the
+# hook's own `self._global_step_tensor`, given when the hook is made)
+_STOP_AT_STEP_METHODS = {
+    "after_create_session": (
+        "def after_create_session(self, session, coord):\n"
+        "    if self._last_step is None:\n"
+        "        self._last_step = session.run(self._global_step_tensor) + self._num_steps\n"),
+    "after_run": (
+        "def after_run(self, run_context, run_values):\n"
+        "    if run_values.results + 1 >= self._last_step:\n"
+        "        run_context.request_stop()\n"),
+}
+
+
+class _StepReads(cst.CSTTransformer):
+    """`session.run(self._global_step_tensor)` (also through
+    `run_context.session`) -> the counter's value, read eagerly."""
+
+    def leave_Call(self, original, updated):
+        if isinstance(updated.func, cst.Attribute) and updated.func.attr.value == "run" and len(updated.args) == 1 and (
+                C.code_of(updated.args[0].value) == "self._global_step_tensor"):
+            return C.expr("int(self._global_step_tensor.numpy())")
+        return updated
+
+
+def _stop_at_step_subclass(cls: cst.ClassDef, global_step: str | None) -> cst.ClassDef | tuple[cst.CSTNode, str]:
+    """A `tf.train.StopAtStepHook` subclass as a plain SessionRunHook: the
+    state StopAtStepHook keeps (`_num_steps`, `_last_step`, the step counter
+    given when it is made), and its own methods the subclass does not
+    override, written out; reads of the counter through a session read it
+    eagerly. (node, why) when the subclass relies on more of it."""
+    if global_step is None:
+        return cls, "the training has no global step for StopAtStepHook's state to read"
+    methods = {st.name.value: st for st in cls.body.body if isinstance(st, cst.FunctionDef)}
+    for name in ("__init__", "begin", "before_run"):
+        if name in methods:
+            return methods[name], (f"it overrides {name}(), which sets up what StopAtStepHook's own methods read"
+                                   " (its step counter and limits)")
+    for node in C.walk(cls):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "super":
+            return node, "it calls StopAtStepHook's own methods through super()"
+    body = [st for st in cls.body.body]
+    init = C.stmt("def __init__(self, global_step, num_steps=None, last_step=None):\n"
+                  "    # the step counter and the step limits the stop test reads\n"
+                  "    self._global_step_tensor = global_step\n"
+                  "    self._num_steps = num_steps\n"
+                  "    self._last_step = last_step\n")
+    docstring = 1 if body and isinstance(C.single_expr(body[0]), (cst.SimpleString, cst.ConcatenatedString)) else 0
+    first = [init] + [C.stmt(code) for name, code in _STOP_AT_STEP_METHODS.items() if name not in methods]
+    first = [st.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for st in first]
+    body = body[:docstring] + first + [
+        st.with_changes(leading_lines=[cst.EmptyLine(indent=False), *C.strip_blank_lines(st.leading_lines)])
+        if isinstance(st, cst.FunctionDef) else st for st in body[docstring:]]
+    new = cls.with_changes(body=cls.body.with_changes(body=body), bases=[cst.Arg(C.expr("tf.train.SessionRunHook"))])
+    return new.visit(_StepReads())
+
+
+def plan_program_hook(cls: cst.ClassDef, qualname, fetchable, global_step: str | None = None
+                      ) -> tuple[dict, cst.CSTNode, str] | dict:
     """The migrated class and what its calls need, or (…, node, why) when its
     body does something the loop cannot do at that point."""
     bases = [qualname(b.value) for b in cls.bases]
+    if bases == [STOP_AT_STEP]:
+        written = _stop_at_step_subclass(cls, global_step)
+        if isinstance(written, tuple):
+            return {}, *written
+        plan = plan_program_hook(written, lambda node: HOOK_BASE if C.code_of(node) == "tf.train.SessionRunHook"
+                                 else qualname(node), lambda name: fetchable(name) or name == global_step)
+        if isinstance(plan, dict):
+            plan["fetch"] = plan["fetch"] or C.expr(global_step)  # what StopAtStepHook's before_run fetched
+            plan["counter"] = True  # made with the step counter
+        return plan
     if bases != [HOOK_BASE]:
         base = next((C.code_of(b.value) for b in cls.bases if qualname(b.value) != HOOK_BASE), "")
         return {}, cls, (f"it extends `{base}`, whose own before_run/after_run (and private state such as"
@@ -249,7 +319,7 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
     does what a TF2 loop cannot is reported where it does it, and left to
     the session stage (which drops it with the session, reported)."""
     qualname = rule.qualname
-    rule.hook_stops, rule.hook_objects = [], set()  # this block's
+    rule.hook_stops, rule.hook_objects, rule.carried_hook_classes = [], set(), set()  # this block's
     sessions: set[str] = set()
     lists: dict[str, cst.List] = {}
     bound: dict[str, cst.Call] = {}
@@ -269,11 +339,14 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
     hooks: list[ProgramHook] = []
     holders: dict[int, int] = {}  # id of a session call -> how many of its hooks are carried
     chief_only = []
+    passed: set[str] = set()  # hook lists given to a session by name
     for statement in after:
         for call in C.calls_in(statement):
             if not rule._is_session_call(call):
                 continue
             for k, given in enumerate(hook_arguments(call, qualname)):
+                if isinstance(given, cst.Name):
+                    passed.add(given.value)
                 elements = given.elements if isinstance(given, cst.List) else (
                     lists[given.value].elements if isinstance(given, cst.Name) and given.value in lists else ())
                 for element in elements:
@@ -298,9 +371,13 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
             return after
     placer = _PlaceHookCalls(rule, graph, hooks, sessions, lists)
     new = placer.block(after)
+    # a hook list the graph block builds (`hooks = [StopHook(...)]`, `hooks.append(sync_hook)`)
+    # configured the TF1 session, as the TF1 hooks in it did: it goes with that session
+    graph.state = [st for st in graph.state if not _builds_hook_list(st, passed)]
     for hook in hooks:
         rule.class_rewrites[C.code_of(hook.cls)] = hook.new_cls
         rule.hook_objects.add(hook.instance)
+        rule.carried_hook_classes.add(hook.cls.name.value)
         if hook.stops:
             rule.hook_stops.append(hook.instance)
         rule.report(hook.element, f"the session hook `{hook.cls.name.value}` is now a plain object whose methods the"
@@ -308,6 +385,18 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
                     + ("; its request_stop() ends the loop" if hook.stops else ""),
                     fixed=True, severity="info", reference=reference)
     return new
+
+
+def _builds_hook_list(statement, names: set[str]) -> bool:
+    bound, value, _ = C.assignment(statement)
+    if len(bound) == 1 and bound[0] in names and isinstance(value, (cst.List, cst.Tuple)):
+        return True
+    lone = C.single_expr(statement)
+    if isinstance(lone, cst.Call) and isinstance(lone.func, cst.Attribute) and lone.func.attr.value in (
+            "append", "extend") and isinstance(lone.func.value, cst.Name) and lone.func.value.value in names:
+        return True
+    small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+    return isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name) and small.target.value in names
 
 
 def _where(hook: ProgramHook) -> str:
@@ -329,7 +418,14 @@ def _program_hook(rule, graph, element, bound, reference) -> ProgramHook | None:
     if cls is None:
         return None
     plan = plan_program_hook(cls, rule.qualname, lambda name: name in graph.compute_names
-                             or name == graph.global_step)
+                             or name == graph.global_step, graph.global_step)
+    if not isinstance(plan, tuple) and plan.get("counter"):
+        if instance is not None:  # made elsewhere: its call would have to be given the step counter there
+            plan = ({}, element, (f"it is made before the session (`{instance} = {C.code_of(made)}`), where the"
+                                  " step counter StopAtStepHook reads is not given to it"))
+        else:
+            made = made.with_changes(args=[cst.Arg(cst.Name(graph.global_step), comma=cst.Comma(
+                whitespace_after=cst.SimpleWhitespace(" "))), *made.args])
     if isinstance(plan, tuple):
         _, node, why = plan
         rule.report(node, f"the session hook `{cls.name.value}` cannot become calls in the TF2 loop: {why}",

@@ -47,6 +47,16 @@ class _SessionRewriter(cst.CSTTransformer):
         self.prelude_done = False
         self.prelude_outside_with = False  # checkpoint setup emitted for a session made by an assignment
         self.loop_depth = 0
+        self.line: cst.SimpleStatementLine | None = None  # the statement being rewritten
+        self.last_statements: set[int] = set()  # ids of statements ending their block
+        self.unfed_raises: dict[int, cst.BaseStatement] = {}  # statement id -> the raise replacing it
+
+    def visit_IndentedBlock(self, node):
+        if node.body:
+            self.last_statements.add(id(node.body[-1]))
+
+    def visit_SimpleStatementLine(self, node):
+        self.line = node
 
     def _is_session_with(self, node: cst.With) -> bool:
         q = self.r.rule.qualname
@@ -166,6 +176,9 @@ class _SessionRewriter(cst.CSTTransformer):
         return None
 
     def leave_SimpleStatementLine(self, original, updated):
+        self.line = None
+        if id(original) in self.unfed_raises:
+            return self.unfed_raises.pop(id(original)).with_changes(leading_lines=original.leading_lines)
         if id(original) in self.r.hook_growth:
             return cst.RemovalSentinel.REMOVE
         names, value, _ = C.assignment(original)
@@ -303,6 +316,9 @@ class _SessionRewriter(cst.CSTTransformer):
             args = self._args(fetch, getattr(canonical, "params", []))
             if args is None:
                 unfed = _dataflow.unfed_placeholders(fetch.feed, getattr(canonical, "params", []), self.r.graph)
+                if unfed and _unfed_run_ends_block(self.line, original, self.last_statements):
+                    self._raise_unfed(original, fetch, unfed)
+                    return updated
                 what = f" ({', '.join(f'`{n}`' for n in unfed)} not fed: TF1 raised an error here too)" if unfed else ""
                 self.r.rule.report(original, f"feed_dict does not feed every placeholder the step needs{what}",
                                    hint="pass the step function's arguments explicitly",
@@ -311,6 +327,20 @@ class _SessionRewriter(cst.CSTTransformer):
             code = f"{fn}({args})" + (")" if fn.startswith("tf.nest") else "")
             return C.expr(code)
         return updated
+
+    def _raise_unfed(self, run_call: cst.Call, fetch: _Fetch, unfed: list[str]) -> None:
+        """The run leaves a placeholder its fetches need unfed: TF1 raised
+        InvalidArgumentError there, and the statement becomes that raise."""
+        needed = ", ".join(f"`{n}`" for n in fetch.values) or "the step"
+        missing = ", ".join(unfed)
+        message = f"no value for {missing}, which {needed.replace('`', '')} needs"
+        self.unfed_raises[id(self.line)] = C.stmt(f'raise tf.errors.InvalidArgumentError(None, None, "{message}")\n')
+        self.r.rule.report(
+            run_call, f"this session run feeds no {', '.join(f'`{n}`' for n in unfed)}, which {needed} needs: TF1"
+            " raised InvalidArgumentError here (\"You must feed a value for placeholder tensor\"), and the"
+            " migrated code raises it at the same point",
+            hint=f"give {needed} the value it needs here (for a dropout keep probability, 1.0 evaluates without"
+            " dropout), then migrate again", reference=REFERENCE[self.r.rule.strategy], fixed=True)
 
     def _report_foreign_feeds(self, fetch: _Fetch, run_call: cst.CSTNode) -> None:
         """A fed key that is no placeholder of the graph block (one a helper
@@ -855,10 +885,27 @@ class _DropGraphModeSwitches(cst.CSTTransformer):
         return cst.FlattenSentinel(body)
 
 
+def _unfed_run_ends_block(line, run_call: cst.Call, last_statements: set[int]) -> bool:
+    """Can the statement ``line`` holding a run that raised in TF1 become that
+    raise? Only when it ends its block (no code after it to leave dead) and
+    nothing it evaluates before the run has effects: its other calls hold
+    the run (they are called after it) and the run's arguments call nothing."""
+    if line is None or id(line) not in last_statements or len(line.body) != 1:
+        return False
+    if any(type(node) in (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+           for node in C.walk(line)):
+        return False
+    if any(call is not run_call for arg in run_call.args for call in C.calls_in(arg.value)):
+        return False
+    return all(call is run_call or any(node is run_call for node in C.walk(call)) for call in C.calls_in(line))
+
+
 def rewrite_session(region: _SessionRegion, statements):
     """The statements of a session region with the session's loop rewritten
     around the step functions."""
     rewriter = _SessionRewriter(region)
+    if statements:
+        rewriter.last_statements.add(id(statements[-1]))
     trains = [k for k, st in enumerate(statements) if region._trains(st)]
     out = []
     for k, statement in enumerate(statements):

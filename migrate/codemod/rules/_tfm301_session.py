@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow
+from migrate.codemod.rules import _dataflow, _moving_average
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -369,6 +369,8 @@ class _SessionRegion:
             hq = q(hook.func)
             if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "declined_hooks", {}):
                 continue  # reported where its class does what a TF2 loop cannot
+            if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "carried_hook_classes", ()):
+                continue  # the loop calls its methods now (_session_loop.carry_program_hooks)
             if hq is None and _method(hook) != "make_session_run_hook":
                 # SyncReplicasOptimizer's own hook goes with it; any other hook was the program's own
                 self.rule.report(hook, f"the session hook `{C.code_of(hook.func)}(...)` is dropped with the session:"
@@ -545,6 +547,9 @@ class _SessionRegion:
                 tracked_names.append(self.rule.template)
             # once each: a step counter the program made with tf.Variable is one of its variables too
             tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
+            averages = getattr(self.rule, "moving_average", None)
+            if averages is not None:  # TF1's Saver saved the shadow variables with the others
+                tracked += ", {}={}".format(*_moving_average.tracked(averages, self.rule.trainable_name))
             ckpt = self.rule._fresh("checkpoint")
             self.checkpoint_name = ckpt
             directory = C.code_of(self.checkpoint_dir)

@@ -339,3 +339,18 @@ def loss_towers(statements, loop: cst.For, qualname, taken: set[str]) -> tuple[L
             st = new_minimize if st is minimize else st.deep_replace(minimize, new_minimize)
         out.append(st)
     return LossTowers(out, loop, new_loop, minimize, item.value), ""
+
+
+def first_line(node) -> str:
+    """A node's code on one line (a block: its first line), comments skipped, shortened."""
+    if node is None:
+        return "?"
+    lines = [line.strip() for line in C.code_of(node).splitlines()]
+    lines = [line for line in lines if line and not line.startswith("#")]
+    if not lines:
+        return "?"
+    if isinstance(node, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
+        text = lines[0]
+    else:
+        text = " ".join(lines).replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]")
+    return text if len(text) <= 100 else text[:97] + "..."

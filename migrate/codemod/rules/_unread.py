@@ -16,7 +16,7 @@ import ast
 
 import libcst as cst
 
-from migrate.codemod.fastcst import transform
+from migrate.codemod.fastcst import module_code, transform
 
 
 def _pure(value: ast.expr) -> bool:
@@ -133,7 +133,8 @@ def _has_comment(statement) -> bool:
 
 
 def drop_unread(module: cst.Module, names: set[str]) -> cst.Module:
-    dead = unread(module.code, names) if names else set()
+    # (the engine's cached generation: the statements left as they are come back for the output)
+    dead = unread(module_code(module), names) if names else set()
     if not dead:
         return module
     return transform(module, _Drop(dead))

@@ -11,7 +11,7 @@ from migrate.codemod.rules._role_servers import hoist_role_servers
 from migrate.codemod.rules._unread import drop_unread
 
 _SERVERS = ("train.Server", "distribute.Server")
-from migrate.codemod.rules._program import MWMS, PSS, detect_strategy, reads_tf_config
+from migrate.codemod.rules._program import MWMS, PSS, detect_strategy, reads_tf_config, serves_only
 
 
 def _simple_string(value: str) -> cst.SimpleString:
@@ -54,8 +54,11 @@ class ClusterResolver(Rule):
 
     Fix safety
     Safe: the resolver describes the same cluster. The launch changes: a
-    ParameterServerStrategy job needs one more process (``--job_name=chief``);
-    a literal host list without a chief gets a diagnostic instead.
+    ParameterServerStrategy job needs one more process (``--job_name=chief``).
+    Literal ``host:port`` lists get a literal chief address (the first
+    worker's host, on the next port the cluster does not use there: reported,
+    to be changed where that port is taken); a cluster whose hosts are
+    neither flags nor such literals gets a diagnostic instead.
     """
 
     code = "TFM201"
@@ -66,11 +69,14 @@ class ClusterResolver(Rule):
         if "cluster_resolver" in C.all_names(module):
             return module  # already migrated
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None and serves_only(module, self.ctx.names):
+            return module  # a standard server: nothing here takes a resolver (TFM202)
         if self.strategy is not None:
             # servers built per role branch with a literal job name: one server before the branching
             module = hoist_role_servers(module, lambda call: self.qualname(call.func) in _SERVERS)
-        self.from_tf_config = reads_tf_config(module)
         self.server_args = self._server_args(module)
+        self.maps_roles = reads_tf_config(module) and self._maps_roles(module)
+        self.from_tf_config = reads_tf_config(module) and not self.maps_roles
         self.conditional_role: cst.BaseStatement | None = None
         self._place_near_server(module)
         if self.conditional_role is not None:
@@ -81,12 +87,15 @@ class ClusterResolver(Rule):
                         " TF_CONFIG), then run tfmigrate again", fixed=False)
             return module
         self.chief_flag: tuple[str, str] | None = None  # (flags object, style) once a chief entry is added
+        self.chief_choice = False  # a literal chief entry was added: the job-name flag must accept it
+        # ParameterServerStrategy: the dict literals a name given to ClusterSpec is bound to get the chief
+        self.named_dicts, self.named_others, self.named_with_dicts = self._named_cluster_dicts(module)
         self.dropped_ps: set[str] = set()
         module = transform(module, self)
         # the name that held the ps hosts, now read nowhere: a leftover of the TF1 cluster
         module = drop_unread(module, self.dropped_ps)
-        if self.chief_flag is not None:
-            module = transform(module, _AddChiefFlag(self.chief_flag))
+        if self.chief_flag is not None or self.chief_choice:
+            module = transform(module, _AddChiefFlag(add_flag=self.chief_flag is not None))
         return module
 
     def _server_args(self, module: cst.Module) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
@@ -100,6 +109,23 @@ class ClusterResolver(Rule):
                 if job is not None and index is not None:
                     return job, index
         return None
+
+    def _maps_roles(self, module: cst.Module) -> bool:
+        """Whether the job name the Server gets is the program's own mapping of
+        roles (``job_name = "worker" if job_name == "master" else job_name``
+        after reading TF_CONFIG): TFConfigClusterResolver would give the task
+        type TF_CONFIG names (a ``master`` no strategy accepts), the Server's
+        job name and index are what the program meant."""
+        if self.server_args is None or not isinstance(self.server_args[0], cst.Name):
+            return False
+        job = self.server_args[0].value
+        for node in C.walk(module):
+            names, value, _ = C.assignment(node)
+            if job in names and value is not None and any(
+                isinstance(s, cst.SimpleString) and s.evaluated_value in _ROLE_NAMES for s in C.walk(value)
+            ):
+                return True
+        return False
 
     def _place_near_server(self, module: cst.Module) -> None:
         """The resolver takes this task's role from the Server call's job and
@@ -181,10 +207,54 @@ class ClusterResolver(Rule):
     def leave_Module(self, original, updated):
         return updated.with_changes(body=self._rewrite_body(original.body, updated.body))
 
+    def _named_cluster_dicts(self, module: cst.Module):
+        """For ParameterServerStrategy, a cluster given to ClusterSpec by name
+        (``cluster_def = {"ps": ..., "worker": ...}`` then
+        ``ClusterSpec(cluster_def)``) or by a call of a function of this module
+        (``ClusterSpec(cluster_from_env())``): id() of the dict literals the
+        name is bound to or the function returns; the other values (an
+        environment variable's dict), which keep a diagnostic, by the code of
+        the ClusterSpec argument; and the arguments with a dict literal."""
+        if self.strategy != PSS or self.from_tf_config:
+            return set(), {}, set()
+        functions = {node.name.value: node for node in module.body if isinstance(node, cst.FunctionDef)}
+        names, called = set(), {}
+        for call in C.calls_in(module):
+            if self.qualname(call.func) == "train.ClusterSpec":
+                spec = C.arg(call, 0, "cluster")
+                if isinstance(spec, cst.Name):
+                    names.add(spec.value)
+                elif (isinstance(spec, cst.Call) and isinstance(spec.func, cst.Name)
+                      and spec.func.value in functions):
+                    called[spec.func.value] = C.code_of(spec)
+        values: list[tuple[str, cst.BaseExpression]] = []
+        for node in C.walk(module):
+            bound, value, _ = C.assignment(node)
+            if len(bound) == 1 and bound[0] in names and value is not None:
+                values.append((bound[0], value))
+        for name, key in called.items():
+            values.extend((key, node.value) for node in _own_returns(functions[name]))
+        dicts: set[int] = set()
+        others: dict[str, list[cst.BaseExpression]] = {}
+        with_dicts: set[str] = set()
+        for key, value in values:
+            if isinstance(value, cst.Dict):
+                dicts.add(id(value))
+                with_dicts.add(key)
+            elif not (isinstance(value, cst.Name) and value.value == "None"):
+                others.setdefault(key, []).append(value)
+        return dicts, others, with_dicts
+
     def _rewrite_body(self, originals, body):
         out = []
         aligned = len(originals) == len(body)
         for i, statement in enumerate(body):
+            if aligned and self.named_dicts:
+                original_value, value = _bound_or_returned(originals[i]), _bound_or_returned(statement)
+                if id(original_value) in self.named_dicts and isinstance(value, cst.Dict):
+                    new_value = self._with_chief(statement, value)
+                    out.append(statement if new_value is None else statement.deep_replace(value, new_value))
+                    continue
             if self.server_statement is not None and aligned and id(originals[i]) == self.server_statement:
                 out.append(self._resolver_statement(originals[i], self.spec_name))
                 out.append(statement)
@@ -213,6 +283,9 @@ class ClusterResolver(Rule):
                 f"    {cluster_name}, task_type={job}, task_id={index}, rpc_layer=\"grpc\")"
             )
             how = "the cluster spec and this task's job name and index"
+            if self.maps_roles:
+                how += (" (the program maps TF_CONFIG's task type to its own job names: TFConfigClusterResolver"
+                        " would hand the strategy TF_CONFIG's, which it may not accept, as `master`)")
         else:
             code = (
                 "cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver("
@@ -230,6 +303,21 @@ class ClusterResolver(Rule):
 
     def _fix_cluster_dict(self, statement, call: cst.Call):
         spec = C.arg(call, 0, "cluster")
+        key = C.code_of(spec) if isinstance(spec, (cst.Name, cst.Call)) else None
+        if key in self.named_with_dicts:
+            # bound to (or returning) a literal, which got its chief where it is written, and maybe
+            # to values known only at run time
+            for value in self.named_others.get(key, ()):
+                self.report(
+                    statement,
+                    f"ParameterServerStrategy needs a 'chief' (coordinator) task: the cluster `{key}` from"
+                    f" `{C.code_of(value)}` must have a \"chief\" job besides \"ps\" and \"worker\" (its literal"
+                    " value got one)",
+                    hint='add "chief": ["host:port"] to that cluster and launch one more process as the chief',
+                    reference="legacy_reference/async_ps.py",
+                    fixed=False,
+                )
+            return statement
         if not isinstance(spec, cst.Dict):
             if self.strategy == PSS and spec is not None and not self.from_tf_config:
                 # a dict built elsewhere (a variable, an environment variable): its jobs are not known here
@@ -264,50 +352,89 @@ class ClusterResolver(Rule):
                 fixed=True,
                 severity="info",
             )
-        elif self.strategy == PSS and "chief" not in keys and "worker" in keys:
-            chief = self._chief_hosts(spec)
-            if chief is None:
-                self.report(
-                    statement,
-                    "ParameterServerStrategy needs a 'chief' (coordinator) task; this cluster has none",
-                    hint='add "chief": ["host:port"] to the cluster and launch one more process as the chief',
-                    reference="legacy_reference/async_ps.py",
-                    fixed=False,
-                )
-                return statement
-            elements = list(spec.elements)
-            last = elements[-1]
-            new = cst.DictElement(_simple_string("chief"), chief)
-            if last.comma is cst.MaybeSentinel.DEFAULT:
-                elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            elif len(elements) > 1:
-                # one element per line: keep the layout and the trailing comma
-                elements[-1] = last.with_changes(comma=elements[-2].comma)
-                new = new.with_changes(comma=last.comma)
-            else:
-                new = new.with_changes(comma=last.comma)
-                elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-            elements.append(new)
-            new_spec = spec.with_changes(elements=elements)
-            self.report(
-                statement,
-                "ParameterServerStrategy coordinates from a 'chief' task: added a chief entry (flag --chief_hosts)",
-                fixed=True,
-                severity="info",
-            )
+        elif self.strategy == PSS:
+            new_spec = self._with_chief(statement, spec) or spec
         if new_spec is spec:
             return statement
         return statement.deep_replace(spec, new_spec)
 
-    def _chief_hosts(self, spec: cst.Dict) -> cst.BaseExpression | None:
-        """`FLAGS.worker_hosts.split(",")` (directly or via a local) -> the chief twin."""
+    def _with_chief(self, statement, spec: cst.Dict) -> cst.Dict | None:
+        """``spec`` with a chief entry for ParameterServerStrategy (None: it has
+        one, has no workers, or none can be chosen: reported)."""
+        keys = _dict_keys(spec)
+        if "chief" in keys or "worker" not in keys:
+            return None
+        chief, how = self._chief_hosts(spec)
+        if chief is None:
+            workers = next(C.code_of(el.value) for el in spec.elements if isinstance(el, cst.DictElement)
+                           and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == "worker")
+            self.report(
+                statement,
+                "ParameterServerStrategy needs a 'chief' (coordinator) task; this cluster has none, and its"
+                f" workers (`{workers}`) are neither a --worker_hosts flag nor literal host:port lists, so no"
+                " address can be chosen for one here",
+                hint='add "chief": ["host:port"] to the cluster and launch one more process as the chief',
+                reference="legacy_reference/async_ps.py",
+                fixed=False,
+            )
+            return None
+        elements = list(spec.elements)
+        last = elements[-1]
+        new = cst.DictElement(_simple_string("chief"), chief)
+        if last.comma is cst.MaybeSentinel.DEFAULT:
+            elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elif len(elements) > 1:
+            # one element per line: keep the layout and the trailing comma
+            elements[-1] = last.with_changes(comma=elements[-2].comma)
+            new = new.with_changes(comma=last.comma)
+        else:
+            new = new.with_changes(comma=last.comma)
+            elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        elements.append(new)
+        new_spec = spec.with_changes(elements=elements)
+        self.report(
+            statement,
+            f"ParameterServerStrategy coordinates from a 'chief' task: added a chief entry ({how});"
+            " launch one more process as the chief (job name \"chief\", task index 0)",
+            fixed=True,
+            severity="info",
+        )
+        return new_spec
+
+    def _chief_hosts(self, spec: cst.Dict) -> tuple[cst.BaseExpression | None, str]:
+        """(the chief's hosts, how they were chosen): `FLAGS.worker_hosts.split(",")`
+        (directly or via a local) -> the chief twin of that flag; literal host
+        lists -> one literal address next to them (see _literal_chief)."""
+        jobs = {}
         for el in spec.elements:
-            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and el.key.evaluated_value == "worker":
-                flags_obj = self._flags_object(el.value)
-                if flags_obj is not None:
-                    self.chief_flag = (flags_obj, "")
-                    return C.expr(f'{flags_obj}.chief_hosts.split(",")')
-        return None
+            if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString):
+                jobs[el.key.evaluated_value] = el.value
+        if "worker" not in jobs:
+            return None, ""
+        flags_obj = self._flags_object(jobs["worker"])
+        if flags_obj is not None:
+            self.chief_flag = (flags_obj, "")
+            return C.expr(f'{flags_obj}.chief_hosts.split(",")'), "flag --chief_hosts"
+        addresses = {job: self._literal_hosts(value) for job, value in jobs.items()}
+        if any(hosts is None for hosts in addresses.values()):
+            return None, ""
+        chief = _literal_chief(addresses)
+        if chief is None:
+            return None, ""
+        self.chief_choice = True
+        how = (f"`{chief}`: the first worker's host, on the next port no task of the cluster uses there;"
+               " change it where that port is taken")
+        return C.expr(f'["{chief}"]'), how
+
+    def _literal_hosts(self, value: cst.BaseExpression) -> list[str] | None:
+        """``["h:1", "h:2"]``, directly or through a name bound once to such a list."""
+        if isinstance(value, cst.Name):
+            value = self._local_source(value.value)
+        if not isinstance(value, (cst.List, cst.Tuple)) or not value.elements:
+            return None
+        hosts = [el.value.evaluated_value for el in value.elements
+                 if isinstance(el, cst.Element) and isinstance(el.value, cst.SimpleString)]
+        return hosts if len(hosts) == len(value.elements) else None
 
     def _flags_object(self, value: cst.BaseExpression) -> str | None:
         # FLAGS.worker_hosts... or args.worker_hosts...
@@ -329,6 +456,50 @@ class ClusterResolver(Rule):
 
 
 _JOB_NAME_FLAGS = ("job_name", "--job_name", "--job-name")
+_ROLE_NAMES = ("ps", "worker", "chief", "master")
+
+
+def _literal_chief(jobs: dict[str, list[str]]) -> str | None:
+    """The chief's address for a cluster of literal ``host:port`` lists: the
+    first worker's host (a machine of the cluster, reachable as the others
+    are) on the port after the highest one the cluster uses on that host.
+    None when an address has no numeric port."""
+    ports: dict[str, list[int]] = {}
+    for hosts in jobs.values():
+        for address in hosts:
+            host, colon, port = address.rpartition(":")
+            if not colon or not host or not port.isdigit():
+                return None
+            ports.setdefault(host, []).append(int(port))
+    host = jobs["worker"][0].rpartition(":")[0]
+    port = max(ports[host]) + 1
+    return f"{host}:{port}" if port < 65536 else None
+
+
+def _bound_or_returned(statement) -> cst.BaseExpression | None:
+    """The value a statement assigns (``x = value``) or returns (``return value``)."""
+    _, value, _ = C.assignment(statement)
+    if value is None and isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        small = statement.body[0]
+        if isinstance(small, cst.Return):
+            value = small.value
+    return value
+
+
+def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:
+    """The function's return statements with a value, not those of nested defs or lambdas."""
+    out: list[cst.Return] = []
+
+    def visit(node: cst.CSTNode) -> None:
+        for child in node.children:
+            if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            if isinstance(child, cst.Return) and child.value is not None:
+                out.append(child)
+            visit(child)
+
+    visit(function.body)
+    return out
 
 
 def _statement_holding(statements, target: int) -> tuple[int, cst.BaseStatement] | None:
@@ -388,9 +559,9 @@ class _AddChiefFlag(cst.CSTTransformer):
     (absl/tf.app flags or argparse), and let a job-name flag restricted to
     ps/worker accept ``chief``."""
 
-    def __init__(self, chief_flag):
+    def __init__(self, add_flag: bool):
         super().__init__()
-        self.done = False
+        self.done = not add_flag  # only the choices change where the chief's address is a literal
 
     def _rewrite(self, body):
         out = []
@@ -445,6 +616,38 @@ ClusterResolver.VALID = [
 
 ClusterResolver.INVALID = [
     Invalid(
+        # TF_CONFIG read by hand, its `master` task type mapped to a worker by the
+        # program: the resolver takes the job name the Server got, not TF_CONFIG's
+        """
+        import json, os
+        import tensorflow as tf
+
+        def main():
+            tf_config = json.loads(os.environ["TF_CONFIG"])
+            role = tf_config["task"]["type"]
+            index = tf_config["task"]["index"]
+            role = "worker" if role == "master" else role
+            spec = tf.train.ClusterSpec(tf_config["cluster"])
+            server = tf.train.Server(spec, job_name=role, task_index=index)
+            opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2)
+        """,
+        """
+        import json, os
+        import tensorflow as tf
+
+        def main():
+            tf_config = json.loads(os.environ["TF_CONFIG"])
+            role = tf_config["task"]["type"]
+            index = tf_config["task"]["index"]
+            role = "worker" if role == "master" else role
+            spec = tf.train.ClusterSpec(tf_config["cluster"])
+            cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                spec, task_type=role, task_id=index, rpc_layer="grpc")
+            server = tf.train.Server(spec, job_name=role, task_index=index)
+            opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), 2)
+        """,
+    ),
+    Invalid(
         # the spec at module level, the task's role known only in main(): the
         # resolver goes where the Server read it, not where flags are unparsed
         """
@@ -453,7 +656,7 @@ ClusterResolver.INVALID = [
 
         def main(job_name, task_index):
             server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
-            server.join()
+            sess = tf.Session(server.target)
         """,
         """
         import tensorflow as tf
@@ -463,7 +666,7 @@ ClusterResolver.INVALID = [
             cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
                 cluster, task_type=job_name, task_id=task_index, rpc_layer="grpc")
             server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
-            server.join()
+            sess = tf.Session(server.target)
         """,
     ),
     Invalid(
@@ -591,6 +794,8 @@ ClusterResolver.INVALID = [
         """,
     ),
     Invalid(
+        # literal host lists: the chief gets a literal address beside them
+        # (the first worker's host, the next port the cluster leaves free there)
         """
         import tensorflow as tf
         cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})
@@ -599,7 +804,59 @@ ClusterResolver.INVALID = [
         """,
         """
         import tensorflow as tf
-        cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"]})
+        cluster = tf.train.ClusterSpec({"ps": ["localhost:2222"], "worker": ["localhost:2223", "localhost:2224"], "chief": ["localhost:2225"]})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type="worker", task_id=0, rpc_layer="grpc")
+        server = tf.train.Server(cluster, "worker", 0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+    ),
+    Invalid(
+        # the cluster dict by name: from an environment variable, else a literal
+        # one; the literal gets the chief, the variable's keeps a diagnostic
+        """
+        import ast, os
+        import tensorflow as tf
+
+        def main(job, index):
+            raw = os.environ.get("LAB_CLUSTER")
+            if raw:
+                jobs = ast.literal_eval(raw)
+            else:
+                jobs = {"ps": ["lab-ps:2000"], "worker": ["lab-w0:2001", "lab-w1:2001"]}
+            cluster = tf.train.ClusterSpec(jobs)
+            server = tf.train.Server(cluster, job_name=job, task_index=index)
+            setter = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        """
+        import ast, os
+        import tensorflow as tf
+
+        def main(job, index):
+            raw = os.environ.get("LAB_CLUSTER")
+            if raw:
+                jobs = ast.literal_eval(raw)
+            else:
+                jobs = {"ps": ["lab-ps:2000"], "worker": ["lab-w0:2001", "lab-w1:2001"], "chief": ["lab-w0:2002"]}
+            cluster = tf.train.ClusterSpec(jobs)
+            cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+                cluster, task_type=job, task_id=index, rpc_layer="grpc")
+            server = tf.train.Server(cluster, job_name=job, task_index=index)
+            setter = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        diagnostics=("TFM201",),
+    ),
+    Invalid(
+        # an address without a port: no free port to pick for the chief
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["ps0"], "worker": ["worker0", "worker1"]})
+        server = tf.train.Server(cluster, "worker", 0)
+        device_fn = tf.train.replica_device_setter(cluster=cluster)
+        """,
+        """
+        import tensorflow as tf
+        cluster = tf.train.ClusterSpec({"ps": ["ps0"], "worker": ["worker0", "worker1"]})
         cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             cluster, task_type="worker", task_id=0, rpc_layer="grpc")
         server = tf.train.Server(cluster, "worker", 0)

@@ -6,8 +6,11 @@ import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
+from migrate.codemod.program import callers
+from migrate.codemod.program.project import index_for
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy
+from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, serves_only
+from migrate.codemod.rules._standard_server import rewrite_standard_servers
 
 
 def _bound_names(statement) -> set[str]:
@@ -102,8 +105,16 @@ class ServerRoles(Rule):
     What the TF1 branching ran for the other roles (``elif job_name ==
     "worker":``, now the chief, or ``else:``) follows the graph.
 
+    A program that only serves (its server built and joined, no training:
+    a standard server for a cluster whose clients are other programs) keeps
+    its server, spelled ``tf.distribute.Server``; TF 1.x's
+    ``tf.contrib.distribute.run_standard_tensorflow_server()`` becomes the
+    same server started from a ``TFConfigClusterResolver``, as TF 2's
+    parameter-server guide starts its ps and worker tasks.
+
     Fix safety
-    Safe for the shapes above. A ps branch that waits in a session on a
+    Safe for the shapes above (the contrib standard server set a collective
+    group leader in its session config, which only TF1 collective ops read). A ps branch that waits in a session on a
     queue of finished workers (the "done queue" shutdown) becomes
     ``server.join()``: in TF2 the chief ends training and the ps tasks are
     stopped from outside. ``print(server.target)`` moves into the serving
@@ -115,15 +126,46 @@ class ServerRoles(Rule):
 
     code = "TFM202"
     name = "server-roles"
-    triggers = ("Server",)
+    triggers = ("Server", "run_standard_tensorflow_server")
 
     def transform(self, module: cst.Module) -> cst.Module:
+        # exact in any program: the same server, started as TF 2 does
+        module = rewrite_standard_servers(module, self)
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None and serves_only(module, self.ctx.names):
+            return transform(module, _StandardServer(self))
+        if self.strategy is None:
+            self._report_server_handed_over(module)
         if self.strategy is None or self.strategy == MIRRORED:
             return module
         self.has_resolver = "cluster_resolver" in C.all_names(module)
         self.role_under_condition = self._roles_under_condition(module)
         return transform(module, self)
+
+    def _report_server_handed_over(self, module: cst.Module) -> None:
+        """A driver that trains nothing itself and gives its TF1 server to a
+        function of another module of the project (``trainer.train(...,
+        server.target, ...)``): the server stays with that training, and the
+        reason says where the training is."""
+        servers = {}
+        for node in C.walk(module):
+            names, value, _ = C.assignment(node) if isinstance(node, cst.SimpleStatementLine) else ([], None, None)
+            if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) in _SERVERS:
+                servers[names[0]] = value
+        if not servers:
+            return
+        imports = callers.project_imports(module, index_for(self.ctx.path or "<string>"))
+        for handed in callers.servers_handed_over(module, set(servers), imports.get):
+            where = (f"`{handed.module}`, a module of this project whose training is migrated (or declined, with"
+                     " its reasons) when tfmigrate runs on it" if handed.present else
+                     f"`{handed.module}`, which is not in this project (its code cannot be read)")
+            self.report(next(iter(servers.values())), f"TF1 server left for the training it serves: it is given"
+                        f" to `{C.code_of(handed.call.func)}(...)` as {handed.given}, and that training is in"
+                        f" {where}; TFM202 rewrites a server together with the training of the same file, so the"
+                        " cluster stays TF1 here", hint="migrate the training module, then replace this server"
+                        " and the role branching by hand (see the hint of the training's strategy), or build the"
+                        " training in this file and migrate again", fixed=False)
+            return
 
     def _roles_under_condition(self, module: cst.Module) -> set[int]:
         """id() of the servers whose job name or index is computed under the
@@ -302,7 +344,37 @@ class ServerRoles(Rule):
         return None
 
 
+class _StandardServer(cst.CSTTransformer):
+    """A program that only serves (builds its task's server and joins it, for
+    a cluster whose training runs in other programs) keeps doing exactly that:
+    TF2 spells the same server ``tf.distribute.Server``, as the
+    parameter-server training guide starts its ps and worker tasks."""
+
+    def __init__(self, rule: ServerRoles):
+        super().__init__()
+        self.rule = rule
+
+    def leave_Call(self, original, updated):
+        if self.rule.qualname(original.func) != "train.Server":
+            return updated
+        self.rule.report(original, "a program that only serves (its task's server, joined; the cluster's"
+                         " training runs elsewhere): the same server is tf.distribute.Server in TF2",
+                         fixed=True, severity="info", reference="legacy_reference/async_ps.py")
+        return updated.with_changes(func=C.expr("tf.distribute.Server"))
+
+
 ServerRoles.VALID = [
+    Valid(
+        # the server is also the session's target: not a standard server only
+        """
+        import tensorflow as tf
+        server = tf.train.Server(spec, job_name="worker", task_index=0)
+        if task_type == "ps":
+            server.join()
+        with tf.Session(server.target) as sess:
+            sess.run(op)
+        """
+    ),
     Valid(
         """
         import tensorflow as tf
@@ -313,6 +385,44 @@ ServerRoles.VALID = [
 ]
 
 ServerRoles.INVALID = [
+    Invalid(
+        # TF 1.x's standard server from TF_CONFIG, joined at once, with a session config
+        """
+        import tensorflow as tf
+        if task_type == "ps":
+            tf.contrib.distribute.run_standard_tensorflow_server(session_config=config).join()
+        """,
+        """
+        import tensorflow as tf
+        if task_type == "ps":
+            cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            server = tf.distribute.Server(
+                cluster_resolver.cluster_spec(), job_name=cluster_resolver.task_type, task_index=cluster_resolver.task_id,
+                protocol=cluster_resolver.rpc_layer or "grpc", config=config, start=True)
+            server.join()
+        """,
+    ),
+    Invalid(
+        # a standard server: the task serves a cluster whose clients are other programs
+        """
+        import json, os
+        import tensorflow as tf
+        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+        task = config.get("task", {})
+        spec = tf.train.ClusterSpec(config.get("cluster"))
+        server = tf.train.Server(spec, job_name=task.get("type"), task_index=task.get("index"))
+        server.join()
+        """,
+        """
+        import json, os
+        import tensorflow as tf
+        config = json.loads(os.environ.get("TF_CONFIG", "{}"))
+        task = config.get("task", {})
+        spec = tf.train.ClusterSpec(config.get("cluster"))
+        server = tf.distribute.Server(spec, job_name=task.get("type"), task_index=task.get("index"))
+        server.join()
+        """,
+    ),
     Invalid(
         # TF 1.14+ spelled the TF1 server tf.distribute.Server
         """

@@ -95,6 +95,18 @@ def _bound_names(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str]
     return out
 
 
+def _called_names(module: cst.Module) -> set[str]:
+    """The names called in the module, as ``name(...)`` or ``alias.name(...)``."""
+    called = set()
+    for call in C.calls_in(module):
+        func = call.func
+        if type(func) is cst.Name:
+            called.add(func.value)
+        elif type(func) is cst.Attribute and type(func.value) is cst.Name:
+            called.add(f"{func.value.value}.{func.attr.value}")
+    return called
+
+
 def _all_names(node: cst.CSTNode, skip: cst.CSTNode | None = None) -> set[str]:
     """Names read or bound under ``node`` (not attribute names, not keywords)."""
     names: list[cst.Name] = []
@@ -636,9 +648,14 @@ class InlineGraphBuilder(Rule):
                 for item in node.names:
                     counts[item.name.value] = counts.get(item.name.value, 0) + 1
         out = {}
-        builders = {name for name, fn in defs.items() if counts.get(name) == 1 and self._builds_train_op(fn)}
+        # only a function called somewhere (`name(...)`, `alias.name(...)`) can be inlined at a
+        # call site, or be called by a procedure that is: the others (`main`, run by
+        # `tf.app.run()`) are not analysed, as they are the largest functions of a script
+        called = _called_names(module)
+        builders = {name for name, fn in defs.items()
+                    if counts.get(name) == 1 and name in called and self._builds_train_op(fn)}
         for name, fn in defs.items():
-            if counts.get(name) != 1:
+            if counts.get(name) != 1 or name not in called:
                 continue
             if name not in builders and not self._procedure_calling(fn, builders):
                 continue
@@ -647,7 +664,7 @@ class InlineGraphBuilder(Rule):
                 out[name] = helper
         # functions of the project's sibling modules, called as `alias.name(...)`
         for alias, name, fn, project in self._program().sibling_functions(self.ctx.names.bindings):
-            if counts.get(alias) != 1 or not self._builds_train_op(fn):
+            if counts.get(alias) != 1 or f"{alias}.{name}" not in called or not self._builds_train_op(fn):
                 continue
             helper = self._helper(fn)
             if helper is not None:
@@ -665,13 +682,12 @@ class InlineGraphBuilder(Rule):
         """A function with no ``return`` that calls a train-op builder of this
         file as ``targets = builder(...)``: inlined, it brings that call into
         the block, where the next round inlines it."""
-        if any(isinstance(node, cst.Return) for node in own_scope(fn.body)):
-            return False
         for statement in fn.body.body if isinstance(fn.body, cst.IndentedBlock) else ():
             names, value, _ = C.assignment(statement)
             if names and isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and (
                     value.func.value in builders):
-                return True
+                # (the walk for a `return` last: it is the costly part)
+                return not any(isinstance(node, cst.Return) for node in own_scope(fn.body))
         return False
 
     def _builds_train_op(self, fn: cst.FunctionDef) -> bool:
@@ -714,13 +730,14 @@ class InlineGraphBuilder(Rule):
                 return None
             if isinstance(node, cst.Return) and node is not ret.body[0]:
                 return None
+        attribute_names = {id(node.attr) for node in C.walk(fn.body) if isinstance(node, cst.Attribute)}
         for node in C.walk(fn.body):
             if isinstance(node, (cst.Global, cst.Nonlocal)):
                 return None
             if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in _SCOPE_CALLS:
                 return None
-            if isinstance(node, cst.Name) and node.value == fn.name.value:
-                return None  # recursive
+            if isinstance(node, cst.Name) and node.value == fn.name.value and id(node) not in attribute_names:
+                return None  # recursive (`tf.train.X` in a helper named `train` is no call of it)
         value = ret.body[0].value if ret is not None else None
         returned = _returned(value) if value is not None else ()
         if returned is None:

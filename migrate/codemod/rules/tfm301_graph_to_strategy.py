@@ -18,10 +18,19 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
-from migrate.codemod.fastcst import transform
+from migrate.codemod.fastcst import transform, walk_in_functions
+from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _flag_choice, _rebinding
+from migrate.codemod.rules import (
+    _dataflow,
+    _flag_choice,
+    _foreign_placement,
+    _moving_average,
+    _outer_placeholders,
+    _placement,
+    _rebinding,
+)
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -40,8 +49,10 @@ from migrate.codemod.rules._graph import (
     analyze,
     extend,
     global_step_statement,
+    gradient_source,
     is_device_item,
     pinned_variables,
+    plumbing_choice,
 )
 from migrate.codemod.rules._program import (
     MIRRORED,
@@ -68,6 +79,7 @@ from migrate.codemod.rules._tfm301_session import (
     _depends_on,
     _Fetch,
     _method,
+    _owner,
     _reads_task_index,
     _SessionRegion,
 )
@@ -227,13 +239,32 @@ class GraphToStrategy(Rule):
     placeholder a model helper makes and returns (``y, keep_prob =
     net(x)``, TF1's deep MNIST tutorial) is made in the block and passed to
     the helper, a step argument like the block's own; a shapeless one fed a
-    number in every run builds the model with that number. A dataset reader
+    number in every run builds the model with that number. A placeholder made
+    before the block (at module level or earlier in its function), or by a
+    module function that only makes the placeholders it returns (``x, y =
+    placeholder_inputs(n)``, also inlined in the block), is made at the top of
+    the block when only the block and the session code after it read it: a
+    placeholder holds no variable, so the device setter placed nothing of it.
+    A run leaving a placeholder its fetches need unfed, which raised
+    InvalidArgumentError in TF1, becomes that raise where nothing is left
+    after it in its block (``_outer_placeholders.py``). A dataset reader
     built in the block (``input_data.read_data_sets``) runs once before the
     strategy; ``tf.train.global_step(sess, gs)`` reads the variable; a
     session bound to a name and entered later (``with mts as sess:``) is the
     training session. Where the rewrite would leave a name the program still
     reads unbound (a session or graph value used outside the runs it maps),
     the block is declined at the statement reading it (``_dataflow.py``).
+    Graphs placed by hand (``with tf.device("/job:ps/task:0"):`` variables,
+    ``with tf.device("/job:worker/task:%d" % i):`` computation, or the device
+    strings bound to names first) are the layout a device setter makes when
+    every variable lives on a ps task, and migrate as one device-setter
+    block; variables of a worker's own beside shared ones (local-then-global
+    updates, DOWNPOUR), a step counter on the worker and one client driving
+    several worker tasks are declined, saying what the program does and the
+    TF2 form to choose (``_placement.py``). The gradients a train op applies
+    may come from ``compute_gradients(loss)`` (also unzipped:
+    ``grads, params = zip(*...)``) or ``tf.gradients(loss, params)``, then
+    statements on them (``clip_by_global_norm``) that run after the tape.
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
@@ -245,11 +276,15 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    triggers = ("replica_device_setter", "SyncReplicasOptimizer")
+    triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession",
+                "DeviceChooser", "job:ps")
 
     def transform(self, module: cst.Module) -> cst.Module:
         self.strategy = detect_strategy(module, self.ctx.names)
+        if self.strategy is None:
+            self._report_sessions_on_parameters(module)
         if self.strategy not in (PSS, MWMS):
+            self._report_foreign_placement(module)
             return module
         self.taken = C.all_names(module)
         self.has_resolver = "cluster_resolver" in self.taken
@@ -265,6 +300,11 @@ class GraphToStrategy(Rule):
         self.hook_objects: set[str] = set()
         self.declined_hooks: dict[str, str] = {}  # class name -> why
         self.migrated_setter_helpers: list[cst.FunctionDef] = []  # helpers building only a migrated block's setter
+        # placeholders made before a migrated block, now made in it (the statements left, by identity);
+        # functions that only made placeholders, inlined there
+        self.moved_placeholders: list[cst.BaseStatement] = []
+        self.placeholder_makers: list[str] = []
+        self.block_original = None
         self.signals_dropped = False  # a block's "done" signals to the ps were dropped
         module = transform(module, self)
         if self.converted and self.signals_dropped:
@@ -274,6 +314,20 @@ class GraphToStrategy(Rule):
         self._report_sync_left(module)
         self._report_left_as_tf1(module)
         return module
+
+    def _report_foreign_placement(self, module: cst.Module) -> None:
+        """Training on the cluster placed by another TF1 device function
+        (`VariableDeviceChooser`): say why it stays TF1, where it is placed."""
+        for node, call, what, undefined in _foreign_placement.foreign_device_blocks(module, self.qualname):
+            broken = (f"; it also reads {', '.join(f'`{n}`' for n in undefined)}, which nothing in this file"
+                      " defines (the legacy program raises NameError here)") if undefined else ""
+            self.report(node, f"training left as TF1: its variables are placed by `{C.code_of(call.func)}(...)`,"
+                        f" which {what}; TFM301 migrates the placement of tf.train.replica_device_setter"
+                        f" (variables shared on the ps tasks) and reads no other device function{broken}",
+                        hint="place the variables with tf.train.replica_device_setter(cluster=...) (its default"
+                        " also spreads them over the ps tasks in turn) and build the train op in that block, then"
+                        " migrate again; or migrate to ParameterServerStrategy by hand", reference=REFERENCE[PSS],
+                        fixed=False)
 
     def _covered(self) -> list[str]:
         """Whitespace-free code of the declined blocks and of the nodes of this
@@ -366,9 +420,29 @@ class GraphToStrategy(Rule):
                 how = "the `with` holds other items besides tf.device(...)"
             elif how is None:
                 how = "this rule did not migrate it"
+            removed = self._train_op_in_removed_module(node)
+            if removed is not None:
+                how = f"{removed}; besides, {how}"
             return (f"device-setter block left as TF1: {how}; TFM301 migrates a `with"
                     " tf.device(tf.train.replica_device_setter(...)):` block (or one over a name bound to such a call"
                     " just before it) whose graph the same function's session loop runs")
+        return None
+
+    def _train_op_in_removed_module(self, block: cst.CSTNode) -> str | None:
+        """Why the training of a block that builds no train op of its own is
+        out of reach when a function of TensorFlow's tutorial modules builds
+        it (``mnist.training(loss, rate)`` of tensorflow.examples.tutorials.mnist,
+        which TF 2 no longer ships); None otherwise."""
+        calls = list(C.calls_in(block))
+        if any(_method(c) in ("minimize", "apply_gradients") for c in calls):
+            return None
+        for call in calls:
+            q = self.qualname(call.func)
+            # the tutorial's train-op builder (`mnist.training`), not its model or data reader
+            if q is not None and q.startswith("examples.") and "train" in q.rpartition(".")[2]:
+                module = "tensorflow." + q.rpartition(".")[0]
+                return (f"its training comes from `{C.code_of(call.func)}(...)` of `{module}`, which TF 2 no"
+                        " longer ships: the optimizer and loss are built there, where no rule can rewrite them")
         return None
 
     def _session_left(self, call: cst.Call, function) -> str | None:
@@ -417,10 +491,15 @@ class GraphToStrategy(Rule):
                             " tf.distribute.MultiWorkerMirroredStrategy by hand, dividing the loss by the number of"
                             " replicas as SyncReplicasOptimizer averaged)", reference=REFERENCE[MWMS], fixed=False)
                 continue
+            placed = placement.describe(module, call, self.qualname, self.ctx.path)
+            given = None if placed else placement.receivers(module, call, self.ctx.path)
+            if given:
+                placed = f"no `with` around it places variables; it is given to {given}"
+            how = (f"its variables are placed by {placed}" if placed and not given else placed if given else
+                   "its variables are placed another way, or the `with` has other items")
             self.report(call, "SyncReplicasOptimizer left in place: TFM301 migrates synchronous training built in"
                         " a `with tf.device(tf.train.replica_device_setter(...)):` block of its own, and this one"
-                        " is not in such a block (its variables are placed another way, or the `with` has other"
-                        " items); it still needs TF1's parameter servers and sessions",
+                        f" is not in such a block ({how}); it still needs TF1's parameter servers and sessions",
                         hint="rebuild the training on tf.distribute.MultiWorkerMirroredStrategy by hand, dividing"
                         " the loss by the number of replicas as SyncReplicasOptimizer averaged",
                         reference=REFERENCE[MWMS], fixed=False)
@@ -440,13 +519,82 @@ class GraphToStrategy(Rule):
                 return chain
         return None
 
+    def visit_FunctionDef(self, node):
+        self.__dict__.setdefault("functions_in", []).append(node)
+
+    def leave_FunctionDef(self, original, updated):
+        self.functions_in.pop()
+        return updated
+
+    def _report_sessions_on_parameters(self, module: cst.Module) -> None:
+        """A module that only runs a training session on what its callers give
+        it (a ``train_utils.run_training(train_op, loss, global_step)`` helper):
+        no graph of its own to put under a strategy, so the session stays, and
+        the reason names what it runs and who calls it."""
+        for function in C.walk(module):
+            if type(function) is not cst.FunctionDef:
+                continue
+            for found in callers.sessions_on_parameters(module, function, self.qualname):
+                runs = ", ".join(f"`{name}`" for name in found.runs)
+                through = f" (through `{found.through}`)" if found.through else ""
+                sites = callers.callers(self.ctx.path, module, function) if function in module.body else []
+                who = ("called at " + ", ".join(s.describe() for s in sites[:3])) if sites else (
+                    "no call of it was found in this file or the modules beside it")
+                self.report(found.session, f"TF1 training session `{C.code_of(found.session.func)}(...)` left as TF1:"
+                            f" it runs {runs}{through}, {'a parameter' if len(found.runs) == 1 else 'parameters'} of"
+                            f" `{function.name.value}(...)` ({who}): the graph they belong to (model, optimizer,"
+                            " device placement) is built by the callers, and TFM301 migrates a training where that"
+                            " graph is built and run", hint="migrate the module that builds the train op and calls"
+                            f" `{function.name.value}(...)`: its step function and loop replace this session",
+                            fixed=False)
+
+    def _report_cluster_from_caller(self, device_with, setter_statement, after) -> None:
+        """A block whose cluster comes in through parameters of its function (a
+        library's ``train(target, cluster_spec)``) migrates as the rule's own
+        fixtures do: the strategy reads TF_CONFIG. When modules beside this one
+        call the function with a cluster and a server they build, those callers
+        must change with it (their TF1 server would keep this task's port, where
+        the strategy starts its own): a warning names them."""
+        function = self.functions_in[-1] if getattr(self, "functions_in", None) else None
+        if function is None:
+            return
+        setters = [c for st in (device_with.items[0].item, setter_statement) if st is not None
+                   for c in [*C.calls_in(st)] if self.qualname(c.func) == "train.replica_device_setter"]
+        through = callers.cluster_parameters(function, setters, callers.session_calls(after))
+        if not through:
+            return
+        sites = callers.callers(self.ctx.path, self.ctx.module, function, other_files_only=True)
+        if not sites:
+            return
+        what = " and ".join(f"`{name}` ({role})" for name, role in through)
+        self.report(device_with, f"the cluster of this training comes from its callers: {what}"
+                    f" {'is a parameter' if len(through) == 1 else 'are parameters'} of `{function.name.value}(...)`,"
+                    f" called at {', '.join(s.describe() for s in sites[:3])}. The migrated training builds"
+                    f" {STRATEGY_CLASS[self.strategy]} from TF_CONFIG instead, and starts this task's server itself:"
+                    " the caller's tf.train.Server (and its ps tasks) must go, and the job be launched with TF_CONFIG",
+                    hint="remove the caller's ClusterSpec/Server and ps branch (tfmigrate migrates them only in the"
+                    " file that trains), set TF_CONFIG for each task", reference=REFERENCE[self.strategy],
+                    fixed=False)
+
     def leave_IndentedBlock(self, original, updated):
+        self.block_original = original
+        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
+        if moved & {id(st) for st in updated.body}:
+            # made at this function's top level (the rule leaves such statements as they
+            # were: the same nodes), now at the top of the nested block that reads them
+            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
 
     def leave_Module(self, original, updated):
+        self.block_original = None
+        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
+        if moved & {id(st) for st in updated.body}:  # made at module level, now at the top of the block
+            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
         updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
+        if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
+            updated = _outer_placeholders.drop_unreferenced(updated, self.placeholder_makers)
         return updated
 
     def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
@@ -498,7 +646,7 @@ class GraphToStrategy(Rule):
         self.setter_helper = None
         found = self._device_block(body)
         if found is None:
-            return body
+            return self._rewrite_hand_placed(body)
         helper = self.setter_helper
         out = self._rewrite_device_block(body, found)
         if out is not body and helper is not None:
@@ -506,6 +654,33 @@ class GraphToStrategy(Rule):
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
+        return out
+
+    def _rewrite_hand_placed(self, body):
+        """Variables placed on the ps and computation on this worker by hand
+        (`with tf.device("/job:ps/task:0"):` ...): migrated as the one
+        device-setter block the layout stands for, or declined at what makes
+        it another program (see _placement)."""
+        layout = _placement.find_layout(body, self.qualname, self._starts_session, self._variable_helpers()[0])
+        if layout is None:
+            return body
+        if isinstance(layout, _placement.Decline):
+            self.report(layout.node, f"training placed by hand not migrated: {layout.why}; this training was left as"
+                        " TF1", hint=layout.hint, reference=REFERENCE[self.strategy], fixed=False)
+            # the session running what the blocks build needs no report of its own
+            for node in [layout.start_block, *layout.runners]:
+                self.declined_blocks.append("".join(C.code_of(node).split()))
+            return body
+        merged = [*body[:layout.start], layout.block, *body[layout.end:]]
+        reported = len(self.ctx.reports)
+        out = self._rewrite_device_block(merged, (layout.start, None))
+        if out is merged:
+            self.declined_blocks.append("".join(C.code_of(layout.block).split()))
+            return body
+        self.report(layout.block, "variables placed by hand on the ps and computation on this worker: the layout"
+                    " tf.train.replica_device_setter makes, migrated as such (the strategy places the variables)",
+                    fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        self.ctx.reports.insert(reported, self.ctx.reports.pop())  # said first: what the rest is about
         return out
 
     def _rewrite_device_block(self, body, found):
@@ -519,6 +694,19 @@ class GraphToStrategy(Rule):
         if session_inside:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         queues = self._queues_before(body[:i])
+        # placeholders made before the block, read only by it and the session code after it
+        outer = _outer_placeholders.outer_placeholders(body, i, self.block_original, self.module_in, self.qualname)
+        if outer:
+            inner = [st.with_changes(leading_lines=[]) for _, st, _ in outer] + inner
+            device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
+        moved_here = {k for _, _, k in outer if k is not None}
+        # `x, y = placeholder_inputs(batch)`: a function making only the placeholders it returns
+        placeholder_makers = _outer_placeholders.inline_placeholder_makers(
+            inner, self.ctx.module, self.qualname,
+            _outer_placeholders.scope_names(self.module_in, self.block_original))
+        if placeholder_makers is not None:
+            inner, placeholder_makers = placeholder_makers
+            device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
         # a placeholder a model helper makes and returns (keep_prob) is made here and passed in
         helper_moves = _dataflow.placeholder_from_helper(inner, self.ctx.module, self.qualname)
         if helper_moves is not None:
@@ -549,6 +737,15 @@ class GraphToStrategy(Rule):
                         hint="create variables at the top of the graph block (or in a tf.Module) so they can be built"
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
+            return body
+        self.moving_average = _moving_average.plan(graph, inner, self.qualname, chief_only_ok=self.strategy != PSS)
+        if isinstance(self.moving_average, tuple):
+            node, why = self.moving_average
+            self.moving_average = None
+            self.report(node, f"the train op also updates moving averages that cannot be carried over: {why};"
+                        " this training was left as TF1", hint="update the averages in the training loop by hand"
+                        " (`ema.apply(trainable_variables)` after each step), then migrate the rest",
+                        reference=REFERENCE[self.strategy], fixed=False)
             return body
         if self._report_train_op_rebound(graph, inner):
             return body
@@ -583,7 +780,7 @@ class GraphToStrategy(Rule):
                 break
             if id(statement) in signals:
                 continue
-            chosen = _dataflow.plumbing_choice(statement, graph.dropped, self.qualname)
+            chosen = plumbing_choice(statement, graph.dropped, self.qualname)
             if chosen:
                 graph.dropped.update(chosen)  # sync plumbing for the TF1 session, gone with it
                 continue
@@ -631,11 +828,17 @@ class GraphToStrategy(Rule):
                 key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
                 made = _dataflow.binding_code(name, [*body[:i], device_with], self.ctx.module)
                 where = f"it is made by `{made}`" if made else "it is made elsewhere: before the block or in a helper"
+                # made by a function of a module this run cannot read (`x, y, loss = make_model(...)`)
+                value = C.assignment(_dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
+                                     or cst.SimpleStatementLine([]))[1]
+                origin = self._program().origin_of(value) if isinstance(value, cst.Call) else ""
                 self.report(key or device_with, f"training not migrated: `{name}` is fed to the session but is not a"
-                            f" placeholder of the device-setter block ({where}), so no step function has an argument"
-                            " for it",
+                            f" placeholder of the device-setter block ({where}{origin}), so no step function has an"
+                            " argument for it",
                             hint="create it in the graph block, or make it a parameter of the function that creates"
-                            " it (a tf.placeholder cannot run in TF2), then migrate again",
+                            " it (a tf.placeholder cannot run in TF2), then migrate again" + (
+                                "; a module not in the project: run tfmigrate on a directory holding it with this"
+                                " file" if "not in this project" in origin else ""),
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
         if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
@@ -643,7 +846,13 @@ class GraphToStrategy(Rule):
             return body
         if helper_moves:
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
+        self.__dict__.setdefault("moved_placeholders", []).extend(st for _, st, k in outer if k is None)
+        self.__dict__.setdefault("placeholder_makers", []).extend(placeholder_makers or ())
+        if moved_here:  # their comments stay where they were
+            before = _outer_placeholders.without(before, {id(body[k]) for k in moved_here}, out)
         self.signals_dropped = self.signals_dropped or bool(signals)
+        self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
+                                         [*session_inside, *body[i + 1:]])
         return before + out
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
@@ -661,9 +870,14 @@ class GraphToStrategy(Rule):
         self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
         for reader, names in by_reader.values():
-            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader),
-                        hint="migrate this use by hand (or build it in the step function's results), then migrate"
-                        " again; the training was left as TF1", reference=REFERENCE[self.strategy], fixed=False)
+            export = _dataflow.graph_export(reader, self.qualname)
+            hint = ("export with tf.saved_model.save(module, export_dir, signatures=...) of a tf.Module holding the"
+                    " variables, by hand (or move the export out of the training code), then migrate again"
+                    if export is not None else "migrate this use by hand (or build it in the step function's"
+                    " results), then migrate again; the training was left as TF1")
+            self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader,
+                                                         export, self.ctx.module), hint=hint, reference=REFERENCE[self.strategy],
+                        fixed=False)
         return True
 
     def _report_train_op_rebound(self, graph: Graph, block) -> bool:
@@ -734,6 +948,25 @@ class GraphToStrategy(Rule):
         the session runs comes from, when a helper call or object built it
         (`global_step, loss, train_op = build_model()`, `model = Model(...)`
         then `sess.run(model.train_op)`)."""
+        local = None
+        if graph.train_op is not None and graph.apply_arg is not None:
+            local = _placement.local_gradients(before, graph.train_op, graph.apply_arg, self.qualname,
+                                               self._variable_helpers()[0])
+        if local is not None:
+            self.report(local.node, f"the train op `{graph.train_op}` of this device-setter block is not migrated:"
+                        f" {local.why}; this training was left as TF1", hint=local.hint,
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return
+        source = None
+        if graph.train_op is not None and graph.apply_arg is not None:
+            source = gradient_source(inner, graph.apply_arg, self.qualname)
+        if source is not None:
+            self.report(source[0], f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
+                        f" find: {source[1]}; this training was left as TF1",
+                        hint="compute the gradients in the device-setter block as `grads = tf.gradients(loss,"
+                        " variables)` or `optimizer.compute_gradients(loss)`, outside other blocks, or migrate"
+                        " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+            return
         if graph.train_op is not None:
             self.report(device_with, f"the train op `{graph.train_op}` applies gradients of a loss this rule cannot"
                         " find: no `compute_gradients(loss)` of the optimizer in this device-setter block (gradients"
@@ -759,6 +992,8 @@ class GraphToStrategy(Rule):
             if not hit or not isinstance(value, cst.Call) or self.qualname(value.func) is not None or (
                     _method(value) in ("minimize", "apply_gradients", "compute_gradients")):
                 continue
+            if self._report_session_handed_over(statement, value, fetched[hit[0]], before, after):
+                return
             if self._program().builds_no_train_op(value):
                 continue  # `loss_value = loss(label, pred)`: a helper of the program that trains nothing
             shown = next((n for n in hit if "train" in fetched[n]), hit[0])
@@ -789,10 +1024,52 @@ class GraphToStrategy(Rule):
                             " if the workers were meant to share them, then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
                 return
+        removed = self._train_op_in_removed_module(device_with)
+        if removed is not None:
+            self.report(device_with, f"no train op in this device-setter block: {removed}; this training was left"
+                        " as TF1", hint="write the model's functions (inference, loss, training) into the project,"
+                        " then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return
         self.report(device_with, "no train op in this device-setter block: no `minimize(...)` or"
                     " `apply_gradients(...)` of a TF1 optimizer is built in it; this training was left as TF1",
                     hint="build the optimizer's train op in the block, or a tf.function step by hand",
                     reference=REFERENCE[self.strategy], fixed=False)
+
+    def _report_session_handed_over(self, statement, value, fetched, before, after) -> bool:
+        """The session runs only a variable's update (`step_op = global_step.assign(step_ph)`,
+        a counter kept by hand) while it is handed to other code that trains
+        (`worker.process(sess, ...)`, A3C's layout): say where the training is."""
+        if _method(value) not in ("assign", "assign_add", "assign_sub"):
+            return False
+        sessions = set()
+        for node in (n for st in after for n in C.walk(st)):
+            if isinstance(node, cst.With):
+                sessions.update(n for item in node.items if item.asname is not None and isinstance(
+                    item.item, cst.Call) and (self._is_session_call(item.item) or _method(item.item) in (
+                        "managed_session", "prepare_or_wait_for_session")) for n in C.target_names(item.asname.name))
+            names, made, _ = C.assignment(node)
+            if isinstance(made, cst.Call) and (self._is_session_call(made) or _method(made) in (
+                    "managed_session", "prepare_or_wait_for_session")):
+                sessions.update(names)
+        handed = next((call for st in after for call in C.calls_in(st) if self.qualname(call.func) is None
+                       and _method(call) != "run" and any(isinstance(a.value, cst.Name) and a.value.value in sessions
+                                                           for a in call.args)), None)
+        if handed is None:
+            return False
+        owner = _owner(handed)
+        made = next((C.assignment(st)[1] for st in [*before, *after] if owner and C.assignment(st)[0] == [owner]
+                     and isinstance(C.assignment(st)[1], cst.Call)), None)
+        origin = ""
+        if made is not None:
+            origin = f" (`{owner}` is made by `{C.code_of(made.func)}(...)`{self._program().origin_of(made)})"
+        self.report(statement, f"the session runs only `{fetched}`, a variable's update (`{C.code_of(value)}`),"
+                    f" no optimizer's train op; the training runs in `{C.code_of(handed.func)}(...)`{origin}, which"
+                    " is handed the TF1 session and runs its own updates with it: TFM301 cannot carry them into a"
+                    " step function; this training was left as TF1",
+                    hint=f"migrate what `{C.code_of(handed.func)}` runs to a tf.function step (GradientTape +"
+                    " apply_gradients) under the strategy, then its loop, by hand",
+                    reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_pinned_before(self, statements) -> None:
         """`with tf.device("/job:worker/task:%d" % i): v = tf.get_variable(...)`
@@ -1134,6 +1411,8 @@ class GraphToStrategy(Rule):
                 if schedule_name not in used:
                     unused.add(schedule_name)
         unused |= {run_name for run_name in session.sync_steps if run_name not in used}
+        # an evaluation whose only run raised in TF1 (a placeholder it needs unfed) is never called
+        unused |= {fn for fn in session.eval_names.values() if fn not in used}
         kept = [st for st in prelude if not (isinstance(st, cst.FunctionDef) and st.name.value in unused)]
         return kept
 
@@ -1490,6 +1769,10 @@ class GraphToStrategy(Rule):
                 variables = (variables + " + " if trained else "") + f"{self.template}.trainable_variables"
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
+        if getattr(self, "moving_average", None) is not None:
+            out += _moving_average.created(self.moving_average, self.strategy_name, self.trainable_name)
+            self.report(self.moving_average.made, _moving_average.note(self.moving_average), fixed=True,
+                        severity="info", reference=REFERENCE[strategy])
 
         # one step function per distinct training fetch list, one per evaluation
         for fetch in session.train_fetches.values():
@@ -1698,7 +1981,8 @@ class GraphToStrategy(Rule):
         # statements using compute_gradients' result (clipping...) run after the tape
         forward, backward = [], []
         for names, st in statements:
-            if graph.grads_name and (graph.grads_name in C.names_used(st) or set(names) & _depends_on(backward)):
+            if graph.grads_name and ({graph.grads_name, graph.grads_vars_name} & C.names_used(st)
+                                     or set(names) & _depends_on(backward)):
                 backward.append((names, st))
             else:
                 forward.append((names, st))
@@ -1708,6 +1992,9 @@ class GraphToStrategy(Rule):
         state_fetches = [n for n in fetch.values
                          if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
         reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
+        # `params = tf.trainable_variables()`: the variables the step trains (TF2 keeps no collection)
+        step_reads = set().union(*(C.names_used(st) for _, st in statements), C.names_used(graph.apply_arg or graph.loss))
+        reads += "".join(f"{n} = {self.trainable_name}\n" for n in sorted(graph.trainable_aliases & step_reads))
         returns = self._replica_returns(fetch, graph, state_fetches)
         fetch.returned = len(returns)
         # A step whose fetches are only the train op returns no tensors; an
@@ -1747,10 +2034,12 @@ class GraphToStrategy(Rule):
             )
             loss_for_grad = scaled
         if graph.grads_name:
-            grad_code = (
-                f"{graph.grads_name} = list(zip({tape}.gradient({loss_for_grad}, {self.trainable_name}),"
-                f" {self.trainable_name}))\n"
-            )
+            gradient = f"{tape}.gradient({loss_for_grad}, {self.trainable_name})"
+            grad_code = {
+                "pairs": f"{graph.grads_name} = list(zip({gradient}, {self.trainable_name}))\n",
+                "list": f"{graph.grads_name} = {gradient}\n",
+                "unzipped": f"{graph.grads_name}, {graph.grads_vars_name} = {gradient}, {self.trainable_name}\n",
+            }[graph.grads_form]
             apply_code = f"{graph.optimizer}.apply_gradients({C.code_of(graph.apply_arg)})\n"
         else:
             grad_code = f"{grads} = {tape}.gradient({loss_for_grad}, {self.trainable_name})\n"
@@ -1761,7 +2050,10 @@ class GraphToStrategy(Rule):
             tape_block[0] = tape_block[0].with_changes(leading_lines=C.strip_blank_lines(tape_block[0].leading_lines))
         body = (C.stmts(reads) if reads else []) + [replica.body.body[-1].with_changes(body=C.indented(tape_block))]
         body += C.stmts(grad_code) + [st for _, st in backward]
-        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + ret)
+        averages = ""
+        if getattr(self, "moving_average", None) is not None:
+            averages = _moving_average.step_update(self.moving_average, self.trainable_name)
+        body += C.stmts(apply_code + f"{graph.global_step}.assign_add(1)\n" + averages + ret)
         replica = replica.with_changes(body=replica.body.with_changes(body=body))
         args = C.tuple_code(params)
         schedule_name = session.schedule_names.get(run_name)
@@ -1911,14 +2203,10 @@ _NOT_LAYERS = ("_initializer", "initializer_conv2d", "_regularizer", "arg_scope"
 
 def _with_functions(module: cst.Module):
     """(node, innermost enclosing function or None) for every `with` and call."""
-    stack: list[tuple[cst.CSTNode, cst.FunctionDef | None]] = [(module, None)]
-    while stack:
-        node, function = stack.pop()
+    for node, function in walk_in_functions(module):  # (the engine's cached walk of the module)
         kind = type(node)  # exact types: isinstance on libcst's (ABC) classes is slow
         if kind is cst.With or kind is cst.Call:
             yield node, function
-        inner = node if kind is cst.FunctionDef else function
-        stack.extend((child, inner) for child in reversed(list(C.children(node))))
 
 
 def _names_regularization(node) -> bool:
@@ -1929,6 +2217,16 @@ def _names_regularization(node) -> bool:
 
 
 GraphToStrategy.VALID = [
+    # variables placed on the ps with no training: nothing to migrate
+    Valid(
+        """
+        import tensorflow.compat.v1 as tf
+        with tf.device("/job:ps/task:0"):
+            table = tf.Variable(tf.zeros([10, 4]))
+        with tf.device("/job:worker/task:0"):
+            rows = tf.gather(table, [1, 2])
+        """
+    ),
     Valid(
         """
         import tensorflow as tf
@@ -1948,6 +2246,27 @@ GraphToStrategy.VALID = [
     ),
 ]
 GraphToStrategy.INVALID = [
+    # variables of the worker's own beside shared ones on the ps: a local-copy scheme, declined
+    Invalid(
+        """
+        import tensorflow.compat.v1 as tf
+
+
+        def train(server, task_index, batches):
+            with tf.device("/job:ps/task:0"):
+                shared_w = tf.Variable(tf.zeros([3, 1]))
+            with tf.device("/job:worker/task:%d" % task_index):
+                local_w = tf.Variable(tf.zeros([3, 1]))
+                x = tf.placeholder(tf.float32, [None, 3])
+                loss = tf.reduce_sum(tf.matmul(x, local_w + shared_w))
+                train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with tf.Session(server.target) as sess:
+                for batch in batches:
+                    sess.run(train_op, feed_dict={x: batch})
+        """,
+        None,
+        ("TFM301",),
+    ),
     Invalid(
         """
         import tensorflow.compat.v1 as tf

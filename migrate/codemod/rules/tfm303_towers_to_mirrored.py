@@ -16,6 +16,21 @@ from migrate.codemod.rules._graph import Graph, analyze, extend
 from migrate.codemod.rules._program import MIRRORED, REFERENCE
 from migrate.codemod.rules._tfm301_loop import _DropGraphModeSwitches, rewrite_session
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, _method, _SessionRegion
+from migrate.codemod.rules._tower_averages import moving_average_filler
+from migrate.codemod.rules._tower_checkpoints import (
+    SaverPlan,
+    checkpoint_code,
+    rewrite_saves,
+    saver_problem,
+)
+from migrate.codemod.rules._tower_inputs import (
+    input_origin,
+    named_batch,
+    own_returns,
+    return_dataset,
+    runs_queue_input,
+)
+from migrate.codemod.rules._tower_scopes import scope_problem
 from migrate.codemod.rules._tower_shapes import (
     device_function_target,
     first_tower_reuse,
@@ -23,6 +38,9 @@ from migrate.codemod.rules._tower_shapes import (
     loss_towers,
     replace_index_slices,
     reuse_positions,
+)
+from migrate.codemod.rules._tower_shapes import (
+    first_line as _first_line,
 )
 from migrate.codemod.rules.tfm301_graph_to_strategy import GraphToStrategy
 
@@ -45,6 +63,13 @@ _ZERO_STEP_CREATORS = {
     "train.create_global_step",
     "contrib.framework.get_or_create_global_step",
 }
+# functions of a tensor (the regularization term), not ops: callable from any replica
+_REGULARIZER_FACTORIES = {
+    f"{module}.{name}" for module in ("contrib.layers", "keras.regularizers")
+    for name in ("l1_regularizer", "l2_regularizer", "l1_l2_regularizer", "l1", "l2", "l1_l2", "L1", "L2", "L1L2")
+}
+_INITIALIZER_OPS = {"global_variables_initializer", "initialize_all_variables", "local_variables_initializer",
+                    "initialize_local_variables"}
 _DEQUEUES = {"dequeue", "dequeue_many", "dequeue_up_to"}
 _INPUT_HINT = (
     "feed the batch through placeholders (whole, or split with tf.split), or build the input with tf.data and"
@@ -75,6 +100,8 @@ class _Towers:
         self.device: cst.BaseExpression | None = None
         self.statements: list[cst.BaseStatement] = []  # the per-tower forward computation
         self.scope_names: set[str] = set()  # `with tf.name_scope(...) as scope` inside the loop
+        self.name_scope_names: set[str] = set()  # of those, the names of name scopes (strings)
+        self.collected_scope = ""  # the scope name read only to filter collections (see _tower_scopes)
         self.loss = ""
         self.loss_expr: cst.BaseExpression | None = None
         self.loss_node: cst.CSTNode | None = None  # the statement calling compute_gradients
@@ -135,7 +162,23 @@ class TowersToMirrored(GraphToStrategy):
     after the loop, or the first's. Towers that append per-example losses
     and ``minimize`` the mean of their concatenation are restated as towers
     differentiating their own mean (equal ``tf.split`` slices: the same mean,
-    the averaged gradient) and migrated the same way. Towers built directly
+    the averaged gradient) and migrated the same way. An input function
+    returning its one-shot iterator's batch through names (``iterator =
+    ds.make_one_shot_iterator(); x, y = iterator.get_next(); return x, y``)
+    returns its dataset, iterated once (``_tower_inputs``). A tower reading
+    its ``name_scope`` name only to filter collections
+    (``tf.add_n(tf.get_collection("losses", scope))``, also in the program's
+    helpers) -- each replica's model function opens a name scope of its own
+    and the model is built by a traced call (``_tower_scopes``). An
+    ``ExponentialMovingAverage`` of ``tf.trainable_variables()`` (named
+    first, or plus a ``tf.moving_average_variables()`` no code of the graph
+    fills) grouped into the train op -- updated after the variables in each
+    replica step (``_tower_averages``). A regularizer made before the loop
+    (``l2_regularizer(scale)``, a function) -- made once with the model. A
+    ``tf.train.Saver`` of all the variables saved by ``saver.save(sess,
+    path, global_step=n)`` -- a ``tf.train.Checkpoint`` saved by a
+    ``CheckpointManager`` to the same ``<path>-<n>`` files, as many kept
+    (``_tower_checkpoints``). Towers built directly
     under ``if __name__ == "__main__":`` are taken like a function body.
     Towers written out one ``with tf.device(...)`` block each are reported
     (across a cluster's tasks: MultiWorkerMirroredStrategy by hand).
@@ -143,12 +186,16 @@ class TowersToMirrored(GraphToStrategy):
     Every tower loop (a ``for`` whose body calls ``tf.device`` and
     ``compute_gradients``) that is not rewritten gets a located TFM303
     diagnostic naming the construct that stops it: towers that read no fed
-    placeholder (queue or helper input: use
+    placeholder (a TF1 queue-runner pipeline: the input function, its module
+    and what makes it a queue are named -- no tf.data pipeline can be proven
+    to repeat the threads' batch order; use
     ``strategy.distribute_datasets_from_function``), a tower body reading the
-    tower index or a ``name_scope`` name, an optimizer built elsewhere, a
-    train op grouped with other updates (``ExponentialMovingAverage``),
-    ``tf.train.Saver`` checkpoints, a tower loop inside an ``if`` or at
-    module level, and the like.
+    tower index, or its scope name otherwise than to filter a collection
+    (given to code not in the program, REGULARIZATION_LOSSES), an optimizer
+    built elsewhere, a train op grouped with other updates (batch-norm
+    updates, an average of a ``moving_average_variables()`` the model's
+    layers may fill), a restoring or partial ``tf.train.Saver``, a tower loop
+    inside an ``if`` or at module level, and the like.
 
     Why
     The tower loop, ``average_gradients`` and device strings are exactly the
@@ -203,6 +250,46 @@ class TowersToMirrored(GraphToStrategy):
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         return module
+
+    # ---------------------------------------------------------------- input helpers
+    def _find_input_helpers(self) -> dict[str, cst.FunctionDef]:
+        """Module functions returning a one-shot iterator's batch: as the
+        iterator's `get_next()` itself, or through the names it was bound to
+        (see _tower_inputs); a function defined inside (a parser) is not a
+        return of the helper."""
+        found = {}
+        self._named_batches = {}
+        self._inner_returns: set[int] = set()
+        for node in C.walk(self.ctx.module):
+            if type(node) is not cst.FunctionDef:
+                continue
+            returns = own_returns(node)
+            plan = named_batch(node, self.qualname)
+            if plan is None and not (returns and all(super(TowersToMirrored, self)._one_shot_dataset(r.value)
+                                                     is not None for r in returns)):
+                continue
+            found[node.name.value] = node
+            if plan is not None:
+                self._named_batches[node.name.value] = plan
+            own = {id(r) for r in returns}
+            self._inner_returns |= {id(r.value) for r in C.walk(node.body)
+                                    if type(r) is cst.Return and id(r) not in own and r.value is not None}
+        return found
+
+    def _one_shot_dataset(self, value) -> cst.BaseExpression | None:
+        if id(value) in self.__dict__.get("_inner_returns", ()):
+            return value  # a parser's return inside the helper: unchanged
+        return super()._one_shot_dataset(value)
+
+    def _iterators(self, graph: Graph) -> list[cst.BaseStatement]:
+        out = super()._iterators(graph)
+        helpers = self._input_helpers()
+        for pipeline in graph.inputs:
+            plan = self._named_batches.get(pipeline.helper or "")
+            if plan is not None:
+                helper = helpers[pipeline.helper]
+                self.helper_rewrites[C.code_of(helper)] = return_dataset(helper, plan)
+        return out
 
     # ---------------------------------------------------------------- locate
     def _is_tower_loop(self, st) -> bool:
@@ -403,6 +490,7 @@ class TowersToMirrored(GraphToStrategy):
                         fixed=False)
             return None
         pre += self._optimizer_from_loop(towers)
+        self._pre = pre
         pre = [st for st in pre if not self._list_init(st, towers, [*session_part, *after])]
         blockers: list[_Blocker] = []
         graph = analyze(pre, self.qualname, inputs=self._input_helpers())
@@ -430,6 +518,7 @@ class TowersToMirrored(GraphToStrategy):
             blockers.append(_Blocker(node, f"{header}: {why}; TFM303 gives each replica one slice of a fed"
                                      " placeholder", "slice each fed placeholder once per tower, by the tower"
                                      " index, or port this by hand"))
+        self._regularizers_to_state(pre, graph)
         pre_compute = list(graph.compute)  # computed once before the loop (tf.split is gone)
         graph.compute = [(_targets(new), new) for _, new in pairs]
         loss = towers.loss_expr
@@ -442,10 +531,14 @@ class TowersToMirrored(GraphToStrategy):
         bad_splits = needed & set(self.bad_splits)
         for names, st in pre_compute:
             if len(names) == 1 and names[0] in bad_splits:
+                _, split, _ = C.assignment(st)
+                source = C.arg(split, 0, "value") if isinstance(split, cst.Call) else None
+                filled = self._queue_input(C.names_used(source), f"; `{source.value}` is") if isinstance(
+                    source, cst.Name) else ""
                 blockers.append(_Blocker(st, f"{header}: the towers read `{names[0]}[{towers.index}]` of"
-                                         f" `{_first_line(st)}`, but {self.bad_splits[names[0]]}",
+                                         f" `{_first_line(st)}`, but {self.bad_splits[names[0]]}{filled}",
                                          "split the fed batch along axis 0 into equal slices, or port this by"
-                                         " hand"))
+                                         " hand" if not filled else _INPUT_HINT))
         if not params and not bad_splits:
             blockers.append(self._input_helper_problem(pre, pairs, header)
                             or self._no_input(pairs, towers, header, graph, loss))
@@ -468,6 +561,7 @@ class TowersToMirrored(GraphToStrategy):
                              " Keras 3 equivalent", "construct the tf.train optimizer in the graph block (it is"
                              " mapped to the Keras optimizer with the same update), or port this by hand"))
         self.post = []
+        self._header, self._graph_code = header, [*pre, loop, *post]
         averaged, apply_call = self._read_post(post, towers, graph, header, blockers)
         if self.ema is not None and self.ema[3]:
             graph.state.append(self.ema[1])  # made under the strategy, updated by the step
@@ -493,7 +587,7 @@ class TowersToMirrored(GraphToStrategy):
                                              " the replicas", "compute it inside the tower loop (or from the fed"
                                              " batch)"))
                     break
-        self._check_savers(graph_part, session_part + after, header, blockers)
+        self._check_savers(graph_part, session_part, after, header, blockers)
         for st in graph_part:
             if isinstance(st, (cst.FunctionDef, cst.ClassDef)):
                 blockers.append(_Blocker(st, f"{header}: `{_first_line(st)}` is defined inside the graph block, which"
@@ -510,6 +604,12 @@ class TowersToMirrored(GraphToStrategy):
         self.towers = towers
         self.splits = splits
         session = _SessionRegion(self, graph)
+        if self.saver_plans:
+            self.save_function, self.checkpoint_name = self._fresh("save_checkpoint"), self._fresh("checkpoint")
+            session_part = rewrite_saves(session_part, self.saver_plans, self.save_function)
+            # a save reads the variables: the loop runs no step ahead of it
+            session.state_names.add(self.save_function)
+        session_part = self._initializer_runs(graph_part, session_part)
         session.scan(session_part)
         prelude = self._build(block, graph, session)
         new_part = rewrite_session(session, session_part)
@@ -528,6 +628,40 @@ class TowersToMirrored(GraphToStrategy):
             return None
         self.converted = True
         return new
+
+    def _initializer_runs(self, graph_part, session_part):
+        """`init.run()` of an initializer op in the default session -> `sess.run(init)`,
+        the session run the session rewrite already knows (it drops it)."""
+        initializers = {n for st in graph_part for n in C.assignment(st)[0][:1]
+                        if isinstance(C.assignment(st)[1], cst.Call)
+                        and self.qualname(C.assignment(st)[1].func) in _INITIALIZER_OPS}
+        sessions = {n for st in session_part for item in C.walk(st) if isinstance(item, cst.WithItem)
+                    and item.asname is not None and isinstance(item.item, cst.Call)
+                    and self.qualname(item.item.func) in SESSION_CLASSES for n in C.target_names(item.asname.name)}
+        if not initializers or len(sessions) != 1:
+            return session_part
+        session = next(iter(sessions))
+
+        class RunInSession(cst.CSTTransformer):
+            def leave_Call(self, original, updated):
+                owner = original.func.value if isinstance(original.func, cst.Attribute) else None
+                if _method(original) == "run" and not original.args and isinstance(owner, cst.Name) and (
+                        owner.value in initializers):
+                    return C.expr(f"{session}.run({owner.value})")
+                return updated
+
+        return [st.visit(RunInSession()) for st in session_part]
+
+    def _regularizers_to_state(self, pre, graph: Graph) -> None:
+        """`regularizer = tf.contrib.layers.l2_regularizer(scale)` makes a Python
+        function, no op: made once with the model's state, every replica calls it
+        on the variables it reads (as every tower did)."""
+        for names, st in list(graph.compute):
+            _, value, _ = C.assignment(st)
+            if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) in _REGULARIZER_FACTORIES:
+                graph.compute.remove((names, st))
+                k = next(k for k, other in enumerate(pre) if other is st)
+                graph.state.insert(len(analyze(pre[:k], self.qualname).state), st)
 
     def _decline(self, node, message: str, hint: str) -> None:
         self.report(node, message, hint=hint, reference=REFERENCE[MIRRORED], fixed=False)
@@ -561,6 +695,8 @@ class TowersToMirrored(GraphToStrategy):
                             towers.device = C.arg(item.item, 0, None)
                         if item.asname is not None:
                             towers.scope_names.update(C.target_names(item.asname.name))
+                            if isinstance(item.item, cst.Call) and self.qualname(item.item.func) == "name_scope":
+                                towers.name_scope_names.update(C.target_names(item.asname.name))
                     visit(C.body_of(st.body))
                     continue
                 if self._first_tower_only(st, towers):
@@ -729,13 +865,21 @@ class TowersToMirrored(GraphToStrategy):
     def _check_tower_body(self, pairs, towers: _Towers, header, blockers, index: bool) -> None:
         for original, new in pairs:
             used = C.names_used(new)
-            if used & towers.scope_names:
-                name = min(used & towers.scope_names)
-                blockers.append(_Blocker(original, f"{header}: `{_first_line(original)}` reads `{name}`, the name of the"
-                                 " tower's `name_scope` (`with ... as " + name + "`), which the replicas do not have"
-                                 " (TF1 collections filtered by scope do not exist in TF2)",
-                                 "compute the tower loss without the scope name"))
-                break
+            if not used & towers.scope_names:
+                continue
+            name = min(used & towers.scope_names)
+            problem = scope_problem(self._program().tracer, [original], name) if (
+                name in towers.name_scope_names and towers.collected_scope in ("", name)) else None
+            if name in towers.name_scope_names and problem is None:
+                towers.collected_scope = name  # each replica's model function opens a name scope of its own
+                continue
+            why = (problem.why if problem is not None else
+                   "it names a variable scope, which the replicas do not have")
+            blockers.append(_Blocker(original, f"{header}: `{_first_line(original)}` reads `{name}`, the name of the"
+                             " tower's scope (`with ... as " + name + f"`): {why}",
+                             "read the tower's collections by the name scope alone (tf.get_collection(key, scope)),"
+                             " or compute the tower loss without the scope name"))
+            break
         for original, new in pairs:
             used = C.names_used(new)
             if index and used & towers.index_names and not used & set(self.bad_splits):
@@ -778,10 +922,13 @@ class TowersToMirrored(GraphToStrategy):
         pairs = [(original, new) for original, new in pairs if id(new) in wanted] or pairs
         use = "; build the input with tf.data and strategy.distribute_datasets_from_function"
         for original, _ in pairs:
-            if any(isinstance(n, cst.Call) and _method(n) in _DEQUEUES for n in C.walk(original)):
+            dequeue = next((n for n in C.walk(original) if isinstance(n, cst.Call) and _method(n) in _DEQUEUES), None)
+            if dequeue is not None:
+                owner = dequeue.func.value
+                filled = self._queue_input(C.names_used(owner), "") if isinstance(owner, cst.Name) else ""
                 return _Blocker(original, f"{header}: the towers read no fed placeholder: each dequeues its batch"
-                                f" from a queue (`{_first_line(original)}`), and TFM303 does not migrate queue"
-                                f" input{use}", _INPUT_HINT)
+                                f" from a queue (`{_first_line(original)}`){filled}, and TFM303 does not migrate"
+                                f" queue input{use}", _INPUT_HINT)
         for original, _ in pairs:
             if C.names_used(original) & towers.index_names:
                 return _Blocker(original, f"{header}: the towers read no fed placeholder: `{_first_line(original)}`"
@@ -792,6 +939,23 @@ class TowersToMirrored(GraphToStrategy):
                         f" tower's input itself (placeholders of its own, a helper or a queue), which TFM303 does not"
                         f" migrate{use}",
                         _INPUT_HINT)
+
+    def _queue_input(self, names: set[str], lead: str) -> str:
+        """Where the towers' queue or batch comes from, when TF1 queue runners
+        filled it: a clause for the decline ("" when that is not known)."""
+        found = input_origin(self._pre, names, self.qualname)
+        tracer = self._program().tracer
+        evidence = runs_queue_input(tracer, self.module_in, found[1] if found else None)
+        if evidence is None:
+            return ""
+        what = (f"a TF1 queue-runner input pipeline ({evidence}), whose reader and batching threads decided which"
+                " batch each step took: no tf.data pipeline can be proven to repeat that order")
+        if found is None:
+            return f"{lead or ','} {what}"
+        made, call = found
+        where = self._program().origin_of(call)
+        where = where.split(" (", 1)[0] if where else ""
+        return f"{lead} filled from `{_first_line(made)}`{where}: {what}"
 
     def _averages(self, call: cst.Call, towers: _Towers) -> bool:
         """`average_gradients(tower_grads)` (any module's function whose name says it averages)."""
@@ -807,7 +971,7 @@ class TowersToMirrored(GraphToStrategy):
         self.ema = None  # (name, constructor statement, apply op name, grouped into the train op)
         for st in post:
             names, value, _ = C.assignment(st)
-            if self._moving_average(st, names, value):
+            if self._moving_average(st, names, value, blockers):
                 continue
             if isinstance(value, cst.Call) and _method(value) == "apply_gradients" and len(names) == 1:
                 graph.train_op = names[0]
@@ -864,22 +1028,60 @@ class TowersToMirrored(GraphToStrategy):
             extend(graph, st, self.qualname)
         return averaged, apply_call
 
-    def _moving_average(self, st, names, value) -> bool:
+    def _moving_average(self, st, names, value, blockers) -> bool:
         """`ema = tf.train.ExponentialMovingAverage(decay, num_updates)` and
-        `ema_op = ema.apply(tf.trainable_variables())` after the tower loop:
-        taken here (the step updates the averages); False for anything else."""
-        if len(names) != 1 or not isinstance(value, cst.Call):
+        `ema_op = ema.apply(tf.trainable_variables())` after the tower loop
+        (the list possibly named first, `+ tf.moving_average_variables()` where
+        that collection was empty): taken here (the step updates the averages);
+        False for anything else."""
+        if len(names) != 1 or value is None:
             return False
-        if self.qualname(value.func) == "train.ExponentialMovingAverage" and self.ema is None:
+        if isinstance(value, cst.Call) and self.qualname(value.func) == "train.ExponentialMovingAverage" and (
+                self.ema is None):
             self.ema = (names[0], st, "", False)
+            self.average_lists: set[str] = set()
             return True
-        if self.ema is not None and not self.ema[2] and _method(value) == "apply" and isinstance(
+        if self.ema is None or self.ema[2]:
+            return False
+        if self._averaged_list(value, st, blockers):
+            self.average_lists.add(names[0])  # variables_to_average = tf.trainable_variables() + ...
+            return True
+        if isinstance(value, cst.Call) and _method(value) == "apply" and isinstance(
                 value.func.value, cst.Name) and value.func.value.value == self.ema[0] and len(value.args) == 1:
             listed = value.args[0].value
-            if isinstance(listed, cst.Call) and self.qualname(listed.func) == "trainable_variables" and not listed.args:
+            if (isinstance(listed, cst.Name) and listed.value in self.average_lists) or self._averaged_list(
+                    listed, st, blockers):
                 self.ema = (self.ema[0], self.ema[1], names[0], False)
                 return True
         return False
+
+    def _averaged_list(self, value, st, blockers) -> bool:
+        """`tf.trainable_variables()`, or that `+ tf.moving_average_variables()`
+        (a blocker where the collection may have held variables: TF2 has none)."""
+        def listing(node, name):
+            return isinstance(node, cst.Call) and self.qualname(node.func) == name and not node.args
+        if listing(value, "trainable_variables"):
+            return True
+        if not (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add)):
+            return False
+        pair = (value.left, value.right)
+        if not (any(listing(v, "trainable_variables") for v in pair)
+                and any(listing(v, "moving_average_variables") for v in pair)):
+            return False
+        # the code built before this list, the average's own constructor aside
+        built = self._graph_code[:next(k for k, other in enumerate(self._graph_code) if other is st)]
+        filler = moving_average_filler(self._program().tracer, [b for b in built if b is not self.ema[1]])
+        if filler is not None:
+            where = "the tower body runs" if not filler.opaque else "the model is built by"
+            blockers.append(_Blocker(st, f"{self._header}: `{_first_line(st)}` averages"
+                            " `tf.moving_average_variables()`, the TF1 collection the model's layers filled as"
+                            f" they were built, which TF2 does not keep; {where} {filler.what}"
+                            f" (through `{_first_line(filler.call)}`), so the variables it held "
+                            + ("cannot be read here" if filler.opaque else "are not only the trainable ones"),
+                            ("migrate the module with this file, or list the variables to average (for a model"
+                             " without batch norm: tf.trainable_variables() alone)" if filler.opaque else
+                             "average the layers' moving statistics explicitly by hand")))
+        return True
 
     def _schedules(self, pre, graph: Graph, region, apply_call, header, blockers) -> set:
         """`lr = tf.train.exponential_decay(...)` read by the optimizer -> a
@@ -1002,23 +1204,39 @@ class TowersToMirrored(GraphToStrategy):
                 inside |= {id(n) for n in _name_nodes(call, name)}
         return bool(reads) and {id(n) for n in reads} <= inside
 
-    def _check_savers(self, graph_part, rest, header, blockers) -> None:
+    def _check_savers(self, graph_part, session_part, after, header, blockers) -> None:
+        """A `tf.train.Saver` of all the variables saved by `saver.save(sess, path,
+        global_step=n)` statements of the session code is carried over
+        (``self.saver_plans``, see _tower_checkpoints); any other is a blocker."""
+        self.saver_plans: list[SaverPlan] = []
+        region = [*graph_part, *session_part, *after]
         savers = {}
-        for st in [*graph_part, *rest]:
+        sessions = set()
+        for st in region:
             for node in C.walk(st):
                 names, value, _ = C.assignment(node)
                 if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "train.Saver":
                     savers[names[0]] = node
+                if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) in SESSION_CLASSES:
+                    sessions.add(names[0])
+                if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call) and node.asname is not None and (
+                        self.qualname(node.item.func) in SESSION_CLASSES):
+                    sessions.update(C.target_names(node.asname.name))
+        hint = ("checkpoint the migrated program with tf.train.Checkpoint(optimizer=..., model=...) and"
+                " tf.train.CheckpointManager(directory, max_to_keep=5): manager.save(checkpoint_number=step)")
         for name, made in savers.items():
-            for st in [*graph_part, *rest]:
-                use = next((u for u in _uses(st, name) if u is not made), None)
-                if use is not None:
-                    blockers.append(_Blocker(use, f"{header}: `{_first_line(use)}` checkpoints with a TF1 `tf.train.Saver`"
-                                     f" (`{_first_line(made)}`), which TFM303 does not migrate",
-                                     "checkpoint the migrated program with tf.train.Checkpoint(optimizer=...,"
-                                     " model=...) and tf.train.CheckpointManager(directory, max_to_keep=5):"
-                                     " manager.save(checkpoint_number=step)"))
-                    break
+            uses = [u for st in region for u in _uses(st, name) if u is not made]
+            if not uses:
+                continue
+            found = saver_problem(name, made, uses, sessions, self.qualname)
+            inside = {id(n) for st in session_part for n in C.walk(st)}
+            if isinstance(found, SaverPlan) and all(id(u) in inside for u in found.saves) and not self.saver_plans:
+                self.saver_plans.append(found)
+                continue
+            why = "a second saver, or one saved after the session"
+            node, why = found if not isinstance(found, SaverPlan) else (uses[0], why)
+            blockers.append(_Blocker(node, f"{header}: `{_first_line(node)}` checkpoints with a TF1 `tf.train.Saver`"
+                                     f" (`{_first_line(made)}`), which TFM303 does not migrate here: {why}", hint))
 
     def _report_lost(self, lost, statements, new, session: _SessionRegion, header) -> None:
         """Say which statements still need names of the TF1 graph, located on
@@ -1300,6 +1518,30 @@ class TowersToMirrored(GraphToStrategy):
                                 leading_lines=[cst.EmptyLine(indent=False)])]
 
     def _build(self, device_with: cst.With, graph: Graph, session):
+        out = self._build_averages(device_with, graph, session)
+        if self.towers.collected_scope and self.template is not None:
+            out = [transform(st, _TracedBuild(self.template)) for st in out]
+        if self.saver_plans:
+            tracked = [n for n in [graph.global_step, graph.optimizer, *graph.variables, self.template] if n]
+            averages = (f"[{self.ema[0]}.average(variable) for variable in {self.trainable_name}]"
+                        if self.ema is not None and self.ema[3] else None)
+            code = checkpoint_code(self.saver_plans[0], self.checkpoint_name, self.save_function, tracked, averages)
+            made = C.stmts(code)
+            made = [st.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) for st in made]
+            self.ctx.require_import("os")
+            k = max(k for k, st in enumerate(out) if C.assignment(st)[0] == [self.trainable_name] or (
+                isinstance(st, cst.With) and self.ema is not None and f"{self.ema[0]}.apply(" in C.code_of(st)))
+            out = [*out[:k + 1], *made, *out[k + 1:]]
+            plan = self.saver_plans[0]
+            self.report(plan.made, f"`{_first_line(plan.made)}`: its saves become `{self.save_function}(path, step)`,"
+                        " a tf.train.Checkpoint of the step counter, the optimizer and the model"
+                        + (" and the moving averages" if averages else "") + " written by a"
+                        " tf.train.CheckpointManager as <path>-<step>, the newest kept as the Saver kept them (it also"
+                        " counts checkpoints an earlier run listed in that directory)", fixed=True, severity="info",
+                        reference=REFERENCE[MIRRORED])
+        return out
+
+    def _build_averages(self, device_with: cst.With, graph: Graph, session):
         out = super()._build(device_with, graph, session)
         if self.ema is None or not self.ema[3]:
             return out
@@ -1331,8 +1573,16 @@ class TowersToMirrored(GraphToStrategy):
         self.model_fn = self._fresh("model_fn")
         ret = exports[0] if len(exports) == 1 else ", ".join(exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
-        fn = fn.with_changes(body=fn.body.with_changes(body=statements + list(fn.body.body)),
-                             leading_lines=[cst.EmptyLine(indent=False)])
+        body = statements + list(fn.body.body)
+        scope = self.towers.collected_scope
+        if scope:
+            # the tower's collection entries are those named under its scope
+            block = C.stmt(f"with tf.compat.v1.name_scope(\"tower\") as {scope}:\n    pass\n")
+            comment = C.stmts("# Each replica builds its tower under a name scope of its own (the second one's\n"
+                              "# ops are named replica_1/...): its collections hold what its own code added.\n"
+                              "pass\n")[0].leading_lines
+            body = [block.with_changes(body=C.indented(body, fn.body), leading_lines=comment)]
+        fn = fn.with_changes(body=fn.body.with_changes(body=body), leading_lines=[cst.EmptyLine(indent=False)])
         return [fn]
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
@@ -1383,21 +1633,6 @@ def _appended_names(loop: cst.For) -> set[str]:
 
 def _loop_key(loop: cst.For) -> str:
     return C.code_of(loop.with_changes(leading_lines=[]))
-
-
-def _first_line(node) -> str:
-    """A node's code on one line (a block: its first line), comments skipped, shortened."""
-    if node is None:
-        return "?"
-    lines = [line.strip() for line in C.code_of(node).splitlines()]
-    lines = [line for line in lines if line and not line.startswith("#")]
-    if not lines:
-        return "?"
-    if isinstance(node, (cst.BaseCompoundStatement, cst.Else, cst.ExceptHandler, cst.Finally)):
-        text = lines[0]
-    else:
-        text = " ".join(lines).replace("( ", "(").replace(" )", ")").replace("[ ", "[").replace(" ]", "]")
-    return text if len(text) <= 100 else text[:97] + "..."
 
 
 def _header(node) -> str:
@@ -1590,6 +1825,26 @@ class _BeforeReturn(cst.CSTTransformer):
         k = next((k for k, st in enumerate(body) if isinstance(st, cst.SimpleStatementLine)
                   and isinstance(st.body[0], cst.Return)), len(body))
         return updated.with_changes(body=updated.body.with_changes(body=[*body[:k], *self.statements, *body[k:]]))
+
+
+class _TracedBuild(cst.CSTTransformer):
+    """`model(dummies)` -> `tf.function(model)(dummies)`: collections hold
+    graph tensors, named under their scope; an eager build has neither."""
+
+    def __init__(self, template: str):
+        super().__init__()
+        self.template = template
+
+    def leave_SimpleStatementLine(self, original, updated):
+        call = C.single_expr(original)
+        if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == self.template):
+            return updated
+        comment = C.stmts("# Build the model's variables once, under the strategy, as the TF1 graph did: traced,\n"
+                          "# as the towers were, so that the tower reads the collection entries of its scope.\n"
+                          "pass\n")[0].leading_lines
+        return updated.with_changes(
+            body=[updated.body[0].with_changes(value=call.with_changes(func=C.expr(f"tf.function({self.template})")))],
+            leading_lines=[line for line in updated.leading_lines if line.comment is None] + list(comment))
 
 
 class _ReplaceComment(cst.CSTTransformer):

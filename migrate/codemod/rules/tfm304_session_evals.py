@@ -207,6 +207,14 @@ class SessionEvals(Rule):
     )
 
     def transform(self, module: cst.Module) -> cst.Module:
+        # Nothing to rewrite without an `as_default()` (no default session, no block to
+        # unwrap) or an eval/run call of the shape `leave_Call` rewrites: most TF1 scripts
+        # have neither, and the analyses below walk the whole module.
+        methods = [c for c in C.calls_in(module) if isinstance(c.func, cst.Attribute)]
+        if not any(c.func.attr.value == "as_default" for c in methods) and not any(
+                c.func.attr.value in ("eval", "run") and _fed_value(c, c.func.attr.value) is not None
+                for c in methods):
+            return module
         interactive = [
             targets[0]
             for statement in C.walk(module)
