@@ -162,6 +162,9 @@ def _process_python(task: Task, raw: bytes) -> FileResult:
     if notes:
         diagnostics = [*notes, *py2.map_lines_back(text, converted, result.diagnostics)]
     fr = FileResult(task.path, "python", "unchanged", diagnostics)
+    if result.project_files:
+        fr.program = [_displayed(p) for p in result.project_files]
+        fr.program_migrated = _trains_on_strategy(output) and not _trains_on_strategy(text)
     fr.topology = of_program(Path(task.path), output) if output != text or "tf.distribute" in output else None
     if output != text:
         data = files.encode_source(output, decoded)
@@ -170,6 +173,17 @@ def _process_python(task: Task, raw: bytes) -> FileResult:
         if task.mode in ("write", "output"):
             _write(task, fr, data)
     return fr
+
+
+def _displayed(path: str) -> str:
+    """A path as the report shows paths: relative to the cwd when below it."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def _trains_on_strategy(code: str) -> bool:
+    return any(f"tf.distribute.{name}" in code for name in (
+        "ParameterServerStrategy", "MultiWorkerMirroredStrategy", "MirroredStrategy"))
 
 
 def _python2_step(text: str, converted: str, done: set[str], path: str, error) -> tuple | None:
@@ -255,7 +269,11 @@ def run_tasks(tasks: list[Task], jobs: int, progress: Progress) -> list[FileResu
             progress.update(task.path)
         return results
     workers = min(jobs, len(tasks))
-    chunksize = max(1, min(16, len(tasks) // (workers * 8)))
+    # Largest files first, in small chunks: a file's time grows with its size,
+    # and a large one handed out last keeps one worker busy while the others
+    # are idle. (The caller orders the results.)
+    chunksize = max(1, min(16, len(tasks) // (workers * 32)))
+    tasks = sorted(tasks, key=_size, reverse=True)
     with ProcessPoolExecutor(
         max_workers=workers,
         initializer=_init_worker,
@@ -265,6 +283,13 @@ def run_tasks(tasks: list[Task], jobs: int, progress: Progress) -> list[FileResu
             results.append(result)
             progress.update(result.path)
     return results
+
+
+def _size(task: Task) -> int:
+    try:
+        return os.stat(task.path).st_size
+    except OSError:
+        return 0  # reported when the worker reads it
 
 
 # --------------------------------------------------------------------------- argument parsing

@@ -177,9 +177,6 @@ def train():
     for step in range(FLAGS.steps):
         xs, ys = synthetic_batch(step, FLAGS.batch_size)
         run_metadata = tf.compat.v1.RunMetadata() if step == 0 else None
-        options = (
-            tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.SOFTWARE_TRACE) if step == 0 else None
-        )
         pending_steps.append(((xs, ys), (run_metadata, step)))
         if len(pending_steps) == steps_per_call:
             run_pending_steps()

@@ -75,7 +75,6 @@ def main(argv):
     task_index = int(tf_config["task"]["index"])
     task_name = os.environ.get("TFMIGRATE_TASK") or f"{job_name}:{task_index}"
 
-    cluster = tf.train.ClusterSpec(cluster_def)
     cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
 
     num_workers = len(cluster_def["worker"])

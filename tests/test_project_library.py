@@ -13,6 +13,9 @@ Inception's ``imagenet_distributed_train.py`` -> ``train(...)`` pairs)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import libcst as cst
 
 from migrate.codemod.engine import migrate_source
@@ -211,9 +214,11 @@ def test_modules_of_a_package_resolve_from_the_package_root(tmp_path):
 
     package = _package(tmp_path, {"trainer_lib.py": LIBRARY, "launch.py": DRIVER})
     index = index_for(str(package / "launch.py"))
-    assert index.find("replicated.trainer_lib").path == str(package / "trainer_lib.py")
+    assert index.find("replicated.trainer_lib", package_roots=True).path == str(package / "trainer_lib.py")
     assert index.find("trainer_lib").present  # beside the file, as before
-    assert not index.find("replicated.absent_module").present
+    assert not index.find("replicated.absent_module", package_roots=True).present
+    # the model tracer still looks beside the file only
+    assert not index.find("replicated.trainer_lib").present
 
 
 def _tfm202(result):
@@ -310,3 +315,66 @@ def test_a_session_running_its_own_graph_gets_no_such_reason(tmp_path):
     assert own != LOOP_HELPER
     result = migrate_source(own, path=str(_tree(tmp_path, {"loop_helper.py": own}) / "loop_helper.py"))
     assert not _tfm301(result)
+
+
+# ------------------------------------------- the report: which files are one program
+SIBLING_MODEL = '''\
+import tensorflow.compat.v1 as tf
+
+
+def _weights(shape):
+    return tf.get_variable("w", shape)
+
+
+def forward(images):
+    return tf.matmul(images, _weights([16, 2]))
+
+
+def identity(images):
+    return images * 1.0
+'''
+
+MODEL_DRIVER = '''\
+import tensorflow as tf
+
+import shapes_net
+
+
+def train(cluster, server, steps):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        images = tf.placeholder(tf.float32, [None, 16])
+        labels = tf.placeholder(tf.float32, [None, 2])
+        logits = shapes_net.forward(images)
+        loss = tf.reduce_mean(tf.square(logits - labels))
+        train_op = tf.train.GradientDescentOptimizer(0.05).minimize(loss)
+    with tf.train.MonitoredTrainingSession(master=server.target) as sess:
+        for step in range(steps):
+            sess.run(train_op, feed_dict={images: [[0.5] * 16], labels: [[1.0, 0.0]]})
+'''
+
+
+def _cli(tmp_path, *args):
+    import json
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-m", "migrate", *args], check=False, cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": root}, timeout=300)
+    return proc, (json.loads(proc.stdout) if "--format" in args else None)
+
+
+def test_the_report_says_which_files_were_migrated_as_one_program(tmp_path):
+    _tree(tmp_path, {"shapes_net.py": SIBLING_MODEL, "train.py": MODEL_DRIVER,
+                     "probe.py": MODEL_DRIVER.replace("shapes_net.forward(", "shapes_net.identity(")})
+    proc, _ = _cli(tmp_path, ".")
+    lines = proc.stdout.splitlines()
+    assert "train.py: migrated as one program with shapes_net.py" in lines
+    # read for the analysis, and the training declined: not one migrated program
+    assert "probe.py: analysed together with shapes_net.py" in lines
+    assert not any(line.startswith("shapes_net.py:") and "program" in line for line in lines)
+    _, data = _cli(tmp_path, "--format", "json", ".")
+    programs = {entry["path"]: entry["program"] for entry in data["files"]}
+    assert programs["train.py"] == {"modules": ["shapes_net.py"], "migrated_together": True}
+    assert programs["probe.py"] == {"modules": ["shapes_net.py"], "migrated_together": False}
+    assert programs["shapes_net.py"] is None

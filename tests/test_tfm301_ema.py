@@ -61,13 +61,14 @@ SPELLINGS = {
 }
 
 
+SPELLINGS["inline"] = "train_op = tf.group(update, shadows.apply(tf.trainable_variables()))"
 SPELLINGS["ordered"] = ("with tf.control_dependencies([update]):\n"
                          "            train_op = shadows.apply(tf.trainable_variables())")
 
 
 def _grouped(spelling: str) -> str:
     source = dedent(GROUPED).replace("COMBINE", SPELLINGS[spelling])
-    if spelling == "ordered":  # the op made by ema.apply is the train op itself
+    if spelling in ("ordered", "inline"):  # the op made by ema.apply is the train op itself, or grouped at once
         source = source.replace("        shadow_update = shadows.apply(tf.trainable_variables())\n", "")
     return source
 
@@ -340,3 +341,46 @@ def test_a_helper_named_train_returning_the_averages_update_migrates():
         "averages.apply(trainable_variables)")
     assert "no set order" not in replica  # TF1 ordered them: after the update
     assert migrate_source(out).output == out
+
+
+HARNESS_RUN = '''
+import json, os, sys
+import numpy as np
+from migrate.runtime.harness import _Harness, losses_path
+import tensorflow.compat.v1 as tf
+tf.disable_v2_behavior()
+harness = _Harness()
+harness.install()
+step = tf.train.get_or_create_global_step()
+inputs = tf.placeholder(tf.float32, [None, 3])
+kernel = tf.Variable(tf.ones([3, 1]))
+loss = tf.reduce_mean(tf.square(tf.matmul(inputs, kernel) - 1.0))
+update = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+ema = tf.train.ExponentialMovingAverage(0.9, step)
+if sys.argv[1] == "group":
+    train_op = tf.group(update, ema.apply(tf.trainable_variables()))
+else:
+    with tf.control_dependencies([update]):
+        train_op = ema.apply(tf.trainable_variables())
+data = np.random.RandomState(0).rand(4, 3).astype(np.float32)
+with tf.Session() as sess:
+    sess.run(tf.global_variables_initializer())
+    printed = [sess.run([train_op, loss], {inputs: data})[1] for _ in range(3)]
+lines = losses_path(harness.dir, harness.task).read_text().splitlines()
+print(json.dumps({"printed": [float(p) for p in printed], "recorded": [json.loads(l)["loss"] for l in lines]}))
+'''
+
+
+@pytest.mark.parametrize("spelling", ["group", "ordered"])
+def test_check_records_the_loss_of_a_train_op_grouped_with_moving_averages(spelling, tmp_path):
+    """`tfmigrate check`'s harness finds the optimizer's train op behind the
+    op the legacy session runs (the averages' update): it records each step's
+    loss (it recorded none, and check could not compare such programs)."""
+    pytest.importorskip("tensorflow")
+    env = {**os.environ, "TFMIGRATE_HARNESS": "record", "TFMIGRATE_HARNESS_DIR": str(tmp_path)}
+    run = subprocess.run([sys.executable, "-c", HARNESS_RUN, spelling], capture_output=True, text=True, env=env,
+                         timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(seen["recorded"]) == 3
+    assert seen["recorded"] == pytest.approx(seen["printed"], rel=1e-6)

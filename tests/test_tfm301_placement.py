@@ -60,3 +60,11 @@ def test_a_star_import_may_define_it():
 def test_a_device_chooser_without_a_training_session_is_not_reported():
     source = CHOOSER.split("    sv = tf.train.Supervisor")[0]
     assert reasons(source) == []
+
+
+def test_the_reason_is_given_also_where_variables_are_pinned_to_the_ps_by_hand_too():
+    # a device string naming the ps makes the program a parameter-server one; the chooser still stops it
+    source = CHOOSER.replace("        step = tf.Variable(0)\n",
+                             "        with tf.device(\"/job:ps/task:0\"):\n            step = tf.Variable(0)\n")
+    found = [d for d in reasons(source) if "VariableDeviceChooser" in d.message]
+    assert [d.line for d in found] == [line_of(source, "with tf.device(tf.contrib.framework.VariableDeviceChooser")]

@@ -174,3 +174,20 @@ def test_the_migrated_loop_stops_at_the_step_the_tf1_session_did():
     legacy_end = int(printed["legacy"][-2].split()[1])  # fetched after the last update
     migrated_end = int(printed["migrated"][-2].split()[1]) + 1  # fetched before it
     assert legacy_end == migrated_end == 6
+
+
+def test_a_hook_list_built_by_concatenation_is_named_in_the_reason():
+    """`hooks = sync_hooks + [stop]`: the StopAtStepHook in it is not seen, and
+    the reason says which list it could not follow (not only "no StopAtStepHook")."""
+    source = program(LOG_ONLY).replace(
+        "        hooks = [LoudStop(num_steps=5)]\n        hooks.append(opt.make_session_run_hook(is_chief))\n",
+        "        sync_hooks = [opt.make_session_run_hook(is_chief)]\n"
+        "        hooks = sync_hooks + [tf.train.StopAtStepHook(num_steps=5)]\n")
+    assert "sync_hooks + [" in source
+    result = migrate_source(source, select=["TFM301"])
+    assert result.output == source
+    [reason] = [d for d in result.manual_work if d.code == "TFM301"]
+    assert reason.line == line_of(source, "while not sess.should_stop():")
+    assert "that this rule can see" in reason.message
+    assert "the session's hooks `hooks` are bound as `sync_hooks + [tf.train.StopAtStepHook(num_steps=5)]`" in (
+        reason.message)

@@ -103,26 +103,12 @@ import tensorflow as tf
 
 GPUS = 2
 PER_GPU = 64
-PINNED = ["Variable", "VariableV2"]
 
 
 def classifier(images, reuse):
     with tf.compat.v1.variable_scope("classifier", reuse=reuse):
         w = tf.compat.v1.get_variable("w", [784, 10])
         return tf.matmul(images, w)
-
-
-def mean_of_towers(tower_grads):
-    return [(tf.compat.v1.reduce_mean(tf.stack([g for g, _ in gv]), 0), gv[0][1]) for gv in zip(*tower_grads)]
-
-
-def gpu_with_cpu_variables(device, ps_device="/cpu:0"):
-    def choose(op):
-        node = op if isinstance(op, tf.compat.v1.NodeDef) else op.node_def
-        if node.op in PINNED:
-            return ps_device
-        return device
-    return choose
 
 
 strategy = tf.distribute.MirroredStrategy(["/gpu:{}".format(g) for g in range(GPUS)])

@@ -16,6 +16,7 @@ import bisect
 import difflib
 import gc
 import itertools
+import os
 import re
 import sys
 import textwrap
@@ -38,6 +39,7 @@ from migrate.codemod.fastcst import (
     transform,
 )
 from migrate.codemod.orphans import tidy
+from migrate.codemod.program.project import reads as project_reads
 from migrate.codemod.tfnames import TFNames
 
 DOCS_BASE = "legacy_reference/"
@@ -89,6 +91,8 @@ class MigrationResult:
     output: str
     diagnostics: list[Diagnostic] = field(default_factory=list)
     rules_applied: list[str] = field(default_factory=list)
+    # the project modules (paths) the rules read to migrate this file: its program
+    project_files: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -603,7 +607,8 @@ def _migrate(
 
     rules = [r for r in selected_rules(select, ignore) if r.applies_to(source)]
     runs = _Runs(original, source, path, tree)
-    module, diagnostics, applied = runs.run(rules)
+    with project_reads() as read:
+        module, diagnostics, applied = runs.run(rules)
     output = runs.checked_code(module, applied)
     gated: list[Diagnostic] = []
     training_rules_ran = any(r.code in _TRAINING_RULES for r in rules)
@@ -666,7 +671,7 @@ def _migrate(
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
     if output is not source:
-        tidied = tidy(source, output[0], cell_marker)
+        tidied = tidy(source, output[0], cell_marker, trees=(tree, output[1]))
         if tidied != output[0]:
             output = (tidied, ast.parse(tidied, filename=path))
         _compile_gate(output, runs, rules, applied, cell_marker)
@@ -676,7 +681,8 @@ def _migrate(
         d.code, d.line, d.column, _FOUND_WITH.sub("", d.message)) not in final or not _FOUND_WITH.search(d.message))
     output = output if output is source else output[0]
     diagnostics.sort(key=lambda d: (d.line, d.column, d.code))
-    return MigrationResult(source, output, _dedupe(diagnostics), applied)
+    own = os.path.abspath(path) if not path.startswith("<") else None
+    return MigrationResult(source, output, _dedupe(diagnostics), applied, sorted(p for p in read if p != own))
 
 
 class _Runs:
@@ -1001,6 +1007,20 @@ def _tf1_training_left(output: ast.Module, source: ast.Module) -> str | None:
         if isinstance(n, ast.Assign)
         and isinstance(n.value, ast.Call)
         and getattr(n.value.func, "attr", getattr(n.value.func, "id", None)) == "Server"
+        for target in n.targets
+        if isinstance(target, ast.Name)
+    }
+    # a name the rules bound to TF2's server (`server = tf.distribute.Server(...)` in the
+    # serving branch) is that server: its target read by a log line is no TF1 training
+    servers -= {
+        target.id
+        for n in _ast_nodes(output)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Attribute)
+        and n.value.func.attr == "Server"
+        and isinstance(n.value.func.value, ast.Attribute)
+        and n.value.func.value.attr == "distribute"
         for target in n.targets
         if isinstance(target, ast.Name)
     }

@@ -62,28 +62,31 @@ _PURE_CALLS = frozenset({
     "len", "int", "float", "str", "bool", "list", "tuple", "dict", "set", "frozenset", "sorted",
     "range", "min", "max", "abs", "round", "zip", "enumerate", "repr",
     "ClusterSpec",  # tf.train.ClusterSpec(...) only holds its dict
-    "ConfigProto", "GPUOptions",  # session configuration messages: data only
+    "ConfigProto", "GPUOptions", "RunOptions", "RunMetadata",  # session messages: data only
 })
 _PURE_METHODS = frozenset({
     "split", "rsplit", "strip", "lstrip", "rstrip", "format", "join", "lower", "upper", "replace",
     "startswith", "endswith", "get", "keys", "values", "items", "copy", "as_dict", "num_tasks",
-    "job_tasks", "task_address",
+    "job_tasks", "task_address", "task_indices",
 })
 _PURE_FUNCTIONS = frozenset({"os.path.join", "os.environ.get", "os.getenv", "json.loads"})
 
 
-def tidy(source: str, output: str, cell_marker: str | None = None) -> str:
+def tidy(source: str, output: str, cell_marker: str | None = None, *,
+         trees: tuple[ast.Module, ast.Module] | None = None) -> str:
     """``output`` (the migrated code of ``source``) without the bindings and
-    comments the migration orphaned; ``output`` itself when there are none."""
+    comments the migration orphaned; ``output`` itself when there are none.
+    ``trees``: the ``ast`` of ``source`` and of ``output`` when the caller has
+    them (the engine parsed both; they are only read here)."""
     try:
-        legacy = ast.parse(source)
+        legacy = trees[0] if trees else ast.parse(source)
     except SyntaxError:
         return output
     read_before = _reads(legacy)
     tidied = output
     for _ in range(8):  # each round can orphan what a removed binding read
         try:
-            tree = ast.parse(tidied)
+            tree = trees[1] if trees and tidied is output else ast.parse(tidied)
         except SyntaxError:  # not ours to fix: the engine's gate reports it
             return output
         doomed = _orphaned_lines(tree, tidied, read_before)
@@ -95,10 +98,25 @@ def tidy(source: str, output: str, cell_marker: str | None = None) -> str:
 
 # --------------------------------------------------------------------------- bindings
 
+# ``list(ast.walk(tree))`` of the last trees walked: the stages below read
+# every node of the same tree several times a round (trees are only read)
+_WALKS: list[tuple[ast.AST, list[ast.AST]]] = []
+
+
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    for known, nodes in _WALKS:
+        if known is tree:
+            return nodes
+    nodes = list(ast.walk(tree))
+    _WALKS.insert(0, (tree, nodes))
+    del _WALKS[2:]
+    return nodes
+
+
 
 def _reads(tree: ast.AST) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
             names.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -106,11 +124,30 @@ def _reads(tree: ast.AST) -> set[str]:
     return names
 
 
+def _names_read_by_string(tree: ast.Module) -> set[str]:
+    """Names spelled as strings where Python reads them by name: ``__all__``
+    and ``getattr``/``hasattr`` of a module (``globals()`` and the like make
+    the whole file off limits, see :func:`_dynamic`)."""
+    found: set[str] = set()
+    for node in _walk(tree):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            found.update(n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant)
+                         and isinstance(n.value, str))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                "getattr", "hasattr", "setattr", "delattr") and len(node.args) >= 2:
+            found.update(n.value for n in ast.walk(node.args[1]) if isinstance(n, ast.Constant)
+                         and isinstance(n.value, str))
+    return found
+
+
 def _is_program(tree: ast.Module) -> bool:
     """A script (run, not imported): a ``__main__`` guard, ``main()``/``app.run`` or training at top level."""
     for statement in tree.body:
         if isinstance(statement, (ast.With, ast.For, ast.While)):
             return True
+        if isinstance(statement, ast.If) and any(isinstance(n, (ast.With, ast.For, ast.While))
+                                                 for n in ast.walk(statement)):
+            return True  # a role branch that trains (`if FLAGS.job_name == "worker":`)
         if isinstance(statement, ast.If) and "__main__" in ast.unparse(statement.test):
             return True
         if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
@@ -123,7 +160,7 @@ def _is_program(tree: ast.Module) -> bool:
 def _dynamic(tree: ast.AST) -> bool:
     """Code that reads names by string (``globals()``, ``locals()``, ``vars()``, ``eval``, ``exec``)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-               and n.func.id in ("globals", "locals", "vars", "eval", "exec") for n in ast.walk(tree))
+               and n.func.id in ("globals", "locals", "vars", "eval", "exec") for n in _walk(tree))
 
 
 def _pure(value: ast.expr) -> bool:
@@ -145,7 +182,7 @@ def _pure(value: ast.expr) -> bool:
 
 
 def _bodies(tree: ast.AST) -> Iterable[tuple[ast.AST, list[ast.stmt]]]:
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         for field in ("body", "orelse", "finalbody"):
             body = getattr(node, field, None)
             if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
@@ -183,14 +220,13 @@ def _orphaned_lines(tree: ast.Module, code: str, read_before: set[str]) -> dict[
     if _dynamic(tree):
         return {}
     read_now = _reads(tree)
-    # a name spelled as a string (`__all__`, getattr) may be read by it
-    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    strings = _names_read_by_string(tree)
     lines = code.splitlines()
     program = _is_program(tree)
     scopes = [(parent, body) for parent, body in _bodies(tree)
               if not isinstance(parent, ast.ClassDef) and (program or not isinstance(parent, ast.Module))]
     bindings: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         for name in _binds(node):
             bindings[name] = bindings.get(name, 0) + 1
     simple: dict[str, int] = {}  # bindings by statements this stage may remove
@@ -341,9 +377,16 @@ def _comments(code: str) -> list[tuple[int, int, str, bool]]:
 def removed_machinery(source: str, output: str) -> list[re.Pattern[str]]:
     """Patterns of what a comment says about each TF1 construct ``source``
     has in its code and ``output`` (its migration) no longer has."""
-    legacy_code, migrated_code = _without_comments_and_strings(source), _without_comments_and_strings(output)
-    return [said for said, code_re in _CONSTRUCTS
-            if code_re.search(legacy_code) and not code_re.search(migrated_code)]
+    # A construct's code is a name, found in the tokens only where the text has it too:
+    # the (pure-Python) tokenizing is done only for the constructs the text names.
+    named = [(said, code_re) for said, code_re in _CONSTRUCTS if code_re.search(source)]
+    if not named:
+        return []
+    legacy_code = _without_comments_and_strings(source)
+    had = [(said, code_re) for said, code_re in named if code_re.search(legacy_code)]
+    migrated_code = _without_comments_and_strings(output) if any(
+        code_re.search(output) for _, code_re in had) else ""
+    return [said for said, code_re in had if not code_re.search(migrated_code)]
 
 
 def _drop_stale_comments(source: str, code: str, cell_marker: str | None) -> str:

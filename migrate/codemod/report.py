@@ -10,6 +10,7 @@ JSON (``schema_version`` 1)::
      "summary": {"files", "changed", "errors", "skipped", "diagnostics", "manual_work", "text"},
      "files": [{"path", "kind": "python|notebook|launcher", "status": "unchanged|changed|error|skipped",
                 "changed", "written", "output_path", "note", "diff",
+                "program": {"modules", "migrated_together"} | null,
                 "error": {"message", "line", "column", "cell"} | null,
                 "diagnostics": [{"code", "rule", "path", "line", "column", "end_line",
                                  "end_column", "cell", "cell_id", "severity", "message",
@@ -19,6 +20,9 @@ JSON (``schema_version`` 1)::
 Lines and columns are 1-based; in notebooks they count within the cell and
 ``cell`` is the 1-based position of the cell in the notebook (markdown cells
 included). ``fix.safety`` is the rule's ``fix_safety`` attribute when it has one.
+``program`` lists the modules of the project (beside the file, or at the root
+of its packages) the migration read, and whether the file's training was
+migrated with them (``migrated_together``) or they were only analysed.
 """
 
 from __future__ import annotations
@@ -58,6 +62,10 @@ class FileResult:
     output_path: str | None = None
     note: str | None = None  # why skipped, etc.
     cell_ids: dict[int, str] = field(default_factory=dict)  # notebook cell number -> id
+    # the project modules this file's migration read (as displayed), and whether
+    # its training was migrated with them (one program) or only analysed with them
+    program: list[str] = field(default_factory=list)
+    program_migrated: bool = False
     # what the migrated program needs from its launchers (migrate.launchers.Topology)
     topology: object | None = None
 
@@ -155,6 +163,9 @@ def format_text(results: list[FileResult], *, show_diff: bool) -> str:
         if r.error is not None:
             e = r.error
             out.append(f"{location(r.path, e.line, e.column, e.cell)}: error: {e.message}\n")
+        if r.program:
+            how = "migrated as one program with" if r.program_migrated else "analysed together with"
+            out.append(f"{r.path}: {how} {', '.join(r.program)}\n")
         for d in r.diagnostics:
             tag = " [fixed]" if d.fixed else ""
             out.append(f"{location(r.path, d.line, d.column, d.cell)}: {d.code}{tag} {d.message}\n")
@@ -234,6 +245,8 @@ def to_json(results: list[FileResult], mode: str) -> dict:
                     "cell": r.error.cell,
                 },
                 "diff": r.diff or None,
+                # the project modules this file's migration read (its program)
+                "program": {"modules": r.program, "migrated_together": r.program_migrated} if r.program else None,
                 "diagnostics": [
                     _diagnostic_json(r.path, d, r.written, r.cell_ids) for d in r.diagnostics
                 ],

@@ -453,7 +453,7 @@ class _Harness:
         else:
             op = getattr(fetches, "op", fetches)
             try:
-                return op if op in self.train_ops else None
+                return op if op in self.train_ops else self._grouped_train_op(op)
             except TypeError:
                 return None
         for item in items:
@@ -461,6 +461,28 @@ class _Harness:
             if found is not None:
                 return found
         return None
+
+    def _grouped_train_op(self, op, limit: int = 400):
+        """The train op an op runs with it: `tf.group(train_op, ema_op)`,
+        `with tf.control_dependencies([train_op]): ema.apply(...)` (the
+        op the session runs is then the moving averages' update, which
+        depends on the optimizer's). Found through the op's control and data
+        inputs, a few hundred ops at most; remembered per op."""
+        cache = self.__dict__.setdefault("_grouped", {})
+        if op in cache:
+            return cache[op]
+        found, seen, queue = None, {op}, [op]
+        while queue and found is None and len(seen) < limit:
+            current = queue.pop(0)
+            for dep in [*getattr(current, "control_inputs", ()), *(t.op for t in getattr(current, "inputs", ()))]:
+                if dep in self.train_ops:
+                    found = dep
+                    break
+                if dep not in seen and dep.type not in ("VarHandleOp", "VariableV2", "Placeholder", "Const"):
+                    seen.add(dep)
+                    queue.append(dep)
+        cache[op] = found
+        return found
 
     def patch_session_run(self) -> None:
         from tensorflow.python.client import session as session_lib

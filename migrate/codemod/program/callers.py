@@ -275,7 +275,7 @@ def project_imports(module: cst.Module, index) -> dict[str, tuple[str, bool]]:
             if isinstance(small, cst.Import):
                 for alias in small.names:
                     dotted = code_of(alias.name)
-                    found = index.find(dotted)
+                    found = index.find(dotted, package_roots=True)
                     if found is not None:
                         local = alias.asname.name.value if alias.asname else dotted.split(".")[0]
                         out[local] = (dotted if alias.asname or "." not in dotted else local, found.present)
@@ -286,8 +286,8 @@ def project_imports(module: cst.Module, index) -> dict[str, tuple[str, bool]]:
                     if not isinstance(alias.name, cst.Name):
                         continue
                     local = alias.asname.name.value if alias.asname else alias.name.value
-                    sub = index.find(f"{source}.{alias.name.value}")
-                    whole = index.find(source)
+                    sub = index.find(f"{source}.{alias.name.value}", package_roots=True)
+                    whole = index.find(source, package_roots=True)
                     if sub is not None and sub.present:
                         out[local] = (sub.name, True)
                     elif whole is not None and whole.present and _binds(index.parse(whole), alias.name.value):

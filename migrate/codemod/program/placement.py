@@ -56,7 +56,7 @@ def _origin(module: cst.Module, name: str, path: str | None) -> str | None:
                 if bound != name:
                     continue
                 dotted = f"{source}.{code_of(alias.name)}" if source else code_of(alias.name)
-                found = index.find(dotted) or (index.find(source) if source else None)
+                found = index.find(dotted, package_roots=True) or (index.find(source, package_roots=True) if source else None)
                 if found is not None and not found.present:
                     return f"`{name}` comes from `{dotted}`, which is not in this project"
                 return None

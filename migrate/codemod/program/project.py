@@ -9,6 +9,7 @@ cannot be read, and callers treat its functions as opaque."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -52,17 +53,22 @@ class ProjectIndex:
         self.directory = directory
         self._parsed: dict[str, tuple[int, cst.Module | None]] = {}
 
-    def find(self, module_name: str) -> ProjectModule | None:
+    def find(self, module_name: str, package_roots: bool = False) -> ProjectModule | None:
         """The project module ``module_name`` (``a`` or ``pkg.a``): present when
-        ``a.py`` (or ``pkg/a.py``, ``a/__init__.py``) is beside the file or at
-        the root of the packages holding it, absent when not there and not a
-        library; None for a library."""
+        ``a.py`` (or ``pkg/a.py``, ``a/__init__.py``) is beside the file (or,
+        with ``package_roots``, at the root of the packages holding it), absent
+        when not there and not a library; None for a library.
+
+        The model tracer looks beside the file only: a present module's
+        functions are read, and one building its model with layers (not
+        ``get_variable``/``Variable``) would be declined where an absent one is
+        taken as an opaque builder, so widening what it reads waits for that."""
         if is_library(module_name):
             return None
         if self.directory is None:
             return ProjectModule(module_name, None)
         parts = module_name.split(".")
-        for root in self._roots():
+        for root in self._roots() if package_roots else [self.directory]:
             for candidate in (os.path.join(root, *parts) + ".py", os.path.join(root, *parts, "__init__.py")):
                 if os.path.isfile(candidate):
                     return ProjectModule(module_name, candidate)
@@ -100,7 +106,26 @@ class ProjectIndex:
             except (OSError, UnicodeDecodeError, cst.ParserSyntaxError):
                 known = (stamp, None)
             self._parsed[module.path] = known
+        if known[1] is not None and _READING:
+            _READING[-1].add(module.path)
         return known[1]
+
+
+# the present modules read while one file is migrated (innermost migration last):
+# what its output may depend on, for the report of files migrated as one program
+_READING: list[set[str]] = []
+
+
+@contextlib.contextmanager
+def reads():
+    """Collect the paths of the project modules parsed for the analysis
+    inside the ``with`` (one file's migration)."""
+    found: set[str] = set()
+    _READING.append(found)
+    try:
+        yield found
+    finally:
+        _READING.pop()
 
 
 @functools.lru_cache(maxsize=64)

@@ -120,11 +120,25 @@ def plan(graph, block, qualname, chief_only_ok: bool):
                                f" op `{update}`")
         apply_entry, (op, apply_call), ordered = entry, found, wrapped is not None
         break
-    if apply_entry is None:
-        return None
-    # how the session runs both
     combined, combine_entry, dropped_combine = (op, None, None) if ordered else (None, None, None)
-    if not ordered:
+    if apply_entry is None:
+        # `train_op = tf.group(update, ema.apply(tf.trainable_variables()))`: made and grouped at once
+        for statement in block:
+            names, value, _ = C.assignment(statement)
+            if not (len(names) == 1 and names[0] in graph.dropped and isinstance(value, cst.Call)
+                    and qualname(value.func) == "group" and len(value.args) == 2
+                    and all(a.keyword is None for a in value.args)):
+                continue
+            inline = [_apply_of(C.stmt(f"_ = {C.code_of(a.value)}\n"), ema, qualname) for a in value.args]
+            rest = [a.value for a, found in zip(value.args, inline) if found is None]
+            if len(rest) == 1 and isinstance(rest[0], cst.Name) and rest[0].value == update:
+                apply_call = next(a.value for a, found in zip(value.args, inline) if found is not None)
+                apply_entry, combined, dropped_combine = (names, statement), names[0], statement
+                break
+        if apply_entry is None:
+            return None
+    # how the session runs both
+    if combined is None:
         for entry in entries:
             wrapped = _single_with(entry[1], qualname)
             if wrapped is None or sorted(_listed_names(wrapped[0]) or ()) != sorted([update, op]):

@@ -51,6 +51,38 @@ def hook_list_names(statements, qualname, is_session) -> set[str]:
     return names
 
 
+def unread_hook_lists(statements, scope, qualname, is_session) -> list[str]:
+    """The hooks given to a session of ``statements`` that the session stage
+    does not read for a StopAtStepHook: a name bound to anything but one list
+    literal (`hooks = sync_hooks + [stop_hook]`, bound in both branches of an
+    `if`), or an expression (`hooks=base_hooks + extra`); each as a clause."""
+    bindings: dict[str, list[cst.BaseExpression]] = {}
+    for statement in [*scope, *statements]:
+        for node in C.walk(statement):
+            names, value, _ = C.assignment(node)
+            if len(names) == 1 and value is not None and all(v is not value for v in bindings.get(names[0], [])):
+                bindings.setdefault(names[0], []).append(value)
+    out = []
+    for statement in statements:
+        for call in C.calls_in(statement):
+            if not is_session(call):
+                continue
+            for given in hook_arguments(call, qualname):
+                if isinstance(given, (cst.List, cst.Tuple)):
+                    continue
+                if isinstance(given, cst.Name):
+                    values = bindings.get(given.value, [])
+                    if len(values) == 1 and isinstance(values[0], (cst.List, cst.Tuple)):
+                        continue
+                    shown = " and ".join(f"`{C.code_of(v)}`" for v in values[-2:]) or "elsewhere"
+                    out.append(f"the session's hooks `{given.value}` are bound as {shown}, a list this rule does not"
+                               " follow for a StopAtStepHook")
+                else:
+                    out.append(f"the session's hooks are `{C.code_of(given)}`, a list this rule does not follow for a"
+                               " StopAtStepHook")
+    return out
+
+
 # ---------------------------------------------------------------- the program's own hooks
 
 HOOK_BASE = "train.SessionRunHook"

@@ -100,8 +100,11 @@ def checkpoint_code(plan: SaverPlan, checkpoint: str, function: str, tracked: li
     items = [f"{n}={n}" for n in dict.fromkeys(tracked)]
     if averages is not None:
         items.append(f"moving_averages={averages}")
+    listed = ", ".join(items)
+    if len(listed) > 80:
+        listed = "\n    " + ",\n    ".join(items)
     return (
-        f"{checkpoint} = tf.train.Checkpoint({', '.join(items)})\n"
+        f"{checkpoint} = tf.train.Checkpoint({listed})\n"
         f"def {function}(path, number):\n"
         f"    # Saved as <path>-<number>; the {plan.max_to_keep} newest are kept and listed in the\n"
         "    # directory's checkpoint file (tf.train.latest_checkpoint reads it).\n"

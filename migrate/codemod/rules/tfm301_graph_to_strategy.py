@@ -65,6 +65,7 @@ from migrate.codemod.rules._program import (
 from migrate.codemod.rules._session_loop import (
     carry_program_hooks,
     hook_list_names,
+    unread_hook_lists,
 )
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.rules._tfm301_loop import (
@@ -312,6 +313,8 @@ class GraphToStrategy(Rule):
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
         self._report_sync_left(module)
+        if not self.converted:
+            self._report_foreign_placement(module)
         self._report_left_as_tf1(module)
         return module
 
@@ -578,24 +581,30 @@ class GraphToStrategy(Rule):
 
     def leave_IndentedBlock(self, original, updated):
         self.block_original = original
-        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
-        if moved & {id(st) for st in updated.body}:
-            # made at this function's top level (the rule leaves such statements as they
-            # were: the same nodes), now at the top of the nested block that reads them
-            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
+        # made at this function's top level, now at the top of the nested block that reads them
+        updated = self._drop_moved_placeholders(original, updated)
         return updated.with_changes(body=self._rewrite_body(list(updated.body)))
 
     def leave_Module(self, original, updated):
         self.block_original = None
-        moved = {id(st) for st in self.__dict__.get("moved_placeholders", ())}
-        if moved & {id(st) for st in updated.body}:  # made at module level, now at the top of the block
-            updated = updated.with_changes(body=_outer_placeholders.without(updated.body, moved))
+        updated = self._drop_moved_placeholders(original, updated)  # made at module level, now in the block
         updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = _outer_placeholders.drop_unreferenced(updated, self.placeholder_makers)
         return updated
+
+    def _drop_moved_placeholders(self, original, updated):
+        """``updated`` (a module or block) without the statements made before a
+        migrated block and now made in it: they are nodes of the tree walked
+        (``original``), whose statements this rule keeps one for one (it has no
+        statement-level hook: a block's rewrite replaces the block's own list)."""
+        moved = {id(st) for st in getattr(self, "moved_placeholders", ())}  # (TFM303 shares these hooks)
+        if not moved & {id(st) for st in original.body}:
+            return updated
+        dropped = {id(new) for old, new in zip(original.body, updated.body) if id(old) in moved}
+        return updated.with_changes(body=_outer_placeholders.without(updated.body, dropped))
 
     def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
         """A function that only built the device setter of migrated blocks goes
@@ -797,9 +806,12 @@ class GraphToStrategy(Rule):
             del self.ctx.reports[reported:]
             own = "".join(f"; the program's hook `{name}` that may have ended it cannot become calls in the loop:"
                           f" {why}" for name, why in self.declined_hooks.items())
+            unread = unread_hook_lists(after, body, self.qualname, self._is_session_call)
+            own += "".join(f"; {why}" for why in unread)
             for loop in endless:
                 self.report(loop, f"`while {C.code_of(loop.test)}:` would never end in TF2: the session has no"
-                            " StopAtStepHook (last_step/num_steps) the loop could count to, and the loop has no"
+                            " StopAtStepHook (last_step/num_steps) the loop could count to"
+                            + (" that this rule can see" if unread else "") + ", and the loop has no"
                             " break, return or other bound and reads no input pipeline that could run out (a"
                             f" request_stop() or a hook of the program's own ended it in TF1){own}; this training"
                             " was left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"

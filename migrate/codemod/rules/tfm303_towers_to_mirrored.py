@@ -2438,8 +2438,9 @@ TowersToMirrored.INVALID = [
         None,
         diagnostics=('TFM303',),
     ),
-    # the canonical multi-GPU shape: queue input, a name_scope name read by the tower, an
-    # ExponentialMovingAverage grouped with the update, Saver checkpoints: one diagnostic each
+    # the canonical multi-GPU shape: queue input and a name_scope name given to code not in
+    # the program, one diagnostic each (the EMA grouped with the update and the Saver's saves
+    # would have been migrated)
     Invalid(
         """
         import tensorflow as tf
@@ -2474,7 +2475,7 @@ TowersToMirrored.INVALID = [
                         saver.save(sess, data_dir + "/model.ckpt", global_step=i)
         """,
         None,
-        diagnostics=('TFM303', 'TFM303', 'TFM303'),
+        diagnostics=('TFM303', 'TFM303'),
     ),
     # a tower loop inside an `if` is not migrated, and says so
     Invalid(
