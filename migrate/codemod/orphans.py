@@ -121,7 +121,29 @@ def _reads(tree: ast.AST) -> set[str]:
             names.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names.update(node.names)
+    names.update(_flag_reads(tree))
     return names
+
+
+def _flag_objects(tree: ast.AST) -> set[str]:
+    """Names bound to a flags object (``FLAGS = tf.app.flags.FLAGS``) that the
+    code only reads attributes of: setting one of its values nobody reads is
+    dead (``FLAGS.ps_hosts = ps_hosts_str`` once the ps hosts are unread)."""
+    bound = {t.id for n in _walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Attribute)
+             and n.value.attr == "FLAGS" for t in n.targets if isinstance(t, ast.Name)}
+    if not bound:
+        return set()
+    as_values = {id(n.value) for n in _walk(tree) if isinstance(n, ast.Attribute)}
+    whole = {n.id for n in _walk(tree) if isinstance(n, ast.Name) and n.id in bound
+             and isinstance(n.ctx, ast.Load) and id(n) not in as_values}
+    return bound - whole  # a flags object handed around whole may have any value read
+
+
+def _flag_reads(tree: ast.AST) -> set[str]:
+    """``FLAGS.name`` read, as the pseudo-name ``"FLAGS.name"``."""
+    objects = _flag_objects(tree)
+    return {f"{n.value.id}.{n.attr}" for n in _walk(tree) if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) and n.value.id in objects}
 
 
 def _names_read_by_string(tree: ast.Module) -> set[str]:
@@ -191,11 +213,16 @@ def _bodies(tree: ast.AST) -> Iterable[tuple[ast.AST, list[ast.stmt]]]:
             yield handler, handler.body
 
 
-def _bound_names(statement: ast.stmt) -> list[str] | None:
-    """The names a removable statement binds, else None."""
+def _bound_names(statement: ast.stmt, flag_objects: frozenset[str] = frozenset()) -> list[str] | None:
+    """The names a removable statement binds, else None (a flag value it sets:
+    the pseudo-name ``"FLAGS.name"``)."""
     if isinstance(statement, ast.Assign):
         if len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name) and _pure(statement.value):
             return [statement.targets[0].id]
+        target = statement.targets[0] if len(statement.targets) == 1 else None
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and \
+                target.value.id in flag_objects and _pure(statement.value):
+            return [f"{target.value.id}.{target.attr}"]
         return None
     if isinstance(statement, ast.AnnAssign):
         if isinstance(statement.target, ast.Name) and statement.value is not None and _pure(statement.value):
@@ -229,10 +256,11 @@ def _orphaned_lines(tree: ast.Module, code: str, read_before: set[str]) -> dict[
     for node in _walk(tree):
         for name in _binds(node):
             bindings[name] = bindings.get(name, 0) + 1
+    flag_objects = frozenset(_flag_objects(tree))
     simple: dict[str, int] = {}  # bindings by statements this stage may remove
     for _, body in scopes:
         for statement in body:
-            for name in _bound_names(statement) or ():
+            for name in _bound_names(statement, flag_objects) or ():
                 simple[name] = simple.get(name, 0) + 1
     dead = {name for name, count in simple.items()
             if name in read_before and name not in read_now and not name.startswith("__")
@@ -243,7 +271,7 @@ def _orphaned_lines(tree: ast.Module, code: str, read_before: set[str]) -> dict[
     def removable(statement: ast.stmt) -> bool:
         if isinstance(statement, ast.If):
             return _pure(statement.test) and all(removable(s) for s in statement.body + statement.orelse)
-        names = _bound_names(statement)
+        names = _bound_names(statement, flag_objects)
         return bool(names) and set(names) <= dead and _whole_lines(statement, lines)
 
     doomed: dict[int, tuple[int, str | None]] = {}
@@ -288,6 +316,8 @@ def _else_line(statement: ast.If, lines: list[str]) -> int | None:
 def _binds(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
         return [node.id]
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+        return [f"{node.value.id}.{node.attr}"]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [node.name]
     if isinstance(node, (ast.Import, ast.ImportFrom)):
