@@ -208,6 +208,8 @@ def test_legacy_runs_in_the_mode_the_migration_trains():
     assert "--sync_mode=true" in sync.args
     assert sync.mode_switch["default_mode"] == "async" and sync.mode_switch["mode"] == "sync"
     assert any("does not reproduce" in note for note in sync.notes)
+    unmigrated = legacy_launch(info, 2, 5)  # nothing to compare with: the script's default
+    assert unmigrated.mode_switch is None and not any(a.startswith("--sync_mode") for a in unmigrated.args)
     ps = legacy_launch(info, 2, 5, migrated_strategy="parameter_server")
     assert not any(a.startswith("--sync_mode") for a in ps.args)  # its default is already async
     assert ps.mode_switch["mode"] == ps.mode_switch["default_mode"] == "async"

@@ -554,3 +554,19 @@ def test_the_codemod_path_never_imports_tensorflow(tmp_path):
     )
     assert proc.returncode == 1, proc.stderr
     assert json.loads(proc.stdout)["summary"]["files"] == 3
+
+
+def test_the_pool_is_handed_the_largest_files_first(tmp_path):
+    from migrate import cli
+
+    sizes = [3, 40, 7, 25, 1, 90, 12, 60, 5, 33]
+    tasks = []
+    for i, lines in enumerate(sizes):
+        path = tmp_path / f"m{i}.py"
+        path.write_text("x = 1\n" * lines)
+        tasks.append(cli.Task(str(path), "python", "diff", None, None, (), 10**6, True))
+    assert len(tasks) >= cli.POOL_THRESHOLD
+    results = cli.run_tasks(tasks, 2, cli.Progress(len(tasks), False))
+    expected = [t.path for _, t in sorted(zip(sizes, tasks), key=lambda pair: -pair[0])]
+    assert [r.path for r in results] == expected
+    assert {r.status for r in results} == {"skipped"}  # (no TensorFlow in them)

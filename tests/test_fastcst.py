@@ -233,3 +233,41 @@ def test_statement_position_refuses_a_node_it_cannot_place():
         fastcst.statement_position(twice, shared)
     with pytest.raises(LookupError):
         fastcst.statement_position(module, shared)
+
+
+def test_walk_in_functions_pairs_each_node_with_its_innermost_function():
+    module = cst.parse_module(
+        "import os\n"
+        "def outer(a):\n"
+        "    with open(a) as f:\n"
+        "        def inner(b):\n"
+        "            return len(b)\n"
+        "        return inner(f.read())\n"
+        "class Box:\n"
+        "    def method(self):\n"
+        "        return print(self)\n"
+        "print(outer('x'))\n"
+    )
+    pairs = list(fastcst.walk_in_functions(module))
+    # the cached walk's nodes, in its order
+    assert [node for node, _ in pairs] == list(fastcst.cached_walk(module))
+    # each node's function, computed independently: the nearest FunctionDef above it
+    parents: dict[int, cst.CSTNode] = {}
+    for node in fastcst.walk(module):
+        for child in fastcst.children(node):
+            parents[id(child)] = node
+
+    def enclosing(node):
+        up = parents.get(id(node))
+        while up is not None and type(up) is not cst.FunctionDef:
+            up = parents.get(id(up))
+        return up
+
+    assert all(function is enclosing(node) for node, function in pairs)
+    calls = [(fastcst.code_of(node.func), function.name.value if function else None)
+             for node, function in pairs if type(node) is cst.Call]
+    assert calls == [("open", "outer"), ("len", "inner"), ("inner", "outer"), ("f.read", "outer"),
+                     ("print", "method"), ("print", None), ("outer", None)]
+    assert [function.name.value for node, function in pairs
+            if type(node) is cst.FunctionDef and function] == ["outer"]
+    fastcst.clear_caches()

@@ -397,3 +397,36 @@ def test_docstring_paragraphs_about_removed_machinery_go():
         '"""Distributed training of a small regression model.\n\nRun one process per task.\n"""\n')
     assert '"""One step' not in tidied and "def step():\n    return 1\n" in tidied
     assert tidy(legacy, tidied) == tidied
+
+
+def test_a_flag_value_set_for_the_removed_cluster_goes_with_it():
+    legacy = dedent(
+        """
+        import json, os
+        import tensorflow as tf
+        FLAGS = tf.app.flags.FLAGS
+        if __name__ == "__main__":
+            spec = json.loads(os.environ["TF_CONFIG"])["cluster"]
+            ps_hosts = spec.get("ps")
+            FLAGS.ps_hosts = ",".join(ps_hosts)
+            cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": spec["worker"]})
+            server = tf.train.Server(cluster)
+        """
+    )
+    migrated = dedent(
+        """
+        import json, os
+        import tensorflow as tf
+        FLAGS = tf.app.flags.FLAGS
+        if __name__ == "__main__":
+            spec = json.loads(os.environ["TF_CONFIG"])["cluster"]
+            ps_hosts = spec.get("ps")
+            FLAGS.ps_hosts = ",".join(ps_hosts)
+            strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        """
+    )
+    tidied = tidy(legacy, migrated)
+    assert "ps_hosts" not in tidied and "strategy = " in tidied
+    # a flags object handed around whole may have any value read: kept
+    handed = migrated.replace("strategy = tf.distribute.MultiWorkerMirroredStrategy()", "run(FLAGS)")
+    assert "FLAGS.ps_hosts = " in tidy(legacy, handed)

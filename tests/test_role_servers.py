@@ -111,3 +111,53 @@ def test_sync_program_with_per_role_servers_is_migrated_without_a_server_next_to
     assert "task_type=FLAGS.job_name" in out
     assert not [d for d in result.manual_work if d.code in ("TFM201", "TFM202", "TFM301")]
     assert migrate_source(out).output == out
+
+
+SERVER_ANNOUNCED = '''
+import tensorflow as tf
+
+flags = tf.app.flags
+flags.DEFINE_string("ps_hosts", "", "ps")
+flags.DEFINE_string("worker_hosts", "", "workers")
+flags.DEFINE_string("job_name", "", "ps or worker")
+flags.DEFINE_integer("task_index", 0, "index")
+FLAGS = flags.FLAGS
+
+
+def main(_):
+    cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
+    server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    print("task %s:%d serves at %s" % (FLAGS.job_name, FLAGS.task_index, server.target))
+    if FLAGS.job_name == "ps":
+        server.join()
+    elif FLAGS.job_name == "worker":
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            x = tf.placeholder(tf.float32, [None, 2])
+            w = tf.Variable(tf.zeros([2, 1]), name="w")
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+            step = tf.train.get_or_create_global_step()
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+        hooks = [tf.train.StopAtStepHook(last_step=20)]
+        with tf.train.MonitoredTrainingSession(master=server.target, is_chief=FLAGS.task_index == 0,
+                                               hooks=hooks) as sess:
+            while not sess.should_stop():
+                sess.run(train_op, feed_dict={x: [[1.0, 2.0]]})
+
+
+if __name__ == "__main__":
+    tf.app.run()
+'''
+
+
+def test_a_log_line_reading_the_server_target_goes_with_the_tf2_server():
+    """`print(... server.target)` between the server and the role branch moves
+    into the serving branch, where `server` is TF2's server: the training
+    migrates (it is no TF1 training left on the TF1 cluster)."""
+    result = migrate_source(SERVER_ANNOUNCED, path="announce.py")
+    assert "TFM301" in result.rules_applied, [d.message for d in result.manual_work]
+    out = result.output
+    serving = out.index('if FLAGS.job_name in ("ps", "worker"):')
+    assert out.index("server = tf.distribute.Server(") > serving
+    assert serving < out.index("serves at %s") < out.index("server.join()")
+    assert "tf.train.Server" not in out and "ParameterServerStrategy" in out
+    compile(out, "announce.py", "exec")

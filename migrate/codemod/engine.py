@@ -671,7 +671,7 @@ def _migrate(
         module, diagnostics, applied = runs.run(rules)
         output = runs.checked_code(module, applied)
     if output is not source:
-        tidied = tidy(source, output[0], cell_marker)
+        tidied = tidy(source, output[0], cell_marker, trees=(tree, output[1]))
         if tidied != output[0]:
             output = (tidied, ast.parse(tidied, filename=path))
         _compile_gate(output, runs, rules, applied, cell_marker)
@@ -1007,6 +1007,20 @@ def _tf1_training_left(output: ast.Module, source: ast.Module) -> str | None:
         if isinstance(n, ast.Assign)
         and isinstance(n.value, ast.Call)
         and getattr(n.value.func, "attr", getattr(n.value.func, "id", None)) == "Server"
+        for target in n.targets
+        if isinstance(target, ast.Name)
+    }
+    # a name the rules bound to TF2's server (`server = tf.distribute.Server(...)` in the
+    # serving branch) is that server: its target read by a log line is no TF1 training
+    servers -= {
+        target.id
+        for n in _ast_nodes(output)
+        if isinstance(n, ast.Assign)
+        and isinstance(n.value, ast.Call)
+        and isinstance(n.value.func, ast.Attribute)
+        and n.value.func.attr == "Server"
+        and isinstance(n.value.func.value, ast.Attribute)
+        and n.value.func.value.attr == "distribute"
         for target in n.targets
         if isinstance(target, ast.Name)
     }

@@ -72,18 +72,21 @@ _PURE_METHODS = frozenset({
 _PURE_FUNCTIONS = frozenset({"os.path.join", "os.environ.get", "os.getenv", "json.loads"})
 
 
-def tidy(source: str, output: str, cell_marker: str | None = None) -> str:
+def tidy(source: str, output: str, cell_marker: str | None = None, *,
+         trees: tuple[ast.Module, ast.Module] | None = None) -> str:
     """``output`` (the migrated code of ``source``) without the bindings and
-    comments the migration orphaned; ``output`` itself when there are none."""
+    comments the migration orphaned; ``output`` itself when there are none.
+    ``trees``: the ``ast`` of ``source`` and of ``output`` when the caller has
+    them (the engine parsed both; they are only read here)."""
     try:
-        legacy = ast.parse(source)
+        legacy = trees[0] if trees else ast.parse(source)
     except SyntaxError:
         return output
     read_before = _reads(legacy)
     tidied = output
     for _ in range(8):  # each round can orphan what a removed binding read
         try:
-            tree = ast.parse(tidied)
+            tree = trees[1] if trees and tidied is output else ast.parse(tidied)
         except SyntaxError:  # not ours to fix: the engine's gate reports it
             return output
         doomed = _orphaned_lines(tree, tidied, read_before)
@@ -95,15 +98,52 @@ def tidy(source: str, output: str, cell_marker: str | None = None) -> str:
 
 # --------------------------------------------------------------------------- bindings
 
+# ``list(ast.walk(tree))`` of the last trees walked: the stages below read
+# every node of the same tree several times a round (trees are only read)
+_WALKS: list[tuple[ast.AST, list[ast.AST]]] = []
+
+
+def _walk(tree: ast.AST) -> list[ast.AST]:
+    for known, nodes in _WALKS:
+        if known is tree:
+            return nodes
+    nodes = list(ast.walk(tree))
+    _WALKS.insert(0, (tree, nodes))
+    del _WALKS[2:]
+    return nodes
+
+
 
 def _reads(tree: ast.AST) -> set[str]:
     names: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
             names.add(node.id)
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             names.update(node.names)
+    names.update(_flag_reads(tree))
     return names
+
+
+def _flag_objects(tree: ast.AST) -> set[str]:
+    """Names bound to a flags object (``FLAGS = tf.app.flags.FLAGS``) that the
+    code only reads attributes of: setting one of its values nobody reads is
+    dead (``FLAGS.ps_hosts = ps_hosts_str`` once the ps hosts are unread)."""
+    bound = {t.id for n in _walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Attribute)
+             and n.value.attr == "FLAGS" for t in n.targets if isinstance(t, ast.Name)}
+    if not bound:
+        return set()
+    as_values = {id(n.value) for n in _walk(tree) if isinstance(n, ast.Attribute)}
+    whole = {n.id for n in _walk(tree) if isinstance(n, ast.Name) and n.id in bound
+             and isinstance(n.ctx, ast.Load) and id(n) not in as_values}
+    return bound - whole  # a flags object handed around whole may have any value read
+
+
+def _flag_reads(tree: ast.AST) -> set[str]:
+    """``FLAGS.name`` read, as the pseudo-name ``"FLAGS.name"``."""
+    objects = _flag_objects(tree)
+    return {f"{n.value.id}.{n.attr}" for n in _walk(tree) if isinstance(n, ast.Attribute)
+            and isinstance(n.ctx, ast.Load) and isinstance(n.value, ast.Name) and n.value.id in objects}
 
 
 def _names_read_by_string(tree: ast.Module) -> set[str]:
@@ -111,7 +151,7 @@ def _names_read_by_string(tree: ast.Module) -> set[str]:
     and ``getattr``/``hasattr`` of a module (``globals()`` and the like make
     the whole file off limits, see :func:`_dynamic`)."""
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             found.update(n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant)
                          and isinstance(n.value, str))
@@ -142,7 +182,7 @@ def _is_program(tree: ast.Module) -> bool:
 def _dynamic(tree: ast.AST) -> bool:
     """Code that reads names by string (``globals()``, ``locals()``, ``vars()``, ``eval``, ``exec``)."""
     return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-               and n.func.id in ("globals", "locals", "vars", "eval", "exec") for n in ast.walk(tree))
+               and n.func.id in ("globals", "locals", "vars", "eval", "exec") for n in _walk(tree))
 
 
 def _pure(value: ast.expr) -> bool:
@@ -164,7 +204,7 @@ def _pure(value: ast.expr) -> bool:
 
 
 def _bodies(tree: ast.AST) -> Iterable[tuple[ast.AST, list[ast.stmt]]]:
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         for field in ("body", "orelse", "finalbody"):
             body = getattr(node, field, None)
             if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
@@ -173,11 +213,16 @@ def _bodies(tree: ast.AST) -> Iterable[tuple[ast.AST, list[ast.stmt]]]:
             yield handler, handler.body
 
 
-def _bound_names(statement: ast.stmt) -> list[str] | None:
-    """The names a removable statement binds, else None."""
+def _bound_names(statement: ast.stmt, flag_objects: frozenset[str] = frozenset()) -> list[str] | None:
+    """The names a removable statement binds, else None (a flag value it sets:
+    the pseudo-name ``"FLAGS.name"``)."""
     if isinstance(statement, ast.Assign):
         if len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name) and _pure(statement.value):
             return [statement.targets[0].id]
+        target = statement.targets[0] if len(statement.targets) == 1 else None
+        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and \
+                target.value.id in flag_objects and _pure(statement.value):
+            return [f"{target.value.id}.{target.attr}"]
         return None
     if isinstance(statement, ast.AnnAssign):
         if isinstance(statement.target, ast.Name) and statement.value is not None and _pure(statement.value):
@@ -208,13 +253,14 @@ def _orphaned_lines(tree: ast.Module, code: str, read_before: set[str]) -> dict[
     scopes = [(parent, body) for parent, body in _bodies(tree)
               if not isinstance(parent, ast.ClassDef) and (program or not isinstance(parent, ast.Module))]
     bindings: dict[str, int] = {}
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         for name in _binds(node):
             bindings[name] = bindings.get(name, 0) + 1
+    flag_objects = frozenset(_flag_objects(tree))
     simple: dict[str, int] = {}  # bindings by statements this stage may remove
     for _, body in scopes:
         for statement in body:
-            for name in _bound_names(statement) or ():
+            for name in _bound_names(statement, flag_objects) or ():
                 simple[name] = simple.get(name, 0) + 1
     dead = {name for name, count in simple.items()
             if name in read_before and name not in read_now and not name.startswith("__")
@@ -225,7 +271,7 @@ def _orphaned_lines(tree: ast.Module, code: str, read_before: set[str]) -> dict[
     def removable(statement: ast.stmt) -> bool:
         if isinstance(statement, ast.If):
             return _pure(statement.test) and all(removable(s) for s in statement.body + statement.orelse)
-        names = _bound_names(statement)
+        names = _bound_names(statement, flag_objects)
         return bool(names) and set(names) <= dead and _whole_lines(statement, lines)
 
     doomed: dict[int, tuple[int, str | None]] = {}
@@ -270,6 +316,8 @@ def _else_line(statement: ast.If, lines: list[str]) -> int | None:
 def _binds(node: ast.AST) -> list[str]:
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
         return [node.id]
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and isinstance(node.value, ast.Name):
+        return [f"{node.value.id}.{node.attr}"]
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return [node.name]
     if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -359,9 +407,16 @@ def _comments(code: str) -> list[tuple[int, int, str, bool]]:
 def removed_machinery(source: str, output: str) -> list[re.Pattern[str]]:
     """Patterns of what a comment says about each TF1 construct ``source``
     has in its code and ``output`` (its migration) no longer has."""
-    legacy_code, migrated_code = _without_comments_and_strings(source), _without_comments_and_strings(output)
-    return [said for said, code_re in _CONSTRUCTS
-            if code_re.search(legacy_code) and not code_re.search(migrated_code)]
+    # A construct's code is a name, found in the tokens only where the text has it too:
+    # the (pure-Python) tokenizing is done only for the constructs the text names.
+    named = [(said, code_re) for said, code_re in _CONSTRUCTS if code_re.search(source)]
+    if not named:
+        return []
+    legacy_code = _without_comments_and_strings(source)
+    had = [(said, code_re) for said, code_re in named if code_re.search(legacy_code)]
+    migrated_code = _without_comments_and_strings(output) if any(
+        code_re.search(output) for _, code_re in had) else ""
+    return [said for said, code_re in had if not code_re.search(migrated_code)]
 
 
 def _drop_stale_comments(source: str, code: str, cell_marker: str | None) -> str:

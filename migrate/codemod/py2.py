@@ -103,7 +103,7 @@ PY2_ONLY_METHODS = {
 
 # any of the names above as a word: without one, there is nothing to find (and the
 # source need not be parsed; the CLI asks this of every file)
-_PY2_WORDS = re.compile(r"\b(?:%s)\b" % "|".join([*PY2_ONLY_BUILTINS, *PY2_ONLY_METHODS]))
+_PY2_WORDS = re.compile(r"\b(?:" + "|".join([*PY2_ONLY_BUILTINS, *PY2_ONLY_METHODS]) + r")\b")
 
 
 def python2_uses(source: str | ast.AST) -> list[tuple[int, int, str]]:

@@ -1281,7 +1281,10 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
             "\n".join(manual_work[:STACK_LINES_SHOWN]),
         )
     try:
-        lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None, migrated_info.strategy)
+        # the training mode of a sync/async switch follows the migration's
+        # strategy; with nothing to compare, the script runs at its default
+        trains = migrated_info.distribute_strategy if not_comparable is None else None
+        lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None, trains)
     except TopologyError as e:
         raise CheckError(str(e)) from None
     trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None

@@ -782,9 +782,9 @@ def legacy_launch(
     migrated_strategy: str | None = None,
 ) -> LaunchSpec:
     """How to run the legacy script with ``workers`` workers (towers); None:
-    as many as its own cluster has, else DEFAULT_WORKERS. ``migrated_strategy``
-    (default: the one the codemod would choose): a script with a sync/async
-    switch is run in the mode that strategy trains."""
+    as many as its own cluster has, else DEFAULT_WORKERS. ``migrated_strategy``:
+    the strategy its migration's code uses; a script with a sync/async switch
+    is run in the mode that strategy trains (None: at the script's default)."""
     strategy = info.strategy
     notes: list[str] = []
     count = workers if workers is not None else DEFAULT_WORKERS
@@ -839,7 +839,7 @@ def legacy_launch(
             if info.script_cluster.choice is not None:
                 option, value, _ = info.script_cluster.choice
                 spec.args.append(f"--{info.spelling(option)}={value}")
-    _mode_switch_args(info, spec, migrated_strategy or strategy)
+    _mode_switch_args(info, spec, migrated_strategy)
     _knob_args(info, spec, STEP_KNOBS, steps, "step-count")
     _knob_args(info, spec, SEED_KNOBS, seed, "seed")
     _output_dir_args(info, spec)

@@ -252,6 +252,8 @@ def find_layout(body, qualname, starts_session, variable_helpers=frozenset()) ->
     when every variable it creates lives on a ps task, a Decline saying why
     when the placement is not a device setter's, None when ``body`` has no
     such run (no ps placement, no train op)."""
+    if not any(_device_item(st, qualname) is not None for st in body):
+        return None  # no `with tf.device(...)` block (most bodies): no walk for device bindings
     bindings = _device_bindings(body)
     start = next((k for k, st in enumerate(body) if (d := device_of(st, qualname, bindings)) is not None
                   and d[1] in ("ps", "worker")), None)

@@ -466,6 +466,41 @@ class AbslFlags(Rule):
             absl.app.run(main)
             """,
         ),
+        Invalid(
+            # flags read through a module alias, main() called without app.run
+            """
+            import tensorflow as tf
+
+            flags = tf.app.flags
+            flags.DEFINE_integer("steps", 10, "training steps")
+            FLAGS = flags.FLAGS
+
+
+            def main():
+                print(FLAGS.steps)
+
+
+            if __name__ == "__main__":
+                main()
+            """,
+            """
+            import tensorflow as tf
+            import sys
+            from absl import flags
+
+            flags.DEFINE_integer("steps", 10, "training steps")
+            FLAGS = flags.FLAGS
+
+
+            def main():
+                print(FLAGS.steps)
+
+
+            if __name__ == "__main__":
+                flags.FLAGS(sys.argv, known_only=True)
+                main()
+            """,
+        ),
     )
 
     def transform(self, module: cst.Module) -> cst.Module:
@@ -735,6 +770,10 @@ class AbslFlags(Rule):
                 and self._kind(assign.value) == ("flags", "")
             ):
                 self._use("flags")
+                if self._first_flags_ref is None and self._main_guard is not None:
+                    # `flags = tf.app.flags` in a program: its flags are read through
+                    # this alias (now absl's module), so they need parsing as any others
+                    self._first_flags_ref = original_node
                 # removed by the enclosing block, which keeps its blank lines/comments
                 marker = updated_node.with_changes(body=[cst.Pass()])
                 self._removed.add(id(marker))
