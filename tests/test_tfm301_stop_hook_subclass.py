@@ -151,6 +151,7 @@ train(None, "", True, batches)
 '''
 
 
+@pytest.mark.slow  # about two minutes (a TF1 session and a MultiWorkerMirroredStrategy worker in turn)
 def test_the_migrated_loop_stops_at_the_step_the_tf1_session_did():
     """Run the TF1 program (one local session) and its migration (one
     MultiWorkerMirroredStrategy worker): both stop when the global step
