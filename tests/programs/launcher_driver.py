@@ -2,10 +2,16 @@
 tests that SIGKILL / SIGTERM / SIGINT the launcher process itself.
 Usage: python launcher_driver.py LOG_DIR [--isolate]"""
 
+import signal
 import sys
 from pathlib import Path
 
 from migrate.runtime.cluster import run_cluster
+
+# As a program started in the foreground: a test run started in the background
+# of a shell without job control would hand this process SIGINT ignored, and
+# the launcher (rightly) leaves an ignored SIGINT alone.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 result = run_cluster(
     Path(__file__).with_name("hang.py"),
