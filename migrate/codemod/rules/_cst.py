@@ -187,3 +187,20 @@ def map_inner_blocks(statement: cst.CSTNode, fn) -> cst.CSTNode:
     it, innermost first (each block once), without entering functions or
     classes: they are scopes of their own."""
     return statement.visit(_InnerBlocks(fn))
+
+
+def drop_unreferenced(module: cst.Module, names) -> cst.Module:
+    """The module without its top-level functions ``names`` that nothing
+    else in it refers to (by name, or by a string equal to it)."""
+    names = set(names)
+    kept: set[str] = set()
+    for statement in module.body:
+        own = isinstance(statement, cst.FunctionDef) and statement.name.value in names
+        for node in walk(statement.body if own else statement):
+            if type(node) is cst.Name and node.value in names:
+                kept.add(node.value)
+            elif type(node) is cst.SimpleString and node.evaluated_value in names:
+                kept.add(node.evaluated_value)
+    dropped = names - kept
+    return module.with_changes(body=[st for st in module.body if not (
+        isinstance(st, cst.FunctionDef) and st.name.value in dropped)])

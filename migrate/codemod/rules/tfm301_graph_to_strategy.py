@@ -592,7 +592,7 @@ class GraphToStrategy(Rule):
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
-            updated = _outer_placeholders.drop_unreferenced(updated, self.placeholder_makers)
+            updated = C.drop_unreferenced(updated, self.placeholder_makers)
         return updated
 
     def _drop_moved_placeholders(self, original, updated):
@@ -608,20 +608,8 @@ class GraphToStrategy(Rule):
 
     def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
         """A function that only built the device setter of migrated blocks goes
-        with them, when nothing else in the file refers to it (its name, or a
-        string equal to it: getattr, __all__)."""
-        names = {fn.name.value for fn in self.migrated_setter_helpers}
-        kept: set[str] = set()
-        for statement in module.body:
-            is_helper = isinstance(statement, cst.FunctionDef) and statement.name.value in names
-            for node in C.walk(statement.body if is_helper else statement):
-                if type(node) is cst.Name and node.value in names:
-                    kept.add(node.value)
-                elif type(node) is cst.SimpleString and node.evaluated_value in names:
-                    kept.add(node.evaluated_value)
-        dropped = names - kept
-        return module.with_changes(body=[st for st in module.body if not (
-            isinstance(st, cst.FunctionDef) and st.name.value in dropped)])
+        with them, when nothing else in the file refers to it."""
+        return C.drop_unreferenced(module, {fn.name.value for fn in self.migrated_setter_helpers})
 
     # ------------------------------------------------------------ locate
     def _device_block(self, body):
