@@ -619,16 +619,7 @@ class _Pipeliner:
                 C.stmt(
                     f"def {queue_fn}():\n"
                     f"    # Steps whose arguments have the same shapes share a closure, stacked.\n"
-                    f"    groups = []\n"
-                    f"    for arguments, captured in {pending}:\n"
-                    f"        {unpack} = arguments\n"
-                    f"{feed}"
-                    f"        shapes = [value.shape for value in {tup}]\n"
-                    f"        if not groups or groups[-1][0] != shapes:\n"
-                    f"            groups.append((shapes, []))\n"
-                    f"        groups[-1][1].append(({tup}, captured))\n"
-                    f"    for _, steps in groups:\n"
-                    f"        stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]\n"
+                    + _stacked_groups(pending, unpack, feed, tup) +
                     f"        closure = {rule.coordinator_name}.schedule({steps_fn}, args=tuple(stacked))\n"
                     f"        {in_flight}.extend((closure, index, *captured) for index, (_, captured) in enumerate(steps))\n"
                     f"    {pending}.clear()\n"
@@ -746,16 +737,7 @@ class _Pipeliner:
             C.stmt(
                 f"def {run_fn}():\n"
                 f"    # Steps whose arguments have the same shapes share a call, stacked.\n"
-                f"    groups = []\n"
-                f"    for arguments, captured in {pending}:\n"
-                f"        {unpack} = arguments\n"
-                f"{feed}"
-                f"        shapes = [value.shape for value in {tup}]\n"
-                f"        if not groups or groups[-1][0] != shapes:\n"
-                f"            groups.append((shapes, []))\n"
-                f"        groups[-1][1].append(({tup}, captured))\n"
-                f"    for _, steps in groups:\n"
-                f"        stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]\n"
+                + _stacked_groups(pending, unpack, feed, tup) +
                 f"        for (_, captured), {results} in zip(steps, {steps_fn}(*stacked)):\n"
                 f"            {finish}({results}, *captured)\n"
                 f"    {pending}.clear()\n"
@@ -923,3 +905,20 @@ def rewrite_session(region: _SessionRegion, statements):
             # the session was no `with` block: the final save follows the training
             out.extend(region.session_epilogue())
     return out
+
+
+def _stacked_groups(pending: str, unpack: str, feed: str, tup: str) -> str:
+    """Emitted lines grouping the pending steps by their arguments' shapes and
+    stacking each group (`stacked`, per group `steps` of (arguments, captured))."""
+    return (
+        f"    groups = []\n"
+        f"    for arguments, captured in {pending}:\n"
+        f"        {unpack} = arguments\n"
+        f"{feed}"
+        f"        shapes = [value.shape for value in {tup}]\n"
+        f"        if not groups or groups[-1][0] != shapes:\n"
+        f"            groups.append((shapes, []))\n"
+        f"        groups[-1][1].append(({tup}, captured))\n"
+        f"    for _, steps in groups:\n"
+        f"        stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]\n"
+    )
