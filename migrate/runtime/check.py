@@ -28,7 +28,11 @@ How it works
   migrations get chief + workers + ps (ParameterServerStrategy), N workers
   (MultiWorkerMirroredStrategy) or one process (MirroredStrategy, towers as
   logical CPUs). The step count (``--steps``) and tower count go to whichever
-  flag, argparse option or environment variable the script defines.
+  flag, argparse option or environment variable the script defines. A job
+  with no step option is stopped once it trained ``--steps`` steps; one
+  training on far past them (a bound of its own beside the option it
+  defines) is stopped there, and both sides are compared on the first
+  ``--steps`` steps, which it computes the same whenever it is stopped.
 * Training mode: a script choosing sync or async training by an option
   (``if FLAGS.sync_replicas:`` building its SyncReplicasOptimizer,
   ``is_sync = FLAGS.is_sync == 1``, ``args.mode == "sync"``) runs in the mode
