@@ -267,7 +267,9 @@ def check_verdict(path: Path, out: Path, timeout: float = CHECK_TIMEOUT) -> tupl
     except (OSError, json.JSONDecodeError):
         return "error", f"check exited {code} without a report"
     verdict = str(report_json.get("verdict", "error")).replace("_", " ")
-    return verdict, "" if verdict == "equivalent" else str(report_json.get("reason") or "")
+    # the run's temporary directory says nothing about the file: named, not spelled out
+    reason = str(report_json.get("reason") or "").replace(str(out), "<check dir>")
+    return verdict, "" if verdict == "equivalent" else reason
 
 
 def survivors(out: Path) -> list[int]:
