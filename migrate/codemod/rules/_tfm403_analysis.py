@@ -1,0 +1,231 @@
+"""TFM403 analysis: what an Estimator job is made of.
+
+Finds the statement that trains (``tf.estimator.train_and_evaluate(est,
+train_spec, eval_spec)`` or ``est.train(input_fn, max_steps=...)``), the
+``Estimator`` it runs, its ``RunConfig``, ``TrainSpec`` and ``EvalSpec``
+(written inline or bound to a name in the same block), and the module-level
+``model_fn`` and input functions. Anything outside the shapes the plan can
+carry exactly raises :class:`Decline` with the node to locate it on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.codemod.rules import _cst as C
+
+
+class Decline(Exception):
+    """The job cannot be carried over exactly: ``node`` is where, ``why`` says
+    what, ``hint`` what to do by hand."""
+
+    def __init__(self, node: cst.CSTNode, why: str, hint: str = ""):
+        super().__init__(why)
+        self.node = node
+        self.why = why
+        self.hint = hint
+
+
+# what each constructor takes that the migration carries; anything else declines
+RUN_CONFIG_ARGS = (
+    "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps", "save_checkpoints_secs",
+    "session_config", "keep_checkpoint_max", "keep_checkpoint_every_n_hours", "log_step_count_steps",
+    "train_distribute",
+)
+ESTIMATOR_ARGS = ("model_fn", "model_dir", "config", "params", "warm_start_from")
+TRAIN_SPEC_ARGS = ("input_fn", "max_steps", "hooks")
+EVAL_SPEC_ARGS = ("input_fn", "steps", "name", "hooks", "exporters", "start_delay_secs", "throttle_secs")
+TRAIN_ARGS = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
+
+# arguments whose value, when given and not None/[]/(), the migration cannot carry
+_NOT_CARRIED = {
+    "session_config": "a tf.compat.v1.ConfigProto for TF1 sessions (device filters, threads, GPU options)",
+    "keep_checkpoint_every_n_hours": "checkpoints kept by age besides the last keep_checkpoint_max",
+    "warm_start_from": "variables warm-started from another checkpoint",
+    "hooks": "SessionRunHooks run by the Estimator's MonitoredTrainingSession",
+    "exporters": "exporters writing SavedModels of the serving signature after evaluations",
+    "saving_listeners": "CheckpointSaverListeners",
+}
+
+
+@dataclass
+class Call:
+    """A constructor call with its arguments bound by name, and the statement
+    binding it to a name (None when written inline)."""
+
+    node: cst.Call
+    args: dict[str, cst.BaseExpression]
+    statement: cst.BaseStatement | None = None
+    name: str | None = None
+
+    def get(self, key: str) -> cst.BaseExpression | None:
+        value = self.args.get(key)
+        if isinstance(value, cst.Name) and value.value == "None":
+            return None
+        return value
+
+
+@dataclass
+class EstimatorJob:
+    block: cst.CSTNode  # the Module or FunctionDef whose body holds the training statement
+    trains: cst.BaseStatement  # the train_and_evaluate / est.train statement
+    estimator: Call
+    config: Call | None
+    train_spec: Call
+    eval_spec: Call | None
+    model_fn: cst.FunctionDef
+    train_input: cst.BaseExpression
+    eval_input: cst.BaseExpression | None
+    # est.train(steps=N): trains N more steps; max_steps: up to that global step
+    max_steps: cst.BaseExpression | None
+    extra_steps: cst.BaseExpression | None
+    removed: list[cst.BaseStatement] = field(default_factory=list)  # statements the job replaces
+
+
+def bind(call: cst.Call, params: tuple[str, ...], what: str) -> dict[str, cst.BaseExpression]:
+    out: dict[str, cst.BaseExpression] = {}
+    positional = 0
+    for a in call.args:
+        if a.star:
+            raise Decline(call, f"`{what}` called with *args/**kwargs: its settings are not known statically")
+        if a.keyword is None:
+            if positional >= len(params):
+                raise Decline(call, f"`{what}` called with more positional arguments than it takes")
+            out[params[positional]] = a.value
+            positional += 1
+        else:
+            if a.keyword.value not in params:
+                raise Decline(a, f"`{what}({a.keyword.value}=...)` is not carried by the migration",
+                              hint="migrate this job by hand (see the TF2 custom training loop guides)")
+            out[a.keyword.value] = a.value
+    return out
+
+
+def _empty(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Name) and value.value in ("None", "False"):
+        return True
+    return isinstance(value, (cst.List, cst.Tuple)) and not value.elements
+
+
+class Finder:
+    """Finds the job in a module; ``qualname`` is the rule's canonical-name lookup."""
+
+    def __init__(self, module: cst.Module, qualname):
+        self.module = module
+        self.qualname = qualname
+        self.functions = {
+            s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
+        }
+
+    def is_(self, node: cst.CSTNode, *names: str) -> bool:
+        return (self.qualname(node) or "") in names
+
+    def jobs(self) -> list[tuple[cst.CSTNode, cst.BaseStatement]]:
+        """(block, statement) of every statement that trains an Estimator."""
+        found = []
+        for block in [self.module, *self.functions.values()]:
+            for st in C.body_of(block.body) if isinstance(block, cst.FunctionDef) else block.body:
+                call = C.single_expr(st)
+                if not isinstance(call, cst.Call):
+                    continue
+                if self.is_(call.func, "estimator.train_and_evaluate") or (isinstance(call.func, cst.Attribute) and call.func.attr.value == "train"
+                      and self._estimator_named(block, call.func.value) is not None):
+                    found.append((block, st))
+        return found
+
+    def _statements(self, block: cst.CSTNode) -> list[cst.BaseStatement]:
+        return list(C.body_of(block.body) if isinstance(block, cst.FunctionDef) else block.body)
+
+    def _estimator_named(self, block, node) -> cst.BaseStatement | None:
+        if not isinstance(node, cst.Name):
+            return None
+        for st in self._statements(block):
+            names, value, _ = C.assignment(st)
+            if names == [node.value] and isinstance(value, cst.Call) and self.is_(value.func, "estimator.Estimator"):
+                return st
+        return None
+
+    def _resolve(self, block, node: cst.BaseExpression, qual: str, params, what: str, used_at) -> Call:
+        """The ``qual`` constructor call ``node`` is, or the one a name in the
+        block is bound to (once, and read nowhere else)."""
+        if isinstance(node, cst.Call) and self.is_(node.func, qual):
+            return Call(node, bind(node, params, what))
+        if isinstance(node, cst.Name):
+            bound = []
+            for st in self._statements(block):
+                names, value, _ = C.assignment(st)
+                if node.value in names:
+                    bound.append((st, names, value))
+            if len(bound) == 1:
+                st, names, value = bound[0]
+                if names == [node.value] and isinstance(value, cst.Call) and self.is_(value.func, qual):
+                    self._read_once(block, node.value, st, used_at)
+                    return Call(value, bind(value, params, what), st, node.value)
+        raise Decline(node, f"the {what} this job runs is not a `tf.{qual}(...)` call in the same block",
+                      hint=f"build the {what} where the job is started, or migrate by hand")
+
+    def _read_once(self, block, name: str, binding, used_at) -> None:
+        for st in self._statements(block):
+            if st is binding or st is used_at:
+                continue
+            if name in C.names_used(st):
+                raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
+                              hint="keep the Estimator objects to the statements that build and run the job")
+
+    def function(self, node: cst.BaseExpression | None, what: str) -> cst.FunctionDef:
+        if isinstance(node, cst.Name) and node.value in self.functions:
+            return self.functions[node.value]
+        raise Decline(node if node is not None else self.module,
+                      f"the {what} is not a function defined at module level in this file",
+                      hint=f"define the {what} as a module-level function")
+
+    def job(self, block, trains: cst.BaseStatement) -> EstimatorJob:
+        call = C.single_expr(trains)
+        assert isinstance(call, cst.Call)
+        removed: list[cst.BaseStatement] = []
+        eval_spec = None
+        max_steps = extra_steps = None
+        if self.is_(call.func, "estimator.train_and_evaluate"):
+            args = bind(call, ("estimator", "train_spec", "eval_spec"), "train_and_evaluate")
+            if "estimator" not in args or "train_spec" not in args:
+                raise Decline(call, "train_and_evaluate without an estimator and a TrainSpec")
+            estimator = self._resolve(block, args["estimator"], "estimator.Estimator", ESTIMATOR_ARGS,
+                                      "Estimator", trains)
+            train_spec = self._resolve(block, args["train_spec"], "estimator.TrainSpec", TRAIN_SPEC_ARGS,
+                                       "TrainSpec", trains)
+            if "eval_spec" in args:
+                eval_spec = self._resolve(block, args["eval_spec"], "estimator.EvalSpec", EVAL_SPEC_ARGS,
+                                          "EvalSpec", trains)
+            max_steps = train_spec.get("max_steps")
+            train_input = train_spec.get("input_fn")
+        else:
+            estimator = self._resolve(block, call.func.value, "estimator.Estimator", ESTIMATOR_ARGS,
+                                      "Estimator", trains)
+            train_spec = Call(call, bind(call, TRAIN_ARGS, "Estimator.train"))
+            max_steps = train_spec.get("max_steps")
+            extra_steps = train_spec.get("steps")
+            train_input = train_spec.get("input_fn")
+        if train_input is None:
+            raise Decline(call, "no input_fn for training")
+        if max_steps is None and extra_steps is None:
+            raise Decline(call, "training without max_steps or steps runs until input_fn's data ends",
+                          hint="give max_steps (a loop over a finite dataset is also a choice to make by hand)")
+        config = None
+        if estimator.get("config") is not None:
+            config = self._resolve(block, estimator.args["config"], "estimator.RunConfig", RUN_CONFIG_ARGS,
+                                   "RunConfig", estimator.statement or trains)
+        for c in (estimator, config, train_spec, eval_spec):
+            if c is None:
+                continue
+            for key, value in c.args.items():
+                if key in _NOT_CARRIED and not _empty(value):
+                    raise Decline(value, f"`{key}`: {_NOT_CARRIED[key]}, not carried by the migration",
+                                  hint="drop it, or migrate this job by hand")
+            if c.statement is not None:
+                removed.append(c.statement)
+        model_fn = self.function(estimator.get("model_fn"), "model_fn")
+        eval_input = eval_spec.get("input_fn") if eval_spec is not None else None
+        return EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
+                            eval_input, max_steps, extra_steps, removed)

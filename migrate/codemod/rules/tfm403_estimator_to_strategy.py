@@ -1,0 +1,267 @@
+"""TFM403 estimator-to-strategy: the rule orchestrates; each stage is a module.
+
+analysis
+    _tfm403_analysis.py (the statement that trains, the Estimator, RunConfig,
+    TrainSpec/EvalSpec, the model_fn and input_fns)
+plan
+    _tfm403_plan.py (the model_fn as the step calls it, the optimizer and
+    learning-rate statements built once under the strategy)
+emitted code
+    _tfm403_emit.py (strategy, step, per-worker dataset, checkpoints, logging,
+    evaluation)
+"""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _tfm403_emit as E
+from migrate.codemod.rules._tfm403_analysis import Decline, EstimatorJob, Finder
+from migrate.codemod.rules._tfm403_plan import plan_model_fn, rename
+
+REFERENCE = "https://www.tensorflow.org/tutorials/distribute/parameter_server_training"
+_PREDICTS = ("predict", "export_savedmodel", "export_saved_model", "experimental_export_all_saved_models")
+
+
+def _taken(module: cst.Module, block: cst.CSTNode) -> set[str]:
+    """Names the emitted code may not bind: what the module and the block bind or
+    read, and what other functions read from outside (their locals are theirs)."""
+    others = [st for st in module.body if isinstance(st, (cst.FunctionDef, cst.ClassDef)) and st is not block]
+    rest = module.with_changes(body=[st for st in module.body if st not in others])
+    taken = C.all_names(rest) | {st.name.value for st in others}
+    for st in others:
+        tree = ast.parse(C.code_of(cst.Module(body=[st.with_changes(decorators=[])])))
+        local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+        local |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        taken |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in local}
+    return taken
+
+
+class EstimatorToStrategy(Rule):
+    """Migrate a custom ``model_fn`` Estimator job to a tf.distribute training loop.
+
+    What it does:
+        ``tf.estimator.train_and_evaluate(Estimator(model_fn, config=RunConfig(...),
+        params=...), TrainSpec(input_fn, max_steps), EvalSpec(...))`` (or
+        ``estimator.train(input_fn, max_steps=...)``) becomes a training loop that
+        keeps the user's ``model_fn`` and calls it in TRAIN mode inside a
+        ``tf.function`` step (EVAL mode for evaluation):
+
+        - the strategy from the job's TF_CONFIG as the Estimator read it: ps tasks ->
+          ``ParameterServerStrategy`` with a ``ClusterCoordinator`` on the chief (the
+          Estimator's chief trained as well: the migrated job's workers train, the
+          chief coordinates); no ps (or no cluster) -> ``MultiWorkerMirroredStrategy``;
+          ``RunConfig(train_distribute=...)`` -> that strategy;
+        - the model_fn made once under the strategy with ``make_template`` and
+          called by every step; ``optimizer.minimize(loss, global_step)`` -> the
+          optimizer's Keras 3 equivalent (TF1's own where Keras has none with the
+          same update, as TFM301 chooses) built once, ``apply_gradients`` in the
+          step, the global step counting steps; ``tf.train.exponential_decay``
+          and the other schedules of the global step -> Keras schedules;
+        - ``input_fn`` -> its ``tf.data`` dataset made on every worker
+          (``create_per_worker_dataset`` / ``distribute_datasets_from_function``);
+        - ``RunConfig``: ``model_dir``, ``save_checkpoints_steps/secs``,
+          ``keep_checkpoint_max`` -> ``tf.train.CheckpointManager`` (restored on
+          start, saved at that cadence and at the end); ``tf_random_seed`` ->
+          ``tf.random.set_seed``; ``log_step_count_steps`` -> the loss logged;
+          ``TrainSpec(max_steps)`` -> the loop bound; ``EvalSpec(input_fn, steps,
+          start_delay_secs, throttle_secs)`` -> evaluation of the model_fn's EVAL
+          loss on the chief after a checkpoint, at that cadence, and at the end.
+
+    Why:
+        Estimator left TensorFlow in 2.16: such jobs do not run on TF 2.21.
+
+    Example:
+        ``tf.estimator.train_and_evaluate(est, TrainSpec(input_fn, max_steps=1000),
+        EvalSpec(eval_input_fn))`` -> ``while step < 1000: loss =
+        coordinator.schedule(train_step, args=(iterator,))`` with the strategy,
+        step and checkpoints around it.
+
+    Fix safety:
+        Only what is carried exactly is migrated; anything else (hooks,
+        exporters, ``eval_metric_ops``, a model_fn reading its RunConfig, an
+        input_fn TF 2.21 lacks, the train op built otherwise than
+        ``minimize(loss, global_step)``) is reported where it is, and the job is
+        left as it was (TFM401 then names the replacements).
+    """
+
+    code = "TFM403"
+    name = "estimator-to-strategy"
+    triggers = ("estimator",)
+
+    VALID = (
+        Valid(
+            """
+            import tensorflow as tf
+
+            def model_fn(features, labels, mode):
+                return tf.estimator.EstimatorSpec(mode, loss=tf.reduce_sum(features))
+
+            est = make_estimator(model_fn)  # not tf.estimator.Estimator: nothing this rule knows
+            est.train(input_fn, max_steps=10)
+            """
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import tensorflow as tf
+
+
+            def input_fn():
+                return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).repeat().batch(2)
+
+
+            def model_fn(features, labels, mode, params):
+                w = tf.compat.v1.get_variable("w", [1, 1], initializer=tf.compat.v1.zeros_initializer())
+                loss = tf.reduce_mean(tf.square(tf.matmul(features["x"], w) - labels))
+                learning_rate = tf.compat.v1.train.exponential_decay(
+                    params["lr"], tf.compat.v1.train.get_global_step(), 100, 0.9)
+                optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
+                train_op = optimizer.minimize(loss, global_step=tf.compat.v1.train.get_global_step())
+                return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+            config = tf.estimator.RunConfig(model_dir="/tmp/m", save_checkpoints_steps=10, tf_random_seed=1)
+            est = tf.estimator.Estimator(model_fn=model_fn, config=config, params={"lr": 0.1})
+            tf.estimator.train_and_evaluate(
+                est, tf.estimator.TrainSpec(input_fn, max_steps=50), tf.estimator.EvalSpec(input_fn, steps=2))
+            """,
+            None,
+            diagnostics=("TFM403",),
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+
+            def model_fn(features, labels, mode):
+                loss = tf.reduce_sum(features)
+                train_op = tf.compat.v1.train.AdamOptimizer().minimize(loss, tf.compat.v1.train.get_global_step())
+                return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=[hook])
+
+
+            est = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/m")
+            est.train(input_fn, max_steps=10)
+            """,
+            None,
+            diagnostics=("TFM403",),
+        ),
+    )
+
+    def transform(self, module: cst.Module) -> cst.Module:
+        finder = Finder(module, self.qualname)
+        jobs = finder.jobs()
+        if not jobs:
+            return module
+        if len(jobs) > 1:
+            self.report(jobs[1][1], "the program trains more than one Estimator job: not migrated",
+                        hint="migrate such programs by hand", reference=REFERENCE)
+            return module
+        block, trains = jobs[0]
+        try:
+            job = finder.job(block, trains)
+            return self._migrate(module, finder, job)
+        except Decline as d:
+            self.report(d.node, f"Estimator job not migrated: {d.why}", hint=d.hint, reference=REFERENCE)
+            return module
+
+    def _migrate(self, module: cst.Module, finder: Finder, job: EstimatorJob) -> cst.Module:
+        predicts = any(
+            isinstance(n, cst.Attribute) and n.attr.value in _PREDICTS for n in C.walk(module))
+        plan = plan_model_fn(job.model_fn, self.qualname, predicts)
+        if not plan.keras_optimizer and plan.hoisted:
+            raise Decline(plan.hoisted[0], "a learning-rate schedule for a TF1 optimizer kept in tf.compat.v1")
+        taken = _taken(module, job.block)
+        estimator_params = job.estimator.get("params")
+        fixed = {"model_fn": job.model_fn.name.value}
+        if isinstance(estimator_params, cst.Name):
+            fixed["params"] = estimator_params.value
+        names = E.fresh_names(taken, fixed)
+        params_name = names["params"]
+
+        def decline(node, why, hint=""):
+            raise Decline(node, why, hint)
+
+        def get(call, key):
+            value = call.get(key) if call is not None else None
+            return C.code_of(value) if value is not None else None
+
+        config = job.config
+        train_input = E.input_call(job.train_input, finder.functions, "train", params_name, decline)
+        eval_input = (E.input_call(job.eval_input, finder.functions, "eval", params_name, decline)
+                      if job.eval_input is not None else None)
+        strategy = get(config, "train_distribute")
+        if strategy is not None and "ParameterServerStrategy" in strategy:
+            raise Decline(config.get("train_distribute"), "train_distribute=ParameterServerStrategy: the migration"
+                          " picks it from TF_CONFIG's ps tasks itself", hint="drop train_distribute")
+        model_dir = get(job.estimator, "model_dir") or get(config, "model_dir")
+        eval_steps_node = job.eval_spec.args.get("steps") if job.eval_spec is not None else None
+        settings = E.Settings(
+            strategy=strategy,
+            params=(get(job.estimator, "params") if "params" not in fixed and job.estimator.get("params") is not None
+                    else None),
+            seed=get(config, "tf_random_seed"),
+            model_dir=model_dir,
+            save_steps=get(config, "save_checkpoints_steps"),
+            save_secs=get(config, "save_checkpoints_secs"),
+            keep_max=get(config, "keep_checkpoint_max"),
+            log_steps=get(config, "log_step_count_steps"),
+            max_steps=C.code_of(job.max_steps) if job.max_steps is not None else None,
+            extra_steps=C.code_of(job.extra_steps) if job.extra_steps is not None else None,
+            train_input=train_input,
+            eval_input=eval_input,
+            eval_steps=(C.code_of(eval_steps_node) if eval_steps_node is not None
+                        and not (isinstance(eval_steps_node, cst.Name) and eval_steps_node.value == "None")
+                        else (E.EVAL_STEPS if eval_steps_node is None else None)),
+            eval_steps_given=eval_steps_node is not None,
+            start_delay=get(job.eval_spec, "start_delay_secs"),
+            throttle=get(job.eval_spec, "throttle_secs"),
+            model_call_args=E.model_call_args(plan.params, params_name),
+            train_dataset_fn=f"lambda: {train_input}",
+        )
+        if "params" in plan.params and job.estimator.get("params") is None:
+            settings.params = "{}"  # the Estimator passed an empty dict
+        if settings.save_steps is not None and settings.save_secs is not None:
+            raise Decline(config.node, "RunConfig sets both save_checkpoints_steps and save_checkpoints_secs")
+        # the optimizer's settings read the model_fn's `params`: here, the Estimator's
+        hoisted = [C.code_of(rename(st, {"params": params_name})) for st in plan.hoisted]
+        optimizer = C.code_of(rename(plan.optimizer, {"params": params_name}))
+        new = E.training_code(settings, names, hoisted, optimizer)
+        removed = {id(st) for st in job.removed}
+        statements = list(C.body_of(job.block.body) if isinstance(job.block, cst.FunctionDef) else job.block.body)
+        # the code takes the place of the first statement of the job
+        first = next(st for st in statements if st is job.trains or id(st) in removed)
+        new[0] = new[0].with_changes(leading_lines=first.leading_lines)
+        body = []
+        for st in statements:
+            if st is job.trains:
+                body += new
+            elif st is job.model_fn:
+                body.append(plan.model_fn)
+            elif id(st) not in removed:
+                body.append(st)
+        if isinstance(job.block, cst.FunctionDef):
+            new_block = job.block.with_changes(body=job.block.body.with_changes(body=body))
+            out = module.with_changes(body=[
+                new_block if st is job.block else plan.model_fn if st is job.model_fn else st
+                for st in module.body])
+        else:
+            out = module.with_changes(body=body)
+        generated = C.code_of(cst.Module(body=new))
+        if "time." in generated:
+            self.ctx.require_import("time")
+        if "tempfile." in generated:
+            self.ctx.require_import("tempfile")
+        if "logging." in generated and "logging" not in taken:
+            self.ctx.require_import("absl", "logging")
+        self.report(job.trains, "Estimator job -> a tf.distribute training loop calling the model_fn"
+                    " (ParameterServerStrategy with ps tasks in TF_CONFIG, the chief coordinating; else"
+                    " MultiWorkerMirroredStrategy)" + ("; its PREDICT branch dropped (the job never predicts)"
+                                                       if plan.dropped_predict else ""),
+                    fixed=True, severity="info", reference=REFERENCE)
+        return out
