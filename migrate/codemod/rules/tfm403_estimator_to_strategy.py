@@ -131,8 +131,119 @@ class EstimatorToStrategy(Rule):
             tf.estimator.train_and_evaluate(
                 est, tf.estimator.TrainSpec(input_fn, max_steps=50), tf.estimator.EvalSpec(input_fn, steps=2))
             """,
-            None,
-            diagnostics=("TFM403",),
+            """
+            import tensorflow as tf
+            import time
+            from absl import logging
+
+
+            def input_fn():
+                return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).repeat().batch(2)
+
+
+            def model_fn(features, labels, mode, params):
+                w = tf.compat.v1.get_variable("w", [1, 1], initializer=tf.compat.v1.zeros_initializer())
+                loss = tf.reduce_mean(tf.square(tf.matmul(features["x"], w) - labels))
+                return loss
+
+
+            cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            if "ps" in cluster_resolver.cluster_spec().jobs:
+                # ps tasks in TF_CONFIG: asynchronous training, as the Estimator's was. The chief
+                # coordinates and every worker trains; the ps and worker tasks serve until the job ends.
+                if cluster_resolver.task_type in ("ps", "worker"):
+                    tf.distribute.Server(
+                        cluster_resolver.cluster_spec(), job_name=cluster_resolver.task_type,
+                        task_index=cluster_resolver.task_id, protocol=cluster_resolver.rpc_layer or "grpc", start=True,
+                    ).join()
+                strategy = tf.distribute.ParameterServerStrategy(cluster_resolver)
+                coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            else:
+                # No ps tasks (or no cluster): every task trains, synchronously.
+                strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=cluster_resolver)
+                coordinator = None
+            is_chief = coordinator is not None or cluster_resolver.task_type in (None, "chief")
+            params = {"lr": 0.1}
+            tf.random.set_seed(1)
+
+            with strategy.scope():
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                # The optimizer calls this schedule with its iterations, which advance once per step
+                # as the global step did.
+                learning_rate = tf.keras.optimizers.schedules.ExponentialDecay(initial_learning_rate=params["lr"], decay_steps=100, decay_rate=0.9)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=learning_rate)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the Estimator's graph did.
+                features, labels = tf.nest.map_structure(
+                    lambda spec: tf.zeros([1 if d is None else d for d in spec.shape], spec.dtype),
+                    input_fn().element_spec)
+                model(features, labels, mode="train", params=params)
+            trainable_variables = model.trainable_variables
+
+
+            @tf.function
+            def train_step(iterator):
+                def replica_step(features, labels):
+                    with tf.GradientTape() as tape:
+                        loss = model(features, labels, mode="train", params=params)
+                        # the strategy sums the replicas' gradients; the Estimator averaged them
+                        scaled_loss = loss / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return loss
+                losses = strategy.run(replica_step, args=next(iterator))
+                return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+
+
+            @tf.function
+            def eval_step(features, labels):
+                return model(features, labels, mode="eval", params=params)
+
+
+            def evaluate():
+                # The EvalSpec's evaluation of the latest variables, on the chief.
+                losses = [eval_step(features, labels) for features, labels in input_fn().take(2)]
+                logging.info("Saving dict for global step %d: loss = %s", int(global_step.numpy()),
+                             float(tf.reduce_mean(losses)))
+
+
+            if coordinator is not None:
+                iterator = iter(coordinator.create_per_worker_dataset(lambda: input_fn()))
+            else:
+                iterator = iter(strategy.distribute_datasets_from_function(
+                    lambda input_context: input_fn()))
+            checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, model=model)
+            checkpoint_manager = tf.train.CheckpointManager(checkpoint, "/tmp/m", max_to_keep=5)
+            if checkpoint_manager.latest_checkpoint:
+                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            step = int(global_step.numpy())
+            last_step = 50
+            next_eval = time.monotonic() + 120
+            while step < last_step:
+                if coordinator is not None:
+                    loss = coordinator.schedule(train_step, args=(iterator,))
+                else:
+                    loss = train_step(iterator)
+                step += 1
+                if step % 100 == 0:
+                    logging.info("loss = %s, step = %d", loss.fetch() if coordinator is not None else loss.numpy(), step)
+                if step % 10 == 0 and step < last_step:
+                    if coordinator is not None:
+                        coordinator.join()
+                    if is_chief:
+                        checkpoint_manager.save(checkpoint_number=global_step)
+                    if is_chief and time.monotonic() >= next_eval:
+                        evaluate()
+                        next_eval = time.monotonic() + 600
+            if coordinator is not None:
+                coordinator.join()
+            if is_chief:
+                checkpoint_manager.save(checkpoint_number=global_step)
+                evaluate()
+            """,
+            diagnostics=(),
         ),
         Invalid(
             """

@@ -1,0 +1,174 @@
+"""TFM403: custom model_fn Estimator jobs -> strategy training loops calling the
+model_fn. The codemod on our fixtures (tests/programs/estimator_*_job.py), the
+located reasons of the shapes it declines, the migration running without ps
+tasks (MultiWorkerMirroredStrategy) on TF 2.21, and (slow: the legacy side
+runs on a TF 2.15 environment) ``tfmigrate check`` against the legacy job."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from migrate.codemod.engine import migrate_source
+from migrate.runtime.cluster import run_cluster
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAMS = REPO / "tests" / "programs"
+FIXTURES = ("estimator_tf_config_job.py", "estimator_layers_job.py")
+
+
+def migrate(name: str):
+    source = (PROGRAMS / name).read_text()
+    return source, migrate_source(source, path=str(PROGRAMS / name))
+
+
+def estimator_names(code: str) -> list[str]:
+    return [
+        f"line {n.lineno}: {ast.unparse(n)}" for n in ast.walk(ast.parse(code))
+        if isinstance(n, ast.Attribute) and n.attr == "estimator"
+    ]
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixture_job_becomes_a_strategy_loop_calling_its_model_fn(name):
+    _, result = migrate(name)
+    assert [d.code for d in result.manual_work] == [], [d.message for d in result.manual_work]
+    assert any(d.code == "TFM403" and d.fixed for d in result.diagnostics)
+    out = result.output
+    compile(out, name, "exec")
+    assert estimator_names(out) == []
+    assert "tf.distribute.ParameterServerStrategy(" in out and "tf.distribute.MultiWorkerMirroredStrategy(" in out
+    # the model_fn is kept and called in TRAIN mode by the step, EVAL mode by the evaluation
+    model_fn = "model_fn" if name == "estimator_tf_config_job.py" else "classifier_fn"
+    assert f'tf.compat.v1.make_template("model", {model_fn})' in out
+    assert 'mode="train"' in out and 'mode="eval"' in out
+    assert "optimizer.apply_gradients(" in out and "global_step.assign_add(1)" in out
+    # idempotent
+    assert migrate_source(out, path=name).output == out
+
+
+def test_layers_fixture_carries_schedule_checkpoints_seed_and_eval_cadence():
+    _, result = migrate("estimator_layers_job.py")
+    out = result.output
+    assert ("tf.keras.optimizers.schedules.ExponentialDecay(initial_learning_rate=params[\"learning_rate\"],"
+            " decay_steps=10, decay_rate=0.5, staircase=True)") in out
+    assert "tf.keras.optimizers.SGD(learning_rate=learning_rate)" in out
+    assert "tf.train.CheckpointManager(checkpoint, args.model_dir, max_to_keep=2)" in out
+    assert "if step % 10 == 0 and step < last_step:" in out  # save_checkpoints_steps=10
+    assert "tf.random.set_seed(3)" in out
+    assert "if step % 5 == 0:" in out  # log_step_count_steps=5
+    assert "next_eval = time.monotonic() + 5" in out  # throttle_secs=5
+    # EvalSpec(steps=None): the whole evaluation dataset
+    assert "for features, labels in eval_input_fn(params=params)]" in out
+    # the PREDICT branch went (the job never predicts), reported as such
+    assert "predictions" not in out
+    assert any("PREDICT branch dropped" in d.message for d in result.diagnostics)
+
+
+DECLINED_BASE = textwrap.dedent(
+    """\
+    import tensorflow as tf
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [[1.0]])).repeat().batch(1)
+
+
+    def model_fn(features, labels, mode):
+        w = tf.compat.v1.get_variable("w", [1, 1])
+        loss = tf.reduce_mean(tf.square(tf.matmul(features["x"], w) - labels))
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, tf.compat.v1.train.get_global_step())
+        SPEC
+
+
+    est = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/m")
+    TRAIN
+    """
+)
+SPEC = "return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)"
+TRAIN = "est.train(input_fn, max_steps=10)"
+
+
+@pytest.mark.parametrize(
+    "spec, train, line, why",
+    [
+        (SPEC.replace("train_op)", "train_op, eval_metric_ops={'mse': mse})"), TRAIN, 12,
+         "EstimatorSpec(eval_metric_ops=...) is not carried"),
+        (SPEC, "est.train(input_fn, max_steps=10, hooks=[tf.estimator.StopAtStepHook(5)])", 16,
+         "`hooks`: SessionRunHooks run by the Estimator's MonitoredTrainingSession"),
+        (SPEC, "est.train(tf.estimator.inputs.numpy_input_fn({'x': xs}, ys), max_steps=10)", 16,
+         "the input_fn is not a function of this module"),
+        (SPEC, TRAIN + "\nest.export_saved_model('/tmp/export', serving_fn)", 17, "`est` is also used here"),
+        (SPEC, "est.train(input_fn)", 16, "training without max_steps or steps"),
+    ],
+)
+def test_declined_shapes_are_left_as_they_are_with_a_located_reason(spec, train, line, why):
+    source = DECLINED_BASE.replace("SPEC", spec).replace("TRAIN", train)
+    result = migrate_source(source, select=["TFM403"])
+    assert result.output == source
+    found = [d for d in result.diagnostics if d.code == "TFM403"]
+    assert len(found) == 1 and not found[0].fixed
+    assert why in found[0].message and found[0].line == line, found[0]
+
+
+def test_model_fn_reading_the_run_config_is_declined_at_its_definition():
+    source = DECLINED_BASE.replace("def model_fn(features, labels, mode)", "def model_fn(features, labels, mode, config)")
+    source = source.replace("SPEC", SPEC).replace("TRAIN", TRAIN)
+    found = [d for d in migrate_source(source, select=["TFM403"]).diagnostics if d.code == "TFM403"]
+    assert found and "reads the RunConfig" in found[0].message and found[0].line == 8
+
+
+def test_without_ps_tasks_the_migration_trains_with_multi_worker_mirrored_on_chief_and_worker(tmp_path):
+    """Estimator jobs do not fix their topology in code: the same migration runs
+    as MultiWorkerMirroredStrategy when TF_CONFIG names no ps (chief + worker,
+    both training in step), to max_steps, the chief checkpointing."""
+    _, result = migrate("estimator_tf_config_job.py")
+    program = tmp_path / "migrated.py"
+    program.write_text(result.output)
+    model_dir = tmp_path / "model"
+    run = run_cluster(
+        program, {"chief": 1, "worker": 1}, args=["--train_steps", "6", "--model_dir", str(model_dir)],
+        role_style="tf_config", server_only=(), timeout=240, log_dir=tmp_path / "logs",
+    )
+    assert run.ok, run.summary()
+    assert (model_dir / "ckpt-6.index").exists(), sorted(p.name for p in model_dir.iterdir())
+
+
+def run_check(legacy: Path, migrated: Path, out: Path, steps: int) -> tuple[int, dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "migrate", "check", str(legacy), str(migrated), "--steps", str(steps),
+         "--workers", "1", "--out", str(out), "--no-plot"],
+        cwd=REPO, capture_output=True, text=True, timeout=3600, check=False,
+    )
+    report = json.loads((out / "report.json").read_text())
+    return proc.returncode, report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, steps", [("estimator_tf_config_job.py", 12), ("estimator_layers_job.py", 25)])
+def test_check_says_equivalent_against_the_legacy_estimator_job_on_tf215(tmp_path, name, steps):
+    _, result = migrate(name)
+    migrated = tmp_path / "migrated.py"
+    migrated.write_text(result.output)
+    code, report = run_check(PROGRAMS / name, migrated, tmp_path / "out", steps)
+    assert report["legacy"]["tensorflow"]["version"] == "2.15.1"
+    assert code == 0 and report["verdict"] == "equivalent", report.get("reason")
+    assert report["strategy"] == "parameter_server"
+
+
+@pytest.mark.slow
+def test_check_says_not_equivalent_for_a_migration_with_another_learning_rate(tmp_path):
+    _, result = migrate("estimator_layers_job.py")
+    wrong = result.output.replace('initial_learning_rate=params["learning_rate"]',
+                                  'initial_learning_rate=params["learning_rate"] * 1.1')
+    assert wrong != result.output
+    migrated = tmp_path / "migrated.py"
+    migrated.write_text(wrong)
+    code, report = run_check(PROGRAMS / "estimator_layers_job.py", migrated, tmp_path / "out", 20)
+    assert code == 1 and report["verdict"] == "not_equivalent", report.get("reason")
