@@ -98,8 +98,10 @@ TRAIN = "est.train(input_fn, max_steps=10)"
 @pytest.mark.parametrize(
     "spec, train, line, why",
     [
-        (SPEC.replace("train_op)", "train_op, eval_metric_ops={'mse': mse})"), TRAIN, 12,
+        (SPEC.replace("train_op)", "train_op, eval_metric_ops={'acc': acc})"), TRAIN, 12,
          "EstimatorSpec(eval_metric_ops=...) is not carried"),
+        (SPEC.replace("train_op=train_op)", "eval_metric_ops={'auc': tf.compat.v1.metrics.auc(labels, w)})"),
+         TRAIN, 12, "eval_metric_ops['auc'] is no tf.metrics function with a Keras metric"),
         (SPEC, "est.train(input_fn, max_steps=10, hooks=[tf.estimator.StopAtStepHook(5)])", 16,
          "`hooks`: SessionRunHooks run by the Estimator's MonitoredTrainingSession"),
         (SPEC, "est.train(tf.estimator.inputs.numpy_input_fn({'x': xs}, ys), max_steps=10)", 16,
@@ -115,6 +117,46 @@ def test_declined_shapes_are_left_as_they_are_with_a_located_reason(spec, train,
     found = [d for d in result.diagnostics if d.code == "TFM403"]
     assert len(found) == 1 and not found[0].fixed
     assert why in found[0].message and found[0].line == line, found[0]
+
+
+METRICS_JOB = textwrap.dedent(
+    """\
+    import tensorflow as tf
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [1, 0])).repeat().batch(2)
+
+
+    def model_fn(features, labels, mode):
+        logits = tf.layers.dense(features["x"], 2)
+        classes = tf.argmax(logits, 1)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+        metrics = {"accuracy": tf.metrics.accuracy(labels=labels, predictions=classes, weights=w),
+                   "mean_class": tf.metrics.mean(classes)}
+        return tf.estimator.EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics)
+
+
+    est = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/m")
+    tf.estimator.train_and_evaluate(est, tf.estimator.TrainSpec(input_fn, max_steps=20), tf.estimator.EvalSpec(input_fn))
+    """
+)
+
+
+def test_eval_metric_ops_become_keras_metrics_the_evaluation_updates():
+    result = migrate_source(METRICS_JOB, path="metrics_job.py")
+    assert [d.code for d in result.manual_work] == [], [d.message for d in result.manual_work]
+    out = result.output
+    # EVAL mode returns the loss and each metric's update_state arguments
+    assert 'metrics = {"accuracy": (labels, classes, w),\n               "mean_class": (classes,)}' in out
+    assert "return loss, metrics" in out
+    assert '"accuracy": tf.keras.metrics.Accuracy(),' in out and '"mean_class": tf.keras.metrics.Mean(),' in out
+    assert "eval_metrics[name].update_state(*inputs)" in out and "metric.reset_state()" in out
+    assert ".take(100)" in out  # EvalSpec's default steps
+    compile(out, "metrics_job.py", "exec")
 
 
 def test_model_fn_reading_the_run_config_is_declined_at_its_definition():

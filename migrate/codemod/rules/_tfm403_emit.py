@@ -50,7 +50,8 @@ class Settings:
     train_dataset_fn: str  # what the coordinator / strategy calls per worker
 
 
-def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimizer: str) -> list[cst.BaseStatement]:
+def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimizer: str,
+                  metrics: dict[str, str]) -> list[cst.BaseStatement]:
     n = names
     model_args = s.model_call_args
     lines: list[str] = []
@@ -118,17 +119,42 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     add(f"    return {n['strategy']}.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)")
     add("")
     add("")
-    if s.eval_input is not None:
+    if s.eval_input is not None and metrics:
+        add("# eval_metric_ops, as Keras metrics the evaluation updates")
+        add(f"{n['eval_metrics']} = {{")
+        for key, metric in metrics.items():
+            add(f"    {key}: {metric},")
+        add("}")
+        add("")
+        add("")
+        add("@tf.function")
+        add(f"def {n['eval_step']}(features, labels):")
+        add(f"    loss, metric_inputs = {n['model']}(features, labels{model_args.format(mode='eval')})")
+        add("    for name, inputs in metric_inputs.items():")
+        add(f"        {n['eval_metrics']}[name].update_state(*inputs)")
+        add("    return loss")
+        add("")
+        add("")
+    elif s.eval_input is not None:
         add("@tf.function")
         add(f"def {n['eval_step']}(features, labels):")
         add(f"    return {n['model']}(features, labels{model_args.format(mode='eval')})")
         add("")
         add("")
+    if s.eval_input is not None:
         add(f"def {n['evaluate']}():")
         add("    # The EvalSpec's evaluation of the latest variables, on the chief.")
+        if metrics:
+            add(f"    for metric in {n['eval_metrics']}.values():")
+            add("        metric.reset_state()")
         take = f".take({s.eval_steps})" if s.eval_steps is not None else ""
         add(f"    losses = [{n['eval_step']}(features, labels) for features, labels in {s.eval_input}{take}]")
-        add(f'    logging.info("Saving dict for global step %d: loss = %s", int({n["global_step"]}.numpy()),')
+        if metrics:
+            add(f"    results = {{name: float(metric.result()) for name, metric in {n['eval_metrics']}.items()}}")
+            add('    logging.info("Saving dict for global step %d: %s, loss = %s", int('
+                f'{n["global_step"]}.numpy()), results,')
+        else:
+            add(f'    logging.info("Saving dict for global step %d: loss = %s", int({n["global_step"]}.numpy()),')
         add("                 float(tf.reduce_mean(losses)))")
         add("")
         add("")
@@ -194,7 +220,7 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
 NAMES = (
     "strategy", "coordinator", "resolver", "is_chief", "params", "model_dir", "global_step", "optimizer", "model",
     "features", "labels", "trainable_variables", "train_step", "eval_step", "evaluate", "iterator", "checkpoint",
-    "manager", "step", "last_step", "next_save", "next_eval",
+    "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics",
 )
 _SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager"}
 

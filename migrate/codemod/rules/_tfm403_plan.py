@@ -51,6 +51,9 @@ class ModelPlan:
     hoisted: list[cst.BaseStatement]  # learning-rate statements the optimizer reads, in order
     keras_optimizer: bool
     dropped_predict: bool
+    # eval_metric_ops key (code) -> its Keras metric; the model_fn's EVAL mode then
+    # returns (loss, {key: the metric's update_state arguments})
+    metrics: dict[str, str]
 
 
 def _statements(block: cst.BaseSuite):
@@ -223,6 +226,7 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
 
     # returns
     dropped_predict = False
+    metrics: dict[str, str] = {}  # eval_metric_ops key (code) -> the Keras metric made for it
     for st, parent in statements:
         if not isinstance(st, cst.SimpleStatementLine):
             continue  # the statements of if/else blocks come one by one
@@ -236,6 +240,8 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
             for key, value in args.items():
                 if key in _SPEC_DROPPED or key == "loss":
                     continue
+                if key == "eval_metric_ops" and "loss" in args and not _given(args.get("train_op")):
+                    continue  # the evaluation's metrics: below
                 empty = isinstance(value, cst.Name) and value.value == "None"
                 if not empty:
                     raise Decline(value, f"EstimatorSpec({key}=...) is not carried by the migrated training loop",
@@ -245,7 +251,11 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
             if train_op is not None and not (isinstance(train_op, cst.Name) and train_op.value in train_op_names):
                 raise Decline(train_op, "the EstimatorSpec's train_op is not the optimizer's minimize()")
             if "loss" in args:
-                removed[id(ret)] = ret.with_changes(value=args["loss"])
+                value = args["loss"]
+                if _given(args.get("eval_metric_ops")):
+                    inputs = _metric_inputs(args["eval_metric_ops"], locals_bound, qualname, removed, metrics)
+                    value = cst.Tuple([cst.Element(value), cst.Element(inputs)], lpar=[], rpar=[])
+                removed[id(ret)] = ret.with_changes(value=value)
                 continue
             # a PREDICT-only branch: `if mode == PREDICT: ... return EstimatorSpec(mode, predictions=...)`
             if (parent is not None and isinstance(st, cst.SimpleStatementLine) and predicts is False
@@ -274,12 +284,12 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
     new_fn = _merge_equal_returns(new_fn.visit(_ModeStrings(qualname)))
     for node in C.walk(new_fn):
         q = qualname(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-        if q and (q.startswith("estimator") or q in GLOBAL_STEP_READS):
+        if q and (q.startswith(("estimator", "metrics.")) or q in GLOBAL_STEP_READS):
             raise Decline(node, f"`tf.{q}` in the model_fn has no TF 2.21 counterpart the step can give it")
         if isinstance(node, cst.Call) and qualname(node.func) in ("Variable", "train.get_or_create_global_step"):
             raise Decline(node, "the model_fn creates a tf.Variable, which a model called at every step would"
                           " create again", hint="create it with tf.compat.v1.get_variable")
-    return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict)
+    return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict, metrics)
 
 
 def _merge_equal_returns(fn: cst.FunctionDef) -> cst.FunctionDef:
@@ -297,3 +307,64 @@ def _merge_equal_returns(fn: cst.FunctionDef) -> cst.FunctionDef:
             continue
         out.append(st)
     return fn.with_changes(body=fn.body.with_changes(body=out))
+
+
+def _given(value: cst.BaseExpression | None) -> bool:
+    return value is not None and not (isinstance(value, cst.Name) and value.value == "None")
+
+
+# tf.metrics.X -> (Keras metric, TF1 parameters passed to update_state in order, and its keyword for
+# weights). Both compute the same running value: accuracy = mean(labels == predictions), mean = mean(values).
+TF1_METRICS = {
+    "metrics.accuracy": ("tf.keras.metrics.Accuracy()", ("labels", "predictions"), "weights"),
+    "metrics.mean": ("tf.keras.metrics.Mean()", ("values",), "weights"),
+}
+_METRIC_PARAMS = {
+    "metrics.accuracy": ("labels", "predictions", "weights", "metrics_collections", "updates_collections", "name"),
+    "metrics.mean": ("values", "weights", "metrics_collections", "updates_collections", "name"),
+}
+
+
+def _metric_inputs(ops: cst.BaseExpression, locals_bound, qualname, removed, metrics: dict[str, str]):
+    """``{"accuracy": tf.metrics.accuracy(labels=labels, predictions=classes)}`` ->
+    ``{"accuracy": (labels, classes)}``, the arguments of the Keras metric's
+    ``update_state`` (``metrics`` gets ``"accuracy" -> tf.keras.metrics.Accuracy()``).
+    A dict bound to a name in the model_fn is rewritten where it is bound."""
+    binding = None
+    if isinstance(ops, cst.Name):
+        binders = locals_bound.get(ops.value, [])
+        if len(binders) != 1 or C.assignment(binders[0])[0] != [ops.value]:
+            raise Decline(ops, f"`{ops.value}` (eval_metric_ops) is not bound once in the model_fn")
+        binding = binders[0]
+        ops = C.assignment(binding)[1]
+    if not isinstance(ops, cst.Dict):
+        raise Decline(ops, "eval_metric_ops is not a dict written in the model_fn")
+    elements = []
+    for el in ops.elements:
+        if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
+            raise Decline(ops, "eval_metric_ops with keys that are not string literals")
+        call = el.value
+        q = qualname(call.func) if isinstance(call, cst.Call) else None
+        if q not in TF1_METRICS:
+            raise Decline(el.value, f"eval_metric_ops[{C.code_of(el.key)}] is no tf.metrics function with a Keras"
+                          " metric computing the same value (accuracy, mean)",
+                          hint="compute it with a tf.keras.metrics object in the evaluation")
+        keras, params, weights = TF1_METRICS[q]
+        bound, why = bind_args(call, _METRIC_PARAMS[q])
+        if bound is None:
+            raise Decline(call, why)
+        if any(_given(bound.get(k)) for k in ("metrics_collections", "updates_collections")):
+            raise Decline(call, "metrics collections are not carried")
+        if any(p not in bound for p in params):
+            raise Decline(call, f"tf.{q} without {', '.join(p for p in params if p not in bound)}")
+        inputs = [bound[p] for p in params] + ([bound[weights]] if _given(bound.get(weights)) else [])
+        metrics[el.key.value] = keras
+        elements.append(el.with_changes(value=cst.Tuple(
+            [cst.Element(v, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+             for v in inputs[:-1]] + [cst.Element(inputs[-1], comma=cst.Comma() if len(inputs) == 1
+                                                else cst.MaybeSentinel.DEFAULT)])))
+    new = ops.with_changes(elements=elements)
+    if binding is None:
+        return new
+    removed[id(binding)] = binding.deep_replace(ops, new)
+    return cst.Name(C.assignment(binding)[0][0])

@@ -342,7 +342,7 @@ class EstimatorToStrategy(Rule):
         # the optimizer's settings read the model_fn's `params`: here, the Estimator's
         hoisted = [C.code_of(rename(st, {"params": params_name})) for st in plan.hoisted]
         optimizer = C.code_of(rename(plan.optimizer, {"params": params_name}))
-        new = E.training_code(settings, names, hoisted, optimizer)
+        new = E.training_code(settings, names, hoisted, optimizer, plan.metrics)
         removed = {id(st) for st in job.removed}
         statements = list(C.body_of(job.block.body) if isinstance(job.block, cst.FunctionDef) else job.block.body)
         # the code takes the place of the first statement of the job
