@@ -20,7 +20,9 @@ from migrate.runtime.cluster import run_cluster
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = REPO / "tests" / "programs"
-FIXTURES = ("estimator_tf_config_job.py", "estimator_layers_job.py")
+FIXTURES = ("estimator_tf_config_job.py", "estimator_layers_job.py", "estimator_numpy_input_job.py")
+MODEL_FNS = {"estimator_tf_config_job.py": "model_fn", "estimator_layers_job.py": "classifier_fn",
+             "estimator_numpy_input_job.py": "digits_model_fn"}
 
 
 def migrate(name: str):
@@ -45,8 +47,7 @@ def test_fixture_job_becomes_a_strategy_loop_calling_its_model_fn(name):
     assert estimator_names(out) == []
     assert "tf.distribute.ParameterServerStrategy(" in out and "tf.distribute.MultiWorkerMirroredStrategy(" in out
     # the model_fn is kept and called in TRAIN mode by the step, EVAL mode by the evaluation
-    model_fn = "model_fn" if name == "estimator_tf_config_job.py" else "classifier_fn"
-    assert f'tf.compat.v1.make_template("model", {model_fn})' in out
+    assert f'tf.compat.v1.make_template("model", {MODEL_FNS[name]})' in out
     assert 'mode="train"' in out and 'mode="eval"' in out
     assert "optimizer.apply_gradients(" in out and "global_step.assign_add(1)" in out
     # idempotent
@@ -159,6 +160,16 @@ def test_eval_metric_ops_become_keras_metrics_the_evaluation_updates():
     compile(out, "metrics_job.py", "exec")
 
 
+def test_numpy_input_fn_becomes_a_function_returning_the_same_batches_as_a_dataset():
+    _, result = migrate("estimator_numpy_input_job.py")
+    out = result.output
+    assert ("    def train_input_fn():\n"
+            "        return tf.data.Dataset.from_tensor_slices(({FEATURE: images}, digits)).repeat().batch(25)\n") in out
+    # num_epochs=1: one pass, the last batch as large as what is left; batch_size defaults to 128
+    assert "from_tensor_slices(({FEATURE: images[:50]}, digits[:50])).batch(128)" in out
+    assert "numpy_input_fn" not in out
+
+
 def test_model_fn_reading_the_run_config_is_declined_at_its_definition():
     source = DECLINED_BASE.replace("def model_fn(features, labels, mode)", "def model_fn(features, labels, mode, config)")
     source = source.replace("SPEC", SPEC).replace("TRAIN", TRAIN)
@@ -193,7 +204,10 @@ def run_check(legacy: Path, migrated: Path, out: Path, steps: int) -> tuple[int,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, steps", [("estimator_tf_config_job.py", 12), ("estimator_layers_job.py", 25)])
+@pytest.mark.parametrize(
+    "name, steps",
+    [("estimator_tf_config_job.py", 12), ("estimator_layers_job.py", 25), ("estimator_numpy_input_job.py", 40)],
+)
 def test_check_says_equivalent_against_the_legacy_estimator_job_on_tf215(tmp_path, name, steps):
     _, result = migrate(name)
     migrated = tmp_path / "migrated.py"

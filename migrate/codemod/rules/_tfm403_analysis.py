@@ -38,6 +38,7 @@ ESTIMATOR_ARGS = ("model_fn", "model_dir", "config", "params", "warm_start_from"
 TRAIN_SPEC_ARGS = ("input_fn", "max_steps", "hooks")
 EVAL_SPEC_ARGS = ("input_fn", "steps", "name", "hooks", "exporters", "start_delay_secs", "throttle_secs")
 TRAIN_ARGS = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
+NUMPY_INPUT_ARGS = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity", "num_threads")
 
 # arguments whose value, when given and not None/[]/(), the migration cannot carry
 _NOT_CARRIED = {
@@ -82,6 +83,9 @@ class EstimatorJob:
     max_steps: cst.BaseExpression | None
     extra_steps: cst.BaseExpression | None
     removed: list[cst.BaseStatement] = field(default_factory=list)  # statements the job replaces
+    # numpy_input_fn(...) bound to a name -> a def of that name returning its tf.data pipeline
+    input_defs: dict[int, cst.FunctionDef] = field(default_factory=dict)
+    shuffled: list[cst.CSTNode] = field(default_factory=list)  # numpy_input_fn(shuffle=True) calls
 
 
 def bind(call: cst.Call, params: tuple[str, ...], what: str) -> dict[str, cst.BaseExpression]:
@@ -118,6 +122,7 @@ class Finder:
         self.functions = {
             s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
         }
+        self.functions_here: dict[str, cst.FunctionDef] = {}  # input functions the migration defines
 
     def is_(self, node: cst.CSTNode, *names: str) -> bool:
         return (self.qualname(node) or "") in names
@@ -227,5 +232,56 @@ class Finder:
                 removed.append(c.statement)
         model_fn = self.function(estimator.get("model_fn"), "model_fn")
         eval_input = eval_spec.get("input_fn") if eval_spec is not None else None
-        return EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
-                            eval_input, max_steps, extra_steps, removed)
+        job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
+                           eval_input, max_steps, extra_steps, removed)
+        for node in (train_input, eval_input):
+            self._numpy_input(job, node)
+        return job
+
+    def _numpy_input(self, job: EstimatorJob, node: cst.BaseExpression | None) -> None:
+        """``name = tf.estimator.inputs.numpy_input_fn(x, y, ...)`` -> ``def name():
+        return <the same examples as a tf.data pipeline>``."""
+        if not isinstance(node, cst.Name):
+            return
+        statements = self._statements(job.block)
+        binders = [st for st in statements if node.value in C.assignment(st)[0]]
+        if len(binders) != 1 or id(binders[0]) in job.input_defs:
+            return
+        value = C.assignment(binders[0])[1]
+        if not (isinstance(value, cst.Call) and self.is_(value.func, "estimator.inputs.numpy_input_fn")):
+            return
+        if C.assignment(binders[0])[0] != [node.value]:
+            raise Decline(binders[0], "numpy_input_fn bound together with other names")
+        args = bind(value, NUMPY_INPUT_ARGS, "numpy_input_fn")
+        if args.get("y") is None or _empty(args["y"]):
+            raise Decline(value, "numpy_input_fn without y: the model_fn would get no labels")
+        shuffle = args.get("shuffle")
+        if not (isinstance(shuffle, cst.Name) and shuffle.value in ("True", "False")):
+            raise Decline(shuffle or value, "numpy_input_fn's shuffle is not a literal True/False")
+        threads = args.get("num_threads")
+        if threads is not None and C.code_of(threads) != "1" and shuffle.value == "False":
+            raise Decline(threads, "numpy_input_fn(num_threads > 1) enqueued examples in no fixed order")
+        # the def reads x and y when the job runs: they must not change in between
+        after = statements[statements.index(binders[0]) + 1:]
+        read = C.names_used(args["x"]) | C.names_used(args["y"])
+        for st in after:
+            if set(C.assignment(st)[0]) & read:
+                raise Decline(st, "the arrays numpy_input_fn was given are rebound before the job runs")
+        code = f"tf.data.Dataset.from_tensor_slices(({C.code_of(args['x'])}, {C.code_of(args['y'])}))"
+        epochs = args.get("num_epochs", cst.Integer("1"))
+        if isinstance(epochs, cst.Name) and epochs.value == "None":
+            code += ".repeat()"
+        elif C.code_of(epochs) != "1":
+            code += f".repeat({C.code_of(epochs)})"
+        if shuffle.value == "True":
+            # numpy_input_fn's RandomShuffleQueue drew from queue_capacity examples
+            code += f".shuffle({C.code_of(args['queue_capacity']) if 'queue_capacity' in args else '1000'})"
+            job.shuffled.append(value)
+        code += f".batch({C.code_of(args['batch_size']) if 'batch_size' in args else '128'})"
+        new = C.stmt(f"def {node.value}():\n    return {code}\n")
+        lines = list(binders[0].leading_lines)
+        if not any(line.comment is None for line in lines):
+            lines.insert(0, cst.EmptyLine(indent=False))  # a blank line before a def
+        job.input_defs[id(binders[0])] = new.with_changes(leading_lines=lines)
+        self.functions_here[node.value] = new
+

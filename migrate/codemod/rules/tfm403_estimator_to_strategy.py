@@ -303,8 +303,9 @@ class EstimatorToStrategy(Rule):
             return C.code_of(value) if value is not None else None
 
         config = job.config
-        train_input = E.input_call(job.train_input, finder.functions, "train", params_name, decline)
-        eval_input = (E.input_call(job.eval_input, finder.functions, "eval", params_name, decline)
+        functions = {**finder.functions, **finder.functions_here}
+        train_input = E.input_call(job.train_input, functions, "train", params_name, decline)
+        eval_input = (E.input_call(job.eval_input, functions, "eval", params_name, decline)
                       if job.eval_input is not None else None)
         strategy = get(config, "train_distribute")
         if strategy is not None and "ParameterServerStrategy" in strategy:
@@ -347,13 +348,18 @@ class EstimatorToStrategy(Rule):
         statements = list(C.body_of(job.block.body) if isinstance(job.block, cst.FunctionDef) else job.block.body)
         # the code takes the place of the first statement of the job
         first = next(st for st in statements if st is job.trains or id(st) in removed)
-        new[0] = new[0].with_changes(leading_lines=first.leading_lines)
+        lines = list(first.leading_lines)
+        if not any(line.comment is None for line in lines):
+            lines.insert(0, cst.EmptyLine(indent=False))  # the loop is a part of its own
+        new[0] = new[0].with_changes(leading_lines=lines)
         body = []
         for st in statements:
             if st is job.trains:
                 body += new
             elif st is job.model_fn:
                 body.append(plan.model_fn)
+            elif id(st) in job.input_defs:
+                body.append(job.input_defs[id(st)])
             elif id(st) not in removed:
                 body.append(st)
         if isinstance(job.block, cst.FunctionDef):
@@ -375,4 +381,8 @@ class EstimatorToStrategy(Rule):
                     " MultiWorkerMirroredStrategy)" + ("; its PREDICT branch dropped (the job never predicts)"
                                                        if plan.dropped_predict else ""),
                     fixed=True, severity="info", reference=REFERENCE)
+        for call in job.shuffled:
+            self.report(call, "numpy_input_fn(shuffle=True) -> Dataset.shuffle(queue_capacity): the examples are"
+                        " drawn in random order as before, not in the same random order", fixed=True,
+                        severity="info", reference=REFERENCE)
         return out
