@@ -167,7 +167,7 @@ def test_numpy_input_fn_becomes_a_function_returning_the_same_batches_as_a_datas
             "        return tf.data.Dataset.from_tensor_slices(({FEATURE: images}, digits)).repeat().batch(25)\n") in out
     # num_epochs=1: one pass, the last batch as large as what is left; batch_size defaults to 128
     assert "from_tensor_slices(({FEATURE: images[:50]}, digits[:50])).batch(128)" in out
-    assert "numpy_input_fn" not in out
+    assert "inputs.numpy_input_fn(" not in out
 
 
 def test_model_fn_reading_the_run_config_is_declined_at_its_definition():
