@@ -64,6 +64,8 @@ def test_layers_fixture_carries_schedule_checkpoints_seed_and_eval_cadence():
     assert "if step % 10 == 0 and step < last_step:" in out  # save_checkpoints_steps=10
     assert "tf.random.set_seed(3)" in out
     assert "if step % 5 == 0:" in out  # log_step_count_steps=5
+    assert "if step % 100 == 0:" in out  # RunConfig's default save_summary_steps: the loss summary
+    assert 'tf.summary.scalar("loss", loss.fetch() if coordinator is not None else loss)' in out
     assert "next_eval = time.monotonic() + 5" in out  # throttle_secs=5
     # EvalSpec(steps=None): the whole evaluation dataset
     assert "for features, labels in eval_input_fn(params=params)]" in out
@@ -109,6 +111,7 @@ TRAIN = "est.train(input_fn, max_steps=10)"
          "the input_fn is not a function of this module"),
         (SPEC, TRAIN + "\nest.export_saved_model('/tmp/export', serving_fn)", 17, "`est` is also used here"),
         (SPEC, "est.train(input_fn)", 16, "training without max_steps or steps"),
+        ("tf.compat.v1.summary.scalar('loss', loss)\n    " + SPEC, TRAIN, 12, "the model_fn writes summaries"),
     ],
 )
 def test_declined_shapes_are_left_as_they_are_with_a_located_reason(spec, train, line, why):

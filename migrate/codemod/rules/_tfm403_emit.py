@@ -21,6 +21,7 @@ from migrate.codemod.rules import _cst as C
 SAVE_CHECKPOINTS_SECS = "600"
 KEEP_CHECKPOINT_MAX = "5"
 LOG_STEP_COUNT_STEPS = "100"
+SAVE_SUMMARY_STEPS = "100"
 EVAL_STEPS = "100"
 START_DELAY_SECS = "120"
 THROTTLE_SECS = "600"
@@ -38,6 +39,7 @@ class Settings:
     save_secs: str | None
     keep_max: str | None
     log_steps: str | None
+    summary_steps: str | None
     max_steps: str | None
     extra_steps: str | None
     train_input: str  # a call building the training dataset
@@ -169,6 +171,9 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         f" max_to_keep={s.keep_max or KEEP_CHECKPOINT_MAX})")
     add(f"if {n['manager']}.latest_checkpoint:")
     add(f"    {n['checkpoint']}.restore({n['manager']}.latest_checkpoint)")
+    add("# the loss summary the Estimator's chief wrote every save_summary_steps steps")
+    add(f"{n['writer']} = tf.summary.create_file_writer({model_dir}) if {n['is_chief']} else"
+        " tf.summary.create_noop_writer()")
     add(f"{n['step']} = int({n['global_step']}.numpy())")
     if s.max_steps is not None:
         add(f"{n['last_step']} = {s.max_steps}")
@@ -191,6 +196,9 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         indent = "        "
     add(indent + f'logging.info("loss = %s, step = %d", loss.fetch() if {n["coordinator"]} is not None else'
         f" loss.numpy(), {n['step']})")
+    add(f"    if {n['step']} % {s.summary_steps or SAVE_SUMMARY_STEPS} == 0:")
+    add(f"        with {n['writer']}.as_default(step={n['step']}):")
+    add(f'            tf.summary.scalar("loss", loss.fetch() if {n["coordinator"]} is not None else loss)')
     if s.save_steps is not None:
         add(f"    if {n['step']} % {s.save_steps} == 0 and {n['step']} < {n['last_step']}:")
     else:
@@ -220,9 +228,9 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
 NAMES = (
     "strategy", "coordinator", "resolver", "is_chief", "params", "model_dir", "global_step", "optimizer", "model",
     "features", "labels", "trainable_variables", "train_step", "eval_step", "evaluate", "iterator", "checkpoint",
-    "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics",
+    "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics", "writer",
 )
-_SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager"}
+_SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager", "writer": "summary_writer"}
 
 
 def fresh_names(taken: set[str], fixed: dict[str, str]) -> dict[str, str]:

@@ -286,6 +286,10 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
         q = qualname(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
         if q and (q.startswith(("estimator", "metrics.")) or q in GLOBAL_STEP_READS):
             raise Decline(node, f"`tf.{q}` in the model_fn has no TF 2.21 counterpart the step can give it")
+        if isinstance(node, cst.Call) and (qualname(node.func) or "").startswith("summary."):
+            raise Decline(node, "the model_fn writes summaries, which the Estimator saved every save_summary_steps"
+                          " from its session; the migrated step runs on the workers, which write none",
+                          hint="write them from the training loop with tf.summary and a file writer")
         if isinstance(node, cst.Call) and qualname(node.func) in ("Variable", "train.get_or_create_global_step"):
             raise Decline(node, "the model_fn creates a tf.Variable, which a model called at every step would"
                           " create again", hint="create it with tf.compat.v1.get_variable")

@@ -218,6 +218,8 @@ class EstimatorToStrategy(Rule):
             checkpoint_manager = tf.train.CheckpointManager(checkpoint, "/tmp/m", max_to_keep=5)
             if checkpoint_manager.latest_checkpoint:
                 checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            # the loss summary the Estimator's chief wrote every save_summary_steps steps
+            summary_writer = tf.summary.create_file_writer("/tmp/m") if is_chief else tf.summary.create_noop_writer()
             step = int(global_step.numpy())
             last_step = 50
             next_eval = time.monotonic() + 120
@@ -229,6 +231,9 @@ class EstimatorToStrategy(Rule):
                 step += 1
                 if step % 100 == 0:
                     logging.info("loss = %s, step = %d", loss.fetch() if coordinator is not None else loss.numpy(), step)
+                if step % 100 == 0:
+                    with summary_writer.as_default(step=step):
+                        tf.summary.scalar("loss", loss.fetch() if coordinator is not None else loss)
                 if step % 10 == 0 and step < last_step:
                     if coordinator is not None:
                         coordinator.join()
@@ -323,6 +328,7 @@ class EstimatorToStrategy(Rule):
             save_secs=get(config, "save_checkpoints_secs"),
             keep_max=get(config, "keep_checkpoint_max"),
             log_steps=get(config, "log_step_count_steps"),
+            summary_steps=get(config, "save_summary_steps"),
             max_steps=C.code_of(job.max_steps) if job.max_steps is not None else None,
             extra_steps=C.code_of(job.extra_steps) if job.extra_steps is not None else None,
             train_input=train_input,
