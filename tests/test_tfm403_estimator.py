@@ -173,6 +173,61 @@ def test_numpy_input_fn_becomes_a_function_returning_the_same_batches_as_a_datas
     assert "inputs.numpy_input_fn(" not in out
 
 
+TRAIN_THEN_EVALUATE = textwrap.dedent(
+    """\
+    import numpy as np
+    import tensorflow as tf
+
+
+    def model_fn(features, labels, mode, params):
+        logits = tf.layers.dense(features["x"], 3)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            optimizer = tf.train.AdagradOptimizer(learning_rate=params["lr"])
+            train_op = optimizer.minimize(loss=loss, global_step=tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
+        eval_metric_ops = {"accuracy": tf.metrics.accuracy(labels=labels, predictions=tf.argmax(logits, 1))}
+        return tf.estimator.EstimatorSpec(mode=mode, loss=loss, eval_metric_ops=eval_metric_ops)
+
+
+    def main(unused_argv):
+        xs = np.random.RandomState(0).rand(60, 4).astype(np.float32)
+        ys = xs[:, :3].argmax(axis=1).astype(np.int32)
+        classifier = tf.estimator.Estimator(model_fn=model_fn, model_dir=MODEL_DIR, params={"lr": 0.3})
+        train_input_fn = tf.estimator.inputs.numpy_input_fn(
+            x={"x": xs}, y=ys, batch_size=10, num_epochs=None, shuffle=True)
+        classifier.train(input_fn=train_input_fn, steps=30)
+        eval_input_fn = tf.estimator.inputs.numpy_input_fn(x={"x": xs}, y=ys, num_epochs=1, shuffle=False)
+        eval_results = classifier.evaluate(input_fn=eval_input_fn)
+        print("evaluated", eval_results)
+
+
+    if __name__ == "__main__":
+        tf.app.run()
+    """
+)
+
+
+def test_train_then_evaluate_runs_on_tf221_and_returns_the_estimators_results(tmp_path):
+    """The tutorial shape: est.train(input_fn, steps) then results = est.evaluate(input_fn)."""
+    source = TRAIN_THEN_EVALUATE.replace("MODEL_DIR", repr(str(tmp_path / "model")))
+    result = migrate_source(source, path="tutorial.py")
+    assert [d.code for d in result.manual_work] == [], [d.message for d in result.manual_work]
+    out = result.output
+    assert "eval_results = evaluate()" in out and "last_step = step + 30" in out
+    assert ".repeat().shuffle(1000).batch(10)" in out  # numpy_input_fn's queue: 1000 examples
+    assert any("not in the same random order" in d.message for d in result.diagnostics)
+    program = tmp_path / "tutorial.py"
+    program.write_text(out)
+    proc = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    printed = next(line for line in proc.stdout.splitlines() if line.startswith("evaluated"))
+    results = ast.literal_eval(printed.split(" ", 1)[1])
+    assert set(results) == {"accuracy", "loss", "global_step"} and results["global_step"] == 30
+    assert 0.0 <= results["accuracy"] <= 1.0 and results["loss"] > 0
+    assert (tmp_path / "model" / "ckpt-30.index").exists()
+
+
 def test_model_fn_reading_the_run_config_is_declined_at_its_definition():
     source = DECLINED_BASE.replace("def model_fn(features, labels, mode)", "def model_fn(features, labels, mode, config)")
     source = source.replace("SPEC", SPEC).replace("TRAIN", TRAIN)

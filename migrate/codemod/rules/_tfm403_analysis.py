@@ -38,6 +38,7 @@ ESTIMATOR_ARGS = ("model_fn", "model_dir", "config", "params", "warm_start_from"
 TRAIN_SPEC_ARGS = ("input_fn", "max_steps", "hooks")
 EVAL_SPEC_ARGS = ("input_fn", "steps", "name", "hooks", "exporters", "start_delay_secs", "throttle_secs")
 TRAIN_ARGS = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
+EVALUATE_ARGS = ("input_fn", "steps", "hooks", "checkpoint_path", "name")
 NUMPY_INPUT_ARGS = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity", "num_threads")
 
 # arguments whose value, when given and not None/[]/(), the migration cannot carry
@@ -86,6 +87,7 @@ class EstimatorJob:
     # numpy_input_fn(...) bound to a name -> a def of that name returning its tf.data pipeline
     input_defs: dict[int, cst.FunctionDef] = field(default_factory=dict)
     shuffled: list[cst.CSTNode] = field(default_factory=list)  # numpy_input_fn(shuffle=True) calls
+    evaluation: Call | None = None  # est.evaluate(...) after est.train(...), and its statement
 
 
 def bind(call: cst.Call, params: tuple[str, ...], what: str) -> dict[str, cst.BaseExpression]:
@@ -123,6 +125,7 @@ class Finder:
             s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
         }
         self.functions_here: dict[str, cst.FunctionDef] = {}  # input functions the migration defines
+        self.evaluation: cst.BaseStatement | None = None
 
     def is_(self, node: cst.CSTNode, *names: str) -> bool:
         return (self.qualname(node) or "") in names
@@ -173,7 +176,7 @@ class Finder:
 
     def _read_once(self, block, name: str, binding, used_at) -> None:
         for st in self._statements(block):
-            if st is binding or st is used_at:
+            if st is binding or st is used_at or st is self.evaluation:
                 continue
             if name in C.names_used(st):
                 raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
@@ -186,10 +189,39 @@ class Finder:
                       f"the {what} is not a function defined at module level in this file",
                       hint=f"define the {what} as a module-level function")
 
+    @staticmethod
+    def evaluation_call(statement: cst.BaseStatement) -> cst.Call:
+        value = C.single_expr(statement)
+        if value is None:
+            value = C.assignment(statement)[1]
+        return value
+
+    def _evaluation(self, block, trains: cst.BaseStatement) -> cst.BaseStatement | None:
+        """``results = est.evaluate(input_fn=...)`` after ``est.train(...)``: evaluated
+        once, after training, as the Estimator did."""
+        call = C.single_expr(trains)
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "train"
+                and isinstance(call.func.value, cst.Name)):
+            return None
+        statements = self._statements(block)
+        found = None
+        for st in statements[statements.index(trains) + 1:]:
+            value = C.single_expr(st)
+            names, assigned, _ = C.assignment(st)
+            value = value if isinstance(value, cst.Call) else assigned if len(names) == 1 else None
+            if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                    and value.func.attr.value == "evaluate" and isinstance(value.func.value, cst.Name)
+                    and value.func.value.value == call.func.value.value):
+                if found is not None:
+                    raise Decline(st, "the Estimator is evaluated more than once after training")
+                found = st
+        return found
+
     def job(self, block, trains: cst.BaseStatement) -> EstimatorJob:
         call = C.single_expr(trains)
         assert isinstance(call, cst.Call)
         removed: list[cst.BaseStatement] = []
+        self.evaluation = self._evaluation(block, trains)
         eval_spec = None
         max_steps = extra_steps = None
         if self.is_(call.func, "estimator.train_and_evaluate"):
@@ -232,8 +264,20 @@ class Finder:
                 removed.append(c.statement)
         model_fn = self.function(estimator.get("model_fn"), "model_fn")
         eval_input = eval_spec.get("input_fn") if eval_spec is not None else None
+        evaluation = None
+        if self.evaluation is not None:
+            if eval_spec is not None:
+                raise Decline(self.evaluation, "the job evaluates both through its EvalSpec and here")
+            evaluate = self.evaluation_call(self.evaluation)
+            evaluation = Call(evaluate, bind(evaluate, EVALUATE_ARGS, "Estimator.evaluate"), self.evaluation)
+            for key in ("hooks", "checkpoint_path", "name"):
+                if evaluation.get(key) is not None:
+                    raise Decline(evaluation.args[key], f"`evaluate({key}=...)` is not carried by the migration")
+            eval_input = evaluation.get("input_fn")
+            if eval_input is None:
+                raise Decline(evaluate, "evaluate() without an input_fn")
         job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
-                           eval_input, max_steps, extra_steps, removed)
+                           eval_input, max_steps, extra_steps, removed, evaluation=evaluation)
         for node in (train_input, eval_input):
             self._numpy_input(job, node)
         return job

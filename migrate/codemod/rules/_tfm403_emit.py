@@ -46,6 +46,7 @@ class Settings:
     eval_input: str | None  # a call building the evaluation dataset
     eval_steps: str | None
     eval_steps_given: bool
+    eval_in_loop: bool  # an EvalSpec: evaluations after checkpoints and at the end
     start_delay: str | None
     throttle: str | None
     model_call_args: str  # how the step passes mode/params to the model_fn, "{mode}" for the mode
@@ -145,7 +146,7 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add("")
     if s.eval_input is not None:
         add(f"def {n['evaluate']}():")
-        add("    # The EvalSpec's evaluation of the latest variables, on the chief.")
+        add("    # The Estimator's evaluation of the latest variables" + (", on the chief." if s.eval_in_loop else "."))
         if metrics:
             add(f"    for metric in {n['eval_metrics']}.values():")
             add("        metric.reset_state()")
@@ -153,11 +154,12 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add(f"    losses = [{n['eval_step']}(features, labels) for features, labels in {s.eval_input}{take}]")
         if metrics:
             add(f"    results = {{name: float(metric.result()) for name, metric in {n['eval_metrics']}.items()}}")
-            add('    logging.info("Saving dict for global step %d: %s, loss = %s", int('
-                f'{n["global_step"]}.numpy()), results,')
         else:
-            add(f'    logging.info("Saving dict for global step %d: loss = %s", int({n["global_step"]}.numpy()),')
-        add("                 float(tf.reduce_mean(losses)))")
+            add("    results = {}")
+        add('    results["loss"] = float(tf.reduce_mean(losses))')
+        add(f'    results["global_step"] = int({n["global_step"]}.numpy())')
+        add('    logging.info("Saving dict for global step %d: %s", results["global_step"], results)')
+        add("    return results")
         add("")
         add("")
     add(f"if {n['coordinator']} is not None:")
@@ -181,7 +183,7 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add(f"{n['last_step']} = {n['step']} + {s.extra_steps}")
     if s.save_steps is None:
         add(f"{n['next_save']} = time.monotonic() + {s.save_secs or SAVE_CHECKPOINTS_SECS}")
-    if s.eval_input is not None:
+    if s.eval_in_loop:
         add(f"{n['next_eval']} = time.monotonic() + {s.start_delay or START_DELAY_SECS}")
     add(f"while {n['step']} < {n['last_step']}:")
     add(f"    if {n['coordinator']} is not None:")
@@ -209,7 +211,7 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     add(f"            {n['manager']}.save(checkpoint_number={n['global_step']})")
     if s.save_steps is None:
         add(f"        {n['next_save']} = time.monotonic() + {s.save_secs or SAVE_CHECKPOINTS_SECS}")
-    if s.eval_input is not None:
+    if s.eval_in_loop:
         add(f"        if {n['is_chief']} and time.monotonic() >= {n['next_eval']}:")
         add(f"            {n['evaluate']}()")
         add(f"            {n['next_eval']} = time.monotonic() + {s.throttle or THROTTLE_SECS}")
@@ -217,7 +219,7 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     add(f"    {n['coordinator']}.join()")
     add(f"if {n['is_chief']}:")
     add(f"    {n['manager']}.save(checkpoint_number={n['global_step']})")
-    if s.eval_input is not None:
+    if s.eval_in_loop:
         add(f"    {n['evaluate']}()")
     statements = C.stmts("\n".join(lines) + "\n")
     # blank lines between the statements carry no indentation

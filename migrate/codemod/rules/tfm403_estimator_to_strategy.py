@@ -203,10 +203,13 @@ class EstimatorToStrategy(Rule):
 
 
             def evaluate():
-                # The EvalSpec's evaluation of the latest variables, on the chief.
+                # The Estimator's evaluation of the latest variables, on the chief.
                 losses = [eval_step(features, labels) for features, labels in input_fn().take(2)]
-                logging.info("Saving dict for global step %d: loss = %s", int(global_step.numpy()),
-                             float(tf.reduce_mean(losses)))
+                results = {}
+                results["loss"] = float(tf.reduce_mean(losses))
+                results["global_step"] = int(global_step.numpy())
+                logging.info("Saving dict for global step %d: %s", results["global_step"], results)
+                return results
 
 
             if coordinator is not None:
@@ -318,6 +321,9 @@ class EstimatorToStrategy(Rule):
                           " picks it from TF_CONFIG's ps tasks itself", hint="drop train_distribute")
         model_dir = get(job.estimator, "model_dir") or get(config, "model_dir")
         eval_steps_node = job.eval_spec.args.get("steps") if job.eval_spec is not None else None
+        if job.evaluation is not None:
+            # Estimator.evaluate's steps default to None: the whole dataset
+            eval_steps_node = job.evaluation.args.get("steps", cst.Name("None"))
         settings = E.Settings(
             strategy=strategy,
             params=(get(job.estimator, "params") if "params" not in fixed and job.estimator.get("params") is not None
@@ -337,6 +343,7 @@ class EstimatorToStrategy(Rule):
                         and not (isinstance(eval_steps_node, cst.Name) and eval_steps_node.value == "None")
                         else (E.EVAL_STEPS if eval_steps_node is None else None)),
             eval_steps_given=eval_steps_node is not None,
+            eval_in_loop=job.eval_spec is not None,
             start_delay=get(job.eval_spec, "start_delay_secs"),
             throttle=get(job.eval_spec, "throttle_secs"),
             model_call_args=E.model_call_args(plan.params, params_name),
@@ -358,16 +365,24 @@ class EstimatorToStrategy(Rule):
         if not any(line.comment is None for line in lines):
             lines.insert(0, cst.EmptyLine(indent=False))  # the loop is a part of its own
         new[0] = new[0].with_changes(leading_lines=lines)
-        body = []
+        body: list[cst.BaseStatement] = []
         for st in statements:
             if st is job.trains:
                 body += new
             elif st is job.model_fn:
                 body.append(plan.model_fn)
+            elif job.evaluation is not None and st is job.evaluation.statement:
+                body.append(st.deep_replace(job.evaluation.node, C.expr(f"{names['evaluate']}()")))
             elif id(st) in job.input_defs:
                 body.append(job.input_defs[id(st)])
             elif id(st) not in removed:
                 body.append(st)
+        # a blank line after the defs the migration wrote (numpy_input_fn's)
+        defs = {id(d) for d in job.input_defs.values()}
+        body = [st.with_changes(leading_lines=[cst.EmptyLine(indent=False), *st.leading_lines])
+                if i and id(body[i - 1]) in defs and not isinstance(st, cst.FunctionDef)
+                and not any(line.comment is None for line in st.leading_lines) else st
+                for i, st in enumerate(body)]
         if isinstance(job.block, cst.FunctionDef):
             new_block = job.block.with_changes(body=job.block.body.with_changes(body=body))
             out = module.with_changes(body=[
