@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from migrate.launchers import commands
-from migrate.launchers.manifests import Edit, Rewrite
+from migrate.launchers import commands, slurm
+from migrate.launchers.manifests import Edit, LauncherError, Rewrite
 from migrate.launchers.topology import Topology
 
 _TOKEN = re.compile(r"""(?:"[^"]*"|'[^']*'|\\[^\n]|[^\s"'\\])+""")
@@ -89,6 +89,28 @@ def _chief_spelling(worker0: str, chief: str) -> str:
     return f"{host}:${{{name}:-{number}}}"
 
 
+def _unclosed_quote(text: str) -> int | None:
+    """Offset of a quote ``text`` (one command) opens and never closes."""
+    quote, opened, at = None, 0, 0
+    while at < len(text):
+        char = text[at]
+        if quote is None:
+            if char == "\\":
+                at += 1
+            elif char in "'\"":
+                quote, opened = char, at
+            elif char == "#" and (at == 0 or text[at - 1].isspace()):
+                at = text.find("\n", at)
+                if at < 0:
+                    break
+        elif char == quote:
+            quote = None
+        elif char == "\\" and quote == '"':
+            at += 1
+        at += 1
+    return opened if quote is not None else None
+
+
 @dataclass
 class _Task:
     command: _Command
@@ -130,27 +152,30 @@ def rewrite_shell(text: str, topology: Topology) -> Rewrite | None:
     tasks = _tasks(parsed, topology.program.name)
     if not tasks:
         return None
+    for task in tasks:
+        open_at = _unclosed_quote(task.command.text)
+        if open_at is not None:
+            line = task.command.first + task.command.text.count("\n", 0, open_at) + 1
+            column = open_at - task.command.text.rfind("\n", 0, open_at)
+            raise LauncherError(f"a quote opened here is not closed in the command that starts"
+                                f" {topology.program.name}: its arguments cannot be told apart", line, column)
     edits: list[Edit] = []
     if all(t.job is None for t in tasks):
-        slurm = "#SBATCH" in text
-        what = "Slurm batch script" if slurm else "launcher"
-        need = ("a chief task: a ParameterServerStrategy job has one chief (the coordinator), its ps and its"
-                " workers; with tf.distribute.cluster_resolver.SlurmClusterResolver({'chief': 1, 'ps': P,"
-                " 'worker': W}) the roles come from the Slurm tasks, so ask Slurm for one more task"
-                if topology.needs_chief else
-                "no ps task: every Slurm task is a worker (SlurmClusterResolver({'worker': N}))")
-        edits.append(Edit("TFM504" if slurm else "TFM503",
-                          f"this {what} starts {topology.program.name} without giving each task its role (the"
-                          f" program computes it); {topology.describe()}: it needs {need}",
+        if slurm.is_batch_script(text):
+            return _slurm_step(lines, tasks, topology)
+        edits.append(Edit("TFM503", f"this launcher starts {topology.program.name} without giving each task its"
+                          f" role (the program computes it); {topology.describe()}: it needs "
+                          + ("a chief task" if topology.needs_chief else "no ps task"),
                           tasks[0].command.first + 1, fixed=False))
         return Rewrite(text, edits)
     replaced: dict[int, str | None] = {}  # first line of a command -> its new text (None: removed)
     appended: dict[int, str] = {}  # after this command's first line: new text
     has_chief = any(t.job in ("chief", "master") for t in tasks)
-    if topology.needs_chief and not has_chief and not _add_chief(parsed, tasks, topology, replaced, appended, edits):
+    if topology.needs_chief and not has_chief and not _add_chief(lines, parsed, tasks, topology, replaced, appended,
+                                                                 edits):
         return Rewrite(text, edits)
     if topology.drops_ps:
-        _drop_ps(parsed, tasks, topology, replaced, edits)
+        _drop_ps(parsed, tasks, topology, replaced, edits, "TFM504" if slurm.is_batch_script(text) else "TFM503")
     if not replaced and not appended:
         return Rewrite(text, edits)
     out = []
@@ -163,14 +188,18 @@ def rewrite_shell(text: str, topology: Topology) -> Rewrite | None:
     return Rewrite("".join(out), edits)
 
 
-def _add_chief(parsed, tasks, topology, replaced, appended, edits) -> bool:
+def _add_chief(lines, parsed, tasks, topology, replaced, appended, edits) -> bool:
     variables = _variables(parsed)
+    batch = slurm.is_batch_script("".join(lines))
+    code = "TFM504" if batch else "TFM503"
     worker0 = next((t for t in tasks if t.job == "worker" and t.index in ("0", None)), None)
     if worker0 is None:
-        edits.append(Edit("TFM503", "no worker 0 command to start the chief like; " + topology.describe(),
+        edits.append(Edit(code, "no worker 0 command to start the chief like (a chief task is started with worker"
+                          " 0's arguments and the role chief); " + topology.describe(),
                           tasks[0].command.first + 1, fixed=False))
         return False
     chief_value = None
+    node: slurm.ChiefNode | None = None
     if topology.chief_flag:
         hosts = commands.flag(worker0.command.words(), ("worker_hosts", "worker-hosts"))
         if hosts is None:
@@ -181,7 +210,9 @@ def _add_chief(parsed, tasks, topology, replaced, appended, edits) -> bool:
                       if (f := commands.flag(t.command.words(), name))
                       for a in _expand(f[2], variables).split(",")]
         raw_worker0 = _expand_names_only(hosts[2], variables).split(",")[0]
-        chief = _chief_spelling(raw_worker0, commands.chief_address(
+        if batch:
+            node = slurm.chief_node(lines, worker0.command.first, _program_offset(worker0), raw_worker0)
+        chief = node.address(raw_worker0) if node is not None else _chief_spelling(raw_worker0, commands.chief_address(
             _expand(hosts[2], variables).split(",")[0], everything))
         variable = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", hosts[2].strip("'\""))
         if variable is not None:
@@ -213,6 +244,9 @@ def _add_chief(parsed, tasks, topology, replaced, appended, edits) -> bool:
             base = _Command(base.first, base.last, chief_text, list(_TOKEN.finditer(chief_text)))
             words = base.words()
     chief_text = re.sub(r"\s*&\s*$", "\n", chief_text.rstrip("\r\n")) if worker0.background else chief_text
+    if node is not None:
+        # srun's node selector comes before the program, and before any address
+        chief_text = chief_text.replace(node.worker0_node, node.chief_node, 1)
     chief_text = re.sub(r"(?i)worker[-_]?0(?=\S*\.(log|out|txt))", "chief", chief_text)
     if not chief_text.endswith("\n"):
         chief_text += "\n"
@@ -241,20 +275,44 @@ def _add_chief(parsed, tasks, topology, replaced, appended, edits) -> bool:
         if tail is not None and not tail.endswith("\n"):
             replaced[last.first] = tail + "\n"
         appended[last.first] = appended.get(last.first, "") + f"{indent}exit $chief_status\n"
-    edits.append(Edit("TFM503", "starts a chief task (worker 0's arguments, role chief) after the ps and"
+    edits.append(Edit(code, "starts a chief task (worker 0's arguments, role chief) after the ps and"
                       " worker tasks and ends them when it finishes" + (f"; every task gets --chief_hosts={chief_value}"
                                                                        if chief_value else "")
                       + ": " + topology.describe(), worker0.command.first + 1))
+    if batch:
+        _allocate_chief(lines, node, worker0, replaced, edits)
     return True
 
 
-def _drop_ps(parsed, tasks, topology, replaced, edits) -> None:
+def _allocate_chief(lines, node: slurm.ChiefNode | None, worker0: _Task, replaced, edits) -> None:
+    """The allocation of a batch script whose chief was added: one more node
+    for it (when it runs on a node of its own), one more task."""
+    new_lines = list(lines)
+    said = []
+    if node is not None:
+        said.append(f"the chief runs on a node of its own, {node.chief_node}: #SBATCH --nodes"
+                    f" {node.nodes.value} -> {node.nodes.number + 1}")
+        slurm.set_value(new_lines, node.nodes, str(node.nodes.number + 1))
+    else:
+        said.append("the chief runs as another srun step beside worker 0 (its node, the next port): the"
+                    " allocation needs room for one more task there")
+    ntasks = slurm.sbatch_option(lines, ("n", "ntasks"))
+    if ntasks is not None and ntasks.number is not None:
+        slurm.set_value(new_lines, ntasks, str(ntasks.number + 1))
+        said.append(f"#SBATCH --ntasks {ntasks.value} -> {ntasks.number + 1}")
+    for at, (old, new) in enumerate(zip(lines, new_lines)):
+        if old != new:
+            replaced[at] = new
+    edits.append(Edit("TFM504", "; ".join(said), (node.nodes.line if node else worker0.command.first) + 1))
+
+
+def _drop_ps(parsed, tasks, topology, replaced, edits, code) -> None:
     pids = set()
     for task in tasks:
         if task.job != "ps":
             continue
         replaced[task.command.first] = None
-        edits.append(Edit("TFM503", "removed this ps task: " + topology.describe(), task.command.first + 1))
+        edits.append(Edit(code, "removed this ps task: " + topology.describe(), task.command.first + 1))
         following = [c for c in parsed if c.first > task.command.last][:1]
         if following and (m := re.match(r"^\s*([A-Za-z_]\w*)=\$!\s*$", following[0].text)):
             replaced[following[0].first] = None
@@ -265,3 +323,81 @@ def _drop_ps(parsed, tasks, topology, replaced, edits) -> None:
         if words and words[0] in ("kill", "wait") and pids and all(
                 captured.fullmatch(w) for w in words[1:] if not w.startswith("-")):
             replaced[command.first] = None
+
+
+def _program_offset(task: _Task) -> int:
+    """Characters of the task's command before the program it runs."""
+    return task.command.tokens[task.program_at].start()
+
+
+def _slurm_step(lines: list[str], tasks: list[_Task], topology: Topology) -> Rewrite:
+    """A batch script whose one ``srun`` step starts every task, roles left to
+    the program (Slurm's task ids): the step is made to start as many tasks as
+    the program's SlurmClusterResolver counts."""
+    task = tasks[0]
+    at = task.command.first + 1
+    name = topology.program.name
+    count = slurm.task_count(lines, task.command.first, _program_offset(task))
+    where = count.where()
+    located = where.line + 1 if where is not None else at
+    current = count.current()
+    if len(tasks) > 1:
+        return Rewrite("".join(lines), [Edit("TFM504", f"this batch script starts {name} in {len(tasks)} srun steps"
+                                             " without a role for each: one step must start every task of"
+                                             f" the job; {topology.describe()}", at, fixed=False)])
+    jobs = dict(topology.slurm_jobs or ())
+    if not jobs:
+        roles = ('{"chief": 1, "ps": P, "worker": W}' if topology.needs_chief else '{"worker": W}')
+        counted = (f"; this script asks for {current} task(s) (line {located})" if current is not None else "")
+        resolver = ("it builds no SlurmClusterResolver" if topology.slurm_jobs is None else
+                    "its SlurmClusterResolver's jobs are not literal task counts")
+        need = (f"a chief besides its ps and workers: build the cluster with"
+                f" tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={roles}) (it orders the jobs by"
+                " name: Slurm task 0 becomes the chief, the next P the ps, the rest the workers), and ask Slurm"
+                " for P + W + 1 tasks, one more than the ps and workers" if topology.needs_chief else
+                f"no ps: build the cluster with tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={roles})"
+                " and ask Slurm for the W workers only")
+        return Rewrite("".join(lines), [Edit(
+            "TFM504", f"this Slurm batch script starts {name} in one srun step whose tasks take their roles"
+            f" from Slurm, and {resolver}; {topology.describe()}: it needs {need}{counted}; then run tfmigrate"
+            " again and the task count follows the resolver's jobs", located, fixed=False)])
+    problem = _jobs_problem(jobs, topology)
+    if problem is not None:
+        return Rewrite("".join(lines), [Edit("TFM504", f"{name}'s SlurmClusterResolver asks for jobs {jobs}: "
+                                             f"{problem}; {topology.describe()}", at, fixed=False)])
+    total = sum(jobs.values())
+    new_lines = list(lines)
+    edits: list[Edit] = []
+    if current != total:
+        why = slurm.set_task_count(new_lines, count, total)
+        if why is not None:
+            return Rewrite("".join(lines), [Edit("TFM504", f"the srun step must start {total} tasks, as"
+                                                 f" {name}'s SlurmClusterResolver(jobs={jobs}) counts, but {why}:"
+                                                 " set it by hand", located, fixed=False)])
+        edits.append(Edit("TFM504", f"the srun step now starts {total} tasks"
+                          + (f" (was {current})" if current is not None else "")
+                          + f", the jobs {name}'s SlurmClusterResolver counts ({jobs}): {topology.describe()}",
+                          located))
+    if topology.needs_chief and slurm.wait_option(new_lines, task.command.first, _program_offset(task)) is None:
+        # ps and workers serve until ended: srun ends the step's other tasks once the chief exits
+        srun = re.search(r"(^|[\s;&|(])srun(?=\s)", new_lines[task.command.first])
+        if srun is not None:
+            line = new_lines[task.command.first]
+            new_lines[task.command.first] = line[:srun.end()] + " --wait=60" + line[srun.end():]
+            edits.append(Edit("TFM504", "srun --wait=60: the ps and worker tasks now only serve (they never"
+                              " exit on their own); srun ends them 60 s after the first task exits, the chief"
+                              " when training is done (srun then reports them as killed)", at))
+    return Rewrite("".join(new_lines), edits)
+
+
+def _jobs_problem(jobs: dict[str, int], topology: Topology) -> str | None:
+    if topology.needs_chief:
+        if jobs.get("chief") != 1:
+            return "a ParameterServerStrategy job has exactly one chief task (jobs={'chief': 1, ...})"
+        if not jobs.get("ps") or not jobs.get("worker"):
+            return "a ParameterServerStrategy job needs ps and worker tasks besides the chief"
+        if set(jobs) - {"chief", "ps", "worker", "evaluator"}:
+            return f"job names other than chief, ps, worker: {sorted(set(jobs) - {'chief', 'ps', 'worker'})}"
+    elif "ps" in jobs or not jobs.get("worker"):
+        return "a MultiWorkerMirroredStrategy job has worker tasks and no ps"
+    return None
