@@ -7,9 +7,9 @@ the script exits with the chief's status. Every task gets ``--chief_hosts``
 when the program takes it. For MultiWorkerMirroredStrategy the ps tasks (and
 what waits for or kills them) go.
 
-A Slurm script that starts every task with one ``srun`` (roles computed by
-the program from SLURM_* variables) is not rewritten: a located diagnostic
-says what the program's resolver must now include.
+Slurm batch scripts are shell launchers too; what only they have (their
+task counts, the node a chief runs on, one ``srun`` step whose tasks take
+their roles from Slurm) is :mod:`.slurm`'s.
 """
 
 from __future__ import annotations
@@ -350,7 +350,8 @@ def _slurm_step(lines: list[str], tasks: list[_Task], topology: Topology) -> Rew
         roles = ('{"chief": 1, "ps": P, "worker": W}' if topology.needs_chief else '{"worker": W}')
         counted = (f"; this script asks for {current} task(s) (line {located})" if current is not None else "")
         resolver = ("it builds no SlurmClusterResolver" if topology.slurm_jobs is None else
-                    "its SlurmClusterResolver's jobs are not literal task counts")
+                    "its SlurmClusterResolver's jobs are not literal task counts (or are its default, one worker"
+                    " per Slurm task)")
         need = (f"a chief besides its ps and workers: build the cluster with"
                 f" tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={roles}) (it orders the jobs by"
                 " name: Slurm task 0 becomes the chief, the next P the ps, the rest the workers), and ask Slurm"
