@@ -383,3 +383,45 @@ def test_migrated_batch_script_trains_through_slurm_cluster_resolver(tmp_path):
     trained = json.loads(losses.read_text())
     assert len(trained) == 8 and trained[-1] < trained[0]
     assert output != b"(timed out)", "the script ends once the chief is done"
+
+
+def _slurm_mapped_program() -> str:
+    """legacy_reference/async_ps.py with its roles mapped by hand from
+    Slurm's environment, as HPC projects wrote them: the first task serves
+    the variables, the others train, one task per node."""
+    source = (ROOT / "legacy_reference" / "async_ps.py").read_text()
+    legacy_roles = '''def main(_):
+    ps_hosts = FLAGS.ps_hosts.split(",")
+    worker_hosts = FLAGS.worker_hosts.split(",")
+'''
+    assert legacy_roles in source
+    source = source.replace(legacy_roles, '''def roles_from_slurm(num_ps=1, port=2222):
+    nodes = os.environ["SLURM_JOB_NODELIST"].split(",")
+    rank = int(os.environ["SLURM_PROCID"])
+    hosts = ["%s:%d" % (node, port) for node in nodes]
+    if rank < num_ps:
+        return hosts[:num_ps], hosts[num_ps:], "ps", rank
+    return hosts[:num_ps], hosts[num_ps:], "worker", rank - num_ps
+
+
+def main(_):
+    ps_hosts, worker_hosts, job_name, task_index = roles_from_slurm()
+''')
+    return source.replace("FLAGS.job_name", "job_name").replace("FLAGS.task_index", "task_index")
+
+
+def test_a_program_mapping_slurm_roles_by_hand_is_told_to_build_slurm_cluster_resolver(tmp_path, capsys):
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").write_text(_slurm_mapped_program())
+    (project / "train.slurm").write_text(STEP)
+    assert cli.main([str(project), "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    # the program: no chief can be added to a cluster Slurm's environment makes; the resolver that can
+    program_says = out.split("train.py:", 1)[1]
+    assert "TFM201" in program_says and "SlurmClusterResolver(jobs={\"chief\": 1" in program_says
+    assert "SLURM_JOB_NODELIST, SLURM_PROCID" in program_says
+    # the batch script: located at its count, what it must ask for
+    [script_says] = [line for line in out.splitlines() if "train.slurm:" in line]
+    assert ":2:1: TFM504" in script_says and "asks for 3 task(s)" in script_says
+    assert (project / "train.slurm").read_text() == STEP
