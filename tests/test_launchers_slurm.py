@@ -425,3 +425,20 @@ def test_a_program_mapping_slurm_roles_by_hand_is_told_to_build_slurm_cluster_re
     [script_says] = [line for line in out.splitlines() if "train.slurm:" in line]
     assert ":2:1: TFM504" in script_says and "asks for 3 task(s)" in script_says
     assert (project / "train.slurm").read_text() == STEP
+
+
+def test_host_lists_the_script_computes_get_a_located_diagnostic_not_a_guess():
+    loop = PER_ROLE.replace("WORKER_HOSTS=${NODES[1]}:2222,${NODES[2]}:2222\n", textwrap.dedent("""\
+        WORKER_HOSTS=""
+        for node in "${NODES[@]:1}"; do
+            WORKER_HOSTS="${WORKER_HOSTS:+$WORKER_HOSTS,}$node:2222"
+        done
+        """))
+    result = rewrite_launcher(Path("train.slurm"), loop, [PS_FLAGS])
+    assert result.text == loop
+    [edit] = result.edits
+    assert edit.code == "TFM504" and not edit.fixed and edit.line == 13 and "assign once" in edit.message
+    # from the environment: nothing in the script to read
+    from_env = PER_ROLE.replace("WORKER_HOSTS=${NODES[1]}:2222,${NODES[2]}:2222\n", "")
+    [edit] = rewrite_launcher(Path("train.slurm"), from_env, [PS_FLAGS]).edits
+    assert not edit.fixed and edit.line == 14

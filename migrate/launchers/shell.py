@@ -111,6 +111,21 @@ def _unclosed_quote(text: str) -> int | None:
     return opened if quote is not None else None
 
 
+_HOST = r"(?:[\w.-]+|\$\{?[A-Za-z_]\w*\}?|\$\{[A-Za-z_]\w*\[\d+\]\})"
+_PORT = r"(?:\d+|\$\{[A-Za-z_]\w*:-\d+\})"
+_ADDRESS = re.compile(rf"{_HOST}(?::{_PORT})?")
+
+
+def _unreadable_hosts(value: str) -> str | None:
+    """The part of a host list (the script's own variables filled in) that is
+    not ``host:port`` (a host or port may be a variable, an array element or
+    ``${PORT:-2222}``): a loop's accumulator, a command substitution."""
+    for address in value.strip("'\"").split(","):
+        if not _ADDRESS.fullmatch(address):
+            return address
+    return None
+
+
 @dataclass
 class _Task:
     command: _Command
@@ -209,18 +224,30 @@ def _add_chief(lines, parsed, tasks, topology, replaced, appended, edits) -> boo
         everything = [a for t in tasks for name in (("worker_hosts", "worker-hosts"), ("ps_hosts", "ps-hosts"))
                       if (f := commands.flag(t.command.words(), name))
                       for a in _expand(f[2], variables).split(",")]
+        variable = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", hosts[2].strip("'\""))
+        assignments = [c for c in parsed if variable is not None and not c.text.lstrip().startswith("#")
+                       and (m := _ASSIGN.match(c.text.strip())) and m.group(1) == variable.group(1)]
+        unreadable = _unreadable_hosts(_expand_names_only(hosts[2], variables))
+        if (variable is not None and len(assignments) != 1) or unreadable:
+            where = assignments[-1].first + 1 if assignments else worker0.command.first + 1
+            edits.append(Edit(code, "the workers' addresses are "
+                              + (f"${variable.group(1)}, which the script does not assign once"
+                                 if variable is not None and len(assignments) != 1 else
+                                 f"computed by the script (`{unreadable}`), not written as host:port lists")
+                              + ": no address can be chosen for a chief here;"
+                              " give the chief one, pass --chief_hosts=<it> to every task and start it like worker"
+                              " 0 with --job_name=chief; " + topology.describe(), where, fixed=False))
+            return False
         raw_worker0 = _expand_names_only(hosts[2], variables).split(",")[0]
         if batch:
             node = slurm.chief_node(lines, worker0.command.first, _program_offset(worker0), raw_worker0)
         chief = node.address(raw_worker0) if node is not None else _chief_spelling(raw_worker0, commands.chief_address(
             _expand(hosts[2], variables).split(",")[0], everything))
-        variable = re.fullmatch(r"\$\{?([A-Za-z_]\w*)\}?", hosts[2].strip("'\""))
         if variable is not None:
-            # the hosts are variables of the script: the chief's is one too
-            assignment = next(c for c in parsed if (m := _ASSIGN.match(c.text.strip())) and m.group(1)
-                              == variable.group(1))
-            name = re.sub(r"(?i)worker", "CHIEF", variable.group(1)) if re.search("(?i)worker", variable.group(1)) \
-                else "CHIEF_HOSTS"
+            # the hosts are variables of the script: the chief's is one too, named like them
+            [assignment] = assignments
+            name = re.sub(r"(?i)worker", lambda m: "chief" if m.group(0).islower() else "CHIEF", variable.group(1)) \
+                if re.search("(?i)worker", variable.group(1)) else "CHIEF_HOSTS"
             indent = assignment.text[:len(assignment.text) - len(assignment.text.lstrip())]
             appended[assignment.first] = f"{indent}{name}={chief}\n"
             chief_value = f"${name}"
