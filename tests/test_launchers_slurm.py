@@ -442,3 +442,13 @@ def test_host_lists_the_script_computes_get_a_located_diagnostic_not_a_guess():
     from_env = PER_ROLE.replace("WORKER_HOSTS=${NODES[1]}:2222,${NODES[2]}:2222\n", "")
     [edit] = rewrite_launcher(Path("train.slurm"), from_env, [PS_FLAGS]).edits
     assert not edit.fixed and edit.line == 14
+
+
+def test_check_reads_the_legacy_job_from_a_per_role_batch_script(tmp_path):
+    from migrate.launchers.legacy import plan
+
+    script = tmp_path / "train.slurm"
+    script.write_text(PER_ROLE.replace("--task_index=0 >", "--task_index=0 --batch_size=64 >"))
+    found = plan(script)
+    assert (found.program, found.ps, found.workers) == (tmp_path / "train.py", 1, 2)
+    assert found.args == ("--batch_size=64",)
