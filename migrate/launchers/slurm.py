@@ -26,6 +26,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from migrate.launchers.manifests import Edit, Rewrite
+from migrate.launchers.topology import Topology
+
 _SBATCH = re.compile(r"^#SBATCH\s")
 _ARRAY_NODE = re.compile(r"\$\{([A-Za-z_]\w*)\[(\d+)\]\}")
 _NTASKS = ("n", "ntasks")
@@ -198,3 +201,81 @@ def chief_node(lines: list[str], first: int, before: int, worker0_address: str) 
 
 def wait_option(lines: list[str], first: int, before: int) -> Option | None:
     return srun_option(lines, first, before, _WAIT)
+
+
+# --------------------------------------------------------------------------- one srun step, roles from Slurm
+
+
+def rewrite_step(lines: list[str], first: int, before: int, steps: int, topology: Topology) -> Rewrite:
+    """A batch script whose one ``srun`` step (its command on line ``first``,
+    the program ``before`` characters into it) starts every task, roles left
+    to the program (Slurm's task ids): the step is made to start as many
+    tasks as the program's SlurmClusterResolver counts. ``steps``: the
+    commands starting the program."""
+    at = first + 1
+    name = topology.program.name
+    count = task_count(lines, first, before)
+    where = count.where()
+    located = where.line + 1 if where is not None else at
+    current = count.current()
+    if steps > 1:
+        return Rewrite("".join(lines), [Edit("TFM504", f"this batch script starts {name} in {steps} srun steps"
+                                             " without a role for each: one step must start every task of"
+                                             f" the job; {topology.describe()}", at, fixed=False)])
+    jobs = dict(topology.slurm_jobs or ())
+    if not jobs:
+        roles = ('{"chief": 1, "ps": P, "worker": W}' if topology.needs_chief else '{"worker": W}')
+        counted = (f"; this script asks for {current} task(s) (line {located})" if current is not None else "")
+        resolver = ("it builds no SlurmClusterResolver" if topology.slurm_jobs is None else
+                    "its SlurmClusterResolver's jobs are not literal task counts (or are its default, one worker"
+                    " per Slurm task)")
+        need = (f"a chief besides its ps and workers: build the cluster with"
+                f" tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={roles}) (it orders the jobs by"
+                " name: Slurm task 0 becomes the chief, the next P the ps, the rest the workers), and ask Slurm"
+                " for P + W + 1 tasks, one more than the ps and workers" if topology.needs_chief else
+                f"no ps: build the cluster with tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={roles})"
+                " and ask Slurm for the W workers only")
+        return Rewrite("".join(lines), [Edit(
+            "TFM504", f"this Slurm batch script starts {name} in one srun step whose tasks take their roles"
+            f" from Slurm, and {resolver}; {topology.describe()}: it needs {need}{counted}; then run tfmigrate"
+            " again and the task count follows the resolver's jobs", located, fixed=False)])
+    problem = _jobs_problem(jobs, topology)
+    if problem is not None:
+        return Rewrite("".join(lines), [Edit("TFM504", f"{name}'s SlurmClusterResolver asks for jobs {jobs}: "
+                                             f"{problem}; {topology.describe()}", at, fixed=False)])
+    total = sum(jobs.values())
+    new_lines = list(lines)
+    edits: list[Edit] = []
+    if current != total:
+        why = set_task_count(new_lines, count, total)
+        if why is not None:
+            return Rewrite("".join(lines), [Edit("TFM504", f"the srun step must start {total} tasks, as"
+                                                 f" {name}'s SlurmClusterResolver(jobs={jobs}) counts, but {why}:"
+                                                 " set it by hand", located, fixed=False)])
+        edits.append(Edit("TFM504", f"the srun step now starts {total} tasks"
+                          + (f" (was {current})" if current is not None else "")
+                          + f", the jobs {name}'s SlurmClusterResolver counts ({jobs}): {topology.describe()}",
+                          located))
+    if topology.needs_chief and wait_option(new_lines, first, before) is None:
+        # ps and workers serve until ended: srun ends the step's other tasks once the chief exits
+        srun = re.search(r"(^|[\s;&|(])srun(?=\s)", new_lines[first])
+        if srun is not None:
+            line = new_lines[first]
+            new_lines[first] = line[:srun.end()] + " --wait=60" + line[srun.end():]
+            edits.append(Edit("TFM504", "srun --wait=60: the ps and worker tasks now only serve (they never"
+                              " exit on their own); srun ends them 60 s after the first task exits, the chief"
+                              " when training is done (srun then reports them as killed)", at))
+    return Rewrite("".join(new_lines), edits)
+
+
+def _jobs_problem(jobs: dict[str, int], topology: Topology) -> str | None:
+    if topology.needs_chief:
+        if jobs.get("chief") != 1:
+            return "a ParameterServerStrategy job has exactly one chief task (jobs={'chief': 1, ...})"
+        if not jobs.get("ps") or not jobs.get("worker"):
+            return "a ParameterServerStrategy job needs ps and worker tasks besides the chief"
+        if set(jobs) - {"chief", "ps", "worker", "evaluator"}:
+            return f"job names other than chief, ps, worker: {sorted(set(jobs) - {'chief', 'ps', 'worker'})}"
+    elif "ps" in jobs or not jobs.get("worker"):
+        return "a MultiWorkerMirroredStrategy job has worker tasks and no ps"
+    return None
