@@ -24,7 +24,7 @@ import pytest
 
 from migrate import cli
 from migrate.launchers import LauncherError, rewrite_launcher
-from migrate.launchers.topology import MWMS, PSS, Topology, of_program
+from migrate.launchers.topology import EVERY_TASK_A_WORKER, MWMS, PSS, Topology, of_program
 
 ROOT = Path(__file__).resolve().parent.parent
 PS_FLAGS = Topology(Path("train.py"), PSS, chief_flag=True)
@@ -207,6 +207,18 @@ def test_the_topology_reads_the_resolver_jobs_in_its_order():
     assert of_program(Path("train.py"), computed).slurm_jobs == ()
     assert of_program(Path("train.py"), code.replace("SlurmClusterResolver", "TFConfigClusterResolver")
                       ).slurm_jobs is None
+    default = code.replace('\n    jobs={"worker": 2, "ps": 1, "chief": 1}, port_base=2222', "")
+    assert of_program(Path("train.py"), default).slurm_jobs == EVERY_TASK_A_WORKER
+
+
+def test_a_resolver_making_every_task_a_worker_takes_the_script_as_it_is():
+    mirrored = Topology(Path("train.py"), MWMS, False, EVERY_TASK_A_WORKER)
+    result = rewrite_launcher(Path("train.slurm"), STEP, [mirrored])
+    assert result.text == STEP and result.edits == []
+    # a ParameterServerStrategy job still needs its chief counted
+    pss = Topology(Path("train.py"), PSS, False, EVERY_TASK_A_WORKER)
+    [edit] = rewrite_launcher(Path("train.slurm"), STEP, [pss]).edits
+    assert not edit.fixed and "has no jobs" in edit.message
 
 
 def test_an_unclosed_quote_in_the_program_command_is_reported_with_its_line():
@@ -452,3 +464,25 @@ def test_check_reads_the_legacy_job_from_a_per_role_batch_script(tmp_path):
     found = plan(script)
     assert (found.program, found.ps, found.workers) == (tmp_path / "train.py", 1, 2)
     assert found.args == ("--batch_size=64",)
+
+
+def test_a_synchronous_program_mapping_slurm_tasks_to_ps_is_told_every_task_is_a_worker(capsys):
+    source = (ROOT / "legacy_reference" / "sync_replicas.py").read_text()
+    from_tf_config = """    tf_config = json.loads(os.environ["TF_CONFIG"])
+    cluster_def = tf_config["cluster"]
+    job_name = tf_config["task"]["type"]
+    task_index = int(tf_config["task"]["index"])
+"""
+    assert from_tf_config in source
+    source = source.replace(from_tf_config, """    hosts = ["%s:2222" % node for node in os.environ["SLURM_JOB_NODELIST"].split(",")]
+    rank = int(os.environ["SLURM_PROCID"])
+    cluster_def = {"ps": hosts[:1], "worker": hosts[1:]}
+    job_name = "ps" if rank == 0 else "worker"
+    task_index = 0 if rank == 0 else rank - 1
+""")
+    from migrate.codemod.engine import migrate_source
+
+    result = migrate_source(source, path="train.py")
+    [said] = [d for d in result.diagnostics if d.code == "TFM201" and not d.fixed]
+    assert "MultiWorkerMirroredStrategy has no ps" in said.message
+    assert 'SlurmClusterResolver(jobs={"worker": W})' in said.hint

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 
 from migrate.launchers.manifests import Edit, Rewrite
-from migrate.launchers.topology import Topology
+from migrate.launchers.topology import EVERY_TASK_A_WORKER, Topology
 
 _SBATCH = re.compile(r"^#SBATCH\s")
 _ARRAY_NODE = re.compile(r"\$\{([A-Za-z_]\w*)\[(\d+)\]\}")
@@ -222,13 +222,16 @@ def rewrite_step(lines: list[str], first: int, before: int, steps: int, topology
         return Rewrite("".join(lines), [Edit("TFM504", f"this batch script starts {name} in {steps} srun steps"
                                              " without a role for each: one step must start every task of"
                                              f" the job; {topology.describe()}", at, fixed=False)])
-    jobs = dict(topology.slurm_jobs or ())
+    if topology.slurm_jobs == EVERY_TASK_A_WORKER and topology.drops_ps:
+        return Rewrite("".join(lines), [])  # as many workers as the script asks for tasks
+    jobs = dict(topology.slurm_jobs or ()) if topology.slurm_jobs != EVERY_TASK_A_WORKER else {}
     if not jobs:
         roles = ('{"chief": 1, "ps": P, "worker": W}' if topology.needs_chief else '{"worker": W}')
         counted = (f"; this script asks for {current} task(s) (line {located})" if current is not None else "")
         resolver = ("it builds no SlurmClusterResolver" if topology.slurm_jobs is None else
-                    "its SlurmClusterResolver's jobs are not literal task counts (or are its default, one worker"
-                    " per Slurm task)")
+                    "its SlurmClusterResolver has no jobs (every task a worker, no chief)"
+                    if topology.slurm_jobs == EVERY_TASK_A_WORKER else
+                    "its SlurmClusterResolver's jobs are not literal task counts")
         need = (f"a chief besides its ps and workers: build the cluster with"
                 f" tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={roles}) (it orders the jobs by"
                 " name: Slurm task 0 becomes the chief, the next P the ps, the rest the workers), and ask Slurm"

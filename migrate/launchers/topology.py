@@ -16,6 +16,8 @@ from pathlib import Path
 PSS = "ParameterServerStrategy"
 MWMS = "MultiWorkerMirroredStrategy"
 
+# SlurmClusterResolver() without jobs: one worker per task of the Slurm step, however many
+EVERY_TASK_A_WORKER = (("worker", 0),)
 _BUILDS = re.compile(r"\b(ParameterServerStrategy|MultiWorkerMirroredStrategy)\s*\(")
 _CHIEF_FLAG = re.compile(r"""(DEFINE_string|add_argument)\(\s*(name\s*=\s*)?["'](--)?chief_hosts["']""")
 
@@ -26,7 +28,7 @@ class Topology:
     strategy: str  # PSS or MWMS
     chief_flag: bool  # the program takes --chief_hosts (else it reads TF_CONFIG)
     # the program's cluster comes from SlurmClusterResolver: its jobs (job -> task count) when
-    # they are literals, () when they are computed
+    # they are literals, EVERY_TASK_A_WORKER when it is given none, () when they are computed
     slurm_jobs: tuple[tuple[str, int], ...] | None = None
 
     @property
@@ -56,8 +58,8 @@ def of_program(path: Path, code: str) -> Topology | None:
 def _slurm_jobs(code: str) -> tuple[tuple[str, int], ...] | None:
     """The ``jobs`` a ``SlurmClusterResolver(jobs={...})`` of ``code`` asks
     for, in the resolver's order (it sorts them by name: task 0 of the Slurm
-    step is the first job's first task); ``()`` when they are not literals
-    (or the resolver's default, one worker per Slurm task)."""
+    step is the first job's first task); EVERY_TASK_A_WORKER for its default;
+    ``()`` when they are not literals."""
     if "SlurmClusterResolver" not in code:
         return None
     try:
@@ -69,8 +71,10 @@ def _slurm_jobs(code: str) -> tuple[tuple[str, int], ...] | None:
                                                 or getattr(node.func, "id", None) == "SlurmClusterResolver")):
             continue
         jobs = next((k.value for k in node.keywords if k.arg == "jobs"), node.args[0] if node.args else None)
+        if jobs is None or (isinstance(jobs, ast.Constant) and jobs.value is None):
+            return EVERY_TASK_A_WORKER
         try:
-            value = ast.literal_eval(jobs) if jobs is not None else None
+            value = ast.literal_eval(jobs)
         except ValueError:
             return ()
         if isinstance(value, dict) and value and all(

@@ -94,6 +94,7 @@ class ClusterResolver(Rule):
         # the hosts and roles come from Slurm's environment (SLURM_PROCID, the node list)
         self.slurm_vars = sorted({n.evaluated_value for n in C.walk(module) if isinstance(n, cst.SimpleString)
                                   and isinstance(n.evaluated_value, str) and n.evaluated_value.startswith("SLURM_")})
+        self.maps_slurm_ps = any(isinstance(n, cst.SimpleString) and n.evaluated_value == "ps" for n in C.walk(module))
         module = transform(module, self)
         # the name that held the ps hosts, now read nowhere: a leftover of the TF1 cluster
         module = drop_unread(module, self.dropped_ps)
@@ -306,6 +307,18 @@ class ClusterResolver(Rule):
 
     def _fix_cluster_dict(self, statement, call: cst.Call):
         spec = C.arg(call, 0, "cluster")
+        if self.strategy == MWMS and self.slurm_vars and self.maps_slurm_ps:
+            self.report(
+                statement,
+                f"the program maps Slurm's tasks to roles itself ({', '.join(self.slurm_vars)}), some of them to"
+                " ps: MultiWorkerMirroredStrategy has no ps, every task is a worker, and a task the mapping still"
+                " makes a ps would be handed to the strategy as one",
+                hint="build the cluster with tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={\"worker\":"
+                " W}) (SlurmClusterResolver() makes every Slurm task a worker) in place of the mapping, and ask"
+                " Slurm for the W workers only; tfmigrate then sets the batch script's task count",
+                reference="legacy_reference/sync_replicas.py",
+                fixed=False,
+            )
         key = C.code_of(spec) if isinstance(spec, (cst.Name, cst.Call)) else None
         if key in self.named_with_dicts:
             # bound to (or returning) a literal, which got its chief where it is written, and maybe
