@@ -486,3 +486,20 @@ def test_a_synchronous_program_mapping_slurm_tasks_to_ps_is_told_every_task_is_a
     [said] = [d for d in result.diagnostics if d.code == "TFM201" and not d.fixed]
     assert "MultiWorkerMirroredStrategy has no ps" in said.message
     assert 'SlurmClusterResolver(jobs={"worker": W})' in said.hint
+
+
+ROLE_FROM_RANK = """\
+#!/bin/bash
+# run by `srun ./task.sh` on every task: task 0 serves the variables
+if [ "$SLURM_PROCID" -eq 0 ]; then ROLE=ps; INDEX=0; else ROLE=worker; INDEX=$((SLURM_PROCID - 1)); fi
+exec python train.py --job_name=$ROLE --task_index=$INDEX --data_dir=/scratch/data
+"""
+
+
+@pytest.mark.parametrize("topology, need", [(PS_FLAGS, "the role chief"), (MIRRORED, "no task given the role ps")])
+def test_roles_computed_from_the_slurm_rank_get_a_located_diagnostic(topology, need):
+    result = rewrite_launcher(Path("task.sh"), ROLE_FROM_RANK, [topology])
+    assert result.text == ROLE_FROM_RANK
+    [edit] = result.edits
+    assert edit.code == "TFM504" and not edit.fixed and edit.line == 4
+    assert "--job_name=$ROLE" in edit.message and need in edit.message

@@ -184,6 +184,22 @@ def rewrite_shell(text: str, topology: Topology) -> Rewrite | None:
                           + ("a chief task" if topology.needs_chief else "no ps task"),
                           tasks[0].command.first + 1, fixed=False))
         return Rewrite(text, edits)
+    computed = [t for t in tasks if t.job is not None and "$" in t.job]
+    if computed and not any(t.job in ("chief", "master") for t in tasks) and (
+            topology.needs_chief or not any(t.job == "ps" for t in tasks)):
+        # one command for several roles, chosen at run time (from SLURM_PROCID, a loop, an argument)
+        task = computed[0]
+        slurm_rank = "SLURM_PROCID" in text or "SLURM_NODEID" in text
+        need = ("one task more, given the role chief (task index 0) where the roles are computed"
+                + (" (e.g. Slurm task 0 the chief, and one more task asked of Slurm)" if slurm_rank else "")
+                + (", and --chief_hosts=<its address> on every task" if topology.chief_flag else "")
+                if topology.needs_chief else
+                "no task given the role ps where the roles are computed: every task a worker"
+                + (" (ask Slurm for the workers only)" if slurm_rank else ""))
+        edits.append(Edit("TFM504" if slurm.is_batch_script(text) or slurm_rank else "TFM503",
+                          f"this launcher computes each task's role at run time (--job_name={task.job}): "
+                          f"{topology.describe()}; it needs {need}", task.command.first + 1, fixed=False))
+        return Rewrite(text, edits)
     replaced: dict[int, str | None] = {}  # first line of a command -> its new text (None: removed)
     appended: dict[int, str] = {}  # after this command's first line: new text
     has_chief = any(t.job in ("chief", "master") for t in tasks)
