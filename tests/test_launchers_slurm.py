@@ -503,3 +503,22 @@ def test_roles_computed_from_the_slurm_rank_get_a_located_diagnostic(topology, n
     [edit] = result.edits
     assert edit.code == "TFM504" and not edit.fixed and edit.line == 4
     assert "--job_name=$ROLE" in edit.message and need in edit.message
+
+
+def test_a_program_command_quoted_over_several_lines_is_valid_shell_left_with_a_diagnostic():
+    text = "#!/bin/bash\n#SBATCH -N 3\nsrun bash -c 'cd $HOME/run && python train.py \\\n  --job_name=worker --task_index=0\n  echo done'\n"
+    result = rewrite_launcher(Path("train.slurm"), text, [PS_FLAGS])
+    assert result.text == text
+    [edit] = result.edits
+    assert not edit.fixed and edit.line == 3 and "several lines" in edit.message
+
+
+def test_cli_reports_a_broken_batch_script_with_its_line_and_leaves_it(tmp_path, capsys):
+    project = _project(tmp_path)
+    script = project / "slurm" / "train.slurm"
+    broken = PER_ROLE.replace("--job_name=worker --task_index=1 >", '--job_name="worker --task_index=1 >')
+    script.write_text(broken)
+    assert cli.main([str(project), "--write", "--no-progress"]) == 2
+    out = capsys.readouterr().out
+    assert "train.slurm:18:16" in out and "not closed" in out
+    assert script.read_text() == broken

@@ -168,12 +168,21 @@ def rewrite_shell(text: str, topology: Topology) -> Rewrite | None:
     if not tasks:
         return None
     for task in tasks:
+        if _unclosed_quote(task.command.text) is None:
+            continue
+        rest = "".join(lines[task.command.first:])
+        if _unclosed_quote(rest) is None:
+            # valid shell: a quoted string going on over the next lines (`bash -c '...`)
+            return Rewrite(text, [Edit("TFM503", f"the command that starts {topology.program.name} goes on in a"
+                                       " quoted string over several lines, which is not rewritten: "
+                                       f"{topology.describe()}", task.command.first + 1, fixed=False)])
+        # the quotes of the rest of the file never pair up: the one this command opens is the suspect
         open_at = _unclosed_quote(task.command.text)
-        if open_at is not None:
-            line = task.command.first + task.command.text.count("\n", 0, open_at) + 1
-            column = open_at - task.command.text.rfind("\n", 0, open_at)
-            raise LauncherError(f"a quote opened here is not closed in the command that starts"
-                                f" {topology.program.name}: its arguments cannot be told apart", line, column)
+        line = task.command.first + task.command.text.count("\n", 0, open_at) + 1
+        column = open_at - task.command.text.rfind("\n", 0, open_at)
+        raise LauncherError(f"a quote opened here is not closed (in the command that starts"
+                            f" {topology.program.name}, and the file's quotes never pair up after it): its"
+                            " arguments cannot be told apart", line, column)
     edits: list[Edit] = []
     if all(t.job is None for t in tasks):
         if slurm.is_batch_script(text):
