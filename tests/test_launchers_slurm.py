@@ -522,3 +522,13 @@ def test_cli_reports_a_broken_batch_script_with_its_line_and_leaves_it(tmp_path,
     out = capsys.readouterr().out
     assert "train.slurm:18:16" in out and "not closed" in out
     assert script.read_text() == broken
+
+
+@pytest.mark.parametrize("srun, directives, expected", [
+    ("srun -n $SLURM_NTASKS python", "#SBATCH --ntasks=3\n", "#SBATCH --ntasks=4\n"),
+    ("srun -n ${SLURM_NNODES} python", "#SBATCH -N 3\n#SBATCH --ntasks-per-node=4\n", "#SBATCH -N 4\n"),
+])
+def test_an_srun_count_read_from_the_allocation_follows_the_directives(srun, directives, expected):
+    text = f"#!/bin/bash\n{directives}{srun} train.py\n"
+    out = _rewrite(text, RESOLVED_PS).text
+    assert expected in out and srun.replace("srun", "srun --wait=60") in out

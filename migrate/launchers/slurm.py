@@ -128,11 +128,24 @@ class TaskCount:
         return (self.ntasks or [self.nodes])[0]
 
 
+_ALLOCATION = re.compile(r"\$\{?(SLURM_NTASKS|SLURM_NPROCS|SLURM_NNODES|SLURM_JOB_NUM_NODES)\}?")
+
+
 def task_count(lines: list[str], first: int, before: int) -> TaskCount:
-    ntasks = [o for o in (srun_option(lines, first, before, _NTASKS), sbatch_option(lines, _NTASKS)) if o]
-    nodes = srun_option(lines, first, before, _NODES) or sbatch_option(lines, _NODES)
+    srun_tasks = srun_option(lines, first, before, _NTASKS)
+    srun_nodes = srun_option(lines, first, before, _NODES)
     per_node = srun_option(lines, first, before, _PER_NODE) or sbatch_option(lines, _PER_NODE)
-    return TaskCount(ntasks, nodes, per_node)
+    # srun counts read from the allocation (-n $SLURM_NTASKS) follow the #SBATCH directives
+    follows = _ALLOCATION.fullmatch(srun_tasks.value) if srun_tasks is not None else None
+    per_allocated_node = follows is not None and follows.group(1) in ("SLURM_NNODES", "SLURM_JOB_NUM_NODES")
+    if follows is not None:
+        srun_tasks = None
+    if per_allocated_node:
+        per_node = None  # one task per node of the allocation, whatever its task count
+    if srun_nodes is not None and _ALLOCATION.fullmatch(srun_nodes.value):
+        srun_nodes = None
+    ntasks = [o for o in (srun_tasks, None if per_allocated_node else sbatch_option(lines, _NTASKS)) if o]
+    return TaskCount(ntasks, srun_nodes or sbatch_option(lines, _NODES), per_node)
 
 
 def set_task_count(lines: list[str], count: TaskCount, total: int) -> str | None:
