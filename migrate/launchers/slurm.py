@@ -9,8 +9,11 @@ Two shapes start a between-graph job under Slurm:
   the step must then start exactly as many tasks as those jobs count (one
   more for a chief, the ps gone for MultiWorkerMirroredStrategy): the task
   count the script gives (``srun -n``, ``#SBATCH --ntasks``, or its nodes
-  times its tasks per node) is set to it. A program that still maps roles by
-  hand gets a located diagnostic saying what to build and what to ask for.
+  times its tasks per node; an ``srun -n $SLURM_NTASKS`` follows the
+  directives) is set to it. For ParameterServerStrategy ``srun --wait``
+  ends the step's serving tasks once the chief has exited. A program that
+  still maps roles by hand gets a located diagnostic saying what to build
+  and what to ask for.
 - one ``srun`` per task with ``--job_name/--task_index`` flags, the hosts taken
   from ``scontrol show hostnames`` into an array (``${NODES[1]}:2222``): the
   chief is started like worker 0 on the next node of that array, and the
@@ -40,8 +43,9 @@ _WAIT = ("W", "wait")
 
 def is_batch_script(text: str) -> bool:
     """A Slurm batch script: ``#SBATCH`` directives, or tasks started by ``srun``."""
-    return any(_SBATCH.match(line) for line in text.splitlines()) or bool(
-        re.search(r"(^|[\s;&|(])srun\s", text, re.MULTILINE))
+    lines = text.splitlines()
+    return any(_SBATCH.match(line) for line in lines) or any(
+        re.search(r"(^|[\s;&|(])srun\s", line.split(" #", 1)[0]) for line in lines if not line.lstrip().startswith("#"))
 
 
 @dataclass(frozen=True)
