@@ -228,6 +228,46 @@ def test_train_then_evaluate_runs_on_tf221_and_returns_the_estimators_results(tm
     assert (tmp_path / "model" / "ckpt-30.index").exists()
 
 
+ONE_SHOT_INPUT = textwrap.dedent(
+    """\
+    import tensorflow as tf
+
+
+    def model_fn(features, labels, mode):
+        w = tf.get_variable("w", [1, 1], initializer=tf.zeros_initializer())
+        loss = tf.reduce_mean(tf.square(tf.matmul(features["x"], w) - labels))
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+    def main():
+        def train_input_fn():
+            ds = DATASET
+            return ds.repeat().batch(2).make_one_shot_iterator().get_next()
+
+        est = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/m")
+        est.train(input_fn=train_input_fn, max_steps=5)
+    """
+)
+
+
+def test_an_input_fn_returning_its_one_shot_iterators_batches_returns_the_dataset():
+    source = ONE_SHOT_INPUT.replace("DATASET", 'tf.data.Dataset.from_tensor_slices(({"x": [[1.0]]}, [[2.0]]))')
+    result = migrate_source(source, path="one_shot.py")
+    assert [d.code for d in result.manual_work] == [], [d.message for d in result.manual_work]
+    assert "        return ds.repeat().batch(2)\n" in result.output
+    assert "get_next" not in result.output
+
+
+def test_an_input_fn_batching_with_queues_is_declined_where_it_does():
+    source = ONE_SHOT_INPUT.replace("DATASET", "tf.train.shuffle_batch([x, y], 2, 10, 2)")
+    result = migrate_source(source, select=["TFM403"])
+    assert result.output == source
+    found = [d for d in result.diagnostics if d.code == "TFM403"]
+    assert len(found) == 1 and found[0].line == 13
+    assert "builds its batches with tf.train.shuffle_batch" in found[0].message
+
+
 def test_model_fn_reading_the_run_config_is_declined_at_its_definition():
     source = DECLINED_BASE.replace("def model_fn(features, labels, mode)", "def model_fn(features, labels, mode, config)")
     source = source.replace("SPEC", SPEC).replace("TRAIN", TRAIN)

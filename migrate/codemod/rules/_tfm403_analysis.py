@@ -329,3 +329,55 @@ class Finder:
         job.input_defs[id(binders[0])] = new.with_changes(leading_lines=lines)
         self.functions_here[node.value] = new
 
+
+
+# TF1 input plumbing the migrated loop cannot take: it wants the tf.data.Dataset itself
+_QUEUE_INPUTS = ("train.batch", "train.shuffle_batch", "train.batch_join", "train.shuffle_batch_join",
+                 "train.string_input_producer", "train.slice_input_producer", "train.input_producer",
+                 "train.range_input_producer", "placeholder", "py_func")
+
+
+def _one_shot_source(value: cst.BaseExpression, qualname) -> cst.BaseExpression | None:
+    """``X.make_one_shot_iterator().get_next()`` / ``tf.data.make_one_shot_iterator(X).get_next()``
+    (also ``make_initializable_iterator``) -> ``X``: the Estimator read the dataset's
+    batches in order from that iterator, as the loop reads them from ``X``."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "get_next" and not value.args):
+        return None
+    maker = value.func.value
+    if not isinstance(maker, cst.Call):
+        return None
+    func = maker.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "make_one_shot_iterator" and not maker.args:
+        return func.value
+    if (qualname(func) or "").endswith("data.make_one_shot_iterator") and len(maker.args) == 1:
+        return maker.args[0].value
+    return None
+
+
+def dataset_input_fn(fn: cst.FunctionDef, qualname) -> cst.FunctionDef:
+    """The input_fn returning its tf.data.Dataset (what the loop iterates), or Decline."""
+    replace: dict[int, cst.CSTNode] = {}
+    for node in C.walk(fn):
+        if isinstance(node, cst.Call) and (qualname(node.func) or "") in _QUEUE_INPUTS:
+            raise Decline(node, f"the input_fn `{fn.name.value}` builds its batches with"
+                          f" tf.{qualname(node.func)}, not as a tf.data.Dataset the strategy can distribute",
+                          hint="return a tf.data.Dataset of (features, labels) batches")
+        if isinstance(node, cst.Return) and node.value is not None:
+            source = _one_shot_source(node.value, qualname)
+            if source is not None:
+                replace[id(node)] = node.with_changes(value=source)
+    rewritten = {id(n) for r in C.walk(fn) if id(r) in replace for n in C.walk(r)}
+    for node in C.walk(fn):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+                "get_next", "make_one_shot_iterator", "make_initializable_iterator") and id(node) not in rewritten:
+            raise Decline(node, f"the input_fn `{fn.name.value}` returns an iterator's tensors, not the dataset",
+                          hint="return the tf.data.Dataset itself")
+    if not replace:
+        return fn
+
+    class _Returns(cst.CSTTransformer):
+        def leave_Return(self, original, updated):
+            return replace.get(id(original), updated)
+
+    return fn.visit(_Returns())

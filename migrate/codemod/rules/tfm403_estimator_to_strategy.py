@@ -20,7 +20,7 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import _tfm403_emit as E
-from migrate.codemod.rules._tfm403_analysis import Decline, EstimatorJob, Finder
+from migrate.codemod.rules._tfm403_analysis import Decline, EstimatorJob, Finder, dataset_input_fn
 from migrate.codemod.rules._tfm403_plan import plan_model_fn, rename
 
 REFERENCE = "https://www.tensorflow.org/tutorials/distribute/parameter_server_training"
@@ -311,7 +311,16 @@ class EstimatorToStrategy(Rule):
             return C.code_of(value) if value is not None else None
 
         config = job.config
-        functions = {**finder.functions, **finder.functions_here}
+        # input functions: the module's, the block's own defs, numpy_input_fn's
+        block_defs = {st.name.value: st for st in C.body_of(job.block.body) if isinstance(st, cst.FunctionDef)} if (
+            isinstance(job.block, cst.FunctionDef)) else {}
+        functions = {**finder.functions, **block_defs, **finder.functions_here}
+        replaced: dict[int, cst.CSTNode] = {id(job.model_fn): plan.model_fn}
+        for node in (job.train_input, job.eval_input):
+            called = node.body.func if isinstance(node, cst.Lambda) and isinstance(node.body, cst.Call) else node
+            if isinstance(called, cst.Name) and called.value in functions and called.value not in finder.functions_here:
+                fn = functions[called.value]
+                replaced[id(fn)] = dataset_input_fn(replaced.get(id(fn), fn), self.qualname)
         train_input = E.input_call(job.train_input, functions, "train", params_name, decline)
         eval_input = (E.input_call(job.eval_input, functions, "eval", params_name, decline)
                       if job.eval_input is not None else None)
@@ -369,8 +378,8 @@ class EstimatorToStrategy(Rule):
         for st in statements:
             if st is job.trains:
                 body += new
-            elif st is job.model_fn:
-                body.append(plan.model_fn)
+            elif id(st) in replaced:
+                body.append(replaced[id(st)])
             elif job.evaluation is not None and st is job.evaluation.statement:
                 body.append(st.deep_replace(job.evaluation.node, C.expr(f"{names['evaluate']}()")))
             elif id(st) in job.input_defs:
@@ -386,8 +395,7 @@ class EstimatorToStrategy(Rule):
         if isinstance(job.block, cst.FunctionDef):
             new_block = job.block.with_changes(body=job.block.body.with_changes(body=body))
             out = module.with_changes(body=[
-                new_block if st is job.block else plan.model_fn if st is job.model_fn else st
-                for st in module.body])
+                new_block if st is job.block else replaced.get(id(st), st) for st in module.body])
         else:
             out = module.with_changes(body=body)
         generated = C.code_of(cst.Module(body=new))
