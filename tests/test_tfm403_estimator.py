@@ -109,7 +109,7 @@ TRAIN = "est.train(input_fn, max_steps=10)"
          "`hooks`: SessionRunHooks run by the Estimator's MonitoredTrainingSession"),
         (SPEC, "est.train(tf.estimator.inputs.numpy_input_fn({'x': xs}, ys), max_steps=10)", 16,
          "the input_fn is not a function of this module"),
-        (SPEC, TRAIN + "\nest.export_saved_model('/tmp/export', serving_fn)", 17, "`est` is also used here"),
+        (SPEC, TRAIN + "\nprint(est.model_dir)", 17, "`est` is also used here"),
         (SPEC, "est.train(input_fn)", 16, "training without max_steps or steps"),
         ("tf.compat.v1.summary.scalar('loss', loss)\n    " + SPEC, TRAIN, 12, "the model_fn writes summaries"),
     ],
@@ -266,6 +266,53 @@ def test_an_input_fn_batching_with_queues_is_declined_where_it_does():
     found = [d for d in result.diagnostics if d.code == "TFM403"]
     assert len(found) == 1 and found[0].line == 13
     assert "builds its batches with tf.train.shuffle_batch" in found[0].message
+
+
+JOB_SHAPES = textwrap.dedent(
+    """\
+    import tensorflow as tf
+
+
+    def model_fn(features, labels, mode):
+        loss = tf.reduce_sum(features)
+        train_op = tf.train.AdamOptimizer().minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+    def run(kind, rounds):
+        BODY
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "body, line, why",
+    [
+        (("est = tf.estimator.Estimator(model_fn)\n"
+         "    for _ in range(rounds):\n"
+         "        est.train(input_fn, steps=10)\n"
+         "        est.evaluate(input_fn)"), 13, "the Estimator is trained inside a for loop"),
+        (("if kind == 'linear':\n"
+         "        est = tf.estimator.LinearClassifier(columns)\n"
+         "    else:\n"
+         "        est = tf.estimator.Estimator(model_fn)\n"
+         "    tf.estimator.train_and_evaluate(est, tf.estimator.TrainSpec(input_fn, 5), tf.estimator.EvalSpec(input_fn))"),
+         12, ("`est`, the Estimator this job runs, is bound in if/else branches or loops (tf.estimator.Estimator,"
+         " tf.estimator.LinearClassifier)")),
+        ("tf.estimator.train_and_evaluate(kind, tf.estimator.TrainSpec(input_fn, 5), tf.estimator.EvalSpec(input_fn))",
+         10, "`kind`, the Estimator this job runs, is a parameter of `run()`: it is built by its callers"),
+        (("est = tf.estimator.Estimator(model_fn, model_dir='/tmp/m')\n"
+         "    est.train(input_fn, max_steps=5)\n"
+         "    est.export_saved_model('/tmp/export', serving_input_fn)"), 13,
+         "`est.export_saved_model(...)`: exporting a SavedModel of the serving signature"),
+    ],
+)
+def test_jobs_of_other_shapes_are_declined_with_what_makes_them_so(body, line, why):
+    source = JOB_SHAPES.replace("BODY", body)
+    result = migrate_source(source, select=["TFM403"])
+    assert result.output == source
+    found = [d for d in result.diagnostics if d.code == "TFM403"]
+    assert len(found) == 1 and why in found[0].message and found[0].line == line, found
 
 
 def test_model_fn_reading_the_run_config_is_declined_at_its_definition():

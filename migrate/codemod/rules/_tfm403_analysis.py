@@ -41,6 +41,16 @@ TRAIN_ARGS = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
 EVALUATE_ARGS = ("input_fn", "steps", "hooks", "checkpoint_path", "name")
 NUMPY_INPUT_ARGS = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity", "num_threads")
 
+# what an Estimator's other methods did, for the reason a job using them is declined
+_USES = {
+    "export_savedmodel": "exporting a SavedModel of the serving signature (serving_input_receiver_fn)",
+    "export_saved_model": "exporting a SavedModel of the serving signature (serving_input_receiver_fn)",
+    "predict": "prediction with the model_fn's PREDICT mode",
+    "evaluate": "an evaluation besides the one after est.train()",
+    "train": "a second training call",
+    "replace": "a RunConfig changed after it was made",
+}
+
 # arguments whose value, when given and not None/[]/(), the migration cannot carry
 _NOT_CARRIED = {
     "session_config": "a tf.compat.v1.ConfigProto for TF1 sessions (device filters, threads, GPU options)",
@@ -143,6 +153,34 @@ class Finder:
                     found.append((block, st))
         return found
 
+    def nested_jobs(self) -> list[tuple[cst.CSTNode, str]]:
+        """Estimator training inside a loop or a branch (train/evaluate rounds): (call, why)."""
+        out = []
+        for block in [self.module, *self.functions.values()]:
+            estimators = {C.assignment(st)[0][0] for st in self._walk(block) if isinstance(st, cst.SimpleStatementLine)
+                          and len(C.assignment(st)[0]) == 1 and isinstance(C.assignment(st)[1], cst.Call)
+                          and (self.qualname(C.assignment(st)[1].func) or "").startswith("estimator.")}
+            for st in self._walk(block):
+                if not isinstance(st, (cst.For, cst.While, cst.If, cst.With, cst.Try)):
+                    continue
+                for call in C.calls_in(st):
+                    f = call.func
+                    if self.is_(f, "estimator.train_and_evaluate") or (
+                            isinstance(f, cst.Attribute) and f.attr.value == "train"
+                            and isinstance(f.value, cst.Name) and f.value.value in estimators):
+                        kind = {cst.For: "a for loop", cst.While: "a while loop", cst.If: "an if branch",
+                                cst.With: "a with block", cst.Try: "a try block"}[type(st)]
+                        why = (f"the Estimator is trained inside {kind} (rounds of train/evaluate or a choice of"
+                               " jobs), which the migration does not restructure")
+                        out.append((call, why))
+                if out:
+                    return out
+        return out
+
+    def _walk(self, block: cst.CSTNode):
+        for st in self._statements(block):
+            yield from C.walk(st)
+
     def _statements(self, block: cst.CSTNode) -> list[cst.BaseStatement]:
         return list(C.body_of(block.body) if isinstance(block, cst.FunctionDef) else block.body)
 
@@ -171,14 +209,39 @@ class Finder:
                 if names == [node.value] and isinstance(value, cst.Call) and self.is_(value.func, qual):
                     self._read_once(block, node.value, st, used_at)
                     return Call(value, bind(value, params, what), st, node.value)
-        raise Decline(node, f"the {what} this job runs is not a `tf.{qual}(...)` call in the same block",
-                      hint=f"build the {what} where the job is started, or migrate by hand")
+        raise self._unresolved(block, node, qual, what)
+
+    def _unresolved(self, block, node: cst.BaseExpression, qual: str, what: str) -> Decline:
+        """Why ``node`` is not one ``tf.{qual}(...)`` bound in the block, located where that shows."""
+        hint = f"build the {what} where the job is started, or migrate by hand"
+        if isinstance(node, cst.Name) and isinstance(block, cst.FunctionDef) and node.value in {
+                p.name.value for p in block.params.params}:
+            return Decline(node, f"`{node.value}`, the {what} this job runs, is a parameter of"
+                           f" `{block.name.value}()`: it is built by its callers", hint=hint)
+        if isinstance(node, cst.Name):
+            nested = [st for st in self._walk(block) if isinstance(st, cst.SimpleStatementLine)
+                      and node.value in C.assignment(st)[0] and st not in self._statements(block)]
+            if nested:
+                kinds = sorted({self.qualname(C.assignment(st)[1].func) or C.code_of(C.assignment(st)[1].func)
+                                for st in nested if isinstance(C.assignment(st)[1], cst.Call)})
+                return Decline(nested[0], f"`{node.value}`, the {what} this job runs, is bound in if/else branches"
+                               f" or loops ({', '.join('tf.' + k if '.' in k else k for k in kinds)}), not"
+                               " once before the job", hint=hint)
+        return Decline(node, f"the {what} this job runs is not a `tf.{qual}(...)` call in the same block",
+                       hint=hint)
 
     def _read_once(self, block, name: str, binding, used_at) -> None:
         for st in self._statements(block):
             if st is binding or st is used_at or st is self.evaluation:
                 continue
             if name in C.names_used(st):
+                methods = [n.attr.value for n in C.walk(st) if isinstance(n, cst.Attribute)
+                           and isinstance(n.value, cst.Name) and n.value.value == name]
+                what = next((_USES[m] for m in methods if m in _USES), None)
+                if what is not None:
+                    raise Decline(st, f"`{name}.{methods[0]}(...)`: {what}, not carried by the migration",
+                                  hint="export with tf.saved_model.save from the migrated loop's model, by hand"
+                                  if "SavedModel" in what else "migrate this part by hand")
                 raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
                               hint="keep the Estimator objects to the statements that build and run the job")
 

@@ -276,6 +276,9 @@ class EstimatorToStrategy(Rule):
         finder = Finder(module, self.qualname)
         jobs = finder.jobs()
         if not jobs:
+            for call, why in finder.nested_jobs()[:1]:
+                self.report(call, f"Estimator job not migrated: {why}", hint="migrate such programs by hand",
+                            reference=REFERENCE)
             return module
         if len(jobs) > 1:
             self.report(jobs[1][1], "the program trains more than one Estimator job: not migrated",
