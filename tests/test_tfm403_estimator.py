@@ -338,6 +338,26 @@ def test_without_ps_tasks_the_migration_trains_with_multi_worker_mirrored_on_chi
     assert (model_dir / "ckpt-6.index").exists(), sorted(p.name for p in model_dir.iterdir())
 
 
+def test_an_evaluator_task_in_tf_config_evaluates_the_chiefs_checkpoints(tmp_path):
+    """TF_CONFIG naming an evaluator (Kubeflow's Evaluator replica, Cloud ML): that task
+    evaluates the chief's checkpoints as they come and ends after the last step's."""
+    _, result = migrate("estimator_tf_config_job.py")
+    migrated = tmp_path / "migrated.py"
+    migrated.write_text(result.output)
+    program = tmp_path / "verbose.py"  # the migrated program with absl's INFO log shown
+    program.write_text(
+        "import runpy\nimport sys\nfrom absl import logging\n\nlogging.set_verbosity(logging.INFO)\n"
+        f"sys.argv[0] = {str(migrated)!r}\nrunpy.run_path({str(migrated)!r}, run_name='__main__')\n")
+    model_dir = tmp_path / "model"
+    run = run_cluster(
+        program, {"chief": 1, "evaluator": 1}, args=["--train_steps", "6", "--model_dir", str(model_dir)],
+        role_style="tf_config", server_only=(), timeout=240, log_dir=tmp_path / "logs",
+    )
+    assert run.ok, run.summary()
+    evaluated = [line for line in run.log_text("evaluator", 0).splitlines() if "Saving dict for global step" in line]
+    assert evaluated and "Saving dict for global step 6: {'loss': " in evaluated[-1], evaluated
+
+
 def run_check(legacy: Path, migrated: Path, out: Path, steps: int) -> tuple[int, dict]:
     proc = subprocess.run(
         [sys.executable, "-m", "migrate", "check", str(legacy), str(migrated), "--steps", str(steps),

@@ -57,6 +57,8 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
                   metrics: dict[str, str]) -> list[cst.BaseStatement]:
     n = names
     model_args = s.model_call_args
+    # an EvalSpec with the strategy read from TF_CONFIG: an evaluator task may be named
+    sidecar = s.eval_in_loop and s.strategy is None and s.max_steps is not None
     lines: list[str] = []
     add = lines.append
     if s.strategy is not None:
@@ -65,7 +67,14 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add(f"{n['resolver']} = {n['strategy']}.cluster_resolver")
     else:
         add(f"{n['resolver']} = tf.distribute.cluster_resolver.TFConfigClusterResolver()")
-        add(f'if "ps" in {n["resolver"]}.cluster_spec().jobs:')
+        if sidecar:
+            add(f'if {n["resolver"]}.task_type == "evaluator":')
+            add("    # TF_CONFIG's evaluator task evaluates the chief's checkpoints, as the Estimator's did.")
+            add(f"    {n['strategy']} = tf.distribute.get_strategy()")
+            add(f"    {n['coordinator']} = None")
+            add(f'elif "ps" in {n["resolver"]}.cluster_spec().jobs:')
+        else:
+            add(f'if "ps" in {n["resolver"]}.cluster_spec().jobs:')
         add("    # ps tasks in TF_CONFIG: asynchronous training, as the Estimator's was. The chief")
         add("    # coordinates and every worker trains; the ps and worker tasks serve until the job ends.")
         add(f'    if {n["resolver"]}.task_type in ("ps", "worker"):')
@@ -162,24 +171,35 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add("    return results")
         add("")
         add("")
+    add(f"{n['checkpoint']} = tf.train.Checkpoint(global_step={n['global_step']}, optimizer={n['optimizer']},"
+        f" model={n['model']})")
+    add(f"{n['manager']} = tf.train.CheckpointManager({n['checkpoint']}, {model_dir},"
+        f" max_to_keep={s.keep_max or KEEP_CHECKPOINT_MAX})")
+    if s.max_steps is not None:
+        add(f"{n['last_step']} = {s.max_steps}")
+    if sidecar:
+        add(f'if {n["resolver"]}.task_type == "evaluator":')
+        add(f"    for checkpoint_path in tf.train.checkpoints_iterator({model_dir},"
+            f" min_interval_secs={s.throttle or THROTTLE_SECS}):")
+        add(f"        {n['checkpoint']}.restore(checkpoint_path).expect_partial()")
+        add(f"        {n['evaluate']}()")
+        add(f"        if {n['global_step']}.numpy() >= {n['last_step']}:")
+        add("            break")
+        add("else:")
+        outer, lines = lines, []
+        add = lines.append
     add(f"if {n['coordinator']} is not None:")
     add(f"    {n['iterator']} = iter({n['coordinator']}.create_per_worker_dataset({s.train_dataset_fn}))")
     add("else:")
     add(f"    {n['iterator']} = iter({n['strategy']}.distribute_datasets_from_function(")
     add(f"        lambda input_context: {s.train_input}))")
-    add(f"{n['checkpoint']} = tf.train.Checkpoint(global_step={n['global_step']}, optimizer={n['optimizer']},"
-        f" model={n['model']})")
-    add(f"{n['manager']} = tf.train.CheckpointManager({n['checkpoint']}, {model_dir},"
-        f" max_to_keep={s.keep_max or KEEP_CHECKPOINT_MAX})")
     add(f"if {n['manager']}.latest_checkpoint:")
     add(f"    {n['checkpoint']}.restore({n['manager']}.latest_checkpoint)")
     add("# the loss summary the Estimator's chief wrote every save_summary_steps steps")
     add(f"{n['writer']} = tf.summary.create_file_writer({model_dir}) if {n['is_chief']} else"
         " tf.summary.create_noop_writer()")
     add(f"{n['step']} = int({n['global_step']}.numpy())")
-    if s.max_steps is not None:
-        add(f"{n['last_step']} = {s.max_steps}")
-    else:
+    if s.max_steps is None:
         add(f"{n['last_step']} = {n['step']} + {s.extra_steps}")
     if s.save_steps is None:
         add(f"{n['next_save']} = time.monotonic() + {s.save_secs or SAVE_CHECKPOINTS_SECS}")
@@ -221,6 +241,8 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     add(f"    {n['manager']}.save(checkpoint_number={n['global_step']})")
     if s.eval_in_loop:
         add(f"    {n['evaluate']}()")
+    if sidecar:
+        lines = outer + ["    " + line if line else line for line in lines]
     statements = C.stmts("\n".join(lines) + "\n")
     # blank lines between the statements carry no indentation
     return [st.with_changes(leading_lines=[line.with_changes(indent=False) if line.comment is None else line

@@ -148,7 +148,11 @@ class EstimatorToStrategy(Rule):
 
 
             cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
-            if "ps" in cluster_resolver.cluster_spec().jobs:
+            if cluster_resolver.task_type == "evaluator":
+                # TF_CONFIG's evaluator task evaluates the chief's checkpoints, as the Estimator's did.
+                strategy = tf.distribute.get_strategy()
+                coordinator = None
+            elif "ps" in cluster_resolver.cluster_spec().jobs:
                 # ps tasks in TF_CONFIG: asynchronous training, as the Estimator's was. The chief
                 # coordinates and every worker trains; the ps and worker tasks serve until the job ends.
                 if cluster_resolver.task_type in ("ps", "worker"):
@@ -212,44 +216,51 @@ class EstimatorToStrategy(Rule):
                 return results
 
 
-            if coordinator is not None:
-                iterator = iter(coordinator.create_per_worker_dataset(lambda: input_fn()))
-            else:
-                iterator = iter(strategy.distribute_datasets_from_function(
-                    lambda input_context: input_fn()))
             checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, model=model)
             checkpoint_manager = tf.train.CheckpointManager(checkpoint, "/tmp/m", max_to_keep=5)
-            if checkpoint_manager.latest_checkpoint:
-                checkpoint.restore(checkpoint_manager.latest_checkpoint)
-            # the loss summary the Estimator's chief wrote every save_summary_steps steps
-            summary_writer = tf.summary.create_file_writer("/tmp/m") if is_chief else tf.summary.create_noop_writer()
-            step = int(global_step.numpy())
             last_step = 50
-            next_eval = time.monotonic() + 120
-            while step < last_step:
+            if cluster_resolver.task_type == "evaluator":
+                for checkpoint_path in tf.train.checkpoints_iterator("/tmp/m", min_interval_secs=600):
+                    checkpoint.restore(checkpoint_path).expect_partial()
+                    evaluate()
+                    if global_step.numpy() >= last_step:
+                        break
+            else:
                 if coordinator is not None:
-                    loss = coordinator.schedule(train_step, args=(iterator,))
+                    iterator = iter(coordinator.create_per_worker_dataset(lambda: input_fn()))
                 else:
-                    loss = train_step(iterator)
-                step += 1
-                if step % 100 == 0:
-                    logging.info("loss = %s, step = %d", loss.fetch() if coordinator is not None else loss.numpy(), step)
-                if step % 100 == 0:
-                    with summary_writer.as_default(step=step):
-                        tf.summary.scalar("loss", loss.fetch() if coordinator is not None else loss)
-                if step % 10 == 0 and step < last_step:
+                    iterator = iter(strategy.distribute_datasets_from_function(
+                        lambda input_context: input_fn()))
+                if checkpoint_manager.latest_checkpoint:
+                    checkpoint.restore(checkpoint_manager.latest_checkpoint)
+                # the loss summary the Estimator's chief wrote every save_summary_steps steps
+                summary_writer = tf.summary.create_file_writer("/tmp/m") if is_chief else tf.summary.create_noop_writer()
+                step = int(global_step.numpy())
+                next_eval = time.monotonic() + 120
+                while step < last_step:
                     if coordinator is not None:
-                        coordinator.join()
-                    if is_chief:
-                        checkpoint_manager.save(checkpoint_number=global_step)
-                    if is_chief and time.monotonic() >= next_eval:
-                        evaluate()
-                        next_eval = time.monotonic() + 600
-            if coordinator is not None:
-                coordinator.join()
-            if is_chief:
-                checkpoint_manager.save(checkpoint_number=global_step)
-                evaluate()
+                        loss = coordinator.schedule(train_step, args=(iterator,))
+                    else:
+                        loss = train_step(iterator)
+                    step += 1
+                    if step % 100 == 0:
+                        logging.info("loss = %s, step = %d", loss.fetch() if coordinator is not None else loss.numpy(), step)
+                    if step % 100 == 0:
+                        with summary_writer.as_default(step=step):
+                            tf.summary.scalar("loss", loss.fetch() if coordinator is not None else loss)
+                    if step % 10 == 0 and step < last_step:
+                        if coordinator is not None:
+                            coordinator.join()
+                        if is_chief:
+                            checkpoint_manager.save(checkpoint_number=global_step)
+                        if is_chief and time.monotonic() >= next_eval:
+                            evaluate()
+                            next_eval = time.monotonic() + 600
+                if coordinator is not None:
+                    coordinator.join()
+                if is_chief:
+                    checkpoint_manager.save(checkpoint_number=global_step)
+                    evaluate()
             """,
             diagnostics=(),
         ),
