@@ -315,6 +315,18 @@ def test_jobs_of_other_shapes_are_declined_with_what_makes_them_so(body, line, w
     assert len(found) == 1 and why in found[0].message and found[0].line == line, found
 
 
+def test_a_job_in_the_main_guard_is_migrated_there():
+    source = DECLINED_BASE.replace("SPEC", SPEC).replace(
+        "est = tf.estimator.Estimator", 'if __name__ == "__main__":\n    est = tf.estimator.Estimator').replace(
+        "\nTRAIN", "\n    " + TRAIN)
+    result = migrate_source(source, select=["TFM403"])
+    assert any(d.code == "TFM403" and d.fixed for d in result.diagnostics), result.diagnostics
+    out = result.output
+    guard = out.index('if __name__ == "__main__":\n    cluster_resolver = ')
+    assert out.index("    while step < last_step:") > guard
+    compile(out, "guard.py", "exec")
+
+
 def test_model_fn_reading_the_run_config_is_declined_at_its_definition():
     source = DECLINED_BASE.replace("def model_fn(features, labels, mode)", "def model_fn(features, labels, mode, config)")
     source = source.replace("SPEC", SPEC).replace("TRAIN", TRAIN)

@@ -143,8 +143,8 @@ class Finder:
     def jobs(self) -> list[tuple[cst.CSTNode, cst.BaseStatement]]:
         """(block, statement) of every statement that trains an Estimator."""
         found = []
-        for block in [self.module, *self.functions.values()]:
-            for st in C.body_of(block.body) if isinstance(block, cst.FunctionDef) else block.body:
+        for block in self.blocks():
+            for st in self._statements(block):
                 call = C.single_expr(st)
                 if not isinstance(call, cst.Call):
                     continue
@@ -156,7 +156,7 @@ class Finder:
     def nested_jobs(self) -> list[tuple[cst.CSTNode, str]]:
         """Estimator training inside a loop or a branch (train/evaluate rounds): (call, why)."""
         out = []
-        for block in [self.module, *self.functions.values()]:
+        for block in self.blocks():
             estimators = {C.assignment(st)[0][0] for st in self._walk(block) if isinstance(st, cst.SimpleStatementLine)
                           and len(C.assignment(st)[0]) == 1 and isinstance(C.assignment(st)[1], cst.Call)
                           and (self.qualname(C.assignment(st)[1].func) or "").startswith("estimator.")}
@@ -182,7 +182,13 @@ class Finder:
             yield from C.walk(st)
 
     def _statements(self, block: cst.CSTNode) -> list[cst.BaseStatement]:
-        return list(C.body_of(block.body) if isinstance(block, cst.FunctionDef) else block.body)
+        return list(block.body if isinstance(block, cst.Module) else C.body_of(block.body))
+
+    def blocks(self) -> list[cst.CSTNode]:
+        """Where a job may be: the module, its functions, its ``if __name__ == "__main__":`` block."""
+        guards = [st for st in self.module.body if isinstance(st, cst.If) and st.orelse is None
+                  and C.code_of(st.test).replace("'", '"') == '__name__ == "__main__"']
+        return [self.module, *self.functions.values(), *guards]
 
     def _estimator_named(self, block, node) -> cst.BaseStatement | None:
         if not isinstance(node, cst.Name):

@@ -327,7 +327,7 @@ class EstimatorToStrategy(Rule):
         config = job.config
         # input functions: the module's, the block's own defs, numpy_input_fn's
         block_defs = {st.name.value: st for st in C.body_of(job.block.body) if isinstance(st, cst.FunctionDef)} if (
-            isinstance(job.block, cst.FunctionDef)) else {}
+            not isinstance(job.block, cst.Module)) else {}
         functions = {**finder.functions, **block_defs, **finder.functions_here}
         replaced: dict[int, cst.CSTNode] = {id(job.model_fn): plan.model_fn}
         for node in (job.train_input, job.eval_input):
@@ -381,11 +381,11 @@ class EstimatorToStrategy(Rule):
         optimizer = C.code_of(rename(plan.optimizer, {"params": params_name}))
         new = E.training_code(settings, names, hoisted, optimizer, plan.metrics)
         removed = {id(st) for st in job.removed}
-        statements = list(C.body_of(job.block.body) if isinstance(job.block, cst.FunctionDef) else job.block.body)
+        statements = list(job.block.body if isinstance(job.block, cst.Module) else C.body_of(job.block.body))
         # the code takes the place of the first statement of the job
         first = next(st for st in statements if st is job.trains or id(st) in removed)
         lines = list(first.leading_lines)
-        if not any(line.comment is None for line in lines):
+        if statements.index(first) > 0 and not any(line.comment is None for line in lines):
             lines.insert(0, cst.EmptyLine(indent=False))  # the loop is a part of its own
         new[0] = new[0].with_changes(leading_lines=lines)
         body: list[cst.BaseStatement] = []
@@ -406,7 +406,7 @@ class EstimatorToStrategy(Rule):
                 if i and id(body[i - 1]) in defs and not isinstance(st, cst.FunctionDef)
                 and not any(line.comment is None for line in st.leading_lines) else st
                 for i, st in enumerate(body)]
-        if isinstance(job.block, cst.FunctionDef):
+        if not isinstance(job.block, cst.Module):
             new_block = job.block.with_changes(body=job.block.body.with_changes(body=body))
             out = module.with_changes(body=[
                 new_block if st is job.block else replaced.get(id(st), st) for st in module.body])
