@@ -188,7 +188,6 @@ class ChiefNode:
     worker0_node: str  # as written in worker 0's srun: ${NODES[1]}
     chief_node: str  # ${NODES[3]}
     nodes: Option  # the #SBATCH node count to raise
-    ntasks: Option | None  # an #SBATCH task count to raise
 
     def address(self, worker0_address: str) -> str:
         _, _, port = worker0_address.rpartition(":")
@@ -211,9 +210,7 @@ def chief_node(lines: list[str], first: int, before: int, worker0_address: str) 
     nodes = sbatch_option(lines, _NODES)
     if nodes is None or nodes.number is None or nodes.number != max(used) + 1:
         return None
-    ntasks = sbatch_option(lines, _NTASKS)
-    return ChiefNode(selector.value, f"${{{array}[{max(used) + 1}]}}", nodes,
-                     ntasks if ntasks is not None and ntasks.number is not None else None)
+    return ChiefNode(selector.value, f"${{{array}[{max(used) + 1}]}}", nodes)
 
 
 def wait_option(lines: list[str], first: int, before: int) -> Option | None:
