@@ -327,6 +327,21 @@ def test_a_job_in_the_main_guard_is_migrated_there():
     compile(out, "guard.py", "exec")
 
 
+def test_an_inline_session_config_is_dropped_with_a_note_a_bound_one_declined():
+    inline = DECLINED_BASE.replace("SPEC", SPEC).replace("TRAIN", TRAIN).replace(
+        'model_dir="/tmp/m")', 'config=tf.estimator.RunConfig(model_dir="/tmp/m",'
+        " session_config=tf.ConfigProto(allow_soft_placement=True, device_filters=['/job:ps'])))")
+    result = migrate_source(inline, select=["TFM403"])
+    assert "ConfigProto" not in result.output and "allow_soft_placement" not in result.output
+    notes = [d for d in result.diagnostics if "session_config" in d.message]
+    assert len(notes) == 1 and notes[0].fixed and notes[0].line == 15
+    bound = inline.replace("session_config=tf.ConfigProto(allow_soft_placement=True, device_filters=['/job:ps'])",
+                           "session_config=session_config")
+    result = migrate_source(bound, select=["TFM403"])
+    assert result.output == bound
+    assert any("`session_config`" in d.message and not d.fixed for d in result.diagnostics)
+
+
 def test_model_fn_reading_the_run_config_is_declined_at_its_definition():
     source = DECLINED_BASE.replace("def model_fn(features, labels, mode)", "def model_fn(features, labels, mode, config)")
     source = source.replace("SPEC", SPEC).replace("TRAIN", TRAIN)

@@ -98,6 +98,7 @@ class EstimatorJob:
     input_defs: dict[int, cst.FunctionDef] = field(default_factory=dict)
     shuffled: list[cst.CSTNode] = field(default_factory=list)  # numpy_input_fn(shuffle=True) calls
     evaluation: Call | None = None  # est.evaluate(...) after est.train(...), and its statement
+    notes: list[tuple[cst.CSTNode, str]] = field(default_factory=list)  # what was dropped, and why it may be
 
 
 def bind(call: cst.Call, params: tuple[str, ...], what: str) -> dict[str, cst.BaseExpression]:
@@ -322,10 +323,17 @@ class Finder:
         if estimator.get("config") is not None:
             config = self._resolve(block, estimator.args["config"], "estimator.RunConfig", RUN_CONFIG_ARGS,
                                    "RunConfig", estimator.statement or trains)
+        job_notes: list[tuple[cst.CSTNode, str]] = []
         for c in (estimator, config, train_spec, eval_spec):
             if c is None:
                 continue
             for key, value in c.args.items():
+                if key == "session_config" and isinstance(value, cst.Call) and (
+                        self.qualname(value.func) or "").endswith("ConfigProto"):
+                    job_notes.append((value, ("RunConfig(session_config=ConfigProto(...)) configured the Estimator's"
+                                      " TF1 sessions (placement, device filters, threads, GPU memory), none of"
+                                      " which changes what trains: dropped (tf.config sets these in TF2)")))
+                    continue
                 if key in _NOT_CARRIED and not _empty(value):
                     raise Decline(value, f"`{key}`: {_NOT_CARRIED[key]}, not carried by the migration",
                                   hint="drop it, or migrate this job by hand")
@@ -346,7 +354,7 @@ class Finder:
             if eval_input is None:
                 raise Decline(evaluate, "evaluate() without an input_fn")
         job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
-                           eval_input, max_steps, extra_steps, removed, evaluation=evaluation)
+                           eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes)
         for node in (train_input, eval_input):
             self._numpy_input(job, node)
         return job

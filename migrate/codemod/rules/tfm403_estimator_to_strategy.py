@@ -424,6 +424,8 @@ class EstimatorToStrategy(Rule):
                     " MultiWorkerMirroredStrategy)" + ("; its PREDICT branch dropped (the job never predicts)"
                                                        if plan.dropped_predict else ""),
                     fixed=True, severity="info", reference=REFERENCE)
+        for node, why in job.notes:
+            self.report(node, why, fixed=True, severity="info", reference=REFERENCE)
         for call in job.shuffled:
             self.report(call, "numpy_input_fn(shuffle=True) -> Dataset.shuffle(queue_capacity): the examples are"
                         " drawn in random order as before, not in the same random order", fixed=True,
