@@ -64,13 +64,21 @@ class EstimatorToStrategy(Rule):
           and the other schedules of the global step -> Keras schedules;
         - ``input_fn`` -> its ``tf.data`` dataset made on every worker
           (``create_per_worker_dataset`` / ``distribute_datasets_from_function``);
+          ``numpy_input_fn(x, y, ...)`` -> a function returning the same batches
+          from ``Dataset.from_tensor_slices``; an input_fn returning its one-shot
+          iterator's ``get_next()`` returns the dataset itself;
         - ``RunConfig``: ``model_dir``, ``save_checkpoints_steps/secs``,
           ``keep_checkpoint_max`` -> ``tf.train.CheckpointManager`` (restored on
           start, saved at that cadence and at the end); ``tf_random_seed`` ->
           ``tf.random.set_seed``; ``log_step_count_steps`` -> the loss logged;
           ``TrainSpec(max_steps)`` -> the loop bound; ``EvalSpec(input_fn, steps,
           start_delay_secs, throttle_secs)`` -> evaluation of the model_fn's EVAL
-          loss on the chief after a checkpoint, at that cadence, and at the end.
+          loss (and ``tf.metrics.accuracy``/``mean`` eval_metric_ops as Keras
+          metrics) on the chief after a checkpoint, at that cadence, and at the
+          end; a TF_CONFIG ``evaluator`` task evaluates the chief's checkpoints as
+          they come; ``est.train(...)`` then ``results = est.evaluate(...)`` ->
+          the loop, then ``results = evaluate()``; ``save_summary_steps`` -> the
+          loss summary; an inline ``session_config`` is dropped with a note.
 
     Why:
         Estimator left TensorFlow in 2.16: such jobs do not run on TF 2.21.
@@ -82,11 +90,13 @@ class EstimatorToStrategy(Rule):
         step and checkpoints around it.
 
     Fix safety:
-        Only what is carried exactly is migrated; anything else (hooks,
-        exporters, ``eval_metric_ops``, a model_fn reading its RunConfig, an
-        input_fn TF 2.21 lacks, the train op built otherwise than
-        ``minimize(loss, global_step)``) is reported where it is, and the job is
-        left as it was (TFM401 then names the replacements).
+        Only what is carried exactly is migrated (``numpy_input_fn(shuffle=True)``
+        draws another random order, reported); anything else (hooks, exporters
+        and ``export_savedmodel``, other metrics, summaries in the model_fn, a
+        model_fn reading its RunConfig, queue-based input, the train op built
+        otherwise than ``minimize(loss, global_step)``, an Estimator trained in a
+        loop or chosen in branches) is reported where it is, and the job is left
+        as it was (TFM401 then names the replacements).
     """
 
     code = "TFM403"
