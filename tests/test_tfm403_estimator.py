@@ -411,6 +411,24 @@ def test_check_says_equivalent_against_the_legacy_estimator_job_on_tf215(tmp_pat
 
 
 @pytest.mark.slow
+def test_check_says_equivalent_for_two_asynchronous_trainers_statistically(tmp_path):
+    """The legacy chief and worker both train (ps:1 chief:1 worker:1); the migration's two
+    workers train while its chief coordinates: compared statistically over 3 runs each."""
+    _, result = migrate("estimator_tf_config_job.py")
+    migrated = tmp_path / "migrated.py"
+    migrated.write_text(result.output)
+    proc = subprocess.run(
+        [sys.executable, "-m", "migrate", "check", str(PROGRAMS / "estimator_tf_config_job.py"), str(migrated),
+         "--steps", "200", "--workers", "2", "--out", str(tmp_path / "out"), "--no-plot"],
+        cwd=REPO, capture_output=True, text=True, timeout=3600, check=False,
+    )
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["legacy"]["launch"]["jobs"] == {"ps": 1, "chief": 1, "worker": 1}
+    assert report["migrated"]["launch"]["jobs"] == {"chief": 1, "worker": 2, "ps": 1}
+    assert proc.returncode == 0 and report["verdict"] == "equivalent", report.get("reason")
+
+
+@pytest.mark.slow
 def test_check_says_not_equivalent_for_a_migration_with_another_learning_rate(tmp_path):
     _, result = migrate("estimator_layers_job.py")
     wrong = result.output.replace('initial_learning_rate=params["learning_rate"]',
