@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _moving_average
+from migrate.codemod.rules import _dataflow, _legacy_restore, _moving_average
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -570,18 +570,53 @@ class _SessionRegion:
                 saved = "# The TF1 code saved none (its saver was turned off); neither does this one.\n"
             else:
                 saved = f"# Saved {self.cadence}, as in TF1, and at the end.\n"
+            restore = self._restore_call(ckpt, directory, tracked_names)
             out += C.stmts(
-                f"# Checkpoints: what {source} did in TF1, restored on start so a restarted job resumes.\n"
+                f"# Checkpoints: what {source} did in TF1, restored on start so a restarted job resumes\n"
+                "# (also from the TF1 job's own checkpoints).\n"
                 + saved +
                 f"{ckpt} = tf.train.Checkpoint({tracked})\n"
                 f"{self.manager} = (\n"
                 f"    tf.train.CheckpointManager({ckpt}, {directory_code}, max_to_keep=5) if {directory} else None)\n"
-                f"if {self.manager} is not None and {self.manager}.latest_checkpoint:\n"
-                f"    {ckpt}.restore({self.manager}.latest_checkpoint)\n"
+                + restore
             )
             if self.save_due is not None:
                 out += C.stmts(f"{self.save_due} = time.monotonic() + {self.save_secs}\n")
         return out
+
+    def _restore_call(self, checkpoint: str, directory: str, tracked_names: list[str]) -> str:
+        """Restore-on-start of the newest checkpoint, a TF2 one or the TF1 job's
+        (`_legacy_restore`). MultiWorkerMirroredStrategy workers other than the
+        chief save to their own directories: every worker restores the chief's."""
+        rule = self.rule
+        helper = getattr(rule, "restore_helper", None)
+        if helper is None:
+            helper = rule.restore_helper = rule._fresh("restore_checkpoint")
+        gs = self.graph.global_step
+        variables = list(dict.fromkeys([gs, *self.graph.variables]))
+        if rule.template is not None:
+            variables.append(f"*{rule.template}.variables")
+        keras = rule._keras_optimizer(self.graph)
+        rule.restore_helper_code = _legacy_restore.helper_code(
+            helper, "model" if rule.template is not None and not rule.creates_plain_variables else None, keras)
+        optimizer_call = self.graph.optimizer_call
+        if optimizer_call is not None:
+            kind = rule.qualname(optimizer_call.func).rsplit(".", 1)[-1]
+            slots = _legacy_restore.SLOTTED_OPTIMIZERS.get(kind)
+            if slots is not None:
+                rule.report(optimizer_call, _legacy_restore.slots_note(kind, slots), fixed=False, severity="warning",
+                            hint="to carry the state over, convert the checkpoint (tfmigrate checkpoint convert) and"
+                            " initialize the optimizer's slots from it; else expect the first resumed steps to differ",
+                            reference=_legacy_restore.REFERENCE)
+        if rule.strategy == MWMS:
+            latest = rule._fresh("latest_checkpoint")
+            return (f"{latest} = tf.train.latest_checkpoint({directory}) if {directory} else None\n"
+                    f"if {latest}:\n"
+                    "    " + _legacy_restore.restore_call(helper, checkpoint, latest, variables,
+                                                          self.graph.optimizer if keras else None) + "\n")
+        return (f"if {self.manager} is not None and {self.manager}.latest_checkpoint:\n"
+                "    " + _legacy_restore.restore_call(helper, checkpoint, f"{self.manager}.latest_checkpoint",
+                                                      variables, self.graph.optimizer if keras else None) + "\n")
 
     def timed_save(self, drain: str = "") -> str:
         """Source of the time-based periodic save (TF1's CheckpointSaverHook

@@ -593,7 +593,21 @@ class GraphToStrategy(Rule):
             updated = self._drop_setter_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
+        if getattr(self, "restore_helper_code", None):
+            updated = self._add_restore_helper(updated)
         return updated
+
+    def _add_restore_helper(self, module: cst.Module) -> cst.Module:
+        """The checkpoint restore function (`_legacy_restore`), defined before
+        the first top-level statement that calls it."""
+        body = list(module.body)
+        for i, statement in enumerate(body):
+            if self.restore_helper in C.names_used(statement):
+                helper = C.stmt(self.restore_helper_code).with_changes(
+                    leading_lines=[cst.EmptyLine(indent=False)] * 2)
+                body.insert(i, helper)
+                return module.with_changes(body=body)
+        return module
 
     def _drop_moved_placeholders(self, original, updated):
         """``updated`` (a module or block) without the statements made before a
