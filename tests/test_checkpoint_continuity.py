@@ -164,3 +164,54 @@ def test_resume_leaves_optimizer_slots_reported_where_the_optimizer_is_built():
     # the plain-SGD reference has no slots: nothing to say
     assert not [d for d in migrate_source(source).diagnostics if "<variable>/" in d.message]
     assert migrate_source(result.output).output == result.output
+
+
+def _checkpointing_sync_job(directory: Path) -> Path:
+    """legacy_reference/sync_replicas.py with the Supervisor checkpointing into
+    --checkpoint_dir every second (it runs without checkpoints), each step
+    slowed a little so that checkpoints fall within the run."""
+    source = (ROOT / "legacy_reference" / "sync_replicas.py").read_text()
+    for old, new in [
+        ('    parser.add_argument("--learning_rate", type=float, default=0.05)\n',
+         ('    parser.add_argument("--learning_rate", type=float, default=0.05)\n'
+         '    parser.add_argument("--checkpoint_dir", default=None)\n')),
+        ("        logdir=None,  # no checkpoints: a stale one would silently be restored\n",
+         "        logdir=args.checkpoint_dir,\n        save_model_secs=1,\n"),
+        ("        saver=None,\n", ""),
+        ("        append_loss(step, loss_value, task_name)\n",
+         "        append_loss(step, loss_value, task_name)\n        time.sleep(0.3)\n"),
+    ]:
+        assert old in source, old
+        source = source.replace(old, new)
+    legacy = directory / "sync_checkpointing.py"
+    legacy.write_text(source)
+    return legacy
+
+
+@pytest.mark.slow
+def test_synchronous_migration_continues_the_legacy_trajectory_on_every_worker(tmp_path):
+    """SyncReplicasOptimizer on 2 workers, stopped; its MultiWorkerMirroredStrategy
+    migration resumes on both workers from the chief's TF1 checkpoint and
+    continues each worker's legacy losses bit for bit."""
+    legacy = _checkpointing_sync_job(tmp_path)
+    migrated = tmp_path / "sync_checkpointing_migrated.py"
+    migrated.write_text(migrate_source(legacy.read_text()).output)
+    steps = 12
+    checkpoint_dir = tmp_path / "ckpt"
+    jobs = {"ps": 1, "worker": 2}
+    stopped = run_cluster(legacy, jobs, args=[f"--steps={steps}", f"--checkpoint_dir={checkpoint_dir}"],
+                          role_style="tf_config", server_only=("ps",), timeout=240, log_dir=tmp_path / "stopped")
+    assert stopped.ok, stopped.summary()
+    resume_at = int(_values(checkpoint_dir)["global_step"])
+    assert resume_at > 0
+    through = run_cluster(legacy, jobs, args=[f"--steps={2 * steps}"], role_style="tf_config",
+                          server_only=("ps",), timeout=240, log_dir=tmp_path / "through")
+    assert through.ok, through.summary()
+    resumed = run_cluster(migrated, {"worker": 2}, args=[f"--steps={2 * steps}", f"--checkpoint_dir={checkpoint_dir}"],
+                          role_style="tf_config", timeout=240, log_dir=tmp_path / "resumed")
+    assert resumed.ok, resumed.summary()
+    for worker in range(2):
+        trajectory = dict(_losses(through.task("worker", worker).loss_path))
+        records = _losses(resumed.task("worker", worker).loss_path)
+        assert [step for step, _ in records] == list(range(resume_at, 2 * steps))
+        assert [loss for _, loss in records] == [trajectory[step] for step, _ in records]
