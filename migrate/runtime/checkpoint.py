@@ -14,7 +14,9 @@ The mapping comes from the migrated program's source (never run): the
 
 * ``tf.Variable(..., name="N")`` (also the step counter): TF1's variable ``N``;
 * a Keras optimizer: its ``iterations`` continue from TF1's ``global_step``
-  (TF1's learning rate was a graph constant: the program's own is kept);
+  (TF1's learning rate was a graph constant: the program's own is kept),
+  unless TF1's optimizer state is left out and no schedule takes the step:
+  then the optimizer starts afresh, as the program's own TF1 restore does;
 * ``tf.compat.v1.make_template("scope", model_fn)``: the model's variables,
   by their TF1 names (the template adds ``scope/``); which names ``model_fn``
   creates is only known when it runs, so every TF1 variable not claimed
@@ -58,7 +60,8 @@ class ProgramState:
     """What the migrated program's ``tf.train.Checkpoint`` holds, by attribute."""
 
     variables: dict[str, str] = field(default_factory=dict)  # attribute -> TF1 name
-    optimizers: list[str] = field(default_factory=list)  # Keras optimizers' attributes
+    # Keras optimizers' attributes -> does a schedule take their step count (iterations)?
+    optimizers: dict[str, bool] = field(default_factory=dict)
     template: tuple[str, str] | None = None  # (attribute, variable scope)
     unknown: dict[str, str] = field(default_factory=dict)  # attribute -> what makes it
 
@@ -99,7 +102,10 @@ def program_state(source: str, filename: str = "<program>") -> ProgramState:
             repeats[name] = repeats.get(name, -1) + 1
             state.variables[attribute] = f"{name}_{repeats[name]}" if repeats[name] else name
         elif kind.startswith(("tf.keras.optimizers.", "keras.optimizers.")):
-            state.optimizers.append(attribute)
+            rate = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "learning_rate"), None)
+            if isinstance(rate, ast.Name) and rate.id in made:
+                rate = made[rate.id]
+            state.optimizers[attribute] = rate is not None and "schedules." in ast.unparse(rate)
         elif kind == "tf.compat.v1.make_template" and call.args and isinstance(call.args[0], ast.Constant):
             state.template = (attribute, call.args[0].value)
         else:
@@ -148,8 +154,11 @@ def tf1_to_tf2(source_path: str, destination: Path, state: ProgramState) -> Conv
         children[attribute] = tf.Variable(reader.get_tensor(name))
         claimed.add(name)
         out.mapped.append((name, attribute))
-    for attribute in state.optimizers:
-        if "global_step" in keys:
+    fresh_state = any(_is_optimizer_state(key, keys) for key in keys)
+    for attribute, scheduled in state.optimizers.items():
+        # as the migrated program's own TF1 restore: the step count continues, unless the
+        # optimizer's state starts afresh and no schedule needs the step (Adam's bias correction)
+        if "global_step" in keys and (scheduled or not fresh_state):
             children[attribute] = tf.train.Checkpoint(_iterations=tf.Variable(reader.get_tensor("global_step")))
             out.mapped.append(("global_step", f"{attribute}.iterations"))
     if state.optimizers:

@@ -14,17 +14,19 @@ restores a TF2 checkpoint as before otherwise::
 
     if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
         restore_checkpoint(checkpoint, checkpoint_manager.latest_checkpoint,
-                           [global_step, hid_w, hid_b], optimizer=opt)
+                           [global_step, hid_w, hid_b], opt)
 
 Each variable takes the value saved under its TF1 name (eager variables keep the
 names TF1's graph gave them, except the repeats TF1 numbered ``name_1``, ...,
 which the helper numbers the same way, in creation order). A Keras optimizer's
-``iterations`` (its schedule's step, Adam's bias correction) continue from TF1's
-``global_step``. Nothing is silently zeroed: a variable the checkpoint lacks
-raises, and what the checkpoint holds that the program does not take (optimizer
-slots, moving averages the program dropped) is logged by name; TFM301 also
-reports, at the optimizer, which TF1 slots a resume leaves at their initial
-values. ``tfmigrate checkpoint convert`` converts such a directory offline.
+``iterations`` (its schedule's step) continue from TF1's ``global_step``, unless
+its per-variable state starts afresh (TF1's slots are not carried over: a Keras
+optimizer has no public accessor for its own) and its rate is constant: then
+the optimizer starts afresh as a whole (Adam's bias correction with it).
+Nothing is dropped silently: a variable the checkpoint lacks raises, what the
+checkpoint holds that the program does not take (optimizer slots, moving
+averages the program dropped) is logged by name, and TFM301 reports at the
+optimizer which TF1 slots a resume leaves at their initial values. ``tfmigrate checkpoint convert`` converts such a directory offline.
 
 Fix safety: the helper only runs when a checkpoint exists; a TF2 checkpoint is
 restored exactly as before.
@@ -48,11 +50,11 @@ SLOTTED_OPTIMIZERS = {
 }
 
 
-def helper_code(name: str, scope: str | None, keras_optimizer: bool) -> str:
+def helper_code(name: str, scope: str | None, continue_iterations: bool) -> str:
     """The module-level restore function: `scope` is the variable scope the
     migration put the model's variables in (``make_template("model", ...)``),
     which TF1's names did not have."""
-    signature = "checkpoint, path, variables" + (", optimizer" if keras_optimizer else "")
+    signature = "checkpoint, path, variables" + (", optimizer" if continue_iterations else "")
     tf1_name = 'variable.name.split(":")[0]'
     if scope:
         tf1_name += f'.removeprefix("{scope}/")'
@@ -60,7 +62,7 @@ def helper_code(name: str, scope: str | None, keras_optimizer: bool) -> str:
         "    if \"global_step\" in saved:\n"
         "        # the optimizer's step count (its schedule's step) continues from TF1's\n"
         "        optimizer.iterations.assign(reader.get_tensor(\"global_step\"))\n"
-        if keras_optimizer else ""
+        if continue_iterations else ""
     )
     return (
         f"def {name}({signature}):\n"
@@ -96,9 +98,12 @@ def restore_call(helper: str, checkpoint: str, path: str, variables: list[str], 
     return call + (f", {optimizer})" if optimizer else ")")
 
 
-def slots_note(optimizer: str, slots: str) -> str:
+def slots_note(optimizer: str, slots: str, step_continues: bool) -> str:
+    step = ("its step count continues from TF1's global_step (the learning-rate schedule needs it)" if step_continues
+            else "it starts afresh, its step count with it")
     return (
         f"the TF1 {optimizer} kept per-variable state in the checkpoint ({slots}), which the migrated optimizer"
         " keeps in its own form: a migrated job resumed from the TF1 job's checkpoint restores the variables and"
-        " the step, and starts this state afresh (it logs the names it leaves out)"
+        f" the global step, and the optimizer's state starts at its initial values ({step}; the program logs"
+        " the names it leaves out)"
     )

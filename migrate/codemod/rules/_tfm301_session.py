@@ -597,26 +597,29 @@ class _SessionRegion:
         if rule.template is not None:
             variables.append(f"*{rule.template}.variables")
         keras = rule._keras_optimizer(self.graph)
-        rule.restore_helper_code = _legacy_restore.helper_code(
-            helper, "model" if rule.template is not None and not rule.creates_plain_variables else None, keras)
         optimizer_call = self.graph.optimizer_call
-        if optimizer_call is not None:
-            kind = rule.qualname(optimizer_call.func).rsplit(".", 1)[-1]
-            slots = _legacy_restore.SLOTTED_OPTIMIZERS.get(kind)
-            if slots is not None:
-                rule.report(optimizer_call, _legacy_restore.slots_note(kind, slots), fixed=False, severity="warning",
-                            hint="to carry the state over, convert the checkpoint (tfmigrate checkpoint convert) and"
-                            " initialize the optimizer's slots from it; else expect the first resumed steps to differ",
-                            reference=_legacy_restore.REFERENCE)
+        kind = rule.qualname(optimizer_call.func).rsplit(".", 1)[-1] if optimizer_call is not None else ""
+        slots = _legacy_restore.SLOTTED_OPTIMIZERS.get(kind)
+        # the step count drives a schedule; with state that starts afresh (Adam's moments) and a
+        # constant rate, the whole optimizer starts afresh, its bias correction with it
+        schedule = slots is not None and rule._changing_rate(self.graph) is not None
+        continues = keras and (slots is None or schedule)
+        rule.restore_helper_code = _legacy_restore.helper_code(
+            helper, "model" if rule.template is not None and not rule.creates_plain_variables else None, continues)
+        if slots is not None:
+            rule.report(optimizer_call, _legacy_restore.slots_note(kind, slots, keras and schedule), fixed=False,
+                        severity="warning", hint="expect the first steps after such a resume to differ from the TF1"
+                        " job's; to avoid it, resume from a checkpoint the migrated program wrote",
+                        reference=_legacy_restore.REFERENCE)
         if rule.strategy == MWMS:
             latest = rule._fresh("latest_checkpoint")
             return (f"{latest} = tf.train.latest_checkpoint({directory}) if {directory} else None\n"
                     f"if {latest}:\n"
                     "    " + _legacy_restore.restore_call(helper, checkpoint, latest, variables,
-                                                          self.graph.optimizer if keras else None) + "\n")
+                                                          self.graph.optimizer if continues else None) + "\n")
         return (f"if {self.manager} is not None and {self.manager}.latest_checkpoint:\n"
                 "    " + _legacy_restore.restore_call(helper, checkpoint, f"{self.manager}.latest_checkpoint",
-                                                      variables, self.graph.optimizer if keras else None) + "\n")
+                                                      variables, self.graph.optimizer if continues else None) + "\n")
 
     def timed_save(self, drain: str = "") -> str:
         """Source of the time-based periodic save (TF1's CheckpointSaverHook
