@@ -150,7 +150,8 @@ class GraphToStrategy(Rule):
     becomes a call of that step on the strategy; ``MonitoredTrainingSession`` /
     ``Supervisor`` / ``Session`` blocks dissolve into plain Python, their hooks
     into loop bounds (``StopAtStepHook``) and ``tf.train.Checkpoint`` +
-    ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``).
+    ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``),
+    also of the TF1 job's own name-based checkpoint there (``_legacy_restore``).
 
     Asynchronous ps/worker training maps to ``ParameterServerStrategy`` with a
     ``ClusterCoordinator``: the chief queues each step for a free worker and
@@ -2481,10 +2482,38 @@ GraphToStrategy.INVALID = [
             while step < 100:
                 _, step = sess.run([train_op, global_step], feed_dict={x: batch()})
         """,
-        """
+        '''
         import tensorflow.compat.v1 as tf
         import os
         import time
+
+
+        def restore_checkpoint(checkpoint, path, variables, optimizer):
+            """Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job
+            (tf.compat.v1.train.Saver: values by variable name, no object graph)."""
+            reader = tf.train.load_checkpoint(path)
+            saved = reader.get_variable_to_shape_map()
+            if "_CHECKPOINTABLE_OBJECT_GRAPH" in saved:
+                checkpoint.restore(path)
+                return
+            by_name, repeats = {}, {}
+            for variable in variables:
+                name = variable.name.split(":")[0]
+                # TF1's graph numbered a repeated name: name, name_1, name_2, ...
+                repeats[name] = repeats.get(name, -1) + 1
+                by_name[f"{name}_{repeats[name]}" if repeats[name] else name] = variable
+            missing = sorted(set(by_name) - set(saved))
+            if missing:
+                raise ValueError(f"{path} has no value for {', '.join(missing)}")
+            for name, variable in by_name.items():
+                variable.assign(reader.get_tensor(name))
+            if "global_step" in saved:
+                # the optimizer's step count (its schedule's step) continues from TF1's
+                optimizer.iterations.assign(reader.get_tensor("global_step"))
+            left = sorted(set(saved) - set(by_name))
+            if left:
+                tf.get_logger().warning("%s: not restored, nothing in this program takes them: %s",
+                                        path, ", ".join(left))
 
 
         def train(cluster, server, is_chief, num_workers):
@@ -2519,13 +2548,15 @@ GraphToStrategy.INVALID = [
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
+            # (also from the TF1 job's own checkpoints).
             # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
-            if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
-                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            latest_checkpoint = tf.train.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+            if latest_checkpoint:
+                restore_checkpoint(checkpoint, latest_checkpoint, [global_step, w], opt)
             next_checkpoint_time = time.monotonic() + 600
             step = 0
             while step < 100:
@@ -2535,7 +2566,7 @@ GraphToStrategy.INVALID = [
                     next_checkpoint_time = time.monotonic() + 600
             if checkpoint_manager is not None:
                 checkpoint_manager.save(checkpoint_number=global_step)
-        """,
+        ''',
         diagnostics=(),
     ),
     Invalid(
@@ -2856,13 +2887,41 @@ GraphToStrategy.INVALID = [
                 _, summary, step = sess.run([train_op, summary_op, global_step], feed_dict={x: batch()})
                 sv.summary_computed(sess, summary)
         """,
-        """
+        '''
         import tensorflow.compat.v1 as tf
         import os
         import time
 
         tf.app.flags.DEFINE_boolean("sync_replicas", False, "Use SyncReplicasOptimizer")
         FLAGS = tf.app.flags.FLAGS
+
+
+        def restore_checkpoint(checkpoint, path, variables, optimizer):
+            """Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job
+            (tf.compat.v1.train.Saver: values by variable name, no object graph)."""
+            reader = tf.train.load_checkpoint(path)
+            saved = reader.get_variable_to_shape_map()
+            if "_CHECKPOINTABLE_OBJECT_GRAPH" in saved:
+                checkpoint.restore(path)
+                return
+            by_name, repeats = {}, {}
+            for variable in variables:
+                name = variable.name.split(":")[0]
+                # TF1's graph numbered a repeated name: name, name_1, name_2, ...
+                repeats[name] = repeats.get(name, -1) + 1
+                by_name[f"{name}_{repeats[name]}" if repeats[name] else name] = variable
+            missing = sorted(set(by_name) - set(saved))
+            if missing:
+                raise ValueError(f"{path} has no value for {', '.join(missing)}")
+            for name, variable in by_name.items():
+                variable.assign(reader.get_tensor(name))
+            if "global_step" in saved:
+                # the optimizer's step count (its schedule's step) continues from TF1's
+                optimizer.iterations.assign(reader.get_tensor("global_step"))
+            left = sorted(set(saved) - set(by_name))
+            if left:
+                tf.get_logger().warning("%s: not restored, nothing in this program takes them: %s",
+                                        path, ", ".join(left))
 
 
         def train(server, is_chief, num_workers):
@@ -2897,13 +2956,15 @@ GraphToStrategy.INVALID = [
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
+            # (also from the TF1 job's own checkpoints).
             # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
-            if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
-                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            latest_checkpoint = tf.train.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+            if latest_checkpoint:
+                restore_checkpoint(checkpoint, latest_checkpoint, [global_step, w], opt)
             next_checkpoint_time = time.monotonic() + 600
             step = 0
             while step < 100:
@@ -2913,7 +2974,7 @@ GraphToStrategy.INVALID = [
                     next_checkpoint_time = time.monotonic() + 600
             if checkpoint_manager is not None:
                 checkpoint_manager.save(checkpoint_number=global_step)
-        """,
+        ''',
         diagnostics=('TFM301', 'TFM301'),
     ),
     Invalid(
