@@ -607,8 +607,8 @@ class _SessionRegion:
         rule.restore_helper_code = _legacy_restore.helper_code(
             helper, "model" if rule.template is not None and not rule.creates_plain_variables else None, continues)
         if slots is not None:
-            rule.report(optimizer_call, _legacy_restore.slots_note(kind, slots, keras and schedule), fixed=False,
-                        severity="warning", hint="expect the first steps after such a resume to differ from the TF1"
+            rule.report(optimizer_call, _legacy_restore.slots_note(kind, slots, keras and schedule), fixed=True,
+                        severity="info", hint="expect the first steps after such a resume to differ from the TF1"
                         " job's; to avoid it, resume from a checkpoint the migrated program wrote",
                         reference=_legacy_restore.REFERENCE)
         if rule.strategy == MWMS:
