@@ -222,3 +222,44 @@ def test_synchronous_migration_continues_the_legacy_trajectory_on_every_worker(t
         records = _losses(resumed.task("worker", worker).loss_path)
         assert [step for step, _ in records] == list(range(resume_at, 2 * steps))
         assert [loss for _, loss in records] == [trajectory[step] for step, _ in records]
+
+
+def _emitted_helper(scope: str | None, continue_iterations: bool):
+    from migrate.codemod.rules import _legacy_restore
+
+    namespace = {"tf": tf}
+    exec(_legacy_restore.helper_code("restore_checkpoint", scope, continue_iterations), namespace)  # noqa: S102 (the code the codemod emits)
+    return namespace["restore_checkpoint"]
+
+
+def test_emitted_restore_maps_tf1_names_in_process(tmp_path, caplog):
+    """The emitted helper on a TF1 checkpoint: TF1's numbered repeats
+    (`Variable`, `Variable_1`), make_template's `model/` scope removed, the
+    optimizer's iterations from global_step, what the program lacks logged,
+    a variable the checkpoint lacks raised; a TF2 checkpoint restored as before."""
+    saved = {"global_step": tf.Variable(tf.constant(5, tf.int64)), "Variable": tf.Variable([1.0, 2.0]),
+             "Variable_1": tf.Variable([3.0]), "layer0/w": tf.Variable([[4.0]]), "extra": tf.Variable(7.0)}
+    path = tf.compat.v1.train.Saver(var_list=saved).save(None, str(tmp_path / "tf1" / "model.ckpt"), global_step=5)
+    step = tf.Variable(0, dtype=tf.int64, name="global_step")
+    first, second = tf.Variable([0.0, 0.0]), tf.Variable([0.0])  # eager: both named "Variable"
+    with tf.name_scope("model"):
+        templated = tf.Variable([[0.0]], name="layer0/w")
+    optimizer = tf.keras.optimizers.SGD(0.1)
+    checkpoint = tf.train.Checkpoint(step=step, first=first, second=second, templated=templated, optimizer=optimizer)
+    restore = _emitted_helper("model", True)
+    restore(checkpoint, path, [step, first, second, templated], optimizer)
+    assert int(step.numpy()) == 5 and int(optimizer.iterations.numpy()) == 5
+    assert first.numpy().tolist() == [1.0, 2.0] and second.numpy().tolist() == [3.0]
+    assert templated.numpy().tolist() == [[4.0]]
+    assert "not restored, nothing in this program takes them: extra" in caplog.text
+    with pytest.raises(ValueError, match="has no value for absent"):
+        restore(checkpoint, path, [step, tf.Variable(1.0, name="absent")], optimizer)
+    # a TF2 checkpoint of the program: tf.train.Checkpoint.restore, as before
+    tf2_path = checkpoint.save(str(tmp_path / "tf2" / "ckpt"))
+    first.assign([9.0, 9.0])
+    restore(checkpoint, tf2_path, [step, first, second, templated], optimizer)
+    assert first.numpy().tolist() == [1.0, 2.0]
+    # an optimizer that starts afresh is not the helper's: it takes none
+    step.assign(0)
+    _emitted_helper(None, False)(checkpoint, path, [step, first, second])
+    assert int(step.numpy()) == 5

@@ -593,7 +593,9 @@ class _SessionRegion:
         if helper is None:
             helper = rule.restore_helper = rule._fresh("restore_checkpoint")
         gs = self.graph.global_step
-        variables = list(dict.fromkeys([gs, *self.graph.variables]))
+        # the step counter the migration made has no value in a TF1 checkpoint: it counts on from 0
+        counter = [] if getattr(rule, "made_global_step", False) else [gs]
+        variables = list(dict.fromkeys([*counter, *(v for v in self.graph.variables if v != gs)]))
         if rule.template is not None:
             variables.append(f"*{rule.template}.variables")
         keras = rule._keras_optimizer(self.graph)

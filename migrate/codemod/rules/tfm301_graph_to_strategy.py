@@ -1703,6 +1703,7 @@ class GraphToStrategy(Rule):
                     f"{names[0]} = {self.schedule_code[names[0]]}\n")[0]
                 st = new.with_changes(leading_lines=[*st.leading_lines, *new.leading_lines])
             scope_body.append(st)
+        self.made_global_step = graph.global_step is None  # a TF1 checkpoint has no value for it
         if graph.global_step is None:
             graph.global_step = self._fresh("global_step")
             scope_body.append(global_step_statement(graph.global_step))
