@@ -28,7 +28,7 @@ from absl import app, flags
 flags.DEFINE_string("ps_hosts", "", "Comma-separated host:port list of the ps job")
 flags.DEFINE_string("worker_hosts", "", "Comma-separated host:port list of the worker job")
 flags.DEFINE_string("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")
-flags.DEFINE_string("job_name", "", "One of 'ps', 'worker'")
+flags.DEFINE_string("job_name", "", "One of 'ps', 'worker', 'chief'")
 flags.DEFINE_integer("task_index", 0, "Index of the task within its job")
 flags.DEFINE_integer("steps", 50, "Number of global training steps (batches) in total")
 flags.DEFINE_float("learning_rate", 0.05, "Learning rate of plain SGD")

@@ -28,7 +28,7 @@ from absl import app, flags
 flags.DEFINE_string("ps_hosts", "", "ps job: comma-separated host:port")
 flags.DEFINE_string("worker_hosts", "", "worker job: comma-separated host:port")
 flags.DEFINE_string("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")
-flags.DEFINE_string("job_name", "", "'ps' or 'worker'")
+flags.DEFINE_string("job_name", "", "'ps', 'worker' or 'chief'")
 flags.DEFINE_integer("task_index", 0, "index within the job; worker 0 is the chief")
 flags.DEFINE_integer("steps", 50, "train until the global step reaches this")
 flags.DEFINE_float("learning_rate", 0.05, "SGD learning rate")
