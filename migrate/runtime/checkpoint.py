@@ -83,10 +83,7 @@ def program_state(source: str, filename: str = "<program>") -> ProgramState:
     if len(checkpoints) > 1:
         raise ConvertError(f"{filename}: {len(checkpoints)} tf.train.Checkpoint(...) calls; this command converts"
                            " a program with one")
-    made: dict[str, ast.AST] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            made[node.targets[0].id] = node.value
+    made = _bindings(tree, checkpoints[0])
     state = ProgramState()
     repeats: dict[str, int] = {}
     for keyword in checkpoints[0].keywords:
@@ -111,6 +108,32 @@ def program_state(source: str, filename: str = "<program>") -> ProgramState:
         else:
             state.unknown[attribute] = ast.unparse(call) if call is not None else ast.unparse(value)
     return state
+
+
+def _bindings(tree: ast.Module, call: ast.Call) -> dict[str, ast.AST]:
+    """What each name holds where `call` reads it: the assignments of the
+    function that makes the checkpoint (its nested functions and classes
+    aside), before the call, else the module's."""
+    def assignments(body: list[ast.stmt]) -> dict[str, ast.AST]:
+        found: dict[str, ast.AST] = {}
+        stack = list(reversed(body))
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.Assign) and node.lineno < call.lineno and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name):
+                found[node.targets[0].id] = node.value
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        return found
+
+    made = assignments(tree.body)
+    for function in ast.walk(tree):
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and function.lineno <= call.lineno <= (function.end_lineno or function.lineno) \
+                and any(node is call for node in ast.walk(function)):
+            made.update(assignments(function.body))  # innermost last: ast.walk goes outside in
+    return made
 
 
 @dataclass
@@ -143,8 +166,11 @@ def tf1_to_tf2(source_path: str, destination: Path, state: ProgramState) -> Conv
     keys = set(reader.get_variable_to_shape_map())
     out = Conversion()
     if state.unknown:
-        raise ConvertError("the program checkpoints state this command cannot mirror: " + ", ".join(
-            f"{attribute}={made}" for attribute, made in state.unknown.items()))
+        raise ConvertError(
+            "the program checkpoints state this command cannot mirror from its source: " + ", ".join(
+                f"{attribute}={made}" for attribute, made in state.unknown.items())
+            + " (a model whose variables are known only when it runs: start the migrated program on the TF1"
+            " directory instead, it restores the TF1 checkpoint by variable name itself)")
     children: dict[str, object] = {}
     claimed: set[str] = set()
     for attribute, name in state.variables.items():
