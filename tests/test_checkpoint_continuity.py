@@ -173,6 +173,18 @@ def test_resume_leaves_optimizer_slots_reported_where_the_optimizer_is_built():
     assert migrate_source(result.output).output == result.output
 
 
+def test_moving_averages_are_restored_under_their_tf1_names():
+    source = (ROOT / "legacy_reference" / "async_ps.py").read_text()
+    old = "        train_op = opt.minimize(loss, global_step=global_step)\n"
+    assert old in source
+    averaged = source.replace(old, "        train = opt.minimize(loss, global_step=global_step)\n"
+                              "        averages = tf.train.ExponentialMovingAverage(0.99)\n"
+                              "        train_op = tf.group(train, averages.apply(tf.trainable_variables()))\n")
+    out = migrate_source(averaged).output
+    assert ("restore_checkpoint(checkpoint, checkpoint_manager.latest_checkpoint, [global_step, hid_w, hid_b,"
+            " out_w, out_b, *[averages.average(v) for v in trainable_variables]], opt)") in out
+
+
 def _checkpointing_sync_job(directory: Path) -> Path:
     """legacy_reference/sync_replicas.py with the Supervisor checkpointing into
     --checkpoint_dir every second (it runs without checkpoints), each step
@@ -238,16 +250,21 @@ def test_emitted_restore_maps_tf1_names_in_process(tmp_path, caplog):
     optimizer's iterations from global_step, what the program lacks logged,
     a variable the checkpoint lacks raised; a TF2 checkpoint restored as before."""
     saved = {"global_step": tf.Variable(tf.constant(5, tf.int64)), "Variable": tf.Variable([1.0, 2.0]),
-             "Variable_1": tf.Variable([3.0]), "layer0/w": tf.Variable([[4.0]]), "extra": tf.Variable(7.0)}
+             "Variable_1": tf.Variable([3.0]), "layer0/w": tf.Variable([[4.0]]), "extra": tf.Variable(7.0),
+             "w": tf.Variable(2.0), "w/ExponentialMovingAverage": tf.Variable(1.5)}
     path = tf.compat.v1.train.Saver(var_list=saved).save(None, str(tmp_path / "tf1" / "model.ckpt"), global_step=5)
     step = tf.Variable(0, dtype=tf.int64, name="global_step")
     first, second = tf.Variable([0.0, 0.0]), tf.Variable([0.0])  # eager: both named "Variable"
     with tf.name_scope("model"):
         templated = tf.Variable([[0.0]], name="layer0/w")
+    w = tf.Variable(0.0, name="w")
+    averages = tf.train.ExponentialMovingAverage(0.9)
+    averages.apply([w])  # its shadow: w/ExponentialMovingAverage, TF1's name
     optimizer = tf.keras.optimizers.SGD(0.1)
     checkpoint = tf.train.Checkpoint(step=step, first=first, second=second, templated=templated, optimizer=optimizer)
     restore = _emitted_helper("model", True)
-    restore(checkpoint, path, [step, first, second, templated], optimizer)
+    restore(checkpoint, path, [step, first, second, templated, w, averages.average(w)], optimizer)
+    assert float(w.numpy()) == 2.0 and float(averages.average(w).numpy()) == 1.5
     assert int(step.numpy()) == 5 and int(optimizer.iterations.numpy()) == 5
     assert first.numpy().tolist() == [1.0, 2.0] and second.numpy().tolist() == [3.0]
     assert templated.numpy().tolist() == [[4.0]]

@@ -598,6 +598,9 @@ class _SessionRegion:
         variables = list(dict.fromkeys([*counter, *(v for v in self.graph.variables if v != gs)]))
         if rule.template is not None:
             variables.append(f"*{rule.template}.variables")
+        averages = getattr(rule, "moving_average", None)
+        if averages is not None:  # their TF1 names: <variable>/ExponentialMovingAverage, as in eager TF2
+            variables.append("*" + _moving_average.tracked(averages, rule.trainable_name)[1])
         keras = rule._keras_optimizer(self.graph)
         optimizer_call = self.graph.optimizer_call
         kind = rule.qualname(optimizer_call.func).rsplit(".", 1)[-1] if optimizer_call is not None else ""
