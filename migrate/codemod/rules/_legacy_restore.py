@@ -16,9 +16,10 @@ restores a TF2 checkpoint as before otherwise::
         restore_checkpoint(checkpoint, checkpoint_manager.latest_checkpoint,
                            [global_step, hid_w, hid_b], opt)
 
-Each variable takes the value saved under its TF1 name (eager variables keep the
-names TF1's graph gave them, except the repeats TF1 numbered ``name_1``, ...,
-which the helper numbers the same way, in creation order). A Keras optimizer's
+Each variable (and moving-average shadow) takes the value saved under its TF1
+name (eager variables keep the names TF1's graph gave them, except the repeats
+TF1 numbered ``name_1``, ..., which the helper numbers the same way, in
+creation order). A Keras optimizer's
 ``iterations`` (its schedule's step) continue from TF1's ``global_step``, unless
 its per-variable state starts afresh (TF1's slots are not carried over: a Keras
 optimizer has no public accessor for its own) and its rate is constant: then
