@@ -145,3 +145,13 @@ def test_the_dataset_form_runs_every_step_once_including_a_partial_last_call(tmp
     assert [int(step) for step, _ in logged] == list(range(6))
     losses = [float(loss) for _, loss in logged]
     assert all(math.isfinite(loss) for loss in losses) and losses[-1] < losses[0]
+
+
+def test_a_loop_that_leaves_on_the_loss_runs_one_host_fed_step_per_call_and_says_so():
+    source = textwrap.dedent(TOWERS).lstrip("\n").replace("BATCH_LINE", "xs, ys = make_batch(step, BATCH)")
+    source = source.replace("print(step, loss_value)", "if loss_value < 0.01:\n                    break")
+    result = migrate_source(source, select=["TFM303"])
+    ast.parse(result.output)
+    assert "run_train_step(xs, ys)" in result.output and "from_generator" not in result.output
+    kept = [d for d in result.diagnostics if "one step per tf.function call" in d.message]
+    assert len(kept) == 1 and kept[0].severity == "info"

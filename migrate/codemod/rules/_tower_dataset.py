@@ -36,17 +36,31 @@ class StepSpec:
     placeholder shapes and dtypes (code), and whether every parameter was a
     tf.split source (the only slicing a distributed dataset reproduces)."""
 
-    def __init__(self, specs: dict[str, tuple[str, str]], split_only: bool, anchor: cst.CSTNode):
+    def __init__(self, specs: dict[str, tuple[str, str]], split_only: bool, anchor: cst.CSTNode, run_name: str):
         self.specs = specs
         self.split_only = split_only
         self.anchor = anchor  # where a kept host-fed form is reported
+        self.run_name = run_name  # the wrapper a loop calls once per step when its steps are not batched
 
 
 def feed_from_datasets(module: cst.Module, rule, steps: dict[str, StepSpec]) -> cst.Module:
     """The module with each host-batched tower loop fed from a distributed dataset."""
     if not steps:
         return module
-    return transform(module, _FromDatasets(rule, steps))
+    module = transform(module, _FromDatasets(rule, steps))
+    called = {n.func.value for n in C.walk(module) if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+    for spec in steps.values():
+        if spec.run_name in called:
+            rule.report(
+                spec.anchor,
+                "the training steps stay fed from host arrays, one step per tf.function call: the loop body"
+                " cannot run after later steps (it reads the model or the step's results before the next step,"
+                " leaves the loop on them, or binds names used after the loop), so neither a tf.data pipeline"
+                " read ahead of the steps nor several steps per call would run the same program",
+                hint="move evaluation and logging of the model out of the training loop, or to every N steps after"
+                " the loop body's other work, to let the steps run from a distributed dataset",
+                fixed=True, severity="info")
+    return module
 
 
 class _Refused(Exception):

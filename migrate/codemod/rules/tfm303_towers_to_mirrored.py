@@ -1406,7 +1406,7 @@ class TowersToMirrored(GraphToStrategy):
         # a whole training step of the towers reference.
         names = ", ".join(params)
         self.train_replica_names = getattr(self, "train_replica_names", set()) | {f"{step_name}_replica"}
-        self._record_step_spec(step_name, params, graph)
+        self._record_step_spec(step_name, run_name, params, graph)
         lines = [f"def {step_name}({names}):"]
         wrapper = self._slice_wrapper(step_name, params)
         lines += wrapper
@@ -1450,7 +1450,7 @@ class TowersToMirrored(GraphToStrategy):
         run += f"    results = {fetched}\n" if fetched else f"    {step_name}({names})\n    results = None\n"
         return outer_code, run, None
 
-    def _record_step_spec(self, step_name, params, graph: Graph) -> None:
+    def _record_step_spec(self, step_name, run_name, params, graph: Graph) -> None:
         """What _tower_dataset needs to feed this step from a dataset: each
         parameter's placeholder shape and dtype, and whether every one was a
         tf.split source."""
@@ -1461,7 +1461,7 @@ class TowersToMirrored(GraphToStrategy):
                 specs[name] = (C.code_of(shape), C.code_of(dtype))
         split_only = bool(params) and set(params) <= set(self.splits.values()) and not any(
             p in self.towers.index_slices for p in params)
-        self.step_specs[step_name] = StepSpec(specs, split_only, self.anchor)
+        self.step_specs[step_name] = StepSpec(specs, split_only, self.anchor, run_name)
 
     def _slice_wrapper(self, fn_name: str, params) -> list[str]:
         """Lines of `{fn_name}_slice`, giving replica i the rows tower i read
