@@ -20,7 +20,14 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import _tfm403_emit as E
-from migrate.codemod.rules._tfm403_analysis import Decline, EstimatorJob, Finder, dataset_input_fn
+from migrate.codemod.rules._tfm403_analysis import (
+    Decline,
+    EstimatorJob,
+    Finder,
+    dataset_factory,
+    dataset_input_fn,
+    factory_input_fn,
+)
 from migrate.codemod.rules._tfm403_plan import plan_model_fn, rename
 
 REFERENCE = "https://www.tensorflow.org/tutorials/distribute/parameter_server_training"
@@ -294,7 +301,7 @@ class EstimatorToStrategy(Rule):
     )
 
     def transform(self, module: cst.Module) -> cst.Module:
-        finder = Finder(module, self.qualname)
+        finder = Finder(module, self.qualname, self.ctx.path)
         jobs = finder.jobs()
         if not jobs:
             for call, why in finder.nested_jobs()[:1]:
@@ -345,6 +352,10 @@ class EstimatorToStrategy(Rule):
             if isinstance(called, cst.Name) and called.value in functions and called.value not in finder.functions_here:
                 fn = functions[called.value]
                 replaced[id(fn)] = dataset_input_fn(replaced.get(id(fn), fn), self.qualname)
+            elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in functions
+                  and factory_input_fn(functions[node.func.value]) is not None):
+                fn = functions[node.func.value]  # an input_fn factory: make_input_fn(files, batch_size)
+                replaced[id(fn)] = dataset_factory(replaced.get(id(fn), fn), self.qualname)
         train_input = E.input_call(job.train_input, functions, "train", params_name, decline)
         eval_input = (E.input_call(job.eval_input, functions, "eval", params_name, decline)
                       if job.eval_input is not None else None)
