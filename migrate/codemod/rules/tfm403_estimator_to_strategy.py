@@ -2,7 +2,8 @@
 
 analysis
     _tfm403_analysis.py (the statement that trains, the Estimator, RunConfig,
-    TrainSpec/EvalSpec, the model_fn and input_fns)
+    TrainSpec/EvalSpec, the model_fn and input_fns); _tfm403_origin.py (where a
+    model_fn or input_fn imported from another module is, for the reason)
 plan
     _tfm403_plan.py (the model_fn as the step calls it, the optimizer and
     learning-rate statements built once under the strategy)
@@ -73,7 +74,8 @@ class EstimatorToStrategy(Rule):
           (``create_per_worker_dataset`` / ``distribute_datasets_from_function``);
           ``numpy_input_fn(x, y, ...)`` -> a function returning the same batches
           from ``Dataset.from_tensor_slices``; an input_fn returning its one-shot
-          iterator's ``get_next()`` returns the dataset itself;
+          iterator's ``get_next()`` returns the dataset itself; an input_fn
+          factory's call (``make_input_fn(files, 32)``) is called in turn;
         - ``RunConfig``: ``model_dir``, ``save_checkpoints_steps/secs``,
           ``keep_checkpoint_max`` -> ``tf.train.CheckpointManager`` (restored on
           start, saved at that cadence and at the end); ``tf_random_seed`` ->
@@ -100,7 +102,9 @@ class EstimatorToStrategy(Rule):
         Only what is carried exactly is migrated (``numpy_input_fn(shuffle=True)``
         draws another random order, reported); anything else (hooks, exporters
         and ``export_savedmodel``, other metrics, summaries in the model_fn, a
-        model_fn reading its RunConfig, queue-based input, the train op built
+        model_fn reading its RunConfig, queue-based input, a model_fn or input_fn
+        of another module (``model.model_fn`` of ``trainer/model.py``: its rewrite
+        would have to happen there, in the same run), the train op built
         otherwise than ``minimize(loss, global_step)``, an Estimator trained in a
         loop or chosen in branches) is reported where it is, and the job is left
         as it was (TFM401 then names the replacements).
