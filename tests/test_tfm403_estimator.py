@@ -551,3 +551,41 @@ def test_a_model_fn_or_input_fn_from_elsewhere_is_declined_saying_where_it_is(im
     assert result.output == source
     found = [d for d in result.diagnostics if d.code == "TFM403"]
     assert found and why in found[0].message, [d.message for d in found]
+
+
+SIBLING_INPUT = textwrap.dedent(
+    """\
+    import tensorflow as tf
+
+
+    def read_batches(batch_size):
+        dataset = tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).repeat()
+        return RETURNED
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "returned, why",
+    [
+        ("dataset.batch(batch_size)", None),
+        ("tf.compat.v1.data.make_one_shot_iterator(dataset.batch(batch_size)).get_next()",
+         "the input_fn is `data.read_batches`, defined in the project module `data`"),
+    ],
+)
+def test_an_input_fn_of_a_sibling_module_is_called_there_when_it_needs_no_change(tmp_path, returned, why):
+    """`lambda: data.read_batches(32)`: a sibling input_fn returning its dataset
+    is called where it is; one that would need its returns rewritten is declined."""
+    (tmp_path / "data.py").write_text(SIBLING_INPUT.replace("RETURNED", returned))
+    source = IMPORTED.replace("IMPORTS", "import data").replace("MODEL_FN", "model_fn").replace(
+        "INPUT_FN", "lambda: data.read_batches(32)")
+    result = migrate_source(source, path=str(tmp_path / "driver.py"), select=["TFM403"])
+    found = [d for d in result.diagnostics if d.code == "TFM403" and not d.fixed]
+    assert result.project_files == [str(tmp_path / "data.py")]
+    if why is None:
+        assert found == [], [d.message for d in found]
+        assert "create_per_worker_dataset(lambda: data.read_batches(32))" in result.output
+        compile(result.output, "driver.py", "exec")
+    else:
+        assert result.output == source
+        assert found and why in found[0].message, [d.message for d in found]

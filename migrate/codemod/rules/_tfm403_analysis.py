@@ -269,15 +269,25 @@ class Finder:
     def foreign(self, node: cst.BaseExpression | None, what: str) -> None:
         """Decline, naming the module, when ``node`` is a function this file
         imports (a sibling module's, a library's)."""
-        if isinstance(node, cst.Lambda) and isinstance(node.body, cst.Call):  # lambda: model.input_fn(...)
+        called = isinstance(node, cst.Lambda) and isinstance(node.body, cst.Call)
+        if called:  # lambda: model.input_fn(...)
             node = node.body
         if isinstance(node, cst.Call):  # an input_fn factory: model.make_input_fn(...)
             node = node.func
         found = origin(self.module, self.path, node)
         # TensorFlow's own input functions (numpy_input_fn) have reasons of their own
-        if found is not None and found.module.split(".")[0] != "tensorflow":
-            why, hint = why_not_here(found, what)
-            raise Decline(node, why, hint)
+        if found is None or found.module.split(".")[0] == "tensorflow":
+            return
+        if called and found.definition is not None:
+            # `lambda: model.input_fn(...)` returning its dataset needs no change: the loop calls it there
+            try:
+                kept = dataset_input_fn(found.definition, self.qualname) is found.definition
+            except Decline as d:
+                raise Decline(node, f"`{found.code}` of the project module `{found.module}`: {d.why}", d.hint) from None
+            if kept and factory_input_fn(found.definition) is None:
+                return
+        why, hint = why_not_here(found, what)
+        raise Decline(node, why, hint)
 
     @staticmethod
     def evaluation_call(statement: cst.BaseStatement) -> cst.Call:
