@@ -589,3 +589,16 @@ def test_an_input_fn_of_a_sibling_module_is_called_there_when_it_needs_no_change
     else:
         assert result.output == source
         assert found and why in found[0].message, [d.message for d in found]
+
+
+@pytest.mark.slow
+def test_check_says_equivalent_for_the_one_file_trainer_against_its_legacy_job_on_tf215(tmp_path):
+    """`tfmigrate check` takes one script per side: the two-file trainer (declined)
+    is checked in the one-file form its hint asks for."""
+    legacy = tmp_path / "legacy.py"
+    legacy.write_text(_one_file_trainer())
+    migrated = tmp_path / "migrated.py"
+    migrated.write_text(migrate_source(legacy.read_text(), path="task.py").output)
+    code, report = run_check(legacy, migrated, tmp_path / "out", 20)
+    assert report["legacy"]["tensorflow"]["version"] == "2.15.1"
+    assert code == 0 and report["verdict"] == "equivalent", report.get("reason")
