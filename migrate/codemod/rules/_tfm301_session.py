@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _moving_average
+from migrate.codemod.rules import _dataflow, _hand_checkpoints, _moving_average
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -194,6 +194,12 @@ class _SessionRegion:
         self.supervisor_chief: dict[str, str | None] = {}  # Supervisor name -> its is_chief argument's code
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
         self.foreign_feeds: set[str] = set()  # fed keys that are no placeholder of the block
+        # Savers used by hand in the session's code: name -> plan; (node, why) of one that cannot be
+        self.hand_savers: dict[str, _hand_checkpoints.HandSaver] = {}
+        self.monitored_sessions: set[str] = set()  # MonitoredTrainingSession & co: no tf.Session
+        self.saver_declines: list[tuple[cst.CSTNode, str]] = []
+        self.checkpoint_name: str | None = None
+        self.save_functions: dict[str, str] = {}  # saver name -> the emitted function saving as it did
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one
@@ -243,6 +249,8 @@ class _SessionRegion:
                         self.removed_names.update(names)
                     elif vq in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS:
                         self.sessions.update(names)
+                        if vq in QUIET_SESSIONS:
+                            self.monitored_sessions.update(names)
                         self._session_call(value)
                         self.removed_names.update(names)
                         if len(names) == 1:  # `mts = tf.train.MonitoredTrainingSession(...)`, `with mts as sess:`
@@ -270,6 +278,8 @@ class _SessionRegion:
                         if isinstance(call, cst.Call) and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS):
                             if item.asname is not None:
                                 self.sessions.update(C.target_names(item.asname.name))
+                                if q(call.func) in QUIET_SESSIONS:
+                                    self.monitored_sessions.update(C.target_names(item.asname.name))
                             if call is item.item:
                                 self._session_call(call)
         targets = {}
@@ -298,11 +308,87 @@ class _SessionRegion:
                         self.train_sessions.add(_owner(node))
                     elif fetch.ok and not fetch.dropped_only and not fetch.state_only and fetch.values:
                         self.eval_fetches.setdefault(key, fetch)
+        self._plan_hand_savers(statements, graph_part)
+        if self.checkpoint_dir is not None or self.hand_savers:
+            # named now: the session's code (hand-made saves, restores) refers to it before it is emitted
+            self.checkpoint_name = self.rule._fresh("checkpoint")
+        for saver in self.hand_savers.values():
+            if saver.saves:
+                self.save_functions[saver.name] = self.rule._fresh(
+                    "save_checkpoint" if len(self.hand_savers) == 1 else f"save_{saver.name}")
         if self.checkpoint_dir is not None:
             self.manager = self.rule._fresh("checkpoint_manager")
             if self.saves and self.save_secs is not None:
                 self.save_due = self.rule._fresh("next_checkpoint_time")
                 self.rule.ctx.require_import("time")
+
+    def _plan_hand_savers(self, statements, graph_part) -> None:
+        """`saver = tf.train.Saver()` whose `saver.save(sess, path, global_step=n)`
+        and `saver.restore(sess, path)` the session's code calls: planned onto
+        the migration's checkpoint, or declined with the statement and why."""
+        q = self.rule.qualname
+        made: dict[str, list] = {}
+        for source in (self.scope, graph_part, statements):
+            for name, statement in _hand_checkpoints.savers_made(source, q).items():
+                if all(statement is not m for m in made.get(name, [])):
+                    made.setdefault(name, []).append(statement)
+        after = {id(n) for st in statements for n in C.walk(st)}
+        for name, found in made.items():
+            if not any(_hand_checkpoints.read_by_hand(name, st) for st in statements):
+                continue  # made and never used by hand (or only as a Supervisor's): dropped with the graph
+            if any(_dataflow.graph_export(node, q) is not None for st in statements for node in C.walk(st)
+                   if isinstance(node, cst.SimpleStatementLine) and _hand_checkpoints.read_by_hand(name, node)):
+                continue  # a serving export of the TF1 graph: said to be one where the rewrite is checked
+            if len({C.code_of(st) for st in found}) != 1:
+                self.saver_declines.append((found[-1], f"the Saver `{name}` is bound more than once"))
+                continue
+            saver = _hand_checkpoints.plan(name, found[-1], statements, self.sessions | self.supervisors, q,
+                                           self.monitored_sessions)
+            if not isinstance(saver, _hand_checkpoints.HandSaver):
+                self.saver_declines.append(saver)
+                continue
+            self.hand_savers[name] = saver
+            if any(id(st) in after for st in found):
+                self.removed_names.add(name)  # made after the graph block: it goes with the session
+
+    def hand_saver_statement(self, original, updated):
+        """The rewrite of `original` if it is a hand-made save or restore, else None."""
+        for saver in self.hand_savers.values():
+            if id(original) in saver.saves or id(original) in saver.restores:
+                return _hand_checkpoints.rewritten(original, updated, saver, self.checkpoint_name,
+                                                   self.save_functions.get(saver.name, ""))
+        return None
+
+    def _tracked(self) -> str:
+        """`name=name, ...`: what the migration's checkpoint holds (what TF1's Saver saved)."""
+        gs = self.graph.global_step
+        tracked_names = [gs, self.graph.optimizer, *self.graph.variables]
+        if self.rule.template is not None:
+            tracked_names.append(self.rule.template)
+        # once each: a step counter the program made with tf.Variable is one of its variables too
+        tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
+        averages = getattr(self.rule, "moving_average", None)
+        if averages is not None:  # TF1's Saver saved the shadow variables with the others
+            tracked += ", {}={}".format(*_moving_average.tracked(averages, self.rule.trainable_name))
+        return tracked
+
+    def _hand_saver_prelude(self) -> list[cst.BaseStatement]:
+        """The checkpoint the hand-made saves and restores use (the session's own
+        when it has one), and a function per Saver saving as it did."""
+        if not self.hand_savers:
+            return []
+        out: list[cst.BaseStatement] = []
+        if self.checkpoint_dir is None:
+            names = ", ".join(f"`{n}`" for n in self.hand_savers)
+            out += C.stmts(
+                f"# What the Saver {names} saved and restored by hand.\n"
+                f"{self.checkpoint_name} = tf.train.Checkpoint({self._tracked()})\n")
+        for saver in self.hand_savers.values():
+            if saver.saves:
+                self.rule.ctx.require_import("os")
+                out += C.stmts(_hand_checkpoints.function_code(saver, self.checkpoint_name,
+                                                               self.save_functions[saver.name]))
+        return out
 
     def _hook_list_growth(self, node, hook_lists) -> None:
         """`hooks.append(sync_hook)`, `hooks.extend([...])`, `hooks += [...]` on
@@ -542,16 +628,8 @@ class _SessionRegion:
         if self.num_steps is not None and self.last_step is None:
             out += C.stmts(f"last_step = int({gs}.numpy()) + {C.code_of(self.num_steps)}\n")
         if self.checkpoint_dir is not None:
-            tracked_names = [gs, self.graph.optimizer, *self.graph.variables]
-            if self.rule.template is not None:
-                tracked_names.append(self.rule.template)
-            # once each: a step counter the program made with tf.Variable is one of its variables too
-            tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
-            averages = getattr(self.rule, "moving_average", None)
-            if averages is not None:  # TF1's Saver saved the shadow variables with the others
-                tracked += ", {}={}".format(*_moving_average.tracked(averages, self.rule.trainable_name))
-            ckpt = self.rule._fresh("checkpoint")
-            self.checkpoint_name = ckpt
+            tracked = self._tracked()
+            ckpt = self.checkpoint_name
             directory = C.code_of(self.checkpoint_dir)
             if not isinstance(self.checkpoint_dir, (cst.Name, cst.Attribute)):
                 name = self.rule._fresh("checkpoint_dir")
@@ -581,7 +659,7 @@ class _SessionRegion:
             )
             if self.save_due is not None:
                 out += C.stmts(f"{self.save_due} = time.monotonic() + {self.save_secs}\n")
-        return out
+        return out + self._hand_saver_prelude()
 
     def timed_save(self, drain: str = "") -> str:
         """Source of the time-based periodic save (TF1's CheckpointSaverHook

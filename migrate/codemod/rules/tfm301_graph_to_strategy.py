@@ -788,6 +788,15 @@ class GraphToStrategy(Rule):
         after = kept
         session = _SessionRegion(self, graph, body)
         session.scan(after, graph_part=inner)
+        if session.saver_declines:
+            # a checkpoint written or read by hand that the migration's cannot stand in for
+            del self.ctx.reports[reported:]
+            for node, why in session.saver_declines:
+                self.report(node, f"training not migrated: it checkpoints by hand with a TF1 Saver and {why};"
+                            " this training was left as TF1", hint="save with tf.train.CheckpointManager.save and"
+                            " restore with tf.train.Checkpoint.restore by hand, then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            return body
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
