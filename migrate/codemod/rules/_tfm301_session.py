@@ -379,9 +379,8 @@ class _SessionRegion:
             return []
         out: list[cst.BaseStatement] = []
         if self.checkpoint_dir is None:
-            names = ", ".join(f"`{n}`" for n in self.hand_savers)
             out += C.stmts(
-                f"# What the Saver {names} saved and restored by hand.\n"
+                "# The training state, saved and restored by hand below.\n"
                 f"{self.checkpoint_name} = tf.train.Checkpoint({self._tracked()})\n")
         for saver in self.hand_savers.values():
             if saver.saves:
