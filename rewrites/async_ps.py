@@ -1,10 +1,11 @@
-"""Asynchronous between-graph parameter-server training (TF1, run on TF 2.21).
+"""Asynchronous between-graph parameter-server training.
 
-The classic shape of ``mnist_replica.py`` / the TF 1.x "Distributed TensorFlow"
-how-to: every process runs this same file with its role on the command line::
+Each task is started like this::
 
     python async_ps.py --ps_hosts=127.0.0.1:2222 \
-        --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --job_name=worker --task_index=0
+        --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --chief_hosts=127.0.0.1:2225 --job_name=worker --task_index=0
+    python async_ps.py --ps_hosts=127.0.0.1:2222 \
+        --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --chief_hosts=127.0.0.1:2225 --job_name=chief --task_index=0
 
 Reproducibility: which worker trains which batch depends on thread timing, so
 a *ticket queue* on the ps hands out batch ids 0..N-1 exactly once each (the
