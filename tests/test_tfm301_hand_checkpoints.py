@@ -337,3 +337,83 @@ def test_the_migrated_program_writes_the_checkpoints_tf1_wrote_and_resumes_from_
     assert resumed["kept"]["fit.ckpt-10"] == tf2["kept"]["fit.ckpt-10"]
     assert resumed["kept"]["fit.ckpt-12"] == straight["kept"]["fit.ckpt-12"]
     assert resumed["kept"]["fit.ckpt-14"] == straight["kept"]["fit.ckpt-14"]
+
+
+# ------------------------------------------------------------------------ the cluster from a helper
+
+# the cluster and its server made by a helper, the ps's join in another, the training in a
+# procedure the device-setter block of a function given the cluster by main() calls: the
+# shape of a program split into small helpers
+CLUSTER_FROM_HELPER = '''
+import tensorflow.compat.v1 as tf
+
+FLAGS = tf.app.flags.FLAGS
+
+
+def make_cluster():
+    workers = FLAGS.worker_hosts.split(",")
+    spec = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": workers})
+    node = tf.train.Server(spec, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    return spec, node, len(workers)
+
+
+def serve_if_ps(node):
+    if FLAGS.job_name == "ps":
+        node.join()
+
+
+def build_and_train(node, count, samples):
+    inputs = tf.placeholder(tf.float32, [None, 4])
+    weights = tf.Variable(tf.zeros([4, 1]))
+    cost = tf.reduce_mean(tf.square(tf.matmul(inputs, weights) - 1.0))
+    counter = tf.train.get_or_create_global_step()
+    opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), replicas_to_aggregate=count)
+    train_op = opt.minimize(cost, global_step=counter)
+    hooks = [opt.make_session_run_hook(FLAGS.task_index == 0), tf.train.StopAtStepHook(last_step=100)]
+    with tf.train.MonitoredTrainingSession(master=node.target, is_chief=FLAGS.task_index == 0,
+                                           hooks=hooks) as sess:
+        while not sess.should_stop():
+            sess.run(train_op, feed_dict={inputs: samples})
+
+
+def work(spec, node, count, samples):
+    with tf.device(tf.train.replica_device_setter(cluster=spec)):
+        build_and_train(node, count, samples)
+
+
+def main(_):
+    spec, node, count = make_cluster()
+    serve_if_ps(node)
+    work(spec, node, count, [[1.0, 2.0, 3.0, 4.0]])
+
+
+if __name__ == "__main__":
+    tf.app.run()
+'''
+
+
+def test_a_cluster_built_by_a_helper_out_of_the_trainings_reach_is_said_to_be_one():
+    source = dedent(CLUSTER_FROM_HELPER)
+    result = migrate_source(source)
+    assert result.output.count("replica_device_setter") == 1 and "Strategy" not in result.output
+    [reason] = [d for d in manual(result) if "its cluster is built in" in d.message]
+    assert reason.line == line_of(source, "with tf.device(tf.train.replica_device_setter(cluster=spec)):")
+    assert "built in `make_cluster()` (a ClusterSpec and a tf.train.Server there) and reaches `work()`" in \
+        reason.message
+    assert "would keep this task's port" in reason.message
+    assert not any("used but no longer defined" in d.message for d in result.diagnostics)
+    # built by main() and handed to the function that trains: the same reason, naming main()
+    inline = source.replace("    spec, node, count = make_cluster()\n    serve_if_ps(node)\n", (
+        "    workers = FLAGS.worker_hosts.split(\",\")\n"
+        "    spec = tf.train.ClusterSpec({\"ps\": FLAGS.ps_hosts.split(\",\"), \"worker\": workers})\n"
+        "    node = tf.train.Server(spec, job_name=FLAGS.job_name, task_index=FLAGS.task_index)\n"
+        "    count = len(workers)\n"
+        "    if FLAGS.job_name == \"ps\":\n"
+        "        node.join()\n"))
+    inline = inline[:inline.index("def make_cluster():")] + inline[inline.index("def build_and_train("):]
+    result = migrate_source(inline)
+    assert "Strategy" not in result.output
+    [reason] = [d for d in manual(result) if "its cluster is built in" in d.message]
+    # (the server there, with its ps branch, is TFM202's to remove: no port is said to be kept)
+    assert "built in `main()` (a ClusterSpec there) and reaches `work()`" in reason.message
+    assert "port" not in reason.message

@@ -815,6 +815,10 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        if self._report_resolver_out_of_reach(device_with):
+            del self.ctx.reports[reported:]
+            self._report_resolver_out_of_reach(device_with, report=True)
+            return body
         undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
         new_after = rewrite_session(session, after)
@@ -887,6 +891,45 @@ class GraphToStrategy(Rule):
             self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader,
                                                          export, self.ctx.module), hint=hint, reference=REFERENCE[self.strategy],
                         fixed=False)
+        return True
+
+    def _report_resolver_out_of_reach(self, device_with, report: bool = False) -> bool:
+        """The cluster resolver TFM201 made of the program's ClusterSpec is a
+        local of another function (`cluster, server, n = define_cluster()`,
+        the cluster handed on as a parameter to the function that trains):
+        the strategy built here cannot read it, and the TF1 server made with it
+        there would keep this task's port from the strategy's own."""
+        if not self.has_resolver or not getattr(self, "functions_in", None):
+            return False
+        top = {name for st in self.ctx.module.body if not isinstance(st, (cst.FunctionDef, cst.ClassDef))
+               for name in _dataflow.binding_counts([st])}
+        if "cluster_resolver" in top:
+            return False
+        for function in self.functions_in:
+            if "cluster_resolver" in _dataflow.binding_counts([function]):
+                return False
+        owners = [fn for fn in C.walk(self.ctx.module) if isinstance(fn, cst.FunctionDef)
+                  and all(fn is not f for f in self.functions_in)
+                  and any(C.assignment(st)[0] == ["cluster_resolver"] for st in C.body_of(fn.body))]
+        if not owners:
+            return False
+        if report:
+            here = self.functions_in[-1].name.value
+            # the function handing the cluster on to this one, if it makes it itself
+            callers = [fn for fn in owners if any(isinstance(c.func, cst.Name) and c.func.value == here
+                                                  for c in C.calls_in(fn))]
+            owner = (callers or owners)[0].name.value
+            owners = callers or owners
+            serves = any(self.qualname(c.func) == "train.Server" for c in C.calls_in(owners[0]))  # the owner's
+            server = (f", and the TF1 server `{owner}()` starts would keep this task's port from the strategy's"
+                      " own") if serves else ""
+            self.report(device_with, f"training not migrated: its cluster is built in `{owner}()` (a ClusterSpec"
+                        f"{' and a tf.train.Server' if serves else ''} there) and reaches `{here}()`, which trains,"
+                        f" through parameters and return values; the strategy made here needs the cluster resolver"
+                        f" TFM201 makes of that ClusterSpec in `{owner}()`, where `{here}()` cannot read it{server};"
+                        " this training was left as TF1", hint=f"build the cluster (its ClusterSpec, server and the"
+                        f" ps's join) in `{here}()` or in the function calling it, then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
         return True
 
     def _report_train_op_rebound(self, graph: Graph, block) -> bool:
