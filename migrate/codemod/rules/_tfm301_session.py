@@ -23,6 +23,8 @@ from migrate.codemod.rules._program import (
     REFERENCE,
 )
 from migrate.codemod.rules._session_loop import (
+    follow_hook_list,
+    followable,
     hook_arguments,
     note_supervisor_chief,
 )
@@ -170,6 +172,10 @@ class _SessionRegion:
         self.feed_dicts: dict[str, cst.Dict] = {}
         self.last_step: cst.BaseExpression | None = None
         self.num_steps: cst.BaseExpression | None = None
+        # every StopAtStepHook's bound (a session given several stops at the first reached)
+        self.last_steps: list[cst.BaseExpression] = []
+        self.step_counts: list[cst.BaseExpression] = []
+        self.count_names: list[str] = []  # `last_step = <global step> + num_steps`, one per count
         self.checkpoint_dir: cst.BaseExpression | None = None
         # TF1's save cadence: every `save_steps` global steps or `save_secs` seconds
         # (MonitoredTrainingSession and Supervisor default to 600 s); `saves` False
@@ -191,6 +197,7 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.followed_lists: set[str] = set()  # hook lists followed through several statements
         self.supervisor_chief: dict[str, str | None] = {}  # Supervisor name -> its is_chief argument's code
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
         self.foreign_feeds: set[str] = set()  # fed keys that are no placeholder of the block
@@ -233,11 +240,13 @@ class _SessionRegion:
                 if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
                     self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
                     self.removed_names.add(names[0])
+        self._follow_hook_lists(hook_lists, graph_part, statements)
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
                 names, value, _ = C.assignment(node)
-                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
+                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)) and (
+                        names[0] not in self.followed_lists):
                     self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
                     self.removed_names.add(names[0])
                 if isinstance(value, cst.Call):
@@ -321,6 +330,33 @@ class _SessionRegion:
             if self.saves and self.save_secs is not None:
                 self.save_due = self.rule._fresh("next_checkpoint_time")
                 self.rule.ctx.require_import("time")
+
+    def _follow_hook_lists(self, hook_lists: set[str], graph_part, statements) -> None:
+        """Hook lists built otherwise than by one literal (`hooks = sync_hooks +
+        [stop_hook]`, rebound `hooks = hooks + [more]`, bound in both branches
+        of an `if`): their hooks, followed through the function's statements;
+        the names bound on the way go with the session where only that building
+        reads them. A hook only one branch adds must be SyncReplicas' own (gone
+        with the optimizer) for the list to be followed."""
+        q = self.rule.qualname
+        for name in sorted(hook_lists):
+            bindings = sum(1 for st in self.scope for node in C.walk(st) if C.assignment(node)[0] == [name])
+            if name in self.hooks and bindings == 1:
+                continue  # one literal, maybe grown by append/extend: read already
+            followed = follow_hook_list(name, self.scope)
+            if not followable(followed, self.bindings):
+                continue
+            self.hooks[name] = list(followed.hooks)
+            self.followed_lists.add(name)
+            self.removed_names.add(name)
+            for other in followed.names - {name}:
+                readers = [node for st in self.scope for node in C.walk(st)
+                           if isinstance(node, cst.SimpleStatementLine) and other in C.names_used(node)]
+                if all(id(r) in followed.statements for r in readers) and not any(
+                        other in C.names_used(h) for st in self.scope for node in C.walk(st)
+                        if isinstance(node, cst.Call) and (q(node.func) in SESSION_CLASSES)
+                        for h in hook_arguments(node, q) if not isinstance(h, cst.Name) or h.value != name):
+                    self.removed_names.add(other)
 
     def _plan_hand_savers(self, statements, graph_part) -> None:
         """`saver = tf.train.Saver()` whose `saver.save(sess, path, global_step=n)`
@@ -409,7 +445,8 @@ class _SessionRegion:
                 added = [el.value for el in small.value.elements]
         if added is not None:
             owner = _owner(node.body[0].value) if isinstance(node.body[0], cst.Expr) else node.body[0].target.value
-            self.hooks.setdefault(owner, []).extend(added)
+            if owner not in self.followed_lists:  # (a followed list holds its growth already)
+                self.hooks.setdefault(owner, []).extend(added)
             self.hook_growth.add(id(node))
 
     def _is_dropped_expr(self, node) -> bool:
@@ -463,8 +500,14 @@ class _SessionRegion:
                                  hint="do what it did inside the training loop by hand",
                                  reference=REFERENCE[self.rule.strategy], fixed=False)
             if hq == "train.StopAtStepHook":
-                self.last_step = C.arg(hook, 1, "last_step") or self.last_step
-                self.num_steps = C.arg(hook, 0, "num_steps") or self.num_steps
+                # each hook asked to stop at its own bound: the loop ends at the first one reached
+                last, count = C.arg(hook, 1, "last_step"), C.arg(hook, 0, "num_steps")
+                if last is not None and all(last is not b for b in self.last_steps):
+                    self.last_steps.append(last)
+                elif last is None and count is not None and all(count is not b for b in self.step_counts):
+                    self.step_counts.append(count)
+                self.last_step = self.last_steps[0] if self.last_steps else None
+                self.num_steps = self.step_counts[0] if self.step_counts else None
             elif hq == "train.CheckpointSaverHook":
                 self._hook_checkpointing(hook)
             elif hq is not None and hq != "train.StopAtStepHook":
@@ -604,10 +647,11 @@ class _SessionRegion:
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
         stops = [f"{hook}.stop_requested" for hook in getattr(self.rule, "hook_stops", ())]
-        if self.last_step is not None:
-            stops.insert(0, f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
-        elif self.num_steps is not None:
-            stops.insert(0, f"int({gs}.numpy()) >= last_step")
+        bounds = [C.code_of(b) for b in self.last_steps] + (self.count_names or ["last_step"] * bool(self.step_counts))
+        if len(bounds) > 1:
+            stops.insert(0, f"int({gs}.numpy()) >= min({', '.join(bounds)})")
+        elif bounds:
+            stops.insert(0, f"int({gs}.numpy()) >= {bounds[0]}")
         if len(stops) > 1:
             return C.expr("(" + " or ".join(stops) + ")")
         return C.expr(stops[0] if stops else "False")
@@ -624,8 +668,11 @@ class _SessionRegion:
                     f"# each id is scheduled once, on whichever worker is free.\n"
                     f"{name} = iter(range({n}))\n"
                 )
-        if self.num_steps is not None and self.last_step is None:
-            out += C.stmts(f"last_step = int({gs}.numpy()) + {C.code_of(self.num_steps)}\n")
+        if self.step_counts:
+            # each num_steps hook counted from the step the session started at
+            self.count_names = ["last_step"] + [self.rule._fresh("last_step") for _ in self.step_counts[1:]]
+            for name, count in zip(self.count_names, self.step_counts):
+                out += C.stmts(f"{name} = int({gs}.numpy()) + {C.code_of(count)}\n")
         if self.checkpoint_dir is not None:
             tracked = self._tracked()
             ckpt = self.checkpoint_name

@@ -64,6 +64,7 @@ from migrate.codemod.rules._program import (
 )
 from migrate.codemod.rules._session_loop import (
     carry_program_hooks,
+    followed_hook_names,
     hook_list_names,
     unread_hook_lists,
 )
@@ -719,8 +720,11 @@ class GraphToStrategy(Rule):
             inner, lambda call: self.qualname(call.func) in VARIABLE_CREATORS, self.taken)
         if renamed:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
+        # hook lists built step by step in the block (`hooks = sync_hooks + [stop_hook]`): the session's
+        followed = followed_hook_names([*inner, *session_inside, *body[i + 1:]], self.qualname,
+                                       self._is_session_call)
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
-                        | signal_names,
+                        | signal_names | followed,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers(), choose_branch=self._default_branch)
         reported = len(self.ctx.reports)
@@ -854,7 +858,12 @@ class GraphToStrategy(Rule):
                                 " file" if "not in this project" in origin else ""),
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
-        if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
+        # as the module will read: the program's hook classes defined here are plain classes now
+        finished = [transform(st, _DropGraphModeSwitches(self)) if isinstance(st, cst.ClassDef) else st
+                    for st in out]
+        finished = [st for st in finished if isinstance(st, cst.CSTNode)]
+        if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], finished, graph, session,
+                                      reported):
             self.converted, self.helper_rewrites, self.strategy_names = undo
             return body
         if helper_moves:
@@ -1229,6 +1238,8 @@ class GraphToStrategy(Rule):
         give each step the batch TF1 gave it."""
         self.iterator_names: dict[int, str] = {}
         helpers = self._input_helpers()
+        if self._report_inputs_read_once(graph):
+            return False
         reader = self._model_reading_input(graph, helpers)
         if reader is not None:
             statement, function = reader
@@ -1269,6 +1280,56 @@ class GraphToStrategy(Rule):
         for pipeline in graph.inputs:
             self.iterator_names[id(pipeline)] = pipeline.iterator or self._fresh("iterator")
         return True
+
+    def _report_inputs_read_once(self, graph: Graph) -> bool:
+        """Values the step computes with that the block got from a call
+        building a TF1 queue-based input pipeline (`tf.train.shuffle_batch`,
+        a reader), or from a module this run cannot read: in TF1 each session
+        run evaluated them anew (the next batch); the migration would compute
+        them once, under the strategy, and train every step on the same values."""
+        read = set().union(*(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss))
+        program = self._program()
+        for statement in graph.state:
+            names, value, _ = C.assignment(statement)
+            if not (names and isinstance(value, cst.Call) and set(names) & read):
+                continue
+            if isinstance(graph.loss, cst.Name) and graph.loss.value in names:
+                continue  # a model builder handing back its loss: the model stage's
+            found = self._input_source(value, program)
+            if found is None:
+                continue
+            how, where = found
+            bound = ", ".join(f"`{n}`" for n in names if n in read)
+            self.report(statement, f"training not migrated: the step computes with {bound} from"
+                        f" `{C.code_of(value.func)}(...)`, which {how}{where}: in TF1 each session run evaluated"
+                        " them anew (the next batch), while the migration would compute them once, under the"
+                        " strategy, and train every step on the same values; this training was left as TF1",
+                        hint="make the input a tf.data pipeline the block reads with"
+                        " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that),"
+                        " or run tfmigrate on a directory holding the module, then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return True
+        return False
+
+    def _input_source(self, call: cst.Call, program) -> tuple[str, str] | None:
+        """(what, through which functions) when ``call`` reaches a TF1 queue
+        input op or a function of a module not in the project."""
+        stack, seen = [(call, [])], set()
+        while stack:
+            current, chain = stack.pop()
+            q = self.qualname(current.func) or ""
+            if q in QUEUE_INPUTS or q.rsplit(".", 1)[-1] in QUEUE_READERS:
+                return f"builds a TF1 queue-based input pipeline (`{C.code_of(current.func)}`)", _through(chain)
+            callee = program.tracer.callee(current, program.tracer.root)
+            if callee is not None and callee[0] == "opaque":
+                return (f"takes from `{callee[1].name}`, a module not in this project whose code cannot be read",
+                        _through(chain + [C.code_of(current.func)]) if chain else "")
+            if isinstance(current.func, cst.Name) and current.func.value not in seen:
+                seen.add(current.func.value)
+                function = self._module_function(current.func.value)
+                if function is not None:
+                    stack.extend((inner, [*chain, current.func.value]) for inner in C.calls_in(function.body))
+        return None
 
     def _model_reading_input(self, graph: Graph, helpers) -> tuple[cst.CSTNode, str] | None:
         """(statement, function) where a module function the block calls (not
@@ -2251,6 +2312,20 @@ class GraphToStrategy(Rule):
 # regularizers there do not): TF1's tf.layers, Keras layers, contrib/slim layers.
 _LAYER_MODULES = ("layers.", "keras.layers.", "contrib.layers.", "contrib.slim.")
 _NOT_LAYERS = ("_initializer", "initializer_conv2d", "_regularizer", "arg_scope")
+
+
+# TF1 input pipelines run by queue runners: every session run dequeued the next batch
+QUEUE_INPUTS = {
+    "train.shuffle_batch", "train.batch", "train.shuffle_batch_join", "train.batch_join", "train.maybe_batch",
+    "train.maybe_shuffle_batch", "train.string_input_producer", "train.slice_input_producer",
+    "train.range_input_producer", "train.input_producer", "train.limit_epochs",
+}
+QUEUE_READERS = {"FixedLengthRecordReader", "TFRecordReader", "TextLineReader", "WholeFileReader", "IdentityReader",
+                 "LMDBReader"}
+
+
+def _through(chain: list[str]) -> str:
+    return f" (through `{'()` -> `'.join(chain)}()`)" if chain else ""
 
 
 def _with_functions(module: cst.Module):
