@@ -525,7 +525,7 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
                     if hook is None:
                         continue
                     if C.arg(call, None, "chief_only_hooks") is given:
-                        chief_only.append((hook, _chief_guard(call, sessions, rule)))
+                        chief_only.append((hook, _chief_guard(call, sessions)))
                     hooks.append(hook)
                     holders[id(call)] = holders.get(id(call), 0) + 1
     if not hooks:
@@ -536,7 +536,8 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
         for hook, chief in chief_only:
             if hook.stops or chief is False:
                 why = ("its request_stop() would end the loop on the chief only, while the other workers' steps"
-                       " wait for it" if hook.stops else "the session's is_chief reads what the migration removes")
+                       " wait for it" if hook.stops else "the session's is_chief reads the TF1 session or calls a function,"
+                       " which the loop cannot test as it is")
                 rule.report(hook.element, f"the hook `{hook.cls.name.value}` ran on the chief only"
                             f" (chief_only_hooks); under MultiWorkerMirroredStrategy every worker runs the loop, and"
                             f" {why}", hint="call its code in the loop under `if strategy.cluster_resolver.task_id"
@@ -566,17 +567,16 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
     return new
 
 
-def _chief_guard(call: cst.Call, sessions: set[str], rule) -> str | None | bool:
+def _chief_guard(call: cst.Call, sessions: set[str]) -> str | None | bool:
     """The code of a MonitoredTrainingSession's is_chief (None when it is
-    left at True; False when it reads a session or Supervisor, gone after the
-    migration)."""
+    left at True; False when it reads a session, gone after the migration,
+    or calls something)."""
     chief = C.arg(call, 1, "is_chief")
     if chief is None:
         return None
     if isinstance(chief, cst.Name) and chief.value == "True":
         return None
-    if C.names_used(chief) & (sessions | getattr(rule, "supervisor_names", set())) or any(
-            True for _ in C.calls_in(chief)):
+    if C.names_used(chief) & sessions or any(True for _ in C.calls_in(chief)):
         return False
     return C.code_of(chief)
 

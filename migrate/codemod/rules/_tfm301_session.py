@@ -216,10 +216,11 @@ class _SessionRegion:
         return item
 
     # ---------------------------------------------------------------- scan
-    def scan(self, statements, graph_part=()) -> None:
+    def scan(self, statements, graph_part=(), hand_savers: bool = False) -> None:
         """Find the sessions, hooks and fetches of ``statements`` (the code after
         the graph); a hook list the graph part builds (`hooks = [sync_hook,
-        stop_hook]` before the session starts) is read from ``graph_part``."""
+        stop_hook]` before the session starts) is read from ``graph_part``;
+        ``hand_savers``: plan the Savers the session's code uses by hand."""
         q = self.rule.qualname
         for statement in self.scope:
             for node in C.walk(statement):
@@ -317,7 +318,8 @@ class _SessionRegion:
                         self.train_sessions.add(_owner(node))
                     elif fetch.ok and not fetch.dropped_only and not fetch.state_only and fetch.values:
                         self.eval_fetches.setdefault(key, fetch)
-        self._plan_hand_savers(statements, graph_part)
+        if hand_savers:  # (TFM303 carries a tower program's Saver itself)
+            self._plan_hand_savers(statements, graph_part)
         if self.checkpoint_dir is not None or self.hand_savers:
             # named now: the session's code (hand-made saves, restores) refers to it before it is emitted
             self.checkpoint_name = self.rule._fresh("checkpoint")

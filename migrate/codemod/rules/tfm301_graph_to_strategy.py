@@ -791,7 +791,7 @@ class GraphToStrategy(Rule):
                 kept.append(statement)
         after = kept
         session = _SessionRegion(self, graph, body)
-        session.scan(after, graph_part=inner)
+        session.scan(after, graph_part=inner, hand_savers=True)
         if session.saver_declines:
             # a checkpoint written or read by hand that the migration's cannot stand in for
             del self.ctx.reports[reported:]
@@ -1284,9 +1284,10 @@ class GraphToStrategy(Rule):
     def _report_inputs_read_once(self, graph: Graph) -> bool:
         """Values the step computes with that the block got from a call
         building a TF1 queue-based input pipeline (`tf.train.shuffle_batch`,
-        a reader), or from a module this run cannot read: in TF1 each session
-        run evaluated them anew (the next batch); the migration would compute
-        them once, under the strategy, and train every step on the same values."""
+        a reader), or several of them (`images, labels`) from a module this run
+        cannot read: in TF1 each session run evaluated them anew (the next
+        batch); the migration would compute them once, under the strategy, and
+        train every step on the same values."""
         read = set().union(*(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss))
         program = self._program()
         for statement in graph.state:
@@ -1295,7 +1296,9 @@ class GraphToStrategy(Rule):
                 continue
             if isinstance(graph.loss, cst.Name) and graph.loss.value in names:
                 continue  # a model builder handing back its loss: the model stage's
-            found = self._input_source(value, program)
+            # from a module this run cannot read, a value that may be a constant (`scale_for("mnist")`)
+            # is taken as one; several values the step reads are taken as what they look like: a batch
+            found = self._input_source(value, program, opaque=len(set(names) & read) > 1)
             if found is None:
                 continue
             how, where = found
@@ -1311,9 +1314,9 @@ class GraphToStrategy(Rule):
             return True
         return False
 
-    def _input_source(self, call: cst.Call, program) -> tuple[str, str] | None:
+    def _input_source(self, call: cst.Call, program, opaque: bool) -> tuple[str, str] | None:
         """(what, through which functions) when ``call`` reaches a TF1 queue
-        input op or a function of a module not in the project."""
+        input op, or (``opaque``) a function of a module not in the project."""
         stack, seen = [(call, [])], set()
         while stack:
             current, chain = stack.pop()
@@ -1321,7 +1324,7 @@ class GraphToStrategy(Rule):
             if q in QUEUE_INPUTS or q.rsplit(".", 1)[-1] in QUEUE_READERS:
                 return f"builds a TF1 queue-based input pipeline (`{C.code_of(current.func)}`)", _through(chain)
             callee = program.tracer.callee(current, program.tracer.root)
-            if callee is not None and callee[0] == "opaque":
+            if opaque and callee is not None and callee[0] == "opaque":
                 return (f"takes from `{callee[1].name}`, a module not in this project whose code cannot be read",
                         _through(chain + [C.code_of(current.func)]) if chain else "")
             if isinstance(current.func, cst.Name) and current.func.value not in seen:
