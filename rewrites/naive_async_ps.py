@@ -28,7 +28,7 @@ from absl import app, flags
 flags.DEFINE_string("ps_hosts", "", "host:port[,host:port...] of the ps job")
 flags.DEFINE_string("worker_hosts", "", "host:port[,host:port...] of the worker job")
 flags.DEFINE_string("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")
-flags.DEFINE_string("job_name", "", "ps | worker")
+flags.DEFINE_string("job_name", "", "ps | worker | chief")
 flags.DEFINE_integer("task_index", 0, "task index within the job")
 flags.DEFINE_integer("steps", 50, "global steps to train")
 flags.DEFINE_float("learning_rate", 0.05, "learning rate")

@@ -159,6 +159,23 @@ PAIRS = [
 ]
 
 
+PAIRS += [
+    pytest.param(f"{definition}\n", f"{expected}\n", program, id=f"role-flag-help-{n}")
+    for n, (definition, expected, program) in enumerate([
+        ('flags.DEFINE_string("job_name", None, "job name: worker or ps")',
+         'flags.DEFINE_string("job_name", None, "job name: worker, ps or chief")', PSS),
+        ("""flags.DEFINE_string("job_name", "", "One of 'ps', 'worker'")""",
+         """flags.DEFINE_string("job_name", "", "One of 'ps', 'worker', 'chief'")""", PSS),
+        ("""flags.DEFINE_string("job_name", "", "'ps' / 'worker'")""",
+         """flags.DEFINE_string("job_name", "", "'ps' / 'worker' / 'chief'")""", PSS),
+        ("""parser.add_argument("--job_name", default="", help="Either 'ps' or 'worker'")""",
+         """parser.add_argument("--job_name", default="", help="'worker'")""", MWMS),
+        ('flags.DEFINE_string("job_name", "worker", "ps or worker")',
+         'flags.DEFINE_string("job_name", "worker", "worker")', MWMS),
+    ])
+]
+
+
 @pytest.mark.parametrize("before, after, program", PAIRS)
 def test_usage_example_follows_the_topology(before, after, program):
     code, changes = _follow(before, program)
@@ -182,6 +199,8 @@ def test_usage_example_follows_the_topology(before, after, program):
         ("# python trainer.py --job_name=ps --task_index=0\n", MWMS),
         # no role: not a task's command
         ("# python trainer.py --steps=10\n", PSS),
+        # another flag's help
+        ('flags.DEFINE_string("data_dir", "", "ps or worker data")\n', PSS),
     ],
 )
 def test_usage_examples_left_alone(text, program):

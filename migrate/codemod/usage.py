@@ -82,6 +82,13 @@ def follow_topology(path: str, source: str, code: str) -> tuple[str, list[tuple[
         what = _tf_config(at, lines, topology, replaced)
         if what:
             changes.append((_source_line(source, lines[at]), what))
+    for at, line in enumerate(lines):
+        # the flag's definition may be respelled by a rule (tf.app.flags -> absl): its help is the author's
+        helped = _job_flag_help(line, topology) if at not in replaced else None
+        if helped is not None and helped[1] in source:
+            replaced[at] = helped[0]
+            changes.append((_source_line(source, line) if line.strip() in legacy_lines else _flag_line(source),
+                            f"the help of the role flag names the roles the program now has ({topology.describe()})"))
     if not replaced and not appended:
         return code, []
     out = []
@@ -342,3 +349,58 @@ def _balanced_text(text: str) -> str:
         if depth == 0:
             return text[:position + 1]
     return text
+
+
+# --------------------------------------------------------------------------- the role flag's help
+
+_JOB_FLAG_DEFINITION = re.compile(
+    r"""(DEFINE_string\(\s*(?:name\s*=\s*)?|add_argument\(\s*)["'](?:--)?(?:job_name|job-name|job_type|task_type)["']""")
+# 'ps' or 'worker' / worker, ps / "ps" / "worker": role names joined by separators
+_ROLE_LIST = re.compile(
+    r"""(?P<list>(?P<q>['"`]?)(?:ps|worker)(?P=q)(?:(?:\s*,\s*(?:or\s+)?|\s+or\s+|\s*/\s*|\s*\|\s*)"""
+    r"""(?P<q2>['"`]?)(?:ps|worker)(?P=q2))+)""")
+
+
+def _flag_line(source: str) -> int:
+    for number, text in enumerate(source.splitlines(), 1):
+        if _JOB_FLAG_DEFINITION.search(text):
+            return number
+    return 1
+
+
+def _job_flag_help(line: str, topology: Topology) -> tuple[str, str] | None:
+    """The definition of the role flag on ``line`` with its help naming the
+    roles the migrated program has (``'ps' or 'worker'`` -> ``'ps', 'worker'
+    or 'chief'`` for ParameterServerStrategy, ``'worker'`` for
+    MultiWorkerMirroredStrategy), and the help text it edited."""
+    definition = _JOB_FLAG_DEFINITION.search(line)
+    if definition is None:
+        return None
+    rest = line[definition.end():]
+    found = _ROLE_LIST.search(rest)
+    if found is None or "chief" in rest:
+        return None
+    listed = found.group("list")
+    items = re.findall(r"""['"`]?(?:ps|worker)['"`]?""", listed)
+    separators = re.split(r"""['"`]?(?:ps|worker)['"`]?""", listed)[1:-1]
+    if len(items) != len(set(items)) or len(items) < 2:
+        return None
+    if topology.needs_chief:
+        quote = items[-1][0] if items[-1][0] in "'\"`" else ""
+        chief = f"{quote}chief{quote}"
+        last = separators[-1]
+        if re.search(r"\bor\b", last):
+            new = "".join(i + (s if k < len(separators) - 1 else ", ") for k, (i, s) in
+                          enumerate(zip(items[:-1], separators, strict=True))) + items[-1] + f" or {chief}"
+        else:
+            new = listed + last + chief
+    else:
+        kept = [i for i in items if i.strip("'\"`") != "ps"]
+        new = kept[0] if len(kept) == 1 else listed
+        before = rest[:found.start()]
+        either = re.search(r"(?i)\b(either|one of)\s*$", before)
+        if either is not None and len(kept) == 1:
+            rest = rest[:either.start()] + rest[found.start():]
+            found = _ROLE_LIST.search(rest)
+    edited = rest[:found.start()] + new + rest[found.end():]
+    return line[:definition.end()] + edited, listed

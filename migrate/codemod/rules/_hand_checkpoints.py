@@ -20,8 +20,10 @@ The shape people wrote around a session::
 In TF2 the migration's ``tf.train.Checkpoint`` (step counter, optimizer, model,
 moving averages: what the Saver held) saved by a ``tf.train.CheckpointManager``
 of the same directory, name and count writes the same files and the same
-``checkpoint`` file, at the same steps; ``checkpoint.restore(path)`` reads
-them. Both calls keep their place in the loop (their guards, their prints).
+``checkpoint`` file, at the same steps; the restore reads them (or the TF1
+job's own checkpoint, by name, as the migration's restore-on-start does:
+``_legacy_restore``). Both calls keep their place in the loop (their
+guards, their prints).
 
 Declined, with the statement and why: a Saver of some variables only, other
 Saver options, a save without ``global_step`` (TF1 wrote ``<path>`` itself and
@@ -197,13 +199,14 @@ def function_code(saver: HandSaver, checkpoint: str, function: str) -> str:
     )
 
 
-def rewritten(original, updated, saver: HandSaver, checkpoint: str, function: str):
+def rewritten(original, updated, saver: HandSaver, checkpoint: str, function: str, restore):
     """``updated`` (the rewritten ``original``, one of the saver's statements)
-    with its save or restore done through the checkpoint."""
+    with its save or restore done through the checkpoint (``restore(path)``:
+    the code restoring a path)."""
     call, target = _saver_call(updated, saver.name)
     path = C.code_of(C.arg(call, 1, "save_path"))
     if id(original) in saver.restores:
-        code = f"{checkpoint}.restore({path})"
+        code = restore(path)
     else:
         code = f"{function}({path}, {C.code_of(C.arg(call, 2, 'global_step'))})"
     if target is not None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _hand_checkpoints, _moving_average
+from migrate.codemod.rules import _dataflow, _hand_checkpoints, _legacy_restore, _moving_average
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -394,8 +394,13 @@ class _SessionRegion:
         for saver in self.hand_savers.values():
             if id(original) in saver.saves or id(original) in saver.restores:
                 return _hand_checkpoints.rewritten(original, updated, saver, self.checkpoint_name,
-                                                   self.save_functions.get(saver.name, ""))
+                                                   self.save_functions.get(saver.name, ""), self._restore_code)
         return None
+
+    def _restore_code(self, path: str) -> str:
+        """A restore of `path` (a TF2 checkpoint, or the TF1 job's by name)."""
+        helper, variables, optimizer = self._restore_parts()
+        return _legacy_restore.restore_call(helper, self.checkpoint_name, path, variables, optimizer)
 
     def _tracked(self) -> str:
         """`name=name, ...`: what the migration's checkpoint holds (what TF1's Saver saved)."""
@@ -696,18 +701,72 @@ class _SessionRegion:
                 saved = "# The TF1 code saved none (its saver was turned off); neither does this one.\n"
             else:
                 saved = f"# Saved {self.cadence}, as in TF1, and at the end.\n"
+            restore = self._restore_call(ckpt, directory)
             out += C.stmts(
-                f"# Checkpoints: what {source} did in TF1, restored on start so a restarted job resumes.\n"
+                f"# Checkpoints: what {source} did in TF1, restored on start so a restarted job resumes\n"
+                "# (also from the TF1 job's own checkpoints).\n"
                 + saved +
                 f"{ckpt} = tf.train.Checkpoint({tracked})\n"
                 f"{self.manager} = (\n"
                 f"    tf.train.CheckpointManager({ckpt}, {directory_code}, max_to_keep=5) if {directory} else None)\n"
-                f"if {self.manager} is not None and {self.manager}.latest_checkpoint:\n"
-                f"    {ckpt}.restore({self.manager}.latest_checkpoint)\n"
+                + restore
             )
             if self.save_due is not None:
                 out += C.stmts(f"{self.save_due} = time.monotonic() + {self.save_secs}\n")
         return out + self._hand_saver_prelude()
+
+    def _restore_call(self, checkpoint: str, directory: str) -> str:
+        """Restore-on-start of the newest checkpoint, a TF2 one or the TF1 job's
+        (`_legacy_restore`). MultiWorkerMirroredStrategy workers other than the
+        chief save to their own directories: every worker restores the chief's."""
+        rule = self.rule
+        helper, variables, optimizer = self._restore_parts()
+        if rule.strategy == MWMS:
+            latest = rule._fresh("latest_checkpoint")
+            return (f"{latest} = tf.train.latest_checkpoint({directory}) if {directory} else None\n"
+                    f"if {latest}:\n"
+                    "    " + _legacy_restore.restore_call(helper, checkpoint, latest, variables, optimizer) + "\n")
+        return (f"if {self.manager} is not None and {self.manager}.latest_checkpoint:\n"
+                "    " + _legacy_restore.restore_call(helper, checkpoint, f"{self.manager}.latest_checkpoint",
+                                                      variables, optimizer) + "\n")
+
+    def _restore_parts(self) -> tuple[str, list[str], str | None]:
+        """(the restore function's name, the variables it restores, the
+        optimizer whose iterations continue from TF1's step or None), made
+        once: the session's restore-on-start and the program's own restores
+        (`saver.restore(sess, path)`) read a TF2 or a TF1 checkpoint alike."""
+        if getattr(self, "restore_parts", None) is not None:
+            return self.restore_parts
+        rule = self.rule
+        helper = getattr(rule, "restore_helper", None)
+        if helper is None:
+            helper = rule.restore_helper = rule._fresh("restore_checkpoint")
+        gs = self.graph.global_step
+        # the step counter the migration made has no value in a TF1 checkpoint: it counts on from 0
+        counter = [] if getattr(rule, "made_global_step", False) else [gs]
+        variables = list(dict.fromkeys([*counter, *(v for v in self.graph.variables if v != gs)]))
+        if rule.template is not None:
+            variables.append(f"*{rule.template}.variables")
+        averages = getattr(rule, "moving_average", None)
+        if averages is not None:  # their TF1 names: <variable>/ExponentialMovingAverage, as in eager TF2
+            variables.append("*" + _moving_average.tracked(averages, rule.trainable_name)[1])
+        keras = rule._keras_optimizer(self.graph)
+        optimizer_call = self.graph.optimizer_call
+        kind = rule.qualname(optimizer_call.func).rsplit(".", 1)[-1] if optimizer_call is not None else ""
+        slots = _legacy_restore.SLOTTED_OPTIMIZERS.get(kind)
+        # the step count drives a schedule; with state that starts afresh (Adam's moments) and a
+        # constant rate, the whole optimizer starts afresh, its bias correction with it
+        schedule = slots is not None and rule._changing_rate(self.graph) is not None
+        continues = keras and (slots is None or schedule)
+        rule.restore_helper_code = _legacy_restore.helper_code(
+            helper, "model" if rule.template is not None and not rule.creates_plain_variables else None, continues)
+        if slots is not None:
+            rule.report(optimizer_call, _legacy_restore.slots_note(kind, slots, keras and schedule), fixed=True,
+                        severity="info", hint="expect the first steps after such a resume to differ from the TF1"
+                        " job's; to avoid it, resume from a checkpoint the migrated program wrote",
+                        reference=_legacy_restore.REFERENCE)
+        self.restore_parts = (helper, variables, self.graph.optimizer if continues else None)
+        return self.restore_parts
 
     def timed_save(self, drain: str = "") -> str:
         """Source of the time-based periodic save (TF1's CheckpointSaverHook

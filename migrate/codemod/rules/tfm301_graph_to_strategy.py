@@ -151,7 +151,8 @@ class GraphToStrategy(Rule):
     becomes a call of that step on the strategy; ``MonitoredTrainingSession`` /
     ``Supervisor`` / ``Session`` blocks dissolve into plain Python, their hooks
     into loop bounds (``StopAtStepHook``) and ``tf.train.Checkpoint`` +
-    ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``).
+    ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``),
+    also of the TF1 job's own name-based checkpoint there (``_legacy_restore``).
 
     Asynchronous ps/worker training maps to ``ParameterServerStrategy`` with a
     ``ClusterCoordinator``: the chief queues each step for a free worker and
@@ -594,7 +595,21 @@ class GraphToStrategy(Rule):
             updated = self._drop_setter_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
+        if getattr(self, "restore_helper_code", None):
+            updated = self._add_restore_helper(updated)
         return updated
+
+    def _add_restore_helper(self, module: cst.Module) -> cst.Module:
+        """The checkpoint restore function (`_legacy_restore`), defined before
+        the first top-level statement that calls it."""
+        body = list(module.body)
+        for i, statement in enumerate(body):
+            if self.restore_helper in C.names_used(statement):
+                helper = C.stmt(self.restore_helper_code).with_changes(
+                    leading_lines=[cst.EmptyLine(indent=False)] * 2)
+                body.insert(i, helper)
+                return module.with_changes(body=body)
+        return module
 
     def _drop_moved_placeholders(self, original, updated):
         """``updated`` (a module or block) without the statements made before a
@@ -1804,6 +1819,7 @@ class GraphToStrategy(Rule):
                     f"{names[0]} = {self.schedule_code[names[0]]}\n")[0]
                 st = new.with_changes(leading_lines=[*st.leading_lines, *new.leading_lines])
             scope_body.append(st)
+        self.made_global_step = graph.global_step is None  # a TF1 checkpoint has no value for it
         if graph.global_step is None:
             graph.global_step = self._fresh("global_step")
             scope_body.append(global_step_statement(graph.global_step))
@@ -2597,10 +2613,38 @@ GraphToStrategy.INVALID = [
             while step < 100:
                 _, step = sess.run([train_op, global_step], feed_dict={x: batch()})
         """,
-        """
+        '''
         import tensorflow.compat.v1 as tf
         import os
         import time
+
+
+        def restore_checkpoint(checkpoint, path, variables, optimizer):
+            """Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job
+            (tf.compat.v1.train.Saver: values by variable name, no object graph)."""
+            reader = tf.train.load_checkpoint(path)
+            saved = reader.get_variable_to_shape_map()
+            if "_CHECKPOINTABLE_OBJECT_GRAPH" in saved:
+                checkpoint.restore(path)
+                return
+            by_name, repeats = {}, {}
+            for variable in variables:
+                name = variable.name.split(":")[0]
+                # TF1's graph numbered a repeated name: name, name_1, name_2, ...
+                repeats[name] = repeats.get(name, -1) + 1
+                by_name[f"{name}_{repeats[name]}" if repeats[name] else name] = variable
+            missing = sorted(set(by_name) - set(saved))
+            if missing:
+                raise ValueError(f"{path} has no value for {', '.join(missing)}")
+            for name, variable in by_name.items():
+                variable.assign(reader.get_tensor(name))
+            if "global_step" in saved:
+                # the optimizer's step count (its schedule's step) continues from TF1's
+                optimizer.iterations.assign(reader.get_tensor("global_step"))
+            left = sorted(set(saved) - set(by_name))
+            if left:
+                tf.get_logger().warning("%s: not restored, nothing in this program takes them: %s",
+                                        path, ", ".join(left))
 
 
         def train(cluster, server, is_chief, num_workers):
@@ -2635,13 +2679,15 @@ GraphToStrategy.INVALID = [
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
+            # (also from the TF1 job's own checkpoints).
             # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
-            if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
-                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            latest_checkpoint = tf.train.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+            if latest_checkpoint:
+                restore_checkpoint(checkpoint, latest_checkpoint, [global_step, w], opt)
             next_checkpoint_time = time.monotonic() + 600
             step = 0
             while step < 100:
@@ -2651,7 +2697,7 @@ GraphToStrategy.INVALID = [
                     next_checkpoint_time = time.monotonic() + 600
             if checkpoint_manager is not None:
                 checkpoint_manager.save(checkpoint_number=global_step)
-        """,
+        ''',
         diagnostics=(),
     ),
     Invalid(
@@ -2972,13 +3018,41 @@ GraphToStrategy.INVALID = [
                 _, summary, step = sess.run([train_op, summary_op, global_step], feed_dict={x: batch()})
                 sv.summary_computed(sess, summary)
         """,
-        """
+        '''
         import tensorflow.compat.v1 as tf
         import os
         import time
 
         tf.app.flags.DEFINE_boolean("sync_replicas", False, "Use SyncReplicasOptimizer")
         FLAGS = tf.app.flags.FLAGS
+
+
+        def restore_checkpoint(checkpoint, path, variables, optimizer):
+            """Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job
+            (tf.compat.v1.train.Saver: values by variable name, no object graph)."""
+            reader = tf.train.load_checkpoint(path)
+            saved = reader.get_variable_to_shape_map()
+            if "_CHECKPOINTABLE_OBJECT_GRAPH" in saved:
+                checkpoint.restore(path)
+                return
+            by_name, repeats = {}, {}
+            for variable in variables:
+                name = variable.name.split(":")[0]
+                # TF1's graph numbered a repeated name: name, name_1, name_2, ...
+                repeats[name] = repeats.get(name, -1) + 1
+                by_name[f"{name}_{repeats[name]}" if repeats[name] else name] = variable
+            missing = sorted(set(by_name) - set(saved))
+            if missing:
+                raise ValueError(f"{path} has no value for {', '.join(missing)}")
+            for name, variable in by_name.items():
+                variable.assign(reader.get_tensor(name))
+            if "global_step" in saved:
+                # the optimizer's step count (its schedule's step) continues from TF1's
+                optimizer.iterations.assign(reader.get_tensor("global_step"))
+            left = sorted(set(saved) - set(by_name))
+            if left:
+                tf.get_logger().warning("%s: not restored, nothing in this program takes them: %s",
+                                        path, ", ".join(left))
 
 
         def train(server, is_chief, num_workers):
@@ -3013,13 +3087,15 @@ GraphToStrategy.INVALID = [
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
+            # (also from the TF1 job's own checkpoints).
             # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
-            if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
-                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            latest_checkpoint = tf.train.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+            if latest_checkpoint:
+                restore_checkpoint(checkpoint, latest_checkpoint, [global_step, w], opt)
             next_checkpoint_time = time.monotonic() + 600
             step = 0
             while step < 100:
@@ -3029,7 +3105,7 @@ GraphToStrategy.INVALID = [
                     next_checkpoint_time = time.monotonic() + 600
             if checkpoint_manager is not None:
                 checkpoint_manager.save(checkpoint_number=global_step)
-        """,
+        ''',
         diagnostics=('TFM301', 'TFM301'),
     ),
     Invalid(
