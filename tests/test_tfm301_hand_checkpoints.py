@@ -110,7 +110,7 @@ def save_checkpoint(path, number):
     return manager.save(checkpoint_number=number)
 newest = tf.train.latest_checkpoint(model_dir)
 if newest:
-    checkpoint.restore(newest)
+    restore_checkpoint(checkpoint, newest, [step_counter, weights], base)
     print("resumed from", newest)
 step = 0
 while step < total_steps:
@@ -130,7 +130,7 @@ def test_hand_saves_and_the_restore_go_through_the_migrations_checkpoint():
     assert manual(result) == []
     assert "MultiWorkerMirroredStrategy" in out
     assert tail_from(out, "The training state, saved") == dedent(SYNC_HAND_SAVES_TAIL).lstrip("\n")
-    assert "Saver(" not in out and "sess" not in out
+    assert "Saver(" not in out and "sess" not in out and "snapshots" not in out
 
 
 def test_a_supervisor_checkpointing_a_logdir_shares_its_checkpoint_with_the_hand_saves():
@@ -182,8 +182,10 @@ def test_a_plain_session_restoring_from_the_checkpoint_state_and_saving_by_the_s
     out = result.output
     assert manual(result) == []
     assert "ParameterServerStrategy" in out
+    # a TF2 checkpoint is restored as it is, the TF1 job's own by its variables' names
     assert ("    if state and state.model_checkpoint_path:\n"
-            "        checkpoint.restore(state.model_checkpoint_path)\n") in out
+            "        restore_checkpoint(checkpoint, state.model_checkpoint_path, [global_step, kernel, bias])\n") in out
+    assert out.startswith("import os\n\nimport tensorflow.compat.v1 as tf\n\n\ndef restore_checkpoint(")
     assert 'path = save_checkpoint(os.path.join(out_dir, "model.ckpt"), global_step)\n' in out
     assert "max_to_keep=2, keep_checkpoint_every_n_hours=1.5, checkpoint_name=os.path.basename(path))" in out
     assert "checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, kernel=kernel," \
@@ -197,7 +199,7 @@ def test_a_saver_made_after_the_graph_block_goes_with_the_session():
                     "    saver = tf.train.Saver()\n    with tf.Session(server.target) as sess:\n")
     result = migrate(source)
     assert manual(result) == []
-    assert "Saver" not in result.output
+    assert "Saver()" not in result.output and "saver" not in result.output
     assert "max_to_keep=5, checkpoint_name" in result.output
 
 
@@ -235,7 +237,7 @@ def test_a_saver_given_to_the_supervisor_only_is_the_supervisors_checkpointing()
         "        _, step = sess.run([train_op, step_counter], feed_dict={inputs: samples[0], expected: samples[1]})\n")
     result = migrate(source)
     assert manual(result) == []
-    assert "save_checkpoint" not in result.output and "Saver" not in result.output
+    assert "save_checkpoint" not in result.output and "Saver(" not in result.output
 
 
 # ------------------------------------------------------------------------ runtime
@@ -313,12 +315,13 @@ def test_the_migrated_program_writes_the_checkpoints_tf1_wrote_and_resumes_from_
     same names, keep the same three and list them alike; each migrated
     checkpoint holds the state after the steps its number says. Run again
     with more steps, the migration resumes from its newest checkpoint and
-    writes, bit for bit, what one uninterrupted run writes."""
+    writes, bit for bit, what one uninterrupted run writes; started on the TF1
+    job's directory, it resumes from the TF1 checkpoint (its step counter)."""
     pytest.importorskip("tensorflow")
     import socket
 
     migrated = migrate_source(dedent(COUNTED_SAVES)).output  # all rules: `import tensorflow as tf`
-    assert "Saver" not in migrated and "start = step_counter.numpy() if newest else 0" in migrated
+    assert "Saver(" not in migrated and "start = step_counter.numpy() if newest else 0" in migrated
     with socket.socket() as probe:
         probe.bind(("localhost", 0))
         port = probe.getsockname()[1]
@@ -328,6 +331,8 @@ def test_the_migrated_program_writes_the_checkpoints_tf1_wrote_and_resumes_from_
         tf2 = _run(migrated + RUNNER, "migrated", new_dir, "10")
         resumed = _run(migrated + RUNNER, "migrated", new_dir, "14")
         straight = _run(migrated + RUNNER, "migrated", straight_dir, "14")
+        # the migrated job started on the TF1 job's directory reads its checkpoint by name
+        from_tf1 = _run(migrated + RUNNER, "migrated", old_dir, "14")
     assert sorted(tf1["kept"]) == sorted(tf2["kept"]) == ["fit.ckpt-10", "fit.ckpt-4", "fit.ckpt-8"]
     assert tf2["listed"] == tf1["listed"] == ["fit.ckpt-4", "fit.ckpt-8", "fit.ckpt-10"]
     assert tf2["printed"] == tf1["printed"] == ["saved DIR/fit.ckpt-4", "saved DIR/fit.ckpt-8"]
@@ -337,6 +342,12 @@ def test_the_migrated_program_writes_the_checkpoints_tf1_wrote_and_resumes_from_
     assert resumed["kept"]["fit.ckpt-10"] == tf2["kept"]["fit.ckpt-10"]
     assert resumed["kept"]["fit.ckpt-12"] == straight["kept"]["fit.ckpt-12"]
     assert resumed["kept"]["fit.ckpt-14"] == straight["kept"]["fit.ckpt-14"]
+    assert from_tf1["printed"] == ["resumed from DIR/fit.ckpt-10", "saved DIR/fit.ckpt-12"]
+    # (the TF1 job's listing is not carried on, as a restarted TF1 Saver did not carry it either)
+    assert from_tf1["listed"] == ["fit.ckpt-12", "fit.ckpt-14"]
+    # it counted on from the TF1 counter it restored (a run from 0 would have saved fit.ckpt-4 again)
+    assert tf1["kept"]["fit.ckpt-10"]["step"] > 4
+    assert [from_tf1["kept"][n]["step"] for n in ("fit.ckpt-12", "fit.ckpt-14")] == [12, 14]
 
 
 # ------------------------------------------------------------------------ the cluster from a helper

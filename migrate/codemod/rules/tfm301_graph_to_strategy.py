@@ -1809,7 +1809,10 @@ class GraphToStrategy(Rule):
         for st in graph.state:
             names, value, _ = C.assignment(st)
             if names == [graph.global_step] and isinstance(value, cst.Call) and self.qualname(value.func) == "Variable":
-                st = global_step_statement(graph.global_step, st)
+                # the program's own counter keeps the name TF1 saved it under
+                named = C.arg(value, None, "name")
+                kept = isinstance(named, cst.SimpleString) and named.evaluated_value != "global_step"
+                st = global_step_statement(graph.global_step, st, C.code_of(named) if kept else '"global_step"')
             elif len(names) == 1 and names[0] in self.schedule_code and value is graph.schedules.get(names[0]):
                 # TF1's schedule of the global step; the Keras optimizer calls it with
                 # its iterations, which advance once per applied step as that step did
