@@ -121,12 +121,26 @@ def test_files_without_tensorflow_are_untouched(text):
     assert result.output == text and not result.diagnostics and not result.changed
 
 
-def test_estimator_script_gets_located_diagnostics_naming_the_replacement():
+def test_estimator_script_is_migrated_to_a_strategy_loop():
     path = ROOT / "tests" / "fixtures" / "realistic" / "estimator_train_and_evaluate.py"
     result = migrate_source(path.read_text())
+    assert not result.manual_work, result.manual_work
+    assert any(d.code == "TFM403" and d.fixed for d in result.diagnostics)
+    compile(result.output, str(path), "exec")
+    assert "tf.estimator" not in result.output and "ParameterServerStrategy(" in result.output
+
+
+def test_estimator_script_tfm403_declines_gets_located_diagnostics_naming_the_replacement():
+    path = ROOT / "tests" / "fixtures" / "realistic" / "estimator_train_and_evaluate.py"
+    # a hook the migration does not carry: the job stays an Estimator job, reported
+    text = path.read_text().replace(
+        "max_steps=FLAGS.train_steps)", "max_steps=FLAGS.train_steps,\n"
+        "                                        hooks=[tf.train.StepCounterHook()])")
+    result = migrate_source(text)
+    assert any(d.code == "TFM403" and "`hooks`" in d.message for d in result.manual_work), result.diagnostics
     estimator = [d for d in result.manual_work if d.code == "TFM401"]
     assert estimator, result.diagnostics
-    lines = path.read_text().splitlines()
+    lines = text.splitlines()
     for d in estimator:
         assert "estimator" in lines[d.line - 1].lower() or "Spec" in lines[d.line - 1]
     assert any("Strategy" in (d.message + d.hint) for d in estimator)
