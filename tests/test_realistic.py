@@ -228,15 +228,16 @@ def train(index, batches):
 def test_a_rewrite_reading_a_name_bound_in_another_function_is_not_applied():
     """The resolver is built where the cluster is, inside the helper; the
     strategy rewrite of the caller would read `cluster_resolver`, a local of
-    another function (a scope-blind check sees it bound). That rewrite is
-    left out with a located diagnostic naming the name; the cluster then
-    stays TF1 too, since the TF1 training on it stays."""
+    another function (a scope-blind check sees it bound). TFM301 sees it out
+    of the training function's reach and leaves that rewrite out itself; the
+    cluster then stays TF1 too, and without a resolver the training cannot
+    run next to the helper's TF1 server: the diagnostic is located there."""
     result = migrate_source(CLUSTER_FROM_A_HELPER, path="helper.py")
     assert not undefined_names(ast.parse(result.output))
     assert not {"TFM201", "TFM202", "TFM301"} & set(result.rules_applied)
-    [unsafe] = [d for d in result.manual_work if "not rewritten here" in d.message]
-    assert unsafe.code == "TFM301" and "`cluster_resolver`" in unsafe.message
-    assert unsafe.line == 12  # where TFM301 reported its rewrite: the device-setter block
+    [unsafe] = [d for d in result.manual_work if d.code == "TFM301"]
+    assert "still uses the TF1 cluster (`Server`)" in unsafe.message
+    assert unsafe.line == 6  # the helper's tf.train.Server
     assert "replica_device_setter" in result.output
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._tfm403_origin import origin, why_not_here
 
 
 class Decline(Exception):
@@ -129,9 +130,10 @@ def _empty(value: cst.BaseExpression) -> bool:
 class Finder:
     """Finds the job in a module; ``qualname`` is the rule's canonical-name lookup."""
 
-    def __init__(self, module: cst.Module, qualname):
+    def __init__(self, module: cst.Module, qualname, path: str = "<string>"):
         self.module = module
         self.qualname = qualname
+        self.path = path
         self.functions = {
             s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
         }
@@ -252,12 +254,40 @@ class Finder:
                 raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
                               hint="keep the Estimator objects to the statements that build and run the job")
 
-    def function(self, node: cst.BaseExpression | None, what: str) -> cst.FunctionDef:
+    def function(self, node: cst.BaseExpression | None, what: str, block=None) -> cst.FunctionDef:
         if isinstance(node, cst.Name) and node.value in self.functions:
             return self.functions[node.value]
+        self.foreign(node, what)
+        if isinstance(node, cst.Name) and isinstance(block, cst.FunctionDef) and node.value in {
+                p.name.value for p in block.params.params}:
+            raise Decline(node, f"the {what} `{node.value}` is a parameter of `{block.name.value}()`: its callers"
+                          " choose it", hint=f"define the {what} as a module-level function of this file")
         raise Decline(node if node is not None else self.module,
                       f"the {what} is not a function defined at module level in this file",
                       hint=f"define the {what} as a module-level function")
+
+    def foreign(self, node: cst.BaseExpression | None, what: str) -> None:
+        """Decline, naming the module, when ``node`` is a function this file
+        imports (a sibling module's, a library's)."""
+        called = isinstance(node, cst.Lambda) and isinstance(node.body, cst.Call)
+        if called:  # lambda: model.input_fn(...)
+            node = node.body
+        if isinstance(node, cst.Call):  # an input_fn factory: model.make_input_fn(...)
+            node = node.func
+        found = origin(self.module, self.path, node)
+        # TensorFlow's own input functions (numpy_input_fn) have reasons of their own
+        if found is None or found.module.split(".")[0] == "tensorflow":
+            return
+        if called and found.definition is not None:
+            # `lambda: model.input_fn(...)` returning its dataset needs no change: the loop calls it there
+            try:
+                kept = dataset_input_fn(found.definition, self.qualname) is found.definition
+            except Decline as d:
+                raise Decline(node, f"`{found.code}` of the project module `{found.module}`: {d.why}", d.hint) from None
+            if kept and factory_input_fn(found.definition) is None:
+                return
+        why, hint = why_not_here(found, what)
+        raise Decline(node, why, hint)
 
     @staticmethod
     def evaluation_call(statement: cst.BaseStatement) -> cst.Call:
@@ -339,7 +369,9 @@ class Finder:
                                   hint="drop it, or migrate this job by hand")
             if c.statement is not None:
                 removed.append(c.statement)
-        model_fn = self.function(estimator.get("model_fn"), "model_fn")
+        model_fn = self.function(estimator.get("model_fn"), "model_fn", block)
+        for node in (train_input, eval_spec.get("input_fn") if eval_spec is not None else None):
+            self.foreign(node, "input_fn")
         eval_input = eval_spec.get("input_fn") if eval_spec is not None else None
         evaluation = None
         if self.evaluation is not None:
@@ -351,6 +383,7 @@ class Finder:
                 if evaluation.get(key) is not None:
                     raise Decline(evaluation.args[key], f"`evaluate({key}=...)` is not carried by the migration")
             eval_input = evaluation.get("input_fn")
+            self.foreign(eval_input, "input_fn")
             if eval_input is None:
                 raise Decline(evaluate, "evaluate() without an input_fn")
         job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
@@ -430,6 +463,31 @@ def _one_shot_source(value: cst.BaseExpression, qualname) -> cst.BaseExpression 
     if (qualname(func) or "").endswith("data.make_one_shot_iterator") and len(maker.args) == 1:
         return maker.args[0].value
     return None
+
+
+def factory_input_fn(fn: cst.FunctionDef) -> cst.FunctionDef | None:
+    """The input_fn a factory makes (``def make_input_fn(...): def input_fn():
+    ...; return input_fn``, as ``TrainSpec(make_input_fn(files, 32))`` is
+    given), or None when ``fn`` is no such factory."""
+    body = C.body_of(fn.body)
+    last = body[-1] if body else None
+    returned = None
+    if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return):
+        returned = last.body[0].value
+    if not isinstance(returned, cst.Name):
+        return None
+    defs = [st for st in body if isinstance(st, cst.FunctionDef) and st.name.value == returned.value]
+    return defs[0] if len(defs) == 1 else None
+
+
+def dataset_factory(fn: cst.FunctionDef, qualname) -> cst.FunctionDef:
+    """The factory with the input_fn it makes returning its tf.data.Dataset."""
+    inner = factory_input_fn(fn)
+    new = dataset_input_fn(inner, qualname)
+    if new is inner:
+        return fn
+    return fn.with_changes(body=fn.body.with_changes(body=[
+        new if st is inner else st for st in fn.body.body]))
 
 
 def dataset_input_fn(fn: cst.FunctionDef, qualname) -> cst.FunctionDef:

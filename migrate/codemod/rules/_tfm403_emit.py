@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._tfm403_analysis import factory_input_fn
 
 # RunConfig's and EvalSpec's defaults (TF 1.15 / tensorflow_estimator 2.15)
 SAVE_CHECKPOINTS_SECS = "600"
@@ -288,8 +289,12 @@ def input_call(node: cst.BaseExpression, functions: dict[str, cst.FunctionDef], 
         if node.params.params:
             decline(node, "an input_fn lambda taking parameters")
         return code(node.body)
-    if isinstance(node, cst.Name) and node.value in functions:
-        fn = functions[node.value]
+    factory = None
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in functions:
+        factory = factory_input_fn(functions[node.func.value])
+    if factory is not None or isinstance(node, cst.Name) and node.value in functions:
+        # a factory's call makes the input_fn: make_input_fn(files, 32)(...) builds its dataset
+        fn = factory if factory is not None else functions[node.value]
         args = []
         for p in fn.params.params:
             name = p.name.value
@@ -299,7 +304,7 @@ def input_call(node: cst.BaseExpression, functions: dict[str, cst.FunctionDef], 
                 args.append(f'mode="{mode}"')
             elif p.default is None:
                 decline(fn, f"input_fn parameter `{name}` is none the Estimator passed (params, mode)")
-        return f"{node.value}({', '.join(args)})"
+        return f"{code(node) if factory is not None else node.value}({', '.join(args)})"
     decline(node, "the input_fn is not a function of this module (tf.estimator.inputs.numpy_input_fn and"
             " others built by TF1 have no TF 2.21 counterpart)",
             hint="write an input_fn returning a tf.data.Dataset of (features, labels)")

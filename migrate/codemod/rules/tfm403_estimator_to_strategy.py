@@ -2,7 +2,8 @@
 
 analysis
     _tfm403_analysis.py (the statement that trains, the Estimator, RunConfig,
-    TrainSpec/EvalSpec, the model_fn and input_fns)
+    TrainSpec/EvalSpec, the model_fn and input_fns); _tfm403_origin.py (where a
+    model_fn or input_fn imported from another module is, for the reason)
 plan
     _tfm403_plan.py (the model_fn as the step calls it, the optimizer and
     learning-rate statements built once under the strategy)
@@ -20,7 +21,14 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import _tfm403_emit as E
-from migrate.codemod.rules._tfm403_analysis import Decline, EstimatorJob, Finder, dataset_input_fn
+from migrate.codemod.rules._tfm403_analysis import (
+    Decline,
+    EstimatorJob,
+    Finder,
+    dataset_factory,
+    dataset_input_fn,
+    factory_input_fn,
+)
 from migrate.codemod.rules._tfm403_plan import plan_model_fn, rename
 
 REFERENCE = "https://www.tensorflow.org/tutorials/distribute/parameter_server_training"
@@ -66,7 +74,8 @@ class EstimatorToStrategy(Rule):
           (``create_per_worker_dataset`` / ``distribute_datasets_from_function``);
           ``numpy_input_fn(x, y, ...)`` -> a function returning the same batches
           from ``Dataset.from_tensor_slices``; an input_fn returning its one-shot
-          iterator's ``get_next()`` returns the dataset itself;
+          iterator's ``get_next()`` returns the dataset itself; an input_fn
+          factory's call (``make_input_fn(files, 32)``) is called in turn;
         - ``RunConfig``: ``model_dir``, ``save_checkpoints_steps/secs``,
           ``keep_checkpoint_max`` -> ``tf.train.CheckpointManager`` (restored on
           start, saved at that cadence and at the end); ``tf_random_seed`` ->
@@ -93,7 +102,9 @@ class EstimatorToStrategy(Rule):
         Only what is carried exactly is migrated (``numpy_input_fn(shuffle=True)``
         draws another random order, reported); anything else (hooks, exporters
         and ``export_savedmodel``, other metrics, summaries in the model_fn, a
-        model_fn reading its RunConfig, queue-based input, the train op built
+        model_fn reading its RunConfig, queue-based input, a model_fn or input_fn
+        of another module (``model.model_fn`` of ``trainer/model.py``: its rewrite
+        would have to happen there, in the same run), the train op built
         otherwise than ``minimize(loss, global_step)``, an Estimator trained in a
         loop or chosen in branches) is reported where it is, and the job is left
         as it was (TFM401 then names the replacements).
@@ -294,7 +305,7 @@ class EstimatorToStrategy(Rule):
     )
 
     def transform(self, module: cst.Module) -> cst.Module:
-        finder = Finder(module, self.qualname)
+        finder = Finder(module, self.qualname, self.ctx.path)
         jobs = finder.jobs()
         if not jobs:
             for call, why in finder.nested_jobs()[:1]:
@@ -345,6 +356,10 @@ class EstimatorToStrategy(Rule):
             if isinstance(called, cst.Name) and called.value in functions and called.value not in finder.functions_here:
                 fn = functions[called.value]
                 replaced[id(fn)] = dataset_input_fn(replaced.get(id(fn), fn), self.qualname)
+            elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in functions
+                  and factory_input_fn(functions[node.func.value]) is not None):
+                fn = functions[node.func.value]  # an input_fn factory: make_input_fn(files, batch_size)
+                replaced[id(fn)] = dataset_factory(replaced.get(id(fn), fn), self.qualname)
         train_input = E.input_call(job.train_input, functions, "train", params_name, decline)
         eval_input = (E.input_call(job.eval_input, functions, "eval", params_name, decline)
                       if job.eval_input is not None else None)
