@@ -70,8 +70,7 @@ def wait_for_cluster(hosts, timeout_secs=120):
 
 
 def restore_checkpoint(checkpoint, path, variables, optimizer):
-    """Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job
-    (tf.compat.v1.train.Saver: values by variable name, no object graph)."""
+    """Restores `checkpoint` from `path`, or from the TF1 job's checkpoint by variable name."""
     reader = tf.train.load_checkpoint(path)
     saved = reader.get_variable_to_shape_map()
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in saved:

@@ -67,8 +67,8 @@ def helper_code(name: str, scope: str | None, continue_iterations: bool) -> str:
     )
     return (
         f"def {name}({signature}):\n"
-        "    \"\"\"Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job\n"
-        "    (tf.compat.v1.train.Saver: values by variable name, no object graph).\"\"\"\n"
+        # one line: the module's indentation may not be 4 spaces, and the rest of a docstring keeps its own
+        "    \"\"\"Restores `checkpoint` from `path`, or from the TF1 job's checkpoint by variable name.\"\"\"\n"
         "    reader = tf.train.load_checkpoint(path)\n"
         "    saved = reader.get_variable_to_shape_map()\n"
         "    if \"_CHECKPOINTABLE_OBJECT_GRAPH\" in saved:\n"
