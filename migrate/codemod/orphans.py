@@ -84,6 +84,7 @@ def tidy(source: str, output: str, cell_marker: str | None = None, *,
         return output
     read_before = _reads(legacy)
     tidied = output
+    tree: ast.Module | None = None  # the ast of ``tidied`` when parsed
     for _ in range(8):  # each round can orphan what a removed binding read
         try:
             tree = trees[1] if trees and tidied is output else ast.parse(tidied)
@@ -93,7 +94,14 @@ def tidy(source: str, output: str, cell_marker: str | None = None, *,
         if not doomed:
             break
         tidied = _drop_lines(tidied, doomed, cell_marker)
-    return _drop_stale_docstring_paragraphs(source, _drop_stale_comments(source, tidied, cell_marker))
+        tree = None
+    said_of = removed_machinery(source, tidied)
+    if not said_of:
+        return tidied
+    code = _drop_stale_comments(source, tidied, cell_marker, said_of)
+    if code is not tidied:
+        said_of, tree = removed_machinery(source, code), None
+    return _drop_stale_docstring_paragraphs(source, code, said_of, tree)
 
 
 # --------------------------------------------------------------------------- bindings
@@ -393,15 +401,36 @@ def _indent(line: str) -> int:
 
 def _comments(code: str) -> list[tuple[int, int, str, bool]]:
     """(line, column, text, alone on its line) of each comment."""
-    found = []
+    return _tokens(code)[0]
+
+
+# (text, its comments, its code tokens joined) of the last texts tokenized: the
+# stages below read the input's and the output's tokens several times each
+# (pure-Python ``tokenize`` cost about half of this module's time)
+_TOKENS: list[tuple[str, list[tuple[int, int, str, bool]], str]] = []
+
+
+def _tokens(code: str) -> tuple[list[tuple[int, int, str, bool]], str]:
+    """(:func:`_comments`, :func:`_without_comments_and_strings`) of ``code``, tokenized once."""
+    for known, comments, names in _TOKENS:
+        if known is code or known == code:
+            return comments, names
+    comments: list[tuple[int, int, str, bool]] = []
+    kept: list[str] = []
     try:
         for token in tokenize.generate_tokens(io.StringIO(code).readline):
-            if token.type == tokenize.COMMENT:
+            kind = token.type
+            if kind == tokenize.COMMENT:
                 line, column = token.start
-                found.append((line, column, token.string, not token.line[:column].strip()))
+                comments.append((line, column, token.string, not token.line[:column].strip()))
+            elif kind != tokenize.STRING:
+                kept.append(token.string)
+        names = " ".join(kept)
     except (tokenize.TokenError, SyntaxError):
-        return []
-    return found
+        comments, names = [], code
+    _TOKENS.insert(0, (code, comments, names))
+    del _TOKENS[4:]
+    return comments, names
 
 
 def removed_machinery(source: str, output: str) -> list[re.Pattern[str]]:
@@ -419,8 +448,10 @@ def removed_machinery(source: str, output: str) -> list[re.Pattern[str]]:
     return [said for said, code_re in had if not code_re.search(migrated_code)]
 
 
-def _drop_stale_comments(source: str, code: str, cell_marker: str | None) -> str:
-    said_of = removed_machinery(source, code)
+def _drop_stale_comments(source: str, code: str, cell_marker: str | None,
+                         said_of: list[re.Pattern[str]]) -> str:
+    """``code`` without the comment paragraphs the legacy ``source`` had that
+    say one of ``said_of`` (:func:`removed_machinery`)."""
     if not said_of:
         return code
     legacy_comments = {text.strip() for _, _, text, _ in _comments(source)}
@@ -467,12 +498,7 @@ def _drop_stale_comments(source: str, code: str, cell_marker: str | None) -> str
 
 def _without_comments_and_strings(code: str) -> str:
     """The code's names and operators: what a construct's code pattern should match."""
-    try:
-        tokens = [t.string for t in tokenize.generate_tokens(io.StringIO(code).readline)
-                  if t.type not in (tokenize.COMMENT, tokenize.STRING)]
-    except (tokenize.TokenError, SyntaxError):
-        return code
-    return " ".join(tokens)
+    return _tokens(code)[1]
 
 
 # --------------------------------------------------------------------------- docstrings
@@ -480,21 +506,24 @@ def _without_comments_and_strings(code: str) -> str:
 _DOCSTRING = re.compile(r"(?s)^([rRuU]?)(\"\"\"|\'\'\')(.*)\2$")
 
 
-def _drop_stale_docstring_paragraphs(source: str, code: str) -> str:
-    said_of = removed_machinery(source, code)
+def _drop_stale_docstring_paragraphs(source: str, code: str, said_of: list[re.Pattern[str]],
+                                     tree: ast.Module | None = None) -> str:
+    """``code`` without the docstring paragraphs the legacy ``source`` had
+    that say one of ``said_of``; ``tree``: the ast of ``code`` when known."""
     if not said_of:
         return code
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return code
+    if tree is None:
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            return code
     lines = code.splitlines(keepends=True)
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line.encode()))
     data = code.encode()
     edits: list[tuple[int, int, str]] = []  # byte span -> new text
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if not isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) or not node.body:
             continue
         first = node.body[0]
