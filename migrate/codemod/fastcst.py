@@ -379,6 +379,34 @@ def _removed_field(node: cst.CSTNode, name: str):
     raise TypeError(f"{type(node).__name__}.{name} is required and cannot be removed")
 
 
+# --------------------------------------------------------------------------- code
+
+
+class _NoPosition:
+    """A context manager that does nothing (and lets exceptions through)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+_NO_POSITION = _NoPosition()
+
+
+class PlainCodegenState(CodegenState):
+    """libcst's code generation state, without the position recording it
+    never does: ``record_syntactic_position`` is a generator-based context
+    manager entered for most nodes, and making and running one generator per
+    node cost about a third of generating a module's code."""
+
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> _NoPosition:
+        return _NO_POSITION
+
+
 # --------------------------------------------------------------------------- caches
 # libcst nodes are immutable: a node's code, and the nodes under it, never
 # change. Entries keep their node, so its id is not reused while they live.
@@ -403,7 +431,11 @@ def code_of(node: cst.CSTNode) -> str:
     found = _CODE.get(id(node))
     if found is not None and found[0] is node:
         return found[1]
-    code = _EMPTY_MODULE.code_for_node(node)
+    # (``_EMPTY_MODULE.code_for_node(node)``)
+    state = PlainCodegenState(default_indent=_EMPTY_MODULE.default_indent,
+                              default_newline=_EMPTY_MODULE.default_newline)
+    node._codegen(state)
+    code = "".join(state.tokens)
     if len(_CODE) >= 4096:
         _CODE.clear()
     _CODE[id(node)] = (node, code)
@@ -433,7 +465,7 @@ def _module_code(module: cst.Module) -> str:
     indent, newline = module.default_indent, module.default_newline
     parts: list[str] = []
     last = None  # the last token generated
-    state = CodegenState(default_indent=indent, default_newline=newline)
+    state = PlainCodegenState(default_indent=indent, default_newline=newline)
     for h in module.header:
         h._codegen(state)
     if state.tokens:
@@ -443,7 +475,7 @@ def _module_code(module: cst.Module) -> str:
         key = (id(statement), indent, newline)
         found = _STATEMENT_CODE.get(key)
         if found is None or found[0] is not statement:
-            state = CodegenState(default_indent=indent, default_newline=newline)
+            state = PlainCodegenState(default_indent=indent, default_newline=newline)
             statement._codegen(state)
             found = (statement, "".join(state.tokens), state.tokens[-1] if state.tokens else None)
             _STATEMENT_CODE[key] = found
@@ -451,7 +483,7 @@ def _module_code(module: cst.Module) -> str:
             parts.append(found[1])
             if found[2] is not None:
                 last = found[2]
-    state = CodegenState(default_indent=indent, default_newline=newline)
+    state = PlainCodegenState(default_indent=indent, default_newline=newline)
     for f in module.footer:
         f._codegen(state)
     if state.tokens:
