@@ -315,8 +315,10 @@ def transform(node: cst.CSTNode, visitor: cst.CSTTransformer):
     """``node.visit(visitor)`` for plain transformers (``visit_*``/``leave_*``
     hooks on syntactic node types): the same hooks in the same order, but a
     node is rebuilt only when one of its children was replaced, an unchanged
-    tree comes back as the very same object, and subtrees that cannot hold a
-    hooked node are not entered."""
+    tree comes back as the very same object (also where a hook handed back a
+    copy holding the very same children), and subtrees that cannot hold a
+    hooked node are not entered. Caches keyed by node (walks, code, names)
+    then keep serving the parts of the tree a rule did not change."""
     cls = type(visitor)
     if cls.on_visit is not cst.CSTTransformer.on_visit or cls.on_leave is not cst.CSTTransformer.on_leave:
         return node.visit(visitor)  # custom dispatch: keep libcst's exact protocol
@@ -367,8 +369,39 @@ def _transform(node: cst.CSTNode, visitor: cst.CSTTransformer, cls: type, steps:
         if changes:
             updated = node.with_changes(**changes)
     if leave is not None:
-        return leave(visitor, node, updated)
+        new = leave(visitor, node, updated)
+        if new is not updated and type(new) is kind and _same_fields(new, updated):
+            # a hook that rebuilt the node unchanged (``updated.with_changes(body=...)`` with
+            # the same statements): keep it, so the tree around it is not rebuilt either
+            return updated
+        return new
     return updated
+
+
+# type -> every dataclass field name (whitespace included)
+_ALL_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _same_fields(new: cst.CSTNode, old: cst.CSTNode) -> bool:
+    """Whether ``new`` holds the very same values as ``old`` (sequences item by
+    item, strings by value): then it is ``old`` in all but identity."""
+    names = _ALL_FIELDS.get(type(old))
+    if names is None:
+        names = _ALL_FIELDS[type(old)] = tuple(f.name for f in dataclasses.fields(old))
+    for name in names:
+        a, b = getattr(new, name), getattr(old, name)
+        if a is b:
+            continue
+        kind = type(a)
+        if kind is str and type(b) is str:
+            if a != b:
+                return False
+        elif (kind is list or kind is tuple) and (type(b) is list or type(b) is tuple):
+            if len(a) != len(b) or any(x is not y for x, y in zip(a, b)):
+                return False
+        else:
+            return False
+    return True
 
 
 def _removed_field(node: cst.CSTNode, name: str):
@@ -416,14 +449,34 @@ _CODE: dict[int, tuple[cst.CSTNode, str]] = {}
 _MODULE_CODE: list[tuple[cst.Module, str]] = []
 
 
+# id -> node of the statements rules keep for the whole process (their cached
+# copies of fixed code, inserted in many files): their code and walks outlive clear_caches
+_KEPT: dict[int, cst.CSTNode] = {}
+
+
+def keep_code(statement: cst.BaseStatement) -> cst.BaseStatement:
+    """``statement``, marked as one a rule keeps for the whole process (a
+    cached copy of fixed code it inserts in every file that needs it): its
+    generated code and its walk are kept from one file to the next. Returns it."""
+    if len(_KEPT) >= 1024:
+        _KEPT.clear()
+    _KEPT[id(statement)] = statement
+    return statement
+
+
 def clear_caches() -> None:
     """Forget the nodes of the trees seen so far (the engine calls this after
-    each source: nothing is kept alive from one file to the next)."""
+    each source: nothing is kept alive from one file to the next, but the
+    code of statements marked by :func:`keep_code`)."""
     _CODE.clear()
     _MODULE_CODE.clear()
+    kept = {key: found for key, found in _STATEMENT_CODE.items() if _KEPT.get(key[0]) is found[0]}
     _STATEMENT_CODE.clear()
+    _STATEMENT_CODE.update(kept)
     _MODULE_NODES.clear()
+    kept_walks = {key: found for key, found in _STATEMENT_WALKS.items() if _KEPT.get(key) is found[0]}
     _STATEMENT_WALKS.clear()
+    _STATEMENT_WALKS.update(kept_walks)
 
 
 def code_of(node: cst.CSTNode) -> str:
