@@ -1,10 +1,11 @@
-"""Asynchronous between-graph parameter-server training (TF1, run on TF 2.21).
+"""Asynchronous between-graph parameter-server training.
 
-The classic shape of ``mnist_replica.py`` / the TF 1.x "Distributed TensorFlow"
-how-to: every process runs this same file with its role on the command line::
+Each task is started like this::
 
     python async_ps.py --ps_hosts=127.0.0.1:2222 \
-        --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --job_name=worker --task_index=0
+        --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --chief_hosts=127.0.0.1:2225 --job_name=worker --task_index=0
+    python async_ps.py --ps_hosts=127.0.0.1:2222 \
+        --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --chief_hosts=127.0.0.1:2225 --job_name=chief --task_index=0
 
 Reproducibility: which worker trains which batch depends on thread timing, so
 a *ticket queue* on the ps hands out batch ids 0..N-1 exactly once each (the
@@ -27,7 +28,7 @@ from absl import app, flags
 flags.DEFINE_string("ps_hosts", "", "Comma-separated host:port list of the ps job")
 flags.DEFINE_string("worker_hosts", "", "Comma-separated host:port list of the worker job")
 flags.DEFINE_string("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")
-flags.DEFINE_string("job_name", "", "One of 'ps', 'worker'")
+flags.DEFINE_string("job_name", "", "One of 'ps', 'worker', 'chief'")
 flags.DEFINE_integer("task_index", 0, "Index of the task within its job")
 flags.DEFINE_integer("steps", 50, "Number of global training steps (batches) in total")
 flags.DEFINE_float("learning_rate", 0.05, "Learning rate of plain SGD")

@@ -1,11 +1,13 @@
-"""Chief failure and recovery from a checkpoint (TF1 async PS, run on TF 2.21).
+"""Chief failure and recovery from a checkpoint.
 
 Asynchronous parameter-server training like ``async_ps.py``, but the chief
 writes checkpoints every ``--save_checkpoint_steps`` global steps. The
 reference run kills the chief (worker 0) with SIGKILL in the middle of
 training and starts it again with the same command line::
 
-    python chief_recovery.py --ps_hosts=... --worker_hosts=... --job_name=worker \
+    python chief_recovery.py --ps_hosts=... --worker_hosts=... --chief_hosts=... --job_name=worker \
+        --task_index=0 --checkpoint_dir=/tmp/ckpt --steps=50
+    python chief_recovery.py --ps_hosts=... --worker_hosts=... --chief_hosts=... --job_name=chief \
         --task_index=0 --checkpoint_dir=/tmp/ckpt --steps=50
 
 Data: the batch of an update is chosen by the global step read just before it
@@ -26,7 +28,7 @@ from absl import app, flags
 flags.DEFINE_string("ps_hosts", "", "ps job: comma-separated host:port")
 flags.DEFINE_string("worker_hosts", "", "worker job: comma-separated host:port")
 flags.DEFINE_string("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")
-flags.DEFINE_string("job_name", "", "'ps' or 'worker'")
+flags.DEFINE_string("job_name", "", "'ps', 'worker' or 'chief'")
 flags.DEFINE_integer("task_index", 0, "index within the job; worker 0 is the chief")
 flags.DEFINE_integer("steps", 50, "train until the global step reaches this")
 flags.DEFINE_float("learning_rate", 0.05, "SGD learning rate")

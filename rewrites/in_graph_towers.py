@@ -1,4 +1,4 @@
-"""In-graph replication: one client drives several "towers" (TF1, run on TF 2.21).
+"""In-graph replication: one client drives several "towers".
 
 The shape of ``cifar10_multi_gpu_train.py``: a single Python process builds ONE
 graph in which the model is replicated once per device. Each tower computes

@@ -1,4 +1,4 @@
-"""A deliberately NAIVE asynchronous ps/worker program that hangs (TF1 on TF 2.21).
+"""A deliberately NAIVE asynchronous ps/worker program that hangs.
 
 Do not copy this file: it exists to show, reproducibly, the most common way
 legacy between-graph programs hang. Compare it with ``async_ps.py``, which
@@ -11,6 +11,10 @@ started the server, then made worker k (0-based, the chief being a separate
 task) sleep ``(k + 1) * 5`` s "since this usually helps model to converge
 faster" in async training; cluster schedulers that start pods at different
 times do it by accident. Here worker k waits ``k * --startup_delay_secs`` s.
+
+The robust version (``async_ps.py``) sets ``device_filters=["/job:ps",
+"/job:worker/task:<k>"]``, waits for the ports it needs, and gets a "chief ready" signal
+through a queue on the ps instead of polling.
 """
 
 import json
@@ -24,7 +28,7 @@ from absl import app, flags
 flags.DEFINE_string("ps_hosts", "", "host:port[,host:port...] of the ps job")
 flags.DEFINE_string("worker_hosts", "", "host:port[,host:port...] of the worker job")
 flags.DEFINE_string("chief_hosts", "", "Comma-separated hostname:port of the chief (coordinator) task")
-flags.DEFINE_string("job_name", "", "ps | worker")
+flags.DEFINE_string("job_name", "", "ps | worker | chief")
 flags.DEFINE_integer("task_index", 0, "task index within the job")
 flags.DEFINE_integer("steps", 50, "global steps to train")
 flags.DEFINE_float("learning_rate", 0.05, "learning rate")

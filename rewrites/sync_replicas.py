@@ -1,4 +1,11 @@
-"""With 2 workers the per-step losses are bit-identical run to run.
+"""Synchronous data-parallel training on several workers with tf.distribute.MultiWorkerMirroredStrategy.
+
+Each task is started like this::
+
+    TF_CONFIG='{"cluster": {"worker": ["127.0.0.1:2223", "127.0.0.1:2224"]},
+                "task": {"type": "worker", "index": 1}}' python sync_replicas.py --steps=50
+
+With 2 workers the per-step losses are bit-identical run to run.
 """
 
 import argparse

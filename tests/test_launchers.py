@@ -258,8 +258,9 @@ def test_slurm_script_that_lets_the_program_pick_roles_gets_a_located_diagnostic
     result = rewrite_launcher(Path("train.slurm"), text, [PS_TF_CONFIG])
     assert result is not None and result.text == text
     [edit] = result.edits
-    assert edit.code == "TFM504" and not edit.fixed and edit.line == 5
-    assert "SlurmClusterResolver" in edit.message and "chief" in edit.message
+    # located at the task count the script must raise, which it names
+    assert edit.code == "TFM504" and not edit.fixed and edit.line == 2
+    assert "SlurmClusterResolver(jobs={\"chief\": 1" in edit.message and "asks for 4 task(s)" in edit.message
 
 
 def test_bad_yaml_is_reported_with_its_line():

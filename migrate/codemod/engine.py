@@ -41,6 +41,7 @@ from migrate.codemod.fastcst import (
 from migrate.codemod.orphans import tidy
 from migrate.codemod.program.project import reads as project_reads
 from migrate.codemod.tfnames import TFNames
+from migrate.codemod.usage import follow_topology
 
 DOCS_BASE = "legacy_reference/"
 
@@ -672,6 +673,9 @@ def _migrate(
         output = runs.checked_code(module, applied)
     if output is not source:
         tidied = tidy(source, output[0], cell_marker, trees=(tree, output[1]))
+        tidied, usage_changes = follow_topology(path, source, tidied)
+        diagnostics.extend(Diagnostic("TFM506", message, line, 1, fixed=True, severity="info")
+                           for line, message in usage_changes)
         if tidied != output[0]:
             output = (tidied, ast.parse(tidied, filename=path))
         _compile_gate(output, runs, rules, applied, cell_marker)

@@ -52,6 +52,7 @@ _CONSTRUCTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
         (r"sync[\s_-]*replicas?|replicas_to_aggregate", r"\bSyncReplicasOptimizer\b"),
         (r"queue[\s_-]*runners?|sync[\s_-]*tokens?|token[\s_-]*queue",
          r"\b(QueueRunner|start_queue_runners|get_chief_queue_runner|get_init_tokens_op|queue_runner)\b"),
+        (r"\bTF\s?1(\.x)?\b", r"\b(disable_eager_execution|disable_v2_behavior)\b"),
         (r"\bsess(ion)?s?\b|managed_session|prepare_or_wait",
          r"\b(Session|InteractiveSession|managed_session|MonitoredTrainingSession|MonitoredSession|prepare_or_wait)"),
     )
@@ -475,7 +476,7 @@ def _drop_stale_comments(source: str, code: str, cell_marker: str | None,
     for paragraph in paragraphs:
         if not all(text.strip() in legacy_comments for _, _, text, _ in paragraph):
             continue  # a rule wrote (part of) it
-        text = " ".join(t.lstrip("#").strip() for _, _, t, _ in paragraph)
+        text = _prose(" ".join(t.lstrip("#").strip() for _, _, t, _ in paragraph))
         if not any(said.search(text) for said in said_of):
             continue
         for line, column, _, alone in paragraph:
@@ -494,6 +495,12 @@ def _drop_stale_comments(source: str, code: str, cell_marker: str | None,
             line = line[:cut[number]].rstrip() + ending
         out.append(line)
     return "".join(out)
+
+
+def _prose(text: str) -> str:
+    """What a comment says, without the file names it mentions: ``sync_replicas.py``
+    names a program, not the construct."""
+    return re.sub(r"[\w./-]+\.py\b", "", text)
 
 
 def _without_comments_and_strings(code: str) -> str:
@@ -546,13 +553,29 @@ def _drop_stale_docstring_paragraphs(source: str, code: str, said_of: list[re.Pa
         summary, newline, rest = paragraphs[0][1].partition("\n")
         if rest and re.search(r"[.!?:]\s*$", summary):
             paragraphs[0:1] = [("", summary), (newline, rest)]
-        stale = [any(said.search(p) for said in said_of) for _, p in paragraphs]
+        original = list(paragraphs)
+        stale = [any(said.search(_prose(p)) for said in said_of) for _, p in paragraphs]
+        for at, (separator, paragraph) in enumerate(paragraphs):
+            # "Training (TF1, on a Supervisor) of ...": the aside goes, the sentence stays
+            trimmed = _without_stale_asides(paragraph, said_of)
+            if stale[at] and trimmed is not None:
+                paragraphs[at], stale[at] = (separator, trimmed), False
         for at in range(len(paragraphs) - 2, -1, -1):
             # a paragraph introducing one that goes ("Remedies applied below:") goes with it
             if not stale[at] and stale[at + 1] and paragraphs[at][1].rstrip().endswith(":"):
                 stale[at] = True
+        for at in range(len(paragraphs) - 1):
+            # an example of how to start the program stays, with an introduction of its own
+            if stale[at] and not stale[at + 1] and paragraphs[at][1].rstrip().endswith("::") \
+                    and _RUNS_PROGRAM.search(paragraphs[at + 1][1]):
+                indent = re.match(r"\s*", paragraphs[at][1]).group(0)
+                paragraphs[at], stale[at] = (paragraphs[at][0], f"{indent}Each task is started like this::"), False
+        summary_of = _strategy_summary(code) if isinstance(node, ast.Module) else None
+        if stale[0] and summary_of is not None:
+            # the summary line said what the program was; it says what it is now
+            paragraphs[0], stale[0] = ("", summary_of), False
         kept = [piece for piece, gone in zip(paragraphs, stale, strict=True) if not gone]
-        if len(kept) == len(paragraphs):
+        if kept == original:
             continue
         if kept:
             first = kept[0][1].lstrip() if "\n" not in lead else kept[0][1]
@@ -564,6 +587,35 @@ def _drop_stale_docstring_paragraphs(source: str, code: str, said_of: list[re.Pa
     for begin, end, text in sorted(edits, reverse=True):
         data = data[:begin] + text.encode() + data[end:]
     return data.decode()
+
+
+_RUNS_PROGRAM = re.compile(r"\bpython[\d.]*\s+\S+\.py\b")
+_ASIDE = re.compile(r"\s*\([^()]*\)")
+_STRATEGY_SUMMARIES = {
+    "ParameterServerStrategy": "Parameter-server training with tf.distribute.ParameterServerStrategy: a chief"
+                               " task coordinates, workers run the steps, ps tasks hold the variables.",
+    "MultiWorkerMirroredStrategy": "Synchronous data-parallel training on several workers with"
+                                   " tf.distribute.MultiWorkerMirroredStrategy.",
+    "MirroredStrategy": "Synchronous data-parallel training on this machine's devices with"
+                        " tf.distribute.MirroredStrategy.",
+}
+
+
+def _without_stale_asides(paragraph: str, said_of: list[re.Pattern[str]]) -> str | None:
+    """``paragraph`` without the parenthesized asides that name removed
+    machinery, when that leaves a paragraph that names none; else None."""
+    trimmed = _ASIDE.sub(lambda m: "" if any(said.search(_prose(m.group(0))) for said in said_of) else m.group(0),
+                         paragraph)
+    if trimmed == paragraph or any(said.search(_prose(trimmed)) for said in said_of) or not trimmed.strip():
+        return None
+    return trimmed
+
+
+def _strategy_summary(code: str) -> str | None:
+    """What a migrated program is, in a docstring's summary line: the one
+    strategy kind it builds."""
+    built = set(re.findall(r"\b(ParameterServerStrategy|MultiWorkerMirroredStrategy|MirroredStrategy)\s*\(", code))
+    return _STRATEGY_SUMMARIES[built.pop()] if len(built) == 1 else None
 
 
 def _alone_on_lines(lines: list[str], statement: ast.stmt) -> bool:

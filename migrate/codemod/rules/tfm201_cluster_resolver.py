@@ -91,6 +91,10 @@ class ClusterResolver(Rule):
         # ParameterServerStrategy: the dict literals a name given to ClusterSpec is bound to get the chief
         self.named_dicts, self.named_others, self.named_with_dicts = self._named_cluster_dicts(module)
         self.dropped_ps: set[str] = set()
+        # the hosts and roles come from Slurm's environment (SLURM_PROCID, the node list)
+        self.slurm_vars = sorted({n.evaluated_value for n in C.walk(module) if isinstance(n, cst.SimpleString)
+                                  and isinstance(n.evaluated_value, str) and n.evaluated_value.startswith("SLURM_")})
+        self.maps_slurm_ps = any(isinstance(n, cst.SimpleString) and n.evaluated_value == "ps" for n in C.walk(module))
         module = transform(module, self)
         # the name that held the ps hosts, now read nowhere: a leftover of the TF1 cluster
         module = drop_unread(module, self.dropped_ps)
@@ -303,6 +307,18 @@ class ClusterResolver(Rule):
 
     def _fix_cluster_dict(self, statement, call: cst.Call):
         spec = C.arg(call, 0, "cluster")
+        if self.strategy == MWMS and self.slurm_vars and self.maps_slurm_ps:
+            self.report(
+                statement,
+                f"the program maps Slurm's tasks to roles itself ({', '.join(self.slurm_vars)}), some of them to"
+                " ps: MultiWorkerMirroredStrategy has no ps, every task is a worker, and a task the mapping still"
+                " makes a ps would be handed to the strategy as one",
+                hint="build the cluster with tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={\"worker\":"
+                " W}) (SlurmClusterResolver() makes every Slurm task a worker) in place of the mapping, and ask"
+                " Slurm for the W workers only; tfmigrate then sets the batch script's task count",
+                reference="legacy_reference/sync_replicas.py",
+                fixed=False,
+            )
         key = C.code_of(spec) if isinstance(spec, (cst.Name, cst.Call)) else None
         if key in self.named_with_dicts:
             # bound to (or returning) a literal, which got its chief where it is written, and maybe
@@ -325,8 +341,8 @@ class ClusterResolver(Rule):
                     statement,
                     f"ParameterServerStrategy needs a 'chief' (coordinator) task: `{C.code_of(spec)}` must have a"
                     " \"chief\" job besides \"ps\" and \"worker\"",
-                    hint='add "chief": ["host:port"] to the cluster and launch one more process with'
-                    " --job_name=chief",
+                    hint=self._chief_hint('add "chief": ["host:port"] to the cluster and launch one more process'
+                                          " with --job_name=chief"),
                     reference="legacy_reference/async_ps.py",
                     fixed=False,
                 )
@@ -373,7 +389,8 @@ class ClusterResolver(Rule):
                 "ParameterServerStrategy needs a 'chief' (coordinator) task; this cluster has none, and its"
                 f" workers (`{workers}`) are neither a --worker_hosts flag nor literal host:port lists, so no"
                 " address can be chosen for one here",
-                hint='add "chief": ["host:port"] to the cluster and launch one more process as the chief',
+                hint=self._chief_hint('add "chief": ["host:port"] to the cluster and launch one more process as'
+                                      " the chief"),
                 reference="legacy_reference/async_ps.py",
                 fixed=False,
             )
@@ -400,6 +417,17 @@ class ClusterResolver(Rule):
             severity="info",
         )
         return new_spec
+
+    def _chief_hint(self, default: str) -> str:
+        """What to do for a chief: a cluster derived from Slurm's environment
+        is TensorFlow's SlurmClusterResolver's to build, chief included."""
+        if not self.slurm_vars:
+            return default
+        return (f"the cluster comes from Slurm's environment ({', '.join(self.slurm_vars)}): build it with"
+                ' tf.distribute.cluster_resolver.SlurmClusterResolver(jobs={"chief": 1, "ps": P, "worker": W},'
+                " port_base=<the port the tasks listen on>), and take this task's role from it"
+                " (cluster_resolver.cluster_spec(), then .task_type and .task_id: the jobs are ordered by name,"
+                " Slurm task 0 is the chief); tfmigrate then sets the batch script's task count to P + W + 1")
 
     def _chief_hosts(self, spec: cst.Dict) -> tuple[cst.BaseExpression | None, str]:
         """(the chief's hosts, how they were chosen): `FLAGS.worker_hosts.split(",")`
