@@ -464,10 +464,24 @@ def keep_code(statement: cst.BaseStatement) -> cst.BaseStatement:
     return statement
 
 
+_NODE_CACHES: list[dict] = []
+
+
+def node_cache() -> dict:
+    """A new dict for an analysis to keep its results by node, as ``id(node)
+    -> (node, result)`` (check ``found[0] is node``: ids are reused once a
+    node is gone); emptied with the other caches after each source."""
+    cache: dict = {}
+    _NODE_CACHES.append(cache)
+    return cache
+
+
 def clear_caches() -> None:
     """Forget the nodes of the trees seen so far (the engine calls this after
     each source: nothing is kept alive from one file to the next, but the
     code of statements marked by :func:`keep_code`)."""
+    for cache in _NODE_CACHES:
+        cache.clear()
     _CODE.clear()
     _MODULE_CODE.clear()
     kept = {key: found for key, found in _STATEMENT_CODE.items() if _KEPT.get(key[0]) is found[0]}
