@@ -283,6 +283,20 @@ def _reach(kind: type) -> frozenset[type]:
     return found
 
 
+def prepare_tables() -> None:
+    """Fill the tables of every libcst node type (the fields a walk reads and
+    in which order, what a node may hold) that the walks otherwise fill as
+    they meet each type: reading them from libcst's sources and annotations
+    costs about as much as migrating a file. A process that forks workers
+    calls this first, so that they share the tables."""
+    for kind in _concrete(cst.CSTNode):
+        _fields_for(kind)
+        try:
+            _reach(kind)
+        except (NameError, TypeError):  # annotations that cannot be read (see _must_enter)
+            pass
+
+
 _HOOKED: dict[type, frozenset[type]] = {}
 _ENTER: dict[type, dict[type, bool]] = {}
 
