@@ -35,7 +35,11 @@ tool cannot process gets ``ERR-`` plus the slug of its error.
 
 ``--write`` puts the table in the ``scoreboard`` section of
 ``benchmarks/RESULTS-realworld.md`` (``bench_codemod.py --dir`` owns the
-``speed`` section of the same file).
+``speed`` section of the same file), the check verdicts included: one line
+per checked file under the table (verdict, when, the check's wall time, its
+reason). Files not checked in this run (no ``--check``, or not named by
+``--check-only``) keep the verdict the file already records for them, with
+its date, so the slow column survives a quick rewrite of the scoreboard.
 """
 
 from __future__ import annotations
@@ -84,6 +88,8 @@ class Row:
     seconds: float
     check: str = "-"  # tfmigrate check's verdict for files that run offline ("-": not measured)
     check_reason: str = ""  # check's reason, for a verdict other than equivalent
+    check_when: str = ""  # when that check ran ("YYYY-MM-DD HH:MM" UTC)
+    check_seconds: float | None = None  # its wall time
 
 
 def code_of(path: Path) -> str:
@@ -248,12 +254,37 @@ def check_verdict(path: Path, out: Path, timeout: float = CHECK_TIMEOUT) -> tupl
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         return "error", f"check ran past {timeout:.0f} s"
+    left = survivors(out)
+    if left:
+        for pid in left:  # the check's own tasks, found by the run directory they log to
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return "error", f"check exited {code} leaving {len(left)} task process(es) running (pids {left})"
     try:
         report_json = json.loads((out / "report.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return "error", f"check exited {code} without a report"
     verdict = str(report_json.get("verdict", "error")).replace("_", " ")
-    return verdict, "" if verdict == "equivalent" else str(report_json.get("reason") or "")
+    # the run's temporary directory says nothing about the file: named, not spelled out
+    reason = str(report_json.get("reason") or "").replace(str(out), "<check dir>")
+    return verdict, "" if verdict == "equivalent" else reason
+
+
+def survivors(out: Path) -> list[int]:
+    """Processes still running that a check writing to ``out`` started: every
+    task it launches has its loss log (``TFMIGRATE_LOSS_LOG``) under ``out``."""
+    marker = f"TFMIGRATE_LOSS_LOG={out.resolve()}/".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if any(item.startswith(marker) for item in environ.split(b"\0")):
+            found.append(int(entry.name))
+    return sorted(found)
 
 
 def wanted(name: str, only: list[str] | None) -> bool:
@@ -270,7 +301,44 @@ def add_check_column(rows: list[Row], root: Path, manifest: Path | None, only: l
             if row.file not in eligible or not wanted(row.file, only):
                 continue
             print(f"  check {row.file} ...", file=sys.stderr, flush=True)
+            row.check_when = f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M}"
+            start = time.monotonic()
             row.check, row.check_reason = check_verdict(root / row.file, Path(out) / Path(row.file).stem)
+            row.check_seconds = time.monotonic() - start
+            print(f"    {row.check} in {row.check_seconds:.0f} s", file=sys.stderr, flush=True)
+
+
+# one line per checked file under the table: what carries a verdict from one --write to the next
+CHECK_LINE = re.compile(
+    r"^- (?P<file>.+?): (?P<verdict>equivalent|not equivalent|error)"
+    r" \(checked (?P<when>\d{4}-\d\d-\d\d \d\d:\d\d) UTC, (?P<seconds>\d+) s\)(?:: (?P<reason>.*))?$"
+)
+
+
+def carry_checks(rows: list[Row], results: Path, eligible: set[str]) -> int:
+    """Rows of files that run offline but were not checked in this run keep
+    the verdict an earlier ``--check --write`` recorded in ``results`` (with
+    its date): a scoreboard rewritten without ``--check`` (seconds) does not
+    drop the check column (minutes per file). Returns how many were kept."""
+    try:
+        text = results.read_text(encoding="utf-8")
+    except OSError:
+        return 0
+    begin, end = text.find("<!-- begin scoreboard -->"), text.find("<!-- end scoreboard -->")
+    earlier = {}
+    for line in text[begin:end].splitlines() if begin >= 0 and end > begin else []:
+        m = CHECK_LINE.match(line)
+        if m:
+            earlier[m["file"]] = m
+    kept = 0
+    for row in rows:
+        m = earlier.get(row.file)
+        if row.check != "-" or m is None or row.file not in eligible:
+            continue
+        row.check, row.check_reason = m["verdict"], m["reason"] or ""
+        row.check_when, row.check_seconds = m["when"], float(m["seconds"])
+        kept += 1
+    return kept
 
 
 def totals(rows: list[Row]) -> dict:
@@ -315,15 +383,24 @@ def format_table(rows: list[Row], command: str) -> str:
     checked = [r for r in rows if r.check != "-"]
     if checked:
         equivalent = sum(r.check == "equivalent" for r in checked)
+        when = sorted({r.check_when for r in checked if r.check_when})
         lines += [
             "",
             (
                 f"**check (`python3 -m migrate check FILE --steps {CHECK_STEPS}`, files that run offline):"
-                f" equivalent {equivalent}/{len(checked)}.** Why the others are not:"
+                f" equivalent {equivalent}/{len(checked)}.** Each file's verdict, when it was checked"
+                + (f" ({when[0]} .. {when[-1]} UTC: a scoreboard written without `--check` keeps the earlier verdicts)"
+                   if len(when) > 1 else "")
+                + ", the check's wall time, and why it is not equivalent:"
             ),
             "",
         ]
-        lines += [f"- {r.file}: {r.check}: {r.check_reason}" for r in checked if r.check != "equivalent"]
+        for r in checked:
+            reason = " ".join(r.check_reason.split())
+            seconds = f"{r.check_seconds:.0f}" if r.check_seconds is not None else "0"
+            lines.append(
+                f"- {r.file}: {r.check} (checked {r.check_when or '?'} UTC, {seconds} s)" + (f": {reason}" if reason else "")
+            )
     reasons = Counter()
     for r in rows:
         if r.status != "migrated":
@@ -346,8 +423,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.dir.resolve()
     rows = score(root)
+    manifest = args.manifest or root.parent / "MANIFEST.tsv"
     if args.check:
-        add_check_column(rows, root, args.manifest or root.parent / "MANIFEST.tsv", args.check_only)
+        add_check_column(rows, root, manifest, args.check_only)
+    if args.write:
+        carry_checks(rows, args.results, offline_files(root, manifest))
     command = "python3 benchmarks/bench_realworld.py " + " ".join(argv if argv is not None else sys.argv[1:])
     text = format_table(rows, command)
     print(text)

@@ -7,6 +7,7 @@
     tfmigrate rules                   list the registered rules
     tfmigrate demo                    migrate the bundled legacy reference program
     tfmigrate check ... / reference ...   equivalence check / reference programs
+    tfmigrate checkpoint convert SRC DST --program P   a TF1 checkpoint for the migration, and back
 
 Exit codes: 0 nothing to change and no manual work; 1 changes pending or
 manual work reported; 2 some input could not be processed or a path named on
@@ -35,7 +36,7 @@ from migrate.codemod.report import FileError as ReportedError
 from migrate.codemod.report import FileResult
 
 EXTRA_RULES_ENV = "TFMIGRATE_EXTRA_RULES"
-SUBCOMMANDS = ("rules", "demo", "check", "reference")
+SUBCOMMANDS = ("rules", "demo", "check", "reference", "checkpoint")
 # Below this many files a process pool costs more than it saves.
 POOL_THRESHOLD = 8
 
@@ -336,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tfmigrate",
         description="Migrate TensorFlow 1.x distributed code (ps/worker, SyncReplicas, towers,"
         " Supervisor) to tf.distribute. Read-only unless --write or -o is given.",
-        epilog="Other commands: tfmigrate rules | demo | check | reference (see `tfmigrate CMD -h`)."
+        epilog="Other commands: tfmigrate rules | demo | check | reference | checkpoint (see `tfmigrate CMD -h`)."
         " A path literally named like a command can be given as ./NAME."
         " Exit codes: 0 nothing to do, 1 changes pending or manual work reported,"
         " 2 some file could not be processed, a named path yields no file, or usage error."

@@ -69,6 +69,34 @@ def wait_for_cluster(hosts, timeout_secs=120):
                 time.sleep(0.1)
 
 
+def restore_checkpoint(checkpoint, path, variables, optimizer):
+    """Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job
+    (tf.compat.v1.train.Saver: values by variable name, no object graph)."""
+    reader = tf.train.load_checkpoint(path)
+    saved = reader.get_variable_to_shape_map()
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in saved:
+        checkpoint.restore(path)
+        return
+    by_name, repeats = {}, {}
+    for variable in variables:
+        name = variable.name.split(":")[0]
+        # TF1's graph numbered a repeated name: name, name_1, name_2, ...
+        repeats[name] = repeats.get(name, -1) + 1
+        by_name[f"{name}_{repeats[name]}" if repeats[name] else name] = variable
+    missing = sorted(set(by_name) - set(saved))
+    if missing:
+        raise ValueError(f"{path} has no value for {', '.join(missing)}")
+    for name, variable in by_name.items():
+        variable.assign(reader.get_tensor(name))
+    if "global_step" in saved:
+        # the optimizer's step count (its schedule's step) continues from TF1's
+        optimizer.iterations.assign(reader.get_tensor("global_step"))
+    left = sorted(set(saved) - set(by_name))
+    if left:
+        tf.get_logger().warning("%s: not restored, nothing in this program takes them: %s",
+                                path, ", ".join(left))
+
+
 def main(_):
     ps_hosts = FLAGS.ps_hosts.split(",")
     worker_hosts = FLAGS.worker_hosts.split(",")
@@ -113,13 +141,14 @@ def main(_):
     # The ps queue of batch ids (tickets) becomes the coordinator's own:
     # each id is scheduled once, on whichever worker is free.
     tickets_iterator = iter(range(FLAGS.steps))
-    # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes.
+    # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes
+    # (also from the TF1 job's own checkpoints).
     # Saved every 600 s (MonitoredTrainingSession's default save_checkpoint_secs), as in TF1, and at the end.
     checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, hid_w=hid_w, hid_b=hid_b, out_w=out_w, out_b=out_b)
     checkpoint_manager = (
         tf.train.CheckpointManager(checkpoint, FLAGS.checkpoint_dir, max_to_keep=5) if FLAGS.checkpoint_dir else None)
     if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
-        checkpoint.restore(checkpoint_manager.latest_checkpoint)
+        restore_checkpoint(checkpoint, checkpoint_manager.latest_checkpoint, [global_step, hid_w, hid_b, out_w, out_b], opt)
     next_checkpoint_time = time.monotonic() + 600
     # ParameterServerStrategy trains on whichever worker is free. Each closure costs
     # the chief a round trip to its worker, which TF1's workers did not pay, so one

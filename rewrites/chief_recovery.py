@@ -82,6 +82,34 @@ def await_ports(addresses):
             time.sleep(0.1)
 
 
+def restore_checkpoint(checkpoint, path, variables, optimizer):
+    """Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job
+    (tf.compat.v1.train.Saver: values by variable name, no object graph)."""
+    reader = tf.train.load_checkpoint(path)
+    saved = reader.get_variable_to_shape_map()
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in saved:
+        checkpoint.restore(path)
+        return
+    by_name, repeats = {}, {}
+    for variable in variables:
+        name = variable.name.split(":")[0].removeprefix("model/")
+        # TF1's graph numbered a repeated name: name, name_1, name_2, ...
+        repeats[name] = repeats.get(name, -1) + 1
+        by_name[f"{name}_{repeats[name]}" if repeats[name] else name] = variable
+    missing = sorted(set(by_name) - set(saved))
+    if missing:
+        raise ValueError(f"{path} has no value for {', '.join(missing)}")
+    for name, variable in by_name.items():
+        variable.assign(reader.get_tensor(name))
+    if "global_step" in saved:
+        # the optimizer's step count (its schedule's step) continues from TF1's
+        optimizer.iterations.assign(reader.get_tensor("global_step"))
+    left = sorted(set(saved) - set(by_name))
+    if left:
+        tf.get_logger().warning("%s: not restored, nothing in this program takes them: %s",
+                                path, ", ".join(left))
+
+
 def main(_):
     if not FLAGS.checkpoint_dir:
         raise SystemExit("--checkpoint_dir is required (the restarted chief restores from it)")
@@ -135,13 +163,14 @@ def main(_):
     if previous:
         print(f"chief restarting from checkpoint {previous}", flush=True)
     await_ports(cluster.job_tasks("ps") + [cluster.task_address("worker", FLAGS.task_index)])
-    # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes.
+    # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes
+    # (also from the TF1 job's own checkpoints).
     # Saved every FLAGS.save_checkpoint_steps global steps (save_checkpoint_steps), as in TF1, and at the end.
     checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, model=model)
     checkpoint_manager = (
         tf.train.CheckpointManager(checkpoint, FLAGS.checkpoint_dir, max_to_keep=5) if FLAGS.checkpoint_dir else None)
     if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
-        checkpoint.restore(checkpoint_manager.latest_checkpoint)
+        restore_checkpoint(checkpoint, checkpoint_manager.latest_checkpoint, [global_step, *model.variables], optimizer)
     if previous:
         print(f"chief resumed at global step {global_step.numpy()}", flush=True)
     # ParameterServerStrategy trains on whichever worker is free. Each closure costs

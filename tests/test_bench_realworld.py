@@ -4,6 +4,7 @@ declines with located reasons, one that does not parse."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -124,3 +125,60 @@ def test_check_column_holds_checks_own_verdict(rows, tmp_path):
     assert verdicts["estimator_declines.py"][0] == verdicts["python2_broken.py"][0] == "-"
     table = bench_realworld.format_table(checked, "bench")
     assert "equivalent 1/1" in table
+    [line] = [ln for ln in table.splitlines() if ln.startswith("- sync_linear_migrates.py: equivalent (checked ")]
+    assert bench_realworld.CHECK_LINE.match(line)
+    assert not bench_realworld.survivors(tmp_path)
+
+
+def test_a_scoreboard_written_without_check_keeps_the_recorded_verdicts(rows, tmp_path):
+    """--write without --check (or with --check-only naming other files) keeps
+    each offline file's verdict, reason, date and wall time from the results
+    file; a file no longer offline, or one just checked, is not overwritten."""
+    results = tmp_path / "RESULTS-realworld.md"
+    first = [bench_realworld.Row(**vars(r)) for r in rows.values()]
+    by_name = {r.file: r for r in first}
+    by_name["sync_linear_migrates.py"].check = "equivalent"
+    by_name["estimator_declines.py"].check = "error"
+    by_name["estimator_declines.py"].check_reason = "the legacy script cannot run:\n line 3 | imports x"
+    for r in first:
+        r.check_when, r.check_seconds = "2026-11-24 21:40", 42.4
+    replace_section(results, "scoreboard", bench_realworld.format_table(first, "bench --check --write"))
+
+    again = [bench_realworld.Row(**vars(r)) for r in rows.values()]
+    kept = bench_realworld.carry_checks(again, results, {"sync_linear_migrates.py", "estimator_declines.py"})
+    assert kept == 2
+    got = {r.file: (r.check, r.check_reason, r.check_when, r.check_seconds) for r in again}
+    assert got["sync_linear_migrates.py"] == ("equivalent", "", "2026-11-24 21:40", 42.0)
+    assert got["estimator_declines.py"] == ("error", "the legacy script cannot run: line 3 | imports x",
+                                            "2026-11-24 21:40", 42.0)
+    assert got["python2_broken.py"][0] == "-"
+    table = bench_realworld.format_table(again, "bench --write")
+    assert "| sync_linear_migrates.py | migrated | - | yes | 0 |" in table
+    assert "equivalent 1/2" in table
+
+    fresh = {r.file: bench_realworld.Row(**vars(r)) for r in rows.values()}
+    just_checked = fresh["estimator_declines.py"]
+    just_checked.check, just_checked.check_when = "not equivalent", "2026-11-24 22:00"
+    # sync_linear_migrates.py no longer counted as offline: its old verdict is not carried
+    assert bench_realworld.carry_checks(list(fresh.values()), results, {"estimator_declines.py"}) == 0
+    assert (just_checked.check, just_checked.check_when) == ("not equivalent", "2026-11-24 22:00")
+    assert fresh["sync_linear_migrates.py"].check == "-"
+
+
+def test_survivors_are_the_processes_logging_under_a_checks_directory(tmp_path):
+    import subprocess
+    import time
+
+    out = tmp_path / "out"
+    env = {**os.environ, "TFMIGRATE_LOSS_LOG": str(out / "legacy-run0" / "losses-worker-0.jsonl")}
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env)
+    try:
+        deadline = time.monotonic() + 10
+        while proc.pid not in bench_realworld.survivors(out) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert bench_realworld.survivors(out) == [proc.pid]
+        assert not bench_realworld.survivors(tmp_path / "other")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not bench_realworld.survivors(out)

@@ -679,6 +679,48 @@ def test_realistic_howto_script_with_hard_coded_length_and_checkpoint_dir(tmp_pa
     assert not hard_coded.exists()
 
 
+def test_script_training_to_its_own_bound_beside_a_steps_flag_is_stopped_and_compared_on_the_steps_asked(
+    tmp_path,
+):
+    """own_bound_beside_steps_flag.py defines --train_steps (check passes it)
+    but trains to a hard-coded StopAtStepHook(last_step=200000): each side is
+    stopped once it is far past --steps, and the first --steps steps are
+    compared (what the script computes for them does not depend on when it
+    is stopped), bit for bit."""
+    code, report = run(
+        REALISTIC / "own_bound_beside_steps_flag.py", None, tmp_path, "--workers", "1", "--steps", "12"
+    )
+    assert code == 0, report["reason"]
+    assert report["comparison"]["steps_compared"] == 12
+    assert report["comparison"]["max_abs_diff"] == 0
+    for side in ("legacy", "migrated"):
+        assert "--train_steps=12" in report[side]["launch"]["args"]
+        assert report[side]["launch"]["step_cap"] is None
+        run0 = report[side]["runs"][0]
+        assert run0["steps"] == 12 and sorted(map(int, run0["losses"])) == list(range(12))
+        assert run0["stopped_past_steps_at"] >= check._overrun_limit(12, 1)
+    assert "trained on past --steps 12" in report["stopped_past_steps"]
+    assert "compares the first 12 steps" in check.render_table(report)
+
+
+def test_overrun_stop_asks_for_a_step_far_past_the_steps_asked(tmp_path):
+    """The stop for jobs ignoring the step option fires on any task's step
+    index at the limit, never on a job that honours the bound (overshooting
+    it by a step or two, or trained by asynchronous workers each to their own
+    count)."""
+    limit = check._overrun_limit(20, 2)
+    assert limit > 2 * 20 + 2
+    log = tmp_path / "harness-losses-worker-0.jsonl"
+    def record(step: int) -> str:
+        return json.dumps({"step": step, "task": "worker:0", "loss": 1.0}) + "\n"
+
+    log.write_text("".join(record(s) for s in range(2 * 20 + 2)))
+    assert not check._trained_past(tmp_path, limit, "auto", False)
+    with log.open("a") as f:
+        f.write(record(limit))
+    assert check._trained_past(tmp_path, limit, "auto", False)
+
+
 def test_script_written_for_tf1_runs_as_tf2_runs_tf1_code(tmp_path):
     """tf1_spelled_inference_helpers.py is TF 1.x code as written for TF 1.x
     (`import tensorflow as tf`, tf.train.Server, tf.placeholder): it cannot

@@ -642,6 +642,31 @@ def test_stop_when_ends_a_job_that_would_run_on(tmp_path):
                     isolate_network=True, log_dir=tmp_path)
 
 
+def test_a_task_raising_while_exiting_slowly_fails_a_run_stop_when_would_end(tmp_path):
+    """A task that raised an uncaught exception fails the run at once, though
+    it takes seconds to exit (as a TensorFlow task does): the other workers
+    reaching the caller's stop_when meanwhile do not make the run a success
+    with the crashed task's steps missing."""
+    worker_log = tmp_path / "losses-worker-0.jsonl"
+
+    def thirty_steps() -> bool:
+        return worker_log.exists() and worker_log.read_text().count("\n") >= 30
+
+    result = run_cluster(
+        program("crash.py"),
+        {"worker": 2},
+        args=["--only=worker:1", "--exit_code=1", "--linger=30", "--steps=100000", "--step_delay=0.01"],
+        timeout=TIMEOUT,
+        log_dir=tmp_path,
+        stop_when=thirty_steps,
+    )
+    assert not result.ok and not result.stopped_early, result.summary()
+    assert "worker:1 raised an uncaught exception (ValueError: injected crash in crash.py)" in result.reason
+    assert "Traceback" in result.log_text("worker", 1)
+    assert result.wall_time < 25
+    assert not wait_all_dead(every_pid(result))
+
+
 def test_fault_validation():
     with pytest.raises(ValueError):
         Fault(job="worker", index=0)

@@ -121,12 +121,26 @@ def test_files_without_tensorflow_are_untouched(text):
     assert result.output == text and not result.diagnostics and not result.changed
 
 
-def test_estimator_script_gets_located_diagnostics_naming_the_replacement():
+def test_estimator_script_is_migrated_to_a_strategy_loop():
     path = ROOT / "tests" / "fixtures" / "realistic" / "estimator_train_and_evaluate.py"
     result = migrate_source(path.read_text())
+    assert not result.manual_work, result.manual_work
+    assert any(d.code == "TFM403" and d.fixed for d in result.diagnostics)
+    compile(result.output, str(path), "exec")
+    assert "tf.estimator" not in result.output and "ParameterServerStrategy(" in result.output
+
+
+def test_estimator_script_tfm403_declines_gets_located_diagnostics_naming_the_replacement():
+    path = ROOT / "tests" / "fixtures" / "realistic" / "estimator_train_and_evaluate.py"
+    # a hook the migration does not carry: the job stays an Estimator job, reported
+    text = path.read_text().replace(
+        "max_steps=FLAGS.train_steps)", "max_steps=FLAGS.train_steps,\n"
+        "                                        hooks=[tf.train.StepCounterHook()])")
+    result = migrate_source(text)
+    assert any(d.code == "TFM403" and "`hooks`" in d.message for d in result.manual_work), result.diagnostics
     estimator = [d for d in result.manual_work if d.code == "TFM401"]
     assert estimator, result.diagnostics
-    lines = path.read_text().splitlines()
+    lines = text.splitlines()
     for d in estimator:
         assert "estimator" in lines[d.line - 1].lower() or "Spec" in lines[d.line - 1]
     assert any("Strategy" in (d.message + d.hint) for d in estimator)
@@ -214,15 +228,16 @@ def train(index, batches):
 def test_a_rewrite_reading_a_name_bound_in_another_function_is_not_applied():
     """The resolver is built where the cluster is, inside the helper; the
     strategy rewrite of the caller would read `cluster_resolver`, a local of
-    another function (a scope-blind check sees it bound). That rewrite is
-    left out with a located diagnostic naming the name; the cluster then
-    stays TF1 too, since the TF1 training on it stays."""
+    another function (a scope-blind check sees it bound). TFM301 sees it out
+    of the training function's reach and leaves that rewrite out itself; the
+    cluster then stays TF1 too, and without a resolver the training cannot
+    run next to the helper's TF1 server: the diagnostic is located there."""
     result = migrate_source(CLUSTER_FROM_A_HELPER, path="helper.py")
     assert not undefined_names(ast.parse(result.output))
     assert not {"TFM201", "TFM202", "TFM301"} & set(result.rules_applied)
-    [unsafe] = [d for d in result.manual_work if "not rewritten here" in d.message]
-    assert unsafe.code == "TFM301" and "`cluster_resolver`" in unsafe.message
-    assert unsafe.line == 12  # where TFM301 reported its rewrite: the device-setter block
+    [unsafe] = [d for d in result.manual_work if d.code == "TFM301"]
+    assert "still uses the TF1 cluster (`Server`)" in unsafe.message
+    assert unsafe.line == 6  # the helper's tf.train.Server
     assert "replica_device_setter" in result.output
 
 

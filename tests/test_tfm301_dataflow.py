@@ -907,7 +907,10 @@ def test_a_placeholder_maker_called_before_the_block_with_its_inputs_read_after_
     assert manual(result)
 
 
-def test_a_saver_used_by_hand_is_said_to_be_one():
+def test_a_saver_saving_a_monitored_session_by_hand_is_said_to_fail_in_tf1():
+    """TF1's Saver.save refused a MonitoredTrainingSession (TypeError): the
+    migration does not turn that failure into a save (tests/test_tfm301_hand_checkpoints.py
+    has the saves it maps)."""
     source = UNMIGRATED_USE.replace(
         "        export_graph(sess.graph.as_graph_def())\n",
         "        saver.save(sess, \"/tmp/model\", global_step=step)\n").replace(
@@ -918,7 +921,9 @@ def test_a_saver_used_by_hand_is_said_to_be_one():
     assert result.output == dedent(source)
     [reason] = manual(result)
     assert reason.line == line_of(source, "saver.save(sess")
-    assert reason.message.startswith("training not migrated: it saves a TF1 checkpoint by hand (`saver.save(...)`)")
+    assert reason.message.startswith("training not migrated: it checkpoints by hand with a TF1 Saver and its"
+                                      " `saver.save(sess, ...)` is given a MonitoredSession")
+    assert "'sess' must be a Session" in reason.message
 
 
 FUNCTION_PLACEHOLDERS = """

@@ -865,13 +865,14 @@ def test_supervisor_logdir_is_saved_every_600_s_and_at_the_end():
     assert out.startswith("import tensorflow.compat.v1 as tf\nimport time\n")
     assert out[out.index("    checkpoint_dir = "):] == body('''
         checkpoint_dir = "/tmp/train"
-        # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+        # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
+        # (also from the TF1 job's own checkpoints).
         # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
         checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, w=w)
         checkpoint_manager = (
             tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=5) if checkpoint_dir else None)
         if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
-            checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            restore_checkpoint(checkpoint, checkpoint_manager.latest_checkpoint, [global_step, w])
         next_checkpoint_time = time.monotonic() + 600
         while True:
             step = run_train_step(batch())
@@ -890,7 +891,7 @@ def test_supervisor_logdir_is_saved_every_600_s_and_at_the_end():
 def test_supervisor_with_its_saver_turned_off_saves_nothing():
     source = SUPERVISOR_LOGDIR.replace('logdir="/tmp/train",', 'logdir="/tmp/train", saver=None,')
     out = migrate(source, select=["TFM301"]).output
-    assert "checkpoint.restore(" in out  # TF1 still restored from logdir
+    assert "restore_checkpoint(checkpoint, " in out  # TF1 still restored from logdir
     assert ".save(" not in out and "time.monotonic" not in out
     assert "# The TF1 code saved none" in out
 
@@ -934,7 +935,7 @@ def train(cluster, server, is_chief, remote):
 def test_session_made_in_branches_gets_one_checkpoint_setup_before_them():
     out = migrate(SESSION_IN_BRANCHES, select=["TFM301"]).output
     assert out.count("tf.train.Checkpoint(") == 1
-    assert out.index("checkpoint.restore(") < out.index("    if remote:\n        print(\"using\", remote)\n")
+    assert out.index("restore_checkpoint(checkpoint, ") < out.index("    if remote:\n        print(\"using\", remote)\n")
     assert "else:" not in out and "pass" not in out
     assert out.rstrip().endswith("checkpoint_manager.save(checkpoint_number=global_step)")
 
@@ -992,7 +993,7 @@ def test_monitored_session_with_saving_turned_off_only_restores():
     source = MTS_CHECKPOINTS.replace(
         "checkpoint_dir=directory)", "checkpoint_dir=directory, save_checkpoint_secs=None)")
     out = migrate(source, select=["TFM301"]).output
-    assert "checkpoint.restore(" in out and ".save(" not in out
+    assert "restore_checkpoint(checkpoint, " in out and ".save(" not in out
 
 
 def test_a_pipelined_loop_saves_on_the_timer_after_its_steps_in_flight():

@@ -28,7 +28,11 @@ How it works
   migrations get chief + workers + ps (ParameterServerStrategy), N workers
   (MultiWorkerMirroredStrategy) or one process (MirroredStrategy, towers as
   logical CPUs). The step count (``--steps``) and tower count go to whichever
-  flag, argparse option or environment variable the script defines.
+  flag, argparse option or environment variable the script defines. A job
+  with no step option is stopped once it trained ``--steps`` steps; one
+  training on far past them (a bound of its own beside the option it
+  defines) is stopped there, and both sides are compared on the first
+  ``--steps`` steps, which it computes the same whenever it is stopped.
 * Training mode: a script choosing sync or async training by an option
   (``if FLAGS.sync_replicas:`` building its SyncReplicasOptimizer,
   ``is_sync = FLAGS.is_sync == 1``, ``args.mode == "sync"``) runs in the mode
@@ -235,6 +239,9 @@ class RunOutcome:
     init_path: Path | None
     notes: list[str] = field(default_factory=list)
     cluster_map: dict[str, dict] = field(default_factory=dict)  # task -> script/launcher address
+    # the job trained past the steps it was asked for and was stopped at this
+    # step index (its own bound ignores the step option): see _overrun_limit
+    overran_at: int | None = None
 
     @property
     def series(self) -> dict[int, float]:
@@ -265,6 +272,7 @@ class RunOutcome:
             ],
             "steps_lost_to_faults": sorted(self.kill_gap),
             "cluster_map": self.cluster_map,
+            "stopped_past_steps_at": self.overran_at,
             "losses": {str(step): loss for step, loss in sorted(self.series.items())},
         }
 
@@ -373,6 +381,31 @@ def _trained_steps_reached(log_dir: Path, steps: int, loss_source: str, job_orde
             if r.step < steps:
                 counts[r.task] = counts.get(r.task, 0) + 1
         return bool(counts) and min(counts.values()) >= steps
+    except OSError:
+        return False
+
+
+def _overrun_limit(steps: int, trainers: int) -> int:
+    """The step index past which a job asked for ``steps`` steps is taken to
+    ignore that bound (a hard-coded ``StopAtStepHook(last_step=10000)`` or
+    ``while step < 1000000`` beside the step option check passes). Generous:
+    asynchronous workers each bounded by their own count train ``trainers x
+    steps`` updates, and a job that honours the bound overshoots it by a step
+    or two."""
+    return 2 * steps * max(trainers, 1) + 10
+
+
+def _trained_past(log_dir: Path, limit: int, loss_source: str, job_order: bool) -> bool:
+    """Whether a running job has recorded a step at index ``limit`` or later
+    (any task or replica): ``run_cluster``'s stop_when for jobs training past
+    the steps they were asked for."""
+    try:
+        records = []
+        if loss_source != "harness":
+            records = losslog.read(sorted(log_dir.glob("losses-*.jsonl")))
+        if not records and loss_source != "program":
+            records = harness_records(log_dir, job_order=job_order)
+        return any(r.step >= limit for r in records)
     except OSError:
         return False
 
@@ -517,11 +550,18 @@ def _run_side(
             faults.append(Fault(job=chief, index=0, at_step=opts.kill_chief_at, restart=True))
         run_dir = str(log_dir.resolve())
         script_args = [a.replace("{run_dir}", run_dir) for a in (*opts.launcher_args, *spec.args, *opts.script_args)]
-        stop_when = None
+        stop_when = overrun_limit = None
         if spec.step_cap is not None:
             stop_when = functools.partial(
                 _trained_steps_reached, log_dir, spec.step_cap, opts.loss_source, job_order
             )
+        elif opts.steps:
+            # A script may take the step option and still train to a bound of
+            # its own (a hard-coded StopAtStepHook, `while step < 1000000`):
+            # stopped once it is far past the steps asked for. Its first
+            # steps are what it computes either way.
+            overrun_limit = _overrun_limit(opts.steps, trainers)
+            stop_when = functools.partial(_trained_past, log_dir, overrun_limit, opts.loss_source, job_order)
         result = run_cluster(
             program,
             spec.jobs,
@@ -568,6 +608,10 @@ def _run_side(
         if spec.step_cap is not None:
             # the steps a stopped job trained past the cap are cut short by the stop
             records = [r for r in records if r.step < spec.step_cap]
+        overran_at = None
+        if overrun_limit is not None and result.stopped_early:
+            overran_at = max((r.step for r in records), default=None)
+            records = [r for r in records if r.step < opts.steps]
         if not records:
             raise CheckError(
                 f"{side} run {i + 1} finished but recorded no training losses "
@@ -577,7 +621,7 @@ def _run_side(
         outcomes.append(
             RunOutcome(
                 i, result, records, source, _init_file(log_dir, preferred), _harness_fired(log_dir),
-                cluster_map(log_dir),
+                cluster_map(log_dir), overran_at,
             )
         )
     return outcomes
@@ -1005,6 +1049,8 @@ def render_table(report: dict) -> str:
         script_cluster = (report[side].get("launch") or {}).get("script_cluster")
         if script_cluster and side == "legacy":
             lines.append(f"  tasks from the script's own cluster (line {script_cluster['line']}: {script_cluster['how']})")
+    if report.get("stopped_past_steps"):
+        lines.append(report["stopped_past_steps"])
     rows = [("side", "launch", "runs", "wall", "losses from", "steps")]
     for side in ("legacy", "migrated"):
         info = report[side]
@@ -1377,6 +1423,21 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         pythonpath=str(opts.legacy.resolve().parent) if origin != "given" else None,
     )
     report["migrated"]["runs"] = [o.as_dict() for o in migrated_runs]
+    overran = [(side, o) for side, outcomes in (("legacy", legacy_runs), ("migrated", migrated_runs))
+               for o in outcomes if o.overran_at is not None]
+    if overran:
+        # a job stopped past the steps asked for: both sides are compared on those steps
+        for o in (*legacy_runs, *migrated_runs):
+            o.records = [r for r in o.records if r.step < opts.steps]
+        report["legacy"]["runs"] = [o.as_dict() for o in legacy_runs]
+        report["migrated"]["runs"] = [o.as_dict() for o in migrated_runs]
+        sides = sorted({side for side, _ in overran})
+        report["stopped_past_steps"] = (
+            f"the {' and '.join(sides)} job{'s' if len(sides) > 1 else ''} trained on past --steps {opts.steps}"
+            f" (a bound of the script's own, not its step option); check stopped "
+            + ", ".join(f"{side} run {o.index + 1} at step {o.overran_at}" for side, o in overran)
+            + f" and compares the first {opts.steps} steps"
+        )
 
     if mode == "statistical":
         comp = compare_statistical(

@@ -51,7 +51,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrate.runtime import losslog
-from migrate.runtime.taskboot import LAUNCHER_PID_ENV, load_prctl, set_parent_death_signal
+from migrate.runtime.taskboot import (
+    CRASH_FILE_ENV,
+    LAUNCHER_PID_ENV,
+    load_prctl,
+    set_parent_death_signal,
+)
 
 __all__ = ["ClusterResult", "Fault", "FaultEvent", "TaskResult", "run_cluster"]
 
@@ -69,6 +74,9 @@ TIMEOUT_DUMP_WAIT_SECONDS = 1.5  # SIGUSR1 -> teardown after the overall timeout
 POLL_SECONDS = 0.05
 RSS_POLL_SECONDS = 0.2
 STOP_POLL_SECONDS = 0.25  # how often the caller's stop_when is asked
+# a task that raised (taskboot's crash file) and has not exited within this is
+# failed without waiting for its exit
+CRASH_EXIT_GRACE_SECONDS = 2.0
 LAST_LOG_LINES = 5
 # A cluster that does not form fails at once, not at the overall timeout:
 # a server-only task must open its port within this (TF's import and server
@@ -398,6 +406,7 @@ class _Task:
         self.server_only = server_only
         self.log_path = log_dir / f"{job}-{index}.log"
         self.loss_path = log_dir / f"losses-{job}-{index}.jsonl"
+        self.crash_path = log_dir / f"crashed-{job}-{index}.txt"  # taskboot: an uncaught exception
         self.port: int | None = None
         self.holder: socket.socket | None = None
         self.argv: list[str] = []
@@ -601,6 +610,7 @@ class _ClusterRun:
                     "TFMIGRATE_TASK": t.name,
                     "PYTHONUNBUFFERED": "1",
                     LAUNCHER_PID_ENV: str(os.getpid()),
+                    CRASH_FILE_ENV: str(t.crash_path),
                 }
             )
             if self.cluster:
@@ -624,6 +634,7 @@ class _ClusterRun:
             if t.holder is not None:
                 t.holder.close()
                 t.holder = None
+            t.crash_path.unlink(missing_ok=True)
             with open(t.log_path, "ab") as log:
                 if marker:
                     log.write(f"\n===== tfmigrate launcher: {marker} =====\n".encode())
@@ -919,6 +930,9 @@ class _ClusterRun:
                 self.finished = True
                 self._terminate([t for t in self.tasks if t.server_only])
                 return
+            self._watch_crashes()
+            if self.finished:
+                return
             if self._stop_requested():
                 # the caller has what it needs (e.g. check's first N steps of a
                 # script with no step-count option): end every task now
@@ -939,6 +953,32 @@ class _ClusterRun:
             self._escalate_fault_kills()
             self._poll_rss_if_due()
             self._sleep(POLL_SECONDS)
+
+    def _watch_crashes(self) -> None:
+        """Fail at once when a task raised an uncaught exception (taskboot's
+        crash file), judged as its exit with code 1 will be, without waiting
+        for that exit: TensorFlow's teardown takes seconds, in which the
+        caller's stop_when could end the run as complete."""
+        for t in self.tasks:
+            if not t.running or t.fault_kill is not None or not t.crash_path.exists():
+                continue
+            if t.server_only and self._clients_done():
+                continue
+            # a task that exits soon is judged by its exit code, as usual
+            deadline = time.monotonic() + CRASH_EXIT_GRACE_SECONDS
+            while time.monotonic() < deadline and not t.has_exited():
+                time.sleep(POLL_SECONDS)
+            if t.has_exited():
+                self._handle_exit(t)
+                if self.finished:
+                    return
+                continue
+            try:
+                what = t.crash_path.read_text(encoding="utf-8", errors="replace").strip()
+            except OSError:
+                what = ""
+            self._fail_log(t, f"raised an uncaught exception ({what or 'see its log'}) and is exiting with code 1")
+            return
 
     def _stop_requested(self) -> bool:
         now = time.monotonic()

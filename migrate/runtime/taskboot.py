@@ -11,7 +11,11 @@ Behaves like ``python PROGRAM ARGS...`` (same ``sys.argv``, ``sys.path[0]``,
   SIGTERM (dump, then die as usual) and on fatal signals, all into stderr,
   which the launcher sends to the task's log;
 - every module named in ``TFMIGRATE_BOOT_HOOKS`` (comma-separated) is imported
-  before the program runs: the extension point for ``tfmigrate check``.
+  before the program runs: the extension point for ``tfmigrate check``;
+- an uncaught exception, once its traceback is printed, is also written as one
+  line to the file ``TFMIGRATE_CRASH_FILE`` names: the launcher learns at once
+  that the task is exiting 1 (TensorFlow's teardown can take seconds), so a
+  run it would otherwise stop as complete in that time is failed instead.
 
 This module imports nothing heavy; it must never import TensorFlow itself.
 """
@@ -28,6 +32,7 @@ import sys
 
 HOOKS_ENV = "TFMIGRATE_BOOT_HOOKS"
 LAUNCHER_PID_ENV = "TFMIGRATE_LAUNCHER_PID"
+CRASH_FILE_ENV = "TFMIGRATE_CRASH_FILE"
 _PR_SET_PDEATHSIG = 1
 
 
@@ -76,6 +81,17 @@ def _import_hooks() -> None:
             importlib.import_module(name)
 
 
+def _note_crash(path: str | None, exc: BaseException) -> None:
+    if not path:
+        return
+    try:
+        sys.stderr.flush()
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(f"{type(exc).__name__}: {exc}".splitlines()[0] if str(exc) else type(exc).__name__)
+    except (OSError, IndexError):
+        pass
+
+
 def _program_traceback(tb):
     """Drop the bootstrap's own frames (taskboot, runpy) so a crash reads as
     it would under ``python PROGRAM``."""
@@ -95,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2)
     set_parent_death_signal(signal.SIGKILL)
     _exit_if_orphaned()
+    # Popped: the program's own subprocesses are not this task.
+    crash_file = os.environ.pop(CRASH_FILE_ENV, None)
     _register_stack_dumps()
     _import_hooks()
 
@@ -107,6 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001
         tb = _program_traceback(exc.__traceback__)
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        _note_crash(crash_file, exc)
         raise SystemExit(1) from None
 
 

@@ -26,6 +26,7 @@ from migrate.codemod.rules.tfm303_towers_to_mirrored import TowersToMirrored
 from migrate.codemod.rules.tfm304_session_evals import SessionEvals
 from migrate.codemod.rules.tfm401_estimator import Estimator
 from migrate.codemod.rules.tfm402_contrib import Contrib
+from migrate.codemod.rules.tfm403_estimator_to_strategy import EstimatorToStrategy
 from migrate.codemod.rules.tfm901_legacy_leftovers import LegacyDistributedLeftover
 
 REGISTRY: list[type[Rule]] = [
@@ -43,6 +44,7 @@ REGISTRY: list[type[Rule]] = [
     InlineGraphBuilder,  # before TFM301: the train op a helper builds is then in the block
     GraphToStrategy,
     TowersToMirrored,
+    EstimatorToStrategy,  # before TFM401: what it migrates is then no Estimator left to report
     Estimator,
     Contrib,
     LegacyDistributedLeftover,  # last: whatever is still legacy gets reported

@@ -417,7 +417,8 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
         parts.insert(0, f"it {call.func.attr.value}s a TF1 checkpoint by hand (`{C.code_of(call.func)}(...)`) with"
                      " the block's Saver, in the TF1 session; the migration checkpoints with tf.train.Checkpoint"
                      " (a CheckpointManager saving at TF1's cadence and at the end), whose files a Saver neither"
-                     " writes nor reads, and maps no hand-made Saver call onto it")
+                     " writes nor reads; it maps onto it only the statements `saver.save(sess, path, global_step=step)`"
+                     " and `saver.restore(sess, path)` of a Saver of all the variables bound once in this function")
     if export is not None:
         # what the statement does comes first: the names are what that export needs
         parts.insert(0, f"it exports the trained TF1 graph for serving (`{C.code_of(export.func)}(...)`), which"

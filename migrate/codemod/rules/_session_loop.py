@@ -51,6 +51,142 @@ def hook_list_names(statements, qualname, is_session) -> set[str]:
     return names
 
 
+class HookList:
+    """A session's hook list followed through the statements building it:
+    its hooks (``conditional``: the ids of those only some branch adds), the
+    names bound on the way and the statements binding them."""
+
+    def __init__(self, hooks, conditional, names, statements):
+        self.hooks: list[cst.BaseExpression] = hooks
+        self.conditional: set[int] = conditional
+        self.names: set[str] = names
+        self.statements: set[int] = statements
+
+
+def follow_hook_list(name: str, statements) -> HookList | None:
+    """The hooks the list ``name`` holds after ``statements`` (in order): list
+    literals, names of other lists, ``a + b`` of those, rebinding
+    (``hooks = hooks + [NanTensorHook(loss)]``), ``append``/``extend``/``+=``,
+    and lists bound in both branches of an ``if`` (a hook only one branch
+    adds is conditional). None when any step is something else."""
+    env: dict[str, tuple | None] = {}  # name -> (hooks, conditional ids, names, statements), None: unknown
+
+    def value_of(node):
+        if isinstance(node, (cst.List, cst.Tuple)):
+            if any(isinstance(el, cst.StarredElement) for el in node.elements):
+                return None
+            return ([el.value for el in node.elements], set(), set(), set())
+        if isinstance(node, cst.Name):
+            return env.get(node.value)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+            left, right = value_of(node.left), value_of(node.right)
+            if left is None or right is None:
+                return None
+            return (left[0] + right[0], left[1] | right[1], left[2] | right[2], left[3] | right[3])
+        return None
+
+    def bind(target: str, value, statement):
+        if value is None:
+            env[target] = None
+            return
+        env[target] = (value[0], value[1], value[2] | {target}, value[3] | {id(statement)})
+
+    def run(block):
+        for statement in block:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(
+                            small.targets[0].target, cst.Name):
+                        target = small.targets[0].target.value
+                        if isinstance(small.value, (cst.List, cst.Tuple, cst.BinaryOperation)) or (
+                                isinstance(small.value, cst.Name) and small.value.value in env) or target in env:
+                            bind(target, value_of(small.value), statement)
+                    elif isinstance(small, cst.AugAssign) and isinstance(small.target, cst.Name) and (
+                            small.target.value in env):
+                        now, added = env[small.target.value], value_of(small.value)
+                        ok = now is not None and added is not None and isinstance(small.operator, cst.AddAssign)
+                        bind(small.target.value, (now[0] + added[0], now[1] | added[1], now[2] | added[2],
+                                                  now[3] | added[3]) if ok else None, statement)
+                    elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and isinstance(
+                            small.value.func, cst.Attribute) and isinstance(small.value.func.value, cst.Name) and (
+                            small.value.func.value.value in env):
+                        owner, method = small.value.func.value.value, small.value.func.attr.value
+                        now, arg = env[owner], C.arg(small.value, 0, None)
+                        added = ([arg], set(), set(), set()) if method == "append" and arg is not None else (
+                            value_of(arg) if method == "extend" else None)
+                        ok = now is not None and added is not None
+                        bind(owner, (now[0] + added[0], now[1] | added[1], now[2] | added[2], now[3] | added[3])
+                             if ok else None, statement)
+            elif isinstance(statement, cst.If):
+                before = dict(env)
+                run(C.body_of(statement.body))
+                taken = dict(env)
+                env.clear()
+                env.update(before)
+                other = statement.orelse
+                if isinstance(other, cst.If):
+                    run([other])
+                elif other is not None:
+                    run(C.body_of(other.body))
+                for key in set(taken) | set(env):
+                    a, b = taken.get(key), env.get(key)
+                    if a is None or b is None:
+                        env[key] = None
+                        continue
+                    ids_a, ids_b = {C.code_of(h) for h in a[0]}, {C.code_of(h) for h in b[0]}
+                    hooks = a[0] + [h for h in b[0] if C.code_of(h) not in ids_a]
+                    conditional = a[1] | b[1] | {id(h) for h in hooks if (C.code_of(h) in ids_a) != (
+                        C.code_of(h) in ids_b)}
+                    env[key] = (hooks, conditional, a[2] | b[2], a[3] | b[3])
+            elif isinstance(statement, cst.With):
+                run(C.body_of(statement.body))
+            elif isinstance(statement, (cst.For, cst.While, cst.Try, cst.FunctionDef, cst.ClassDef)):
+                # bound in a loop, a handler or another scope: not followed
+                for n in {n for node in C.walk(statement) for n in C.assignment(node)[0]} & set(env):
+                    env[n] = None
+
+    run(list(statements))
+    found = env.get(name)
+    if found is None:
+        return None
+    return HookList(*found)
+
+
+def is_sync_hook(hook, bindings) -> bool:
+    """`opt.make_session_run_hook(is_chief)`, or a name bound (once) to it:
+    SyncReplicasOptimizer's own hook, gone with the optimizer."""
+    if isinstance(hook, cst.Name):
+        bound = bindings.get(hook.value)
+        hook = bound[0] if isinstance(bound, list) and len(bound) == 1 else bound
+    return (isinstance(hook, cst.Call) and isinstance(hook.func, cst.Attribute)
+            and hook.func.attr.value == "make_session_run_hook")
+
+
+def followable(followed: HookList | None, bindings) -> bool:
+    """A followed hook list whose every hook only some branch adds is
+    SyncReplicas' own: the hooks that bound or drive the loop are certain."""
+    return followed is not None and all(
+        id(h) not in followed.conditional or is_sync_hook(h, bindings) for h in followed.hooks)
+
+
+def followed_hook_names(statements, qualname, is_session) -> set[str]:
+    """The names bound on the way to a session's hook list that
+    ``follow_hook_list`` follows through ``statements`` (a single literal
+    aside: read as it always was)."""
+    out: set[str] = set()
+    bindings: dict[str, list[cst.BaseExpression]] = {}
+    for statement in statements:
+        for node in C.walk(statement):
+            names, value, _ = C.assignment(node)
+            if len(names) == 1 and value is not None:
+                bindings.setdefault(names[0], []).append(value)
+    for name in hook_list_names(statements, qualname, is_session):
+        followed = follow_hook_list(name, statements)
+        if followable(followed, bindings) and len(followed.statements) > 1:
+            out |= followed.names
+    return out
+
+
 def unread_hook_lists(statements, scope, qualname, is_session) -> list[str]:
     """The hooks given to a session of ``statements`` that the session stage
     does not read for a StopAtStepHook: a name bound to anything but one list
@@ -73,6 +209,8 @@ def unread_hook_lists(statements, scope, qualname, is_session) -> list[str]:
                 if isinstance(given, cst.Name):
                     values = bindings.get(given.value, [])
                     if len(values) == 1 and isinstance(values[0], (cst.List, cst.Tuple)):
+                        continue
+                    if followable(follow_hook_list(given.value, scope), bindings):
                         continue
                     shown = " and ".join(f"`{C.code_of(v)}`" for v in values[-2:]) or "elsewhere"
                     out.append(f"the session's hooks `{given.value}` are bound as {shown}, a list this rule does not"
@@ -112,6 +250,7 @@ class ProgramHook:
     fetch: cst.BaseExpression | None  # what before_run's SessionRunArgs fetched
     reads_results: bool
     stops: bool  # after_run calls run_context.request_stop()
+    chief: str | None = None  # a chief-only hook's guard: the session's is_chief, where every worker loops
 
 
 def _param(function: cst.FunctionDef, k: int) -> str | None:
@@ -386,19 +525,28 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
                     if hook is None:
                         continue
                     if C.arg(call, None, "chief_only_hooks") is given:
-                        chief_only.append(hook)
+                        chief_only.append((hook, _chief_guard(call, sessions)))
                     hooks.append(hook)
                     holders[id(call)] = holders.get(id(call), 0) + 1
     if not hooks:
         return after
     if chief_only and rule.strategy != PSS:
-        for hook in chief_only:
-            rule.report(hook.element, f"the hook `{hook.cls.name.value}` ran on the chief only"
-                        " (chief_only_hooks); under MultiWorkerMirroredStrategy every worker runs the loop",
-                        hint="call its code in the loop under `if strategy.cluster_resolver.task_id == 0:`",
-                        reference=reference, fixed=False)
-            rule.declined_hooks[hook.cls.name.value] = "it ran on the chief only"
-        hooks = [h for h in hooks if h not in chief_only]
+        # every worker runs the loop: the chief's calls go under the session's own is_chief
+        declined = []
+        for hook, chief in chief_only:
+            if hook.stops or chief is False:
+                why = ("its request_stop() would end the loop on the chief only, while the other workers' steps"
+                       " wait for it" if hook.stops else "the session's is_chief reads the TF1 session or calls a function,"
+                       " which the loop cannot test as it is")
+                rule.report(hook.element, f"the hook `{hook.cls.name.value}` ran on the chief only"
+                            f" (chief_only_hooks); under MultiWorkerMirroredStrategy every worker runs the loop, and"
+                            f" {why}", hint="call its code in the loop under `if strategy.cluster_resolver.task_id"
+                            " == 0:`", reference=reference, fixed=False)
+                rule.declined_hooks[hook.cls.name.value] = f"it ran on the chief only, and {why}"
+                declined.append(hook)
+            else:
+                hook.chief = chief  # None: is_chief was left at True, every task ran it
+        hooks = [h for h in hooks if h not in declined]
         if not hooks:
             return after
     placer = _PlaceHookCalls(rule, graph, hooks, sessions, lists)
@@ -417,6 +565,20 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
                     + ("; its request_stop() ends the loop" if hook.stops else ""),
                     fixed=True, severity="info", reference=reference)
     return new
+
+
+def _chief_guard(call: cst.Call, sessions: set[str]) -> str | None | bool:
+    """The code of a MonitoredTrainingSession's is_chief (None when it is
+    left at True; False when it reads a session, gone after the migration,
+    or calls something)."""
+    chief = C.arg(call, 1, "is_chief")
+    if chief is None:
+        return None
+    if isinstance(chief, cst.Name) and chief.value == "True":
+        return None
+    if C.names_used(chief) & sessions or any(True for _ in C.calls_in(chief)):
+        return False
+    return C.code_of(chief)
 
 
 def _builds_hook_list(statement, names: set[str]) -> bool:
@@ -471,6 +633,13 @@ def _program_hook(rule, graph, element, bound, reference) -> ProgramHook | None:
                        reads_results=plan["reads_results"], stops=plan["stops"])
 
 
+def _guarded(hook: ProgramHook, code: str) -> str:
+    """``code`` (calls of ``hook``), under its chief guard if it has one."""
+    if not code or hook.chief is None:
+        return code
+    return f"if {hook.chief}:\n" + "".join(f"    {line}\n" for line in code.splitlines())
+
+
 class _PlaceHookCalls:
     """Puts the hooks' calls at the points of the loop where the session made them."""
 
@@ -483,11 +652,12 @@ class _PlaceHookCalls:
         for h in self.hooks:
             if h.make is not None:
                 code += f"{h.instance} = {C.code_of(h.make)}\n"
-            code += "".join(f"{h.instance}.{m}()\n" for m in ("begin", "after_create_session") if m in h.methods)
+            code += _guarded(h, "".join(f"{h.instance}.{m}()\n" for m in ("begin", "after_create_session")
+                                        if m in h.methods))
         return C.stmts(code) if code else []
 
     def end(self) -> list[cst.BaseStatement]:
-        code = "".join(f"{h.instance}.end()\n" for h in self.hooks if "end" in h.methods)
+        code = "".join(_guarded(h, f"{h.instance}.end()\n") for h in self.hooks if "end" in h.methods)
         return C.stmts(code) if code else []
 
     def _session_of(self, node) -> bool:
@@ -536,16 +706,16 @@ class _PlaceHookCalls:
         before, after = [], []
         for h in self.hooks:
             if "before_run" in h.methods:
-                before.append(f"{h.instance}.before_run()\n")
+                before.append(_guarded(h, f"{h.instance}.before_run()\n"))
             if h.reads_results:
                 fetch = C.code_of(h.fetch)
                 if fetch not in fetched:
                     fetched[fetch] = self.results[h.instance]
                     item_code.append(fetch)
                     targets.append(fetched[fetch])
-                after.append(f"{h.instance}.after_run({fetched[fetch]})\n")
+                after.append(_guarded(h, f"{h.instance}.after_run({fetched[fetch]})\n"))
             elif "after_run" in h.methods:
-                after.append(f"{h.instance}.after_run()\n")
+                after.append(_guarded(h, f"{h.instance}.after_run()\n"))
         if len(item_code) != len(items) or (target is None and not list_shape and len(item_code) > 1):
             args = list(call.args)
             args[0] = args[0].with_changes(value=C.expr("[" + ", ".join(item_code) + "]"))

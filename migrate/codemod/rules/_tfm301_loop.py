@@ -181,6 +181,10 @@ class _SessionRewriter(cst.CSTTransformer):
             return self.unfed_raises.pop(id(original)).with_changes(leading_lines=original.leading_lines)
         if id(original) in self.r.hook_growth:
             return cst.RemovalSentinel.REMOVE
+        if self.r.checkpoint_name is not None:
+            saved = self.r.hand_saver_statement(original, updated)
+            if saved is not None:  # `saver.save(sess, path, global_step=n)`: through the checkpoint
+                return saved
         names, value, _ = C.assignment(original)
         if names and set(names) <= self.r.removed_names:
             if not self.prelude_done and self.r.opens_training_session(original):

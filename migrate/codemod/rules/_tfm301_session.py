@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _moving_average
+from migrate.codemod.rules import _dataflow, _hand_checkpoints, _legacy_restore, _moving_average
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -23,6 +23,8 @@ from migrate.codemod.rules._program import (
     REFERENCE,
 )
 from migrate.codemod.rules._session_loop import (
+    follow_hook_list,
+    followable,
     hook_arguments,
     note_supervisor_chief,
 )
@@ -170,6 +172,10 @@ class _SessionRegion:
         self.feed_dicts: dict[str, cst.Dict] = {}
         self.last_step: cst.BaseExpression | None = None
         self.num_steps: cst.BaseExpression | None = None
+        # every StopAtStepHook's bound (a session given several stops at the first reached)
+        self.last_steps: list[cst.BaseExpression] = []
+        self.step_counts: list[cst.BaseExpression] = []
+        self.count_names: list[str] = []  # `last_step = <global step> + num_steps`, one per count
         self.checkpoint_dir: cst.BaseExpression | None = None
         # TF1's save cadence: every `save_steps` global steps or `save_secs` seconds
         # (MonitoredTrainingSession and Supervisor default to 600 s); `saves` False
@@ -191,9 +197,16 @@ class _SessionRegion:
         self.summary_results: set[str] = set()
         self.summaries_reported = False
         self.hook_growth: set[int] = set()  # ids of `hooks.append(...)` statements, removed with the list
+        self.followed_lists: set[str] = set()  # hook lists followed through several statements
         self.supervisor_chief: dict[str, str | None] = {}  # Supervisor name -> its is_chief argument's code
         self.session_objects: dict[str, cst.Call] = {}  # session bound by name before its `with`
         self.foreign_feeds: set[str] = set()  # fed keys that are no placeholder of the block
+        # Savers used by hand in the session's code: name -> plan; (node, why) of one that cannot be
+        self.hand_savers: dict[str, _hand_checkpoints.HandSaver] = {}
+        self.monitored_sessions: set[str] = set()  # MonitoredTrainingSession & co: no tf.Session
+        self.saver_declines: list[tuple[cst.CSTNode, str]] = []
+        self.checkpoint_name: str | None = None
+        self.save_functions: dict[str, str] = {}  # saver name -> the emitted function saving as it did
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one
@@ -203,10 +216,11 @@ class _SessionRegion:
         return item
 
     # ---------------------------------------------------------------- scan
-    def scan(self, statements, graph_part=()) -> None:
+    def scan(self, statements, graph_part=(), hand_savers: bool = False) -> None:
         """Find the sessions, hooks and fetches of ``statements`` (the code after
         the graph); a hook list the graph part builds (`hooks = [sync_hook,
-        stop_hook]` before the session starts) is read from ``graph_part``."""
+        stop_hook]` before the session starts) is read from ``graph_part``;
+        ``hand_savers``: plan the Savers the session's code uses by hand."""
         q = self.rule.qualname
         for statement in self.scope:
             for node in C.walk(statement):
@@ -227,11 +241,13 @@ class _SessionRegion:
                 if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
                     self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
                     self.removed_names.add(names[0])
+        self._follow_hook_lists(hook_lists, graph_part, statements)
         for statement in statements:
             for node in C.walk(statement):
                 self._hook_list_growth(node, hook_lists)
                 names, value, _ = C.assignment(node)
-                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)):
+                if len(names) == 1 and names[0] in hook_lists and isinstance(value, (cst.List, cst.Tuple)) and (
+                        names[0] not in self.followed_lists):
                     self.hooks.setdefault(names[0], []).extend(el.value for el in value.elements)
                     self.removed_names.add(names[0])
                 if isinstance(value, cst.Call):
@@ -243,6 +259,8 @@ class _SessionRegion:
                         self.removed_names.update(names)
                     elif vq in SESSION_CLASSES or _method(value) in SUPERVISOR_SESSION_METHODS:
                         self.sessions.update(names)
+                        if vq in QUIET_SESSIONS:
+                            self.monitored_sessions.update(names)
                         self._session_call(value)
                         self.removed_names.update(names)
                         if len(names) == 1:  # `mts = tf.train.MonitoredTrainingSession(...)`, `with mts as sess:`
@@ -270,6 +288,8 @@ class _SessionRegion:
                         if isinstance(call, cst.Call) and (q(call.func) in SESSION_CLASSES or _method(call) in SUPERVISOR_SESSION_METHODS):
                             if item.asname is not None:
                                 self.sessions.update(C.target_names(item.asname.name))
+                                if q(call.func) in QUIET_SESSIONS:
+                                    self.monitored_sessions.update(C.target_names(item.asname.name))
                             if call is item.item:
                                 self._session_call(call)
         targets = {}
@@ -298,11 +318,119 @@ class _SessionRegion:
                         self.train_sessions.add(_owner(node))
                     elif fetch.ok and not fetch.dropped_only and not fetch.state_only and fetch.values:
                         self.eval_fetches.setdefault(key, fetch)
+        if hand_savers:  # (TFM303 carries a tower program's Saver itself)
+            self._plan_hand_savers(statements, graph_part)
+        if self.checkpoint_dir is not None or self.hand_savers:
+            # named now: the session's code (hand-made saves, restores) refers to it before it is emitted
+            self.checkpoint_name = self.rule._fresh("checkpoint")
+        for saver in self.hand_savers.values():
+            if saver.saves:
+                self.save_functions[saver.name] = self.rule._fresh(
+                    "save_checkpoint" if len(self.hand_savers) == 1 else f"save_{saver.name}")
         if self.checkpoint_dir is not None:
             self.manager = self.rule._fresh("checkpoint_manager")
             if self.saves and self.save_secs is not None:
                 self.save_due = self.rule._fresh("next_checkpoint_time")
                 self.rule.ctx.require_import("time")
+
+    def _follow_hook_lists(self, hook_lists: set[str], graph_part, statements) -> None:
+        """Hook lists built otherwise than by one literal (`hooks = sync_hooks +
+        [stop_hook]`, rebound `hooks = hooks + [more]`, bound in both branches
+        of an `if`): their hooks, followed through the function's statements;
+        the names bound on the way go with the session where only that building
+        reads them. A hook only one branch adds must be SyncReplicas' own (gone
+        with the optimizer) for the list to be followed."""
+        q = self.rule.qualname
+        for name in sorted(hook_lists):
+            bindings = sum(1 for st in self.scope for node in C.walk(st) if C.assignment(node)[0] == [name])
+            if name in self.hooks and bindings == 1:
+                continue  # one literal, maybe grown by append/extend: read already
+            followed = follow_hook_list(name, self.scope)
+            if not followable(followed, self.bindings):
+                continue
+            self.hooks[name] = list(followed.hooks)
+            self.followed_lists.add(name)
+            self.removed_names.add(name)
+            for other in followed.names - {name}:
+                readers = [node for st in self.scope for node in C.walk(st)
+                           if isinstance(node, cst.SimpleStatementLine) and other in C.names_used(node)]
+                if all(id(r) in followed.statements for r in readers) and not any(
+                        other in C.names_used(h) for st in self.scope for node in C.walk(st)
+                        if isinstance(node, cst.Call) and (q(node.func) in SESSION_CLASSES)
+                        for h in hook_arguments(node, q) if not isinstance(h, cst.Name) or h.value != name):
+                    self.removed_names.add(other)
+
+    def _plan_hand_savers(self, statements, graph_part) -> None:
+        """`saver = tf.train.Saver()` whose `saver.save(sess, path, global_step=n)`
+        and `saver.restore(sess, path)` the session's code calls: planned onto
+        the migration's checkpoint, or declined with the statement and why."""
+        q = self.rule.qualname
+        made: dict[str, list] = {}
+        for source in (self.scope, graph_part, statements):
+            for name, statement in _hand_checkpoints.savers_made(source, q).items():
+                if all(statement is not m for m in made.get(name, [])):
+                    made.setdefault(name, []).append(statement)
+        after = {id(n) for st in statements for n in C.walk(st)}
+        for name, found in made.items():
+            if not any(_hand_checkpoints.read_by_hand(name, st) for st in statements):
+                continue  # made and never used by hand (or only as a Supervisor's): dropped with the graph
+            if any(_dataflow.graph_export(node, q) is not None for st in statements for node in C.walk(st)
+                   if isinstance(node, cst.SimpleStatementLine) and _hand_checkpoints.read_by_hand(name, node)):
+                continue  # a serving export of the TF1 graph: said to be one where the rewrite is checked
+            if len({C.code_of(st) for st in found}) != 1:
+                self.saver_declines.append((found[-1], f"the Saver `{name}` is bound more than once"))
+                continue
+            saver = _hand_checkpoints.plan(name, found[-1], statements, self.sessions | self.supervisors, q,
+                                           self.monitored_sessions)
+            if not isinstance(saver, _hand_checkpoints.HandSaver):
+                self.saver_declines.append(saver)
+                continue
+            self.hand_savers[name] = saver
+            if any(id(st) in after for st in found):
+                self.removed_names.add(name)  # made after the graph block: it goes with the session
+
+    def hand_saver_statement(self, original, updated):
+        """The rewrite of `original` if it is a hand-made save or restore, else None."""
+        for saver in self.hand_savers.values():
+            if id(original) in saver.saves or id(original) in saver.restores:
+                return _hand_checkpoints.rewritten(original, updated, saver, self.checkpoint_name,
+                                                   self.save_functions.get(saver.name, ""), self._restore_code)
+        return None
+
+    def _restore_code(self, path: str) -> str:
+        """A restore of `path` (a TF2 checkpoint, or the TF1 job's by name)."""
+        helper, variables, optimizer = self._restore_parts()
+        return _legacy_restore.restore_call(helper, self.checkpoint_name, path, variables, optimizer)
+
+    def _tracked(self) -> str:
+        """`name=name, ...`: what the migration's checkpoint holds (what TF1's Saver saved)."""
+        gs = self.graph.global_step
+        tracked_names = [gs, self.graph.optimizer, *self.graph.variables]
+        if self.rule.template is not None:
+            tracked_names.append(self.rule.template)
+        # once each: a step counter the program made with tf.Variable is one of its variables too
+        tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
+        averages = getattr(self.rule, "moving_average", None)
+        if averages is not None:  # TF1's Saver saved the shadow variables with the others
+            tracked += ", {}={}".format(*_moving_average.tracked(averages, self.rule.trainable_name))
+        return tracked
+
+    def _hand_saver_prelude(self) -> list[cst.BaseStatement]:
+        """The checkpoint the hand-made saves and restores use (the session's own
+        when it has one), and a function per Saver saving as it did."""
+        if not self.hand_savers:
+            return []
+        out: list[cst.BaseStatement] = []
+        if self.checkpoint_dir is None:
+            out += C.stmts(
+                "# The training state, saved and restored by hand below.\n"
+                f"{self.checkpoint_name} = tf.train.Checkpoint({self._tracked()})\n")
+        for saver in self.hand_savers.values():
+            if saver.saves:
+                self.rule.ctx.require_import("os")
+                out += C.stmts(_hand_checkpoints.function_code(saver, self.checkpoint_name,
+                                                               self.save_functions[saver.name]))
+        return out
 
     def _hook_list_growth(self, node, hook_lists) -> None:
         """`hooks.append(sync_hook)`, `hooks.extend([...])`, `hooks += [...]` on
@@ -324,7 +452,8 @@ class _SessionRegion:
                 added = [el.value for el in small.value.elements]
         if added is not None:
             owner = _owner(node.body[0].value) if isinstance(node.body[0], cst.Expr) else node.body[0].target.value
-            self.hooks.setdefault(owner, []).extend(added)
+            if owner not in self.followed_lists:  # (a followed list holds its growth already)
+                self.hooks.setdefault(owner, []).extend(added)
             self.hook_growth.add(id(node))
 
     def _is_dropped_expr(self, node) -> bool:
@@ -378,8 +507,14 @@ class _SessionRegion:
                                  hint="do what it did inside the training loop by hand",
                                  reference=REFERENCE[self.rule.strategy], fixed=False)
             if hq == "train.StopAtStepHook":
-                self.last_step = C.arg(hook, 1, "last_step") or self.last_step
-                self.num_steps = C.arg(hook, 0, "num_steps") or self.num_steps
+                # each hook asked to stop at its own bound: the loop ends at the first one reached
+                last, count = C.arg(hook, 1, "last_step"), C.arg(hook, 0, "num_steps")
+                if last is not None and all(last is not b for b in self.last_steps):
+                    self.last_steps.append(last)
+                elif last is None and count is not None and all(count is not b for b in self.step_counts):
+                    self.step_counts.append(count)
+                self.last_step = self.last_steps[0] if self.last_steps else None
+                self.num_steps = self.step_counts[0] if self.step_counts else None
             elif hq == "train.CheckpointSaverHook":
                 self._hook_checkpointing(hook)
             elif hq is not None and hq != "train.StopAtStepHook":
@@ -519,10 +654,11 @@ class _SessionRegion:
     def stop_condition(self) -> cst.BaseExpression:
         gs = self.graph.global_step
         stops = [f"{hook}.stop_requested" for hook in getattr(self.rule, "hook_stops", ())]
-        if self.last_step is not None:
-            stops.insert(0, f"int({gs}.numpy()) >= {C.code_of(self.last_step)}")
-        elif self.num_steps is not None:
-            stops.insert(0, f"int({gs}.numpy()) >= last_step")
+        bounds = [C.code_of(b) for b in self.last_steps] + (self.count_names or ["last_step"] * bool(self.step_counts))
+        if len(bounds) > 1:
+            stops.insert(0, f"int({gs}.numpy()) >= min({', '.join(bounds)})")
+        elif bounds:
+            stops.insert(0, f"int({gs}.numpy()) >= {bounds[0]}")
         if len(stops) > 1:
             return C.expr("(" + " or ".join(stops) + ")")
         return C.expr(stops[0] if stops else "False")
@@ -539,19 +675,14 @@ class _SessionRegion:
                     f"# each id is scheduled once, on whichever worker is free.\n"
                     f"{name} = iter(range({n}))\n"
                 )
-        if self.num_steps is not None and self.last_step is None:
-            out += C.stmts(f"last_step = int({gs}.numpy()) + {C.code_of(self.num_steps)}\n")
+        if self.step_counts:
+            # each num_steps hook counted from the step the session started at
+            self.count_names = ["last_step"] + [self.rule._fresh("last_step") for _ in self.step_counts[1:]]
+            for name, count in zip(self.count_names, self.step_counts):
+                out += C.stmts(f"{name} = int({gs}.numpy()) + {C.code_of(count)}\n")
         if self.checkpoint_dir is not None:
-            tracked_names = [gs, self.graph.optimizer, *self.graph.variables]
-            if self.rule.template is not None:
-                tracked_names.append(self.rule.template)
-            # once each: a step counter the program made with tf.Variable is one of its variables too
-            tracked = ", ".join(f"{v}={v}" for v in dict.fromkeys(tracked_names))
-            averages = getattr(self.rule, "moving_average", None)
-            if averages is not None:  # TF1's Saver saved the shadow variables with the others
-                tracked += ", {}={}".format(*_moving_average.tracked(averages, self.rule.trainable_name))
-            ckpt = self.rule._fresh("checkpoint")
-            self.checkpoint_name = ckpt
+            tracked = self._tracked()
+            ckpt = self.checkpoint_name
             directory = C.code_of(self.checkpoint_dir)
             if not isinstance(self.checkpoint_dir, (cst.Name, cst.Attribute)):
                 name = self.rule._fresh("checkpoint_dir")
@@ -570,18 +701,72 @@ class _SessionRegion:
                 saved = "# The TF1 code saved none (its saver was turned off); neither does this one.\n"
             else:
                 saved = f"# Saved {self.cadence}, as in TF1, and at the end.\n"
+            restore = self._restore_call(ckpt, directory)
             out += C.stmts(
-                f"# Checkpoints: what {source} did in TF1, restored on start so a restarted job resumes.\n"
+                f"# Checkpoints: what {source} did in TF1, restored on start so a restarted job resumes\n"
+                "# (also from the TF1 job's own checkpoints).\n"
                 + saved +
                 f"{ckpt} = tf.train.Checkpoint({tracked})\n"
                 f"{self.manager} = (\n"
                 f"    tf.train.CheckpointManager({ckpt}, {directory_code}, max_to_keep=5) if {directory} else None)\n"
-                f"if {self.manager} is not None and {self.manager}.latest_checkpoint:\n"
-                f"    {ckpt}.restore({self.manager}.latest_checkpoint)\n"
+                + restore
             )
             if self.save_due is not None:
                 out += C.stmts(f"{self.save_due} = time.monotonic() + {self.save_secs}\n")
-        return out
+        return out + self._hand_saver_prelude()
+
+    def _restore_call(self, checkpoint: str, directory: str) -> str:
+        """Restore-on-start of the newest checkpoint, a TF2 one or the TF1 job's
+        (`_legacy_restore`). MultiWorkerMirroredStrategy workers other than the
+        chief save to their own directories: every worker restores the chief's."""
+        rule = self.rule
+        helper, variables, optimizer = self._restore_parts()
+        if rule.strategy == MWMS:
+            latest = rule._fresh("latest_checkpoint")
+            return (f"{latest} = tf.train.latest_checkpoint({directory}) if {directory} else None\n"
+                    f"if {latest}:\n"
+                    "    " + _legacy_restore.restore_call(helper, checkpoint, latest, variables, optimizer) + "\n")
+        return (f"if {self.manager} is not None and {self.manager}.latest_checkpoint:\n"
+                "    " + _legacy_restore.restore_call(helper, checkpoint, f"{self.manager}.latest_checkpoint",
+                                                      variables, optimizer) + "\n")
+
+    def _restore_parts(self) -> tuple[str, list[str], str | None]:
+        """(the restore function's name, the variables it restores, the
+        optimizer whose iterations continue from TF1's step or None), made
+        once: the session's restore-on-start and the program's own restores
+        (`saver.restore(sess, path)`) read a TF2 or a TF1 checkpoint alike."""
+        if getattr(self, "restore_parts", None) is not None:
+            return self.restore_parts
+        rule = self.rule
+        helper = getattr(rule, "restore_helper", None)
+        if helper is None:
+            helper = rule.restore_helper = rule._fresh("restore_checkpoint")
+        gs = self.graph.global_step
+        # the step counter the migration made has no value in a TF1 checkpoint: it counts on from 0
+        counter = [] if getattr(rule, "made_global_step", False) else [gs]
+        variables = list(dict.fromkeys([*counter, *(v for v in self.graph.variables if v != gs)]))
+        if rule.template is not None:
+            variables.append(f"*{rule.template}.variables")
+        averages = getattr(rule, "moving_average", None)
+        if averages is not None:  # their TF1 names: <variable>/ExponentialMovingAverage, as in eager TF2
+            variables.append("*" + _moving_average.tracked(averages, rule.trainable_name)[1])
+        keras = rule._keras_optimizer(self.graph)
+        optimizer_call = self.graph.optimizer_call
+        kind = rule.qualname(optimizer_call.func).rsplit(".", 1)[-1] if optimizer_call is not None else ""
+        slots = _legacy_restore.SLOTTED_OPTIMIZERS.get(kind)
+        # the step count drives a schedule; with state that starts afresh (Adam's moments) and a
+        # constant rate, the whole optimizer starts afresh, its bias correction with it
+        schedule = slots is not None and rule._changing_rate(self.graph) is not None
+        continues = keras and (slots is None or schedule)
+        rule.restore_helper_code = _legacy_restore.helper_code(
+            helper, "model" if rule.template is not None and not rule.creates_plain_variables else None, continues)
+        if slots is not None:
+            rule.report(optimizer_call, _legacy_restore.slots_note(kind, slots, keras and schedule), fixed=True,
+                        severity="info", hint="expect the first steps after such a resume to differ from the TF1"
+                        " job's; to avoid it, resume from a checkpoint the migrated program wrote",
+                        reference=_legacy_restore.REFERENCE)
+        self.restore_parts = (helper, variables, self.graph.optimizer if continues else None)
+        return self.restore_parts
 
     def timed_save(self, drain: str = "") -> str:
         """Source of the time-based periodic save (TF1's CheckpointSaverHook

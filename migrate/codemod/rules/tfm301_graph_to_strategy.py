@@ -64,6 +64,7 @@ from migrate.codemod.rules._program import (
 )
 from migrate.codemod.rules._session_loop import (
     carry_program_hooks,
+    followed_hook_names,
     hook_list_names,
     unread_hook_lists,
 )
@@ -150,7 +151,8 @@ class GraphToStrategy(Rule):
     becomes a call of that step on the strategy; ``MonitoredTrainingSession`` /
     ``Supervisor`` / ``Session`` blocks dissolve into plain Python, their hooks
     into loop bounds (``StopAtStepHook``) and ``tf.train.Checkpoint`` +
-    ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``).
+    ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``),
+    also of the TF1 job's own name-based checkpoint there (``_legacy_restore``).
 
     Asynchronous ps/worker training maps to ``ParameterServerStrategy`` with a
     ``ClusterCoordinator``: the chief queues each step for a free worker and
@@ -593,7 +595,21 @@ class GraphToStrategy(Rule):
             updated = self._drop_setter_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
+        if getattr(self, "restore_helper_code", None):
+            updated = self._add_restore_helper(updated)
         return updated
+
+    def _add_restore_helper(self, module: cst.Module) -> cst.Module:
+        """The checkpoint restore function (`_legacy_restore`), defined before
+        the first top-level statement that calls it."""
+        body = list(module.body)
+        for i, statement in enumerate(body):
+            if self.restore_helper in C.names_used(statement):
+                helper = C.stmt(self.restore_helper_code).with_changes(
+                    leading_lines=[cst.EmptyLine(indent=False)] * 2)
+                body.insert(i, helper)
+                return module.with_changes(body=body)
+        return module
 
     def _drop_moved_placeholders(self, original, updated):
         """``updated`` (a module or block) without the statements made before a
@@ -719,8 +735,11 @@ class GraphToStrategy(Rule):
             inner, lambda call: self.qualname(call.func) in VARIABLE_CREATORS, self.taken)
         if renamed:
             device_with = device_with.with_changes(body=C.indented(inner, device_with.body))
+        # hook lists built step by step in the block (`hooks = sync_hooks + [stop_hook]`): the session's
+        followed = followed_hook_names([*inner, *session_inside, *body[i + 1:]], self.qualname,
+                                       self._is_session_call)
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
-                        | signal_names,
+                        | signal_names | followed,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
                         inputs=self._input_helpers(), choose_branch=self._default_branch)
         reported = len(self.ctx.reports)
@@ -787,7 +806,16 @@ class GraphToStrategy(Rule):
                 kept.append(statement)
         after = kept
         session = _SessionRegion(self, graph, body)
-        session.scan(after, graph_part=inner)
+        session.scan(after, graph_part=inner, hand_savers=True)
+        if session.saver_declines:
+            # a checkpoint written or read by hand that the migration's cannot stand in for
+            del self.ctx.reports[reported:]
+            for node, why in session.saver_declines:
+                self.report(node, f"training not migrated: it checkpoints by hand with a TF1 Saver and {why};"
+                            " this training was left as TF1", hint="save with tf.train.CheckpointManager.save and"
+                            " restore with tf.train.Checkpoint.restore by hand, then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            return body
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
@@ -805,6 +833,10 @@ class GraphToStrategy(Rule):
                             " was left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
+            return body
+        if self._report_resolver_out_of_reach(device_with):
+            del self.ctx.reports[reported:]
+            self._report_resolver_out_of_reach(device_with, report=True)
             return body
         undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
@@ -841,7 +873,12 @@ class GraphToStrategy(Rule):
                                 " file" if "not in this project" in origin else ""),
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
-        if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], out, graph, session, reported):
+        # as the module will read: the program's hook classes defined here are plain classes now
+        finished = [transform(st, _DropGraphModeSwitches(self)) if isinstance(st, cst.ClassDef) else st
+                    for st in out]
+        finished = [st for st in finished if isinstance(st, cst.CSTNode)]
+        if self._report_unbound_reads([device_with, *session_inside, *body[i + 1:]], finished, graph, session,
+                                      reported):
             self.converted, self.helper_rewrites, self.strategy_names = undo
             return body
         if helper_moves:
@@ -878,6 +915,45 @@ class GraphToStrategy(Rule):
             self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader,
                                                          export, self.ctx.module), hint=hint, reference=REFERENCE[self.strategy],
                         fixed=False)
+        return True
+
+    def _report_resolver_out_of_reach(self, device_with, report: bool = False) -> bool:
+        """The cluster resolver TFM201 made of the program's ClusterSpec is a
+        local of another function (`cluster, server, n = define_cluster()`,
+        the cluster handed on as a parameter to the function that trains):
+        the strategy built here cannot read it, and the TF1 server made with it
+        there would keep this task's port from the strategy's own."""
+        if not self.has_resolver or not getattr(self, "functions_in", None):
+            return False
+        top = {name for st in self.ctx.module.body if not isinstance(st, (cst.FunctionDef, cst.ClassDef))
+               for name in _dataflow.binding_counts([st])}
+        if "cluster_resolver" in top:
+            return False
+        for function in self.functions_in:
+            if "cluster_resolver" in _dataflow.binding_counts([function]):
+                return False
+        owners = [fn for fn in C.walk(self.ctx.module) if isinstance(fn, cst.FunctionDef)
+                  and all(fn is not f for f in self.functions_in)
+                  and any(C.assignment(st)[0] == ["cluster_resolver"] for st in C.body_of(fn.body))]
+        if not owners:
+            return False
+        if report:
+            here = self.functions_in[-1].name.value
+            # the function handing the cluster on to this one, if it makes it itself
+            callers = [fn for fn in owners if any(isinstance(c.func, cst.Name) and c.func.value == here
+                                                  for c in C.calls_in(fn))]
+            owner = (callers or owners)[0].name.value
+            owners = callers or owners
+            serves = any(self.qualname(c.func) == "train.Server" for c in C.calls_in(owners[0]))  # the owner's
+            server = (f", and the TF1 server `{owner}()` starts would keep this task's port from the strategy's"
+                      " own") if serves else ""
+            self.report(device_with, f"training not migrated: its cluster is built in `{owner}()` (a ClusterSpec"
+                        f"{' and a tf.train.Server' if serves else ''} there) and reaches `{here}()`, which trains,"
+                        f" through parameters and return values; the strategy made here needs the cluster resolver"
+                        f" TFM201 makes of that ClusterSpec in `{owner}()`, where `{here}()` cannot read it{server};"
+                        " this training was left as TF1", hint=f"build the cluster (its ClusterSpec, server and the"
+                        f" ps's join) in `{here}()` or in the function calling it, then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
         return True
 
     def _report_train_op_rebound(self, graph: Graph, block) -> bool:
@@ -1177,6 +1253,8 @@ class GraphToStrategy(Rule):
         give each step the batch TF1 gave it."""
         self.iterator_names: dict[int, str] = {}
         helpers = self._input_helpers()
+        if self._report_inputs_read_once(graph):
+            return False
         reader = self._model_reading_input(graph, helpers)
         if reader is not None:
             statement, function = reader
@@ -1217,6 +1295,59 @@ class GraphToStrategy(Rule):
         for pipeline in graph.inputs:
             self.iterator_names[id(pipeline)] = pipeline.iterator or self._fresh("iterator")
         return True
+
+    def _report_inputs_read_once(self, graph: Graph) -> bool:
+        """Values the step computes with that the block got from a call
+        building a TF1 queue-based input pipeline (`tf.train.shuffle_batch`,
+        a reader), or several of them (`images, labels`) from a module this run
+        cannot read: in TF1 each session run evaluated them anew (the next
+        batch); the migration would compute them once, under the strategy, and
+        train every step on the same values."""
+        read = set().union(*(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss))
+        program = self._program()
+        for statement in graph.state:
+            names, value, _ = C.assignment(statement)
+            if not (names and isinstance(value, cst.Call) and set(names) & read):
+                continue
+            if isinstance(graph.loss, cst.Name) and graph.loss.value in names:
+                continue  # a model builder handing back its loss: the model stage's
+            # from a module this run cannot read, a value that may be a constant (`scale_for("mnist")`)
+            # is taken as one; several values the step reads are taken as what they look like: a batch
+            found = self._input_source(value, program, opaque=len(set(names) & read) > 1)
+            if found is None:
+                continue
+            how, where = found
+            bound = ", ".join(f"`{n}`" for n in names if n in read)
+            self.report(statement, f"training not migrated: the step computes with {bound} from"
+                        f" `{C.code_of(value.func)}(...)`, which {how}{where}: in TF1 each session run evaluated"
+                        " them anew (the next batch), while the migration would compute them once, under the"
+                        " strategy, and train every step on the same values; this training was left as TF1",
+                        hint="make the input a tf.data pipeline the block reads with"
+                        " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that),"
+                        " or run tfmigrate on a directory holding the module, then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return True
+        return False
+
+    def _input_source(self, call: cst.Call, program, opaque: bool) -> tuple[str, str] | None:
+        """(what, through which functions) when ``call`` reaches a TF1 queue
+        input op, or (``opaque``) a function of a module not in the project."""
+        stack, seen = [(call, [])], set()
+        while stack:
+            current, chain = stack.pop()
+            q = self.qualname(current.func) or ""
+            if q in QUEUE_INPUTS or q.rsplit(".", 1)[-1] in QUEUE_READERS:
+                return f"builds a TF1 queue-based input pipeline (`{C.code_of(current.func)}`)", _through(chain)
+            callee = program.tracer.callee(current, program.tracer.root)
+            if opaque and callee is not None and callee[0] == "opaque":
+                return (f"takes from `{callee[1].name}`, a module not in this project whose code cannot be read",
+                        _through(chain + [C.code_of(current.func)]) if chain else "")
+            if isinstance(current.func, cst.Name) and current.func.value not in seen:
+                seen.add(current.func.value)
+                function = self._module_function(current.func.value)
+                if function is not None:
+                    stack.extend((inner, [*chain, current.func.value]) for inner in C.calls_in(function.body))
+        return None
 
     def _model_reading_input(self, graph: Graph, helpers) -> tuple[cst.CSTNode, str] | None:
         """(statement, function) where a module function the block calls (not
@@ -1678,7 +1809,10 @@ class GraphToStrategy(Rule):
         for st in graph.state:
             names, value, _ = C.assignment(st)
             if names == [graph.global_step] and isinstance(value, cst.Call) and self.qualname(value.func) == "Variable":
-                st = global_step_statement(graph.global_step, st)
+                # the program's own counter keeps the name TF1 saved it under
+                named = C.arg(value, None, "name")
+                kept = isinstance(named, cst.SimpleString) and named.evaluated_value != "global_step"
+                st = global_step_statement(graph.global_step, st, C.code_of(named) if kept else '"global_step"')
             elif len(names) == 1 and names[0] in self.schedule_code and value is graph.schedules.get(names[0]):
                 # TF1's schedule of the global step; the Keras optimizer calls it with
                 # its iterations, which advance once per applied step as that step did
@@ -1688,6 +1822,7 @@ class GraphToStrategy(Rule):
                     f"{names[0]} = {self.schedule_code[names[0]]}\n")[0]
                 st = new.with_changes(leading_lines=[*st.leading_lines, *new.leading_lines])
             scope_body.append(st)
+        self.made_global_step = graph.global_step is None  # a TF1 checkpoint has no value for it
         if graph.global_step is None:
             graph.global_step = self._fresh("global_step")
             scope_body.append(global_step_statement(graph.global_step))
@@ -2201,6 +2336,20 @@ _LAYER_MODULES = ("layers.", "keras.layers.", "contrib.layers.", "contrib.slim."
 _NOT_LAYERS = ("_initializer", "initializer_conv2d", "_regularizer", "arg_scope")
 
 
+# TF1 input pipelines run by queue runners: every session run dequeued the next batch
+QUEUE_INPUTS = {
+    "train.shuffle_batch", "train.batch", "train.shuffle_batch_join", "train.batch_join", "train.maybe_batch",
+    "train.maybe_shuffle_batch", "train.string_input_producer", "train.slice_input_producer",
+    "train.range_input_producer", "train.input_producer", "train.limit_epochs",
+}
+QUEUE_READERS = {"FixedLengthRecordReader", "TFRecordReader", "TextLineReader", "WholeFileReader", "IdentityReader",
+                 "LMDBReader"}
+
+
+def _through(chain: list[str]) -> str:
+    return f" (through `{'()` -> `'.join(chain)}()`)" if chain else ""
+
+
 def _with_functions(module: cst.Module):
     """(node, innermost enclosing function or None) for every `with` and call."""
     for node, function in walk_in_functions(module):  # (the engine's cached walk of the module)
@@ -2467,10 +2616,38 @@ GraphToStrategy.INVALID = [
             while step < 100:
                 _, step = sess.run([train_op, global_step], feed_dict={x: batch()})
         """,
-        """
+        '''
         import tensorflow.compat.v1 as tf
         import os
         import time
+
+
+        def restore_checkpoint(checkpoint, path, variables, optimizer):
+            """Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job
+            (tf.compat.v1.train.Saver: values by variable name, no object graph)."""
+            reader = tf.train.load_checkpoint(path)
+            saved = reader.get_variable_to_shape_map()
+            if "_CHECKPOINTABLE_OBJECT_GRAPH" in saved:
+                checkpoint.restore(path)
+                return
+            by_name, repeats = {}, {}
+            for variable in variables:
+                name = variable.name.split(":")[0]
+                # TF1's graph numbered a repeated name: name, name_1, name_2, ...
+                repeats[name] = repeats.get(name, -1) + 1
+                by_name[f"{name}_{repeats[name]}" if repeats[name] else name] = variable
+            missing = sorted(set(by_name) - set(saved))
+            if missing:
+                raise ValueError(f"{path} has no value for {', '.join(missing)}")
+            for name, variable in by_name.items():
+                variable.assign(reader.get_tensor(name))
+            if "global_step" in saved:
+                # the optimizer's step count (its schedule's step) continues from TF1's
+                optimizer.iterations.assign(reader.get_tensor("global_step"))
+            left = sorted(set(saved) - set(by_name))
+            if left:
+                tf.get_logger().warning("%s: not restored, nothing in this program takes them: %s",
+                                        path, ", ".join(left))
 
 
         def train(cluster, server, is_chief, num_workers):
@@ -2505,13 +2682,15 @@ GraphToStrategy.INVALID = [
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
+            # (also from the TF1 job's own checkpoints).
             # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
-            if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
-                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            latest_checkpoint = tf.train.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+            if latest_checkpoint:
+                restore_checkpoint(checkpoint, latest_checkpoint, [global_step, w], opt)
             next_checkpoint_time = time.monotonic() + 600
             step = 0
             while step < 100:
@@ -2521,7 +2700,7 @@ GraphToStrategy.INVALID = [
                     next_checkpoint_time = time.monotonic() + 600
             if checkpoint_manager is not None:
                 checkpoint_manager.save(checkpoint_number=global_step)
-        """,
+        ''',
         diagnostics=(),
     ),
     Invalid(
@@ -2842,13 +3021,41 @@ GraphToStrategy.INVALID = [
                 _, summary, step = sess.run([train_op, summary_op, global_step], feed_dict={x: batch()})
                 sv.summary_computed(sess, summary)
         """,
-        """
+        '''
         import tensorflow.compat.v1 as tf
         import os
         import time
 
         tf.app.flags.DEFINE_boolean("sync_replicas", False, "Use SyncReplicasOptimizer")
         FLAGS = tf.app.flags.FLAGS
+
+
+        def restore_checkpoint(checkpoint, path, variables, optimizer):
+            """Restores `checkpoint` from `path`, also from a checkpoint of the TF1 job
+            (tf.compat.v1.train.Saver: values by variable name, no object graph)."""
+            reader = tf.train.load_checkpoint(path)
+            saved = reader.get_variable_to_shape_map()
+            if "_CHECKPOINTABLE_OBJECT_GRAPH" in saved:
+                checkpoint.restore(path)
+                return
+            by_name, repeats = {}, {}
+            for variable in variables:
+                name = variable.name.split(":")[0]
+                # TF1's graph numbered a repeated name: name, name_1, name_2, ...
+                repeats[name] = repeats.get(name, -1) + 1
+                by_name[f"{name}_{repeats[name]}" if repeats[name] else name] = variable
+            missing = sorted(set(by_name) - set(saved))
+            if missing:
+                raise ValueError(f"{path} has no value for {', '.join(missing)}")
+            for name, variable in by_name.items():
+                variable.assign(reader.get_tensor(name))
+            if "global_step" in saved:
+                # the optimizer's step count (its schedule's step) continues from TF1's
+                optimizer.iterations.assign(reader.get_tensor("global_step"))
+            left = sorted(set(saved) - set(by_name))
+            if left:
+                tf.get_logger().warning("%s: not restored, nothing in this program takes them: %s",
+                                        path, ", ".join(left))
 
 
         def train(server, is_chief, num_workers):
@@ -2883,13 +3090,15 @@ GraphToStrategy.INVALID = [
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes.
+            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
+            # (also from the TF1 job's own checkpoints).
             # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
-            if checkpoint_manager is not None and checkpoint_manager.latest_checkpoint:
-                checkpoint.restore(checkpoint_manager.latest_checkpoint)
+            latest_checkpoint = tf.train.latest_checkpoint(checkpoint_dir) if checkpoint_dir else None
+            if latest_checkpoint:
+                restore_checkpoint(checkpoint, latest_checkpoint, [global_step, w], opt)
             next_checkpoint_time = time.monotonic() + 600
             step = 0
             while step < 100:
@@ -2899,7 +3108,7 @@ GraphToStrategy.INVALID = [
                     next_checkpoint_time = time.monotonic() + 600
             if checkpoint_manager is not None:
                 checkpoint_manager.save(checkpoint_number=global_step)
-        """,
+        ''',
         diagnostics=('TFM301', 'TFM301'),
     ),
     Invalid(

@@ -1,0 +1,518 @@
+"""TFM403 analysis: what an Estimator job is made of.
+
+Finds the statement that trains (``tf.estimator.train_and_evaluate(est,
+train_spec, eval_spec)`` or ``est.train(input_fn, max_steps=...)``), the
+``Estimator`` it runs, its ``RunConfig``, ``TrainSpec`` and ``EvalSpec``
+(written inline or bound to a name in the same block), and the module-level
+``model_fn`` and input functions. Anything outside the shapes the plan can
+carry exactly raises :class:`Decline` with the node to locate it on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._tfm403_origin import origin, why_not_here
+
+
+class Decline(Exception):
+    """The job cannot be carried over exactly: ``node`` is where, ``why`` says
+    what, ``hint`` what to do by hand."""
+
+    def __init__(self, node: cst.CSTNode, why: str, hint: str = ""):
+        super().__init__(why)
+        self.node = node
+        self.why = why
+        self.hint = hint
+
+
+# what each constructor takes that the migration carries; anything else declines
+RUN_CONFIG_ARGS = (
+    "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps", "save_checkpoints_secs",
+    "session_config", "keep_checkpoint_max", "keep_checkpoint_every_n_hours", "log_step_count_steps",
+    "train_distribute",
+)
+ESTIMATOR_ARGS = ("model_fn", "model_dir", "config", "params", "warm_start_from")
+TRAIN_SPEC_ARGS = ("input_fn", "max_steps", "hooks")
+EVAL_SPEC_ARGS = ("input_fn", "steps", "name", "hooks", "exporters", "start_delay_secs", "throttle_secs")
+TRAIN_ARGS = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
+EVALUATE_ARGS = ("input_fn", "steps", "hooks", "checkpoint_path", "name")
+NUMPY_INPUT_ARGS = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity", "num_threads")
+
+# what an Estimator's other methods did, for the reason a job using them is declined
+_USES = {
+    "export_savedmodel": "exporting a SavedModel of the serving signature (serving_input_receiver_fn)",
+    "export_saved_model": "exporting a SavedModel of the serving signature (serving_input_receiver_fn)",
+    "predict": "prediction with the model_fn's PREDICT mode",
+    "evaluate": "an evaluation besides the one after est.train()",
+    "train": "a second training call",
+    "replace": "a RunConfig changed after it was made",
+}
+
+# arguments whose value, when given and not None/[]/(), the migration cannot carry
+_NOT_CARRIED = {
+    "session_config": "a tf.compat.v1.ConfigProto for TF1 sessions (device filters, threads, GPU options)",
+    "keep_checkpoint_every_n_hours": "checkpoints kept by age besides the last keep_checkpoint_max",
+    "warm_start_from": "variables warm-started from another checkpoint",
+    "hooks": "SessionRunHooks run by the Estimator's MonitoredTrainingSession",
+    "exporters": "exporters writing SavedModels of the serving signature after evaluations",
+    "saving_listeners": "CheckpointSaverListeners",
+}
+
+
+@dataclass
+class Call:
+    """A constructor call with its arguments bound by name, and the statement
+    binding it to a name (None when written inline)."""
+
+    node: cst.Call
+    args: dict[str, cst.BaseExpression]
+    statement: cst.BaseStatement | None = None
+    name: str | None = None
+
+    def get(self, key: str) -> cst.BaseExpression | None:
+        value = self.args.get(key)
+        if isinstance(value, cst.Name) and value.value == "None":
+            return None
+        return value
+
+
+@dataclass
+class EstimatorJob:
+    block: cst.CSTNode  # the Module or FunctionDef whose body holds the training statement
+    trains: cst.BaseStatement  # the train_and_evaluate / est.train statement
+    estimator: Call
+    config: Call | None
+    train_spec: Call
+    eval_spec: Call | None
+    model_fn: cst.FunctionDef
+    train_input: cst.BaseExpression
+    eval_input: cst.BaseExpression | None
+    # est.train(steps=N): trains N more steps; max_steps: up to that global step
+    max_steps: cst.BaseExpression | None
+    extra_steps: cst.BaseExpression | None
+    removed: list[cst.BaseStatement] = field(default_factory=list)  # statements the job replaces
+    # numpy_input_fn(...) bound to a name -> a def of that name returning its tf.data pipeline
+    input_defs: dict[int, cst.FunctionDef] = field(default_factory=dict)
+    shuffled: list[cst.CSTNode] = field(default_factory=list)  # numpy_input_fn(shuffle=True) calls
+    evaluation: Call | None = None  # est.evaluate(...) after est.train(...), and its statement
+    notes: list[tuple[cst.CSTNode, str]] = field(default_factory=list)  # what was dropped, and why it may be
+
+
+def bind(call: cst.Call, params: tuple[str, ...], what: str) -> dict[str, cst.BaseExpression]:
+    out: dict[str, cst.BaseExpression] = {}
+    positional = 0
+    for a in call.args:
+        if a.star:
+            raise Decline(call, f"`{what}` called with *args/**kwargs: its settings are not known statically")
+        if a.keyword is None:
+            if positional >= len(params):
+                raise Decline(call, f"`{what}` called with more positional arguments than it takes")
+            out[params[positional]] = a.value
+            positional += 1
+        else:
+            if a.keyword.value not in params:
+                raise Decline(a, f"`{what}({a.keyword.value}=...)` is not carried by the migration",
+                              hint="migrate this job by hand (see the TF2 custom training loop guides)")
+            out[a.keyword.value] = a.value
+    return out
+
+
+def _empty(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Name) and value.value in ("None", "False"):
+        return True
+    return isinstance(value, (cst.List, cst.Tuple)) and not value.elements
+
+
+class Finder:
+    """Finds the job in a module; ``qualname`` is the rule's canonical-name lookup."""
+
+    def __init__(self, module: cst.Module, qualname, path: str = "<string>"):
+        self.module = module
+        self.qualname = qualname
+        self.path = path
+        self.functions = {
+            s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)
+        }
+        self.functions_here: dict[str, cst.FunctionDef] = {}  # input functions the migration defines
+        self.evaluation: cst.BaseStatement | None = None
+
+    def is_(self, node: cst.CSTNode, *names: str) -> bool:
+        return (self.qualname(node) or "") in names
+
+    def jobs(self) -> list[tuple[cst.CSTNode, cst.BaseStatement]]:
+        """(block, statement) of every statement that trains an Estimator."""
+        found = []
+        for block in self.blocks():
+            for st in self._statements(block):
+                call = C.single_expr(st)
+                if not isinstance(call, cst.Call):
+                    continue
+                if self.is_(call.func, "estimator.train_and_evaluate") or (isinstance(call.func, cst.Attribute) and call.func.attr.value == "train"
+                      and self._estimator_named(block, call.func.value) is not None):
+                    found.append((block, st))
+        return found
+
+    def nested_jobs(self) -> list[tuple[cst.CSTNode, str]]:
+        """Estimator training inside a loop or a branch (train/evaluate rounds): (call, why)."""
+        out = []
+        for block in self.blocks():
+            estimators = {C.assignment(st)[0][0] for st in self._walk(block) if isinstance(st, cst.SimpleStatementLine)
+                          and len(C.assignment(st)[0]) == 1 and isinstance(C.assignment(st)[1], cst.Call)
+                          and (self.qualname(C.assignment(st)[1].func) or "").startswith("estimator.")}
+            for st in self._walk(block):
+                if not isinstance(st, (cst.For, cst.While, cst.If, cst.With, cst.Try)):
+                    continue
+                for call in C.calls_in(st):
+                    f = call.func
+                    if self.is_(f, "estimator.train_and_evaluate") or (
+                            isinstance(f, cst.Attribute) and f.attr.value == "train"
+                            and isinstance(f.value, cst.Name) and f.value.value in estimators):
+                        kind = {cst.For: "a for loop", cst.While: "a while loop", cst.If: "an if branch",
+                                cst.With: "a with block", cst.Try: "a try block"}[type(st)]
+                        why = (f"the Estimator is trained inside {kind} (rounds of train/evaluate or a choice of"
+                               " jobs), which the migration does not restructure")
+                        out.append((call, why))
+                if out:
+                    return out
+        return out
+
+    def _walk(self, block: cst.CSTNode):
+        for st in self._statements(block):
+            yield from C.walk(st)
+
+    def _statements(self, block: cst.CSTNode) -> list[cst.BaseStatement]:
+        return list(block.body if isinstance(block, cst.Module) else C.body_of(block.body))
+
+    def blocks(self) -> list[cst.CSTNode]:
+        """Where a job may be: the module, its functions, its ``if __name__ == "__main__":`` block."""
+        guards = [st for st in self.module.body if isinstance(st, cst.If) and st.orelse is None
+                  and C.code_of(st.test).replace("'", '"') == '__name__ == "__main__"']
+        return [self.module, *self.functions.values(), *guards]
+
+    def _estimator_named(self, block, node) -> cst.BaseStatement | None:
+        if not isinstance(node, cst.Name):
+            return None
+        for st in self._statements(block):
+            names, value, _ = C.assignment(st)
+            if names == [node.value] and isinstance(value, cst.Call) and self.is_(value.func, "estimator.Estimator"):
+                return st
+        return None
+
+    def _resolve(self, block, node: cst.BaseExpression, qual: str, params, what: str, used_at) -> Call:
+        """The ``qual`` constructor call ``node`` is, or the one a name in the
+        block is bound to (once, and read nowhere else)."""
+        if isinstance(node, cst.Call) and self.is_(node.func, qual):
+            return Call(node, bind(node, params, what))
+        if isinstance(node, cst.Name):
+            bound = []
+            for st in self._statements(block):
+                names, value, _ = C.assignment(st)
+                if node.value in names:
+                    bound.append((st, names, value))
+            if len(bound) == 1:
+                st, names, value = bound[0]
+                if names == [node.value] and isinstance(value, cst.Call) and self.is_(value.func, qual):
+                    self._read_once(block, node.value, st, used_at)
+                    return Call(value, bind(value, params, what), st, node.value)
+        raise self._unresolved(block, node, qual, what)
+
+    def _unresolved(self, block, node: cst.BaseExpression, qual: str, what: str) -> Decline:
+        """Why ``node`` is not one ``tf.{qual}(...)`` bound in the block, located where that shows."""
+        hint = f"build the {what} where the job is started, or migrate by hand"
+        if isinstance(node, cst.Name) and isinstance(block, cst.FunctionDef) and node.value in {
+                p.name.value for p in block.params.params}:
+            return Decline(node, f"`{node.value}`, the {what} this job runs, is a parameter of"
+                           f" `{block.name.value}()`: it is built by its callers", hint=hint)
+        if isinstance(node, cst.Name):
+            nested = [st for st in self._walk(block) if isinstance(st, cst.SimpleStatementLine)
+                      and node.value in C.assignment(st)[0] and st not in self._statements(block)]
+            if nested:
+                kinds = sorted({self.qualname(C.assignment(st)[1].func) or C.code_of(C.assignment(st)[1].func)
+                                for st in nested if isinstance(C.assignment(st)[1], cst.Call)})
+                return Decline(nested[0], f"`{node.value}`, the {what} this job runs, is bound in if/else branches"
+                               f" or loops ({', '.join('tf.' + k if '.' in k else k for k in kinds)}), not"
+                               " once before the job", hint=hint)
+        return Decline(node, f"the {what} this job runs is not a `tf.{qual}(...)` call in the same block",
+                       hint=hint)
+
+    def _read_once(self, block, name: str, binding, used_at) -> None:
+        for st in self._statements(block):
+            if st is binding or st is used_at or st is self.evaluation:
+                continue
+            if name in C.names_used(st):
+                methods = [n.attr.value for n in C.walk(st) if isinstance(n, cst.Attribute)
+                           and isinstance(n.value, cst.Name) and n.value.value == name]
+                what = next((_USES[m] for m in methods if m in _USES), None)
+                if what is not None:
+                    raise Decline(st, f"`{name}.{methods[0]}(...)`: {what}, not carried by the migration",
+                                  hint="export with tf.saved_model.save from the migrated loop's model, by hand"
+                                  if "SavedModel" in what else "migrate this part by hand")
+                raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
+                              hint="keep the Estimator objects to the statements that build and run the job")
+
+    def function(self, node: cst.BaseExpression | None, what: str, block=None) -> cst.FunctionDef:
+        if isinstance(node, cst.Name) and node.value in self.functions:
+            return self.functions[node.value]
+        self.foreign(node, what)
+        if isinstance(node, cst.Name) and isinstance(block, cst.FunctionDef) and node.value in {
+                p.name.value for p in block.params.params}:
+            raise Decline(node, f"the {what} `{node.value}` is a parameter of `{block.name.value}()`: its callers"
+                          " choose it", hint=f"define the {what} as a module-level function of this file")
+        raise Decline(node if node is not None else self.module,
+                      f"the {what} is not a function defined at module level in this file",
+                      hint=f"define the {what} as a module-level function")
+
+    def foreign(self, node: cst.BaseExpression | None, what: str) -> None:
+        """Decline, naming the module, when ``node`` is a function this file
+        imports (a sibling module's, a library's)."""
+        called = isinstance(node, cst.Lambda) and isinstance(node.body, cst.Call)
+        if called:  # lambda: model.input_fn(...)
+            node = node.body
+        if isinstance(node, cst.Call):  # an input_fn factory: model.make_input_fn(...)
+            node = node.func
+        found = origin(self.module, self.path, node)
+        # TensorFlow's own input functions (numpy_input_fn) have reasons of their own
+        if found is None or found.module.split(".")[0] == "tensorflow":
+            return
+        if called and found.definition is not None:
+            # `lambda: model.input_fn(...)` returning its dataset needs no change: the loop calls it there
+            try:
+                kept = dataset_input_fn(found.definition, self.qualname) is found.definition
+            except Decline as d:
+                raise Decline(node, f"`{found.code}` of the project module `{found.module}`: {d.why}", d.hint) from None
+            if kept and factory_input_fn(found.definition) is None:
+                return
+        why, hint = why_not_here(found, what)
+        raise Decline(node, why, hint)
+
+    @staticmethod
+    def evaluation_call(statement: cst.BaseStatement) -> cst.Call:
+        value = C.single_expr(statement)
+        if value is None:
+            value = C.assignment(statement)[1]
+        return value
+
+    def _evaluation(self, block, trains: cst.BaseStatement) -> cst.BaseStatement | None:
+        """``results = est.evaluate(input_fn=...)`` after ``est.train(...)``: evaluated
+        once, after training, as the Estimator did."""
+        call = C.single_expr(trains)
+        if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "train"
+                and isinstance(call.func.value, cst.Name)):
+            return None
+        statements = self._statements(block)
+        found = None
+        for st in statements[statements.index(trains) + 1:]:
+            value = C.single_expr(st)
+            names, assigned, _ = C.assignment(st)
+            value = value if isinstance(value, cst.Call) else assigned if len(names) == 1 else None
+            if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                    and value.func.attr.value == "evaluate" and isinstance(value.func.value, cst.Name)
+                    and value.func.value.value == call.func.value.value):
+                if found is not None:
+                    raise Decline(st, "the Estimator is evaluated more than once after training")
+                found = st
+        return found
+
+    def job(self, block, trains: cst.BaseStatement) -> EstimatorJob:
+        call = C.single_expr(trains)
+        assert isinstance(call, cst.Call)
+        removed: list[cst.BaseStatement] = []
+        self.evaluation = self._evaluation(block, trains)
+        eval_spec = None
+        max_steps = extra_steps = None
+        if self.is_(call.func, "estimator.train_and_evaluate"):
+            args = bind(call, ("estimator", "train_spec", "eval_spec"), "train_and_evaluate")
+            if "estimator" not in args or "train_spec" not in args:
+                raise Decline(call, "train_and_evaluate without an estimator and a TrainSpec")
+            estimator = self._resolve(block, args["estimator"], "estimator.Estimator", ESTIMATOR_ARGS,
+                                      "Estimator", trains)
+            train_spec = self._resolve(block, args["train_spec"], "estimator.TrainSpec", TRAIN_SPEC_ARGS,
+                                       "TrainSpec", trains)
+            if "eval_spec" in args:
+                eval_spec = self._resolve(block, args["eval_spec"], "estimator.EvalSpec", EVAL_SPEC_ARGS,
+                                          "EvalSpec", trains)
+            max_steps = train_spec.get("max_steps")
+            train_input = train_spec.get("input_fn")
+        else:
+            estimator = self._resolve(block, call.func.value, "estimator.Estimator", ESTIMATOR_ARGS,
+                                      "Estimator", trains)
+            train_spec = Call(call, bind(call, TRAIN_ARGS, "Estimator.train"))
+            max_steps = train_spec.get("max_steps")
+            extra_steps = train_spec.get("steps")
+            train_input = train_spec.get("input_fn")
+        if train_input is None:
+            raise Decline(call, "no input_fn for training")
+        if max_steps is None and extra_steps is None:
+            raise Decline(call, "training without max_steps or steps runs until input_fn's data ends",
+                          hint="give max_steps (a loop over a finite dataset is also a choice to make by hand)")
+        config = None
+        if estimator.get("config") is not None:
+            config = self._resolve(block, estimator.args["config"], "estimator.RunConfig", RUN_CONFIG_ARGS,
+                                   "RunConfig", estimator.statement or trains)
+        job_notes: list[tuple[cst.CSTNode, str]] = []
+        for c in (estimator, config, train_spec, eval_spec):
+            if c is None:
+                continue
+            for key, value in c.args.items():
+                if key == "session_config" and isinstance(value, cst.Call) and (
+                        self.qualname(value.func) or "").endswith("ConfigProto"):
+                    job_notes.append((value, ("RunConfig(session_config=ConfigProto(...)) configured the Estimator's"
+                                      " TF1 sessions (placement, device filters, threads, GPU memory), none of"
+                                      " which changes what trains: dropped (tf.config sets these in TF2)")))
+                    continue
+                if key in _NOT_CARRIED and not _empty(value):
+                    raise Decline(value, f"`{key}`: {_NOT_CARRIED[key]}, not carried by the migration",
+                                  hint="drop it, or migrate this job by hand")
+            if c.statement is not None:
+                removed.append(c.statement)
+        model_fn = self.function(estimator.get("model_fn"), "model_fn", block)
+        for node in (train_input, eval_spec.get("input_fn") if eval_spec is not None else None):
+            self.foreign(node, "input_fn")
+        eval_input = eval_spec.get("input_fn") if eval_spec is not None else None
+        evaluation = None
+        if self.evaluation is not None:
+            if eval_spec is not None:
+                raise Decline(self.evaluation, "the job evaluates both through its EvalSpec and here")
+            evaluate = self.evaluation_call(self.evaluation)
+            evaluation = Call(evaluate, bind(evaluate, EVALUATE_ARGS, "Estimator.evaluate"), self.evaluation)
+            for key in ("hooks", "checkpoint_path", "name"):
+                if evaluation.get(key) is not None:
+                    raise Decline(evaluation.args[key], f"`evaluate({key}=...)` is not carried by the migration")
+            eval_input = evaluation.get("input_fn")
+            self.foreign(eval_input, "input_fn")
+            if eval_input is None:
+                raise Decline(evaluate, "evaluate() without an input_fn")
+        job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
+                           eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes)
+        for node in (train_input, eval_input):
+            self._numpy_input(job, node)
+        return job
+
+    def _numpy_input(self, job: EstimatorJob, node: cst.BaseExpression | None) -> None:
+        """``name = tf.estimator.inputs.numpy_input_fn(x, y, ...)`` -> ``def name():
+        return <the same examples as a tf.data pipeline>``."""
+        if not isinstance(node, cst.Name):
+            return
+        statements = self._statements(job.block)
+        binders = [st for st in statements if node.value in C.assignment(st)[0]]
+        if len(binders) != 1 or id(binders[0]) in job.input_defs:
+            return
+        value = C.assignment(binders[0])[1]
+        if not (isinstance(value, cst.Call) and self.is_(value.func, "estimator.inputs.numpy_input_fn")):
+            return
+        if C.assignment(binders[0])[0] != [node.value]:
+            raise Decline(binders[0], "numpy_input_fn bound together with other names")
+        args = bind(value, NUMPY_INPUT_ARGS, "numpy_input_fn")
+        if args.get("y") is None or _empty(args["y"]):
+            raise Decline(value, "numpy_input_fn without y: the model_fn would get no labels")
+        shuffle = args.get("shuffle")
+        if not (isinstance(shuffle, cst.Name) and shuffle.value in ("True", "False")):
+            raise Decline(shuffle or value, "numpy_input_fn's shuffle is not a literal True/False")
+        threads = args.get("num_threads")
+        if threads is not None and C.code_of(threads) != "1" and shuffle.value == "False":
+            raise Decline(threads, "numpy_input_fn(num_threads > 1) enqueued examples in no fixed order")
+        # the def reads x and y when the job runs: they must not change in between
+        after = statements[statements.index(binders[0]) + 1:]
+        read = C.names_used(args["x"]) | C.names_used(args["y"])
+        for st in after:
+            if set(C.assignment(st)[0]) & read:
+                raise Decline(st, "the arrays numpy_input_fn was given are rebound before the job runs")
+        code = f"tf.data.Dataset.from_tensor_slices(({C.code_of(args['x'])}, {C.code_of(args['y'])}))"
+        epochs = args.get("num_epochs", cst.Integer("1"))
+        if isinstance(epochs, cst.Name) and epochs.value == "None":
+            code += ".repeat()"
+        elif C.code_of(epochs) != "1":
+            code += f".repeat({C.code_of(epochs)})"
+        if shuffle.value == "True":
+            # numpy_input_fn's RandomShuffleQueue drew from queue_capacity examples
+            code += f".shuffle({C.code_of(args['queue_capacity']) if 'queue_capacity' in args else '1000'})"
+            job.shuffled.append(value)
+        code += f".batch({C.code_of(args['batch_size']) if 'batch_size' in args else '128'})"
+        new = C.stmt(f"def {node.value}():\n    return {code}\n")
+        lines = list(binders[0].leading_lines)
+        if not any(line.comment is None for line in lines):
+            lines.insert(0, cst.EmptyLine(indent=False))  # a blank line before a def
+        job.input_defs[id(binders[0])] = new.with_changes(leading_lines=lines)
+        self.functions_here[node.value] = new
+
+
+
+# TF1 input plumbing the migrated loop cannot take: it wants the tf.data.Dataset itself
+_QUEUE_INPUTS = ("train.batch", "train.shuffle_batch", "train.batch_join", "train.shuffle_batch_join",
+                 "train.string_input_producer", "train.slice_input_producer", "train.input_producer",
+                 "train.range_input_producer", "placeholder", "py_func")
+
+
+def _one_shot_source(value: cst.BaseExpression, qualname) -> cst.BaseExpression | None:
+    """``X.make_one_shot_iterator().get_next()`` / ``tf.data.make_one_shot_iterator(X).get_next()``
+    (also ``make_initializable_iterator``) -> ``X``: the Estimator read the dataset's
+    batches in order from that iterator, as the loop reads them from ``X``."""
+    if not (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "get_next" and not value.args):
+        return None
+    maker = value.func.value
+    if not isinstance(maker, cst.Call):
+        return None
+    func = maker.func
+    if isinstance(func, cst.Attribute) and func.attr.value == "make_one_shot_iterator" and not maker.args:
+        return func.value
+    if (qualname(func) or "").endswith("data.make_one_shot_iterator") and len(maker.args) == 1:
+        return maker.args[0].value
+    return None
+
+
+def factory_input_fn(fn: cst.FunctionDef) -> cst.FunctionDef | None:
+    """The input_fn a factory makes (``def make_input_fn(...): def input_fn():
+    ...; return input_fn``, as ``TrainSpec(make_input_fn(files, 32))`` is
+    given), or None when ``fn`` is no such factory."""
+    body = C.body_of(fn.body)
+    last = body[-1] if body else None
+    returned = None
+    if isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return):
+        returned = last.body[0].value
+    if not isinstance(returned, cst.Name):
+        return None
+    defs = [st for st in body if isinstance(st, cst.FunctionDef) and st.name.value == returned.value]
+    return defs[0] if len(defs) == 1 else None
+
+
+def dataset_factory(fn: cst.FunctionDef, qualname) -> cst.FunctionDef:
+    """The factory with the input_fn it makes returning its tf.data.Dataset."""
+    inner = factory_input_fn(fn)
+    new = dataset_input_fn(inner, qualname)
+    if new is inner:
+        return fn
+    return fn.with_changes(body=fn.body.with_changes(body=[
+        new if st is inner else st for st in fn.body.body]))
+
+
+def dataset_input_fn(fn: cst.FunctionDef, qualname) -> cst.FunctionDef:
+    """The input_fn returning its tf.data.Dataset (what the loop iterates), or Decline."""
+    replace: dict[int, cst.CSTNode] = {}
+    for node in C.walk(fn):
+        if isinstance(node, cst.Call) and (qualname(node.func) or "") in _QUEUE_INPUTS:
+            raise Decline(node, f"the input_fn `{fn.name.value}` builds its batches with"
+                          f" tf.{qualname(node.func)}, not as a tf.data.Dataset the strategy can distribute",
+                          hint="return a tf.data.Dataset of (features, labels) batches")
+        if isinstance(node, cst.Return) and node.value is not None:
+            source = _one_shot_source(node.value, qualname)
+            if source is not None:
+                replace[id(node)] = node.with_changes(value=source)
+    rewritten = {id(n) for r in C.walk(fn) if id(r) in replace for n in C.walk(r)}
+    for node in C.walk(fn):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+                "get_next", "make_one_shot_iterator", "make_initializable_iterator") and id(node) not in rewritten:
+            raise Decline(node, f"the input_fn `{fn.name.value}` returns an iterator's tensors, not the dataset",
+                          hint="return the tf.data.Dataset itself")
+    if not replace:
+        return fn
+
+    class _Returns(cst.CSTTransformer):
+        def leave_Return(self, original, updated):
+            return replace.get(id(original), updated)
+
+    return fn.visit(_Returns())

@@ -1,0 +1,374 @@
+"""TFM403 plan: the user's ``model_fn`` as the migrated step calls it.
+
+The model code stays as written. What the Estimator did around it moves out:
+
+- ``optimizer = tf.train.XOptimizer(...)`` and ``train_op = optimizer.minimize(loss,
+  global_step)`` leave the model_fn; the optimizer is built once under the
+  strategy (Keras 3's equivalent, or TF1's own, as TFM301 chooses), with the
+  learning-rate statements it reads (``tf.train.exponential_decay(lr,
+  tf.train.get_global_step(), ...)`` -> the Keras schedule on the optimizer's
+  iterations, which advance once per step as the global step did);
+- ``return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)`` ->
+  ``return loss`` (TRAIN and EVAL modes);
+- a PREDICT branch returning predictions only (``if mode == PREDICT: return
+  EstimatorSpec(mode, predictions=...)``) goes: the migrated job never predicts;
+- ``tf.estimator.ModeKeys.TRAIN/EVAL/PREDICT`` -> the strings they were
+  (``"train"``, ``"eval"``, ``"infer"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._equivalents import (
+    bind_args,
+    is_schedule,
+    kept_in_compat_v1,
+    optimizer_call,
+    schedule_call,
+)
+from migrate.codemod.rules._tfm403_analysis import Decline
+
+MODE_STRINGS = {"TRAIN": "train", "EVAL": "eval", "PREDICT": "infer"}
+MODEL_FN_PARAMS = ("features", "labels", "mode", "params", "config")
+GLOBAL_STEP_READS = ("train.get_global_step", "train.get_or_create_global_step")
+_MINIMIZE = ("loss", "global_step", "var_list", "gate_gradients", "aggregation_method",
+             "colocate_gradients_with_ops", "name", "grad_loss")
+_SPEC = ("mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs", "training_chief_hooks",
+         "training_hooks", "scaffold", "evaluation_hooks", "prediction_hooks")
+_SPEC_DROPPED = ("mode", "predictions", "train_op", "export_outputs")  # what the loop does itself or never uses
+GLOBAL_STEP = "global_step"  # the name the hoisted schedule reads (the emitted job's step counter)
+
+
+@dataclass
+class ModelPlan:
+    model_fn: cst.FunctionDef  # rewritten
+    params: tuple[str, ...]  # what it declares, of MODEL_FN_PARAMS
+    optimizer: cst.BaseExpression  # built once under the strategy
+    hoisted: list[cst.BaseStatement]  # learning-rate statements the optimizer reads, in order
+    keras_optimizer: bool
+    dropped_predict: bool
+    # eval_metric_ops key (code) -> its Keras metric; the model_fn's EVAL mode then
+    # returns (loss, {key: the metric's update_state arguments})
+    metrics: dict[str, str]
+
+
+def _statements(block: cst.BaseSuite):
+    """(statement, enclosing compound statement or None) of a body and its if/else blocks, in order."""
+    for st in C.body_of(block):
+        yield st, None
+        if isinstance(st, cst.If):
+            branch: cst.CSTNode | None = st
+            while isinstance(branch, (cst.If, cst.Else)):
+                for inner, _ in _statements(branch.body):
+                    yield inner, st
+                branch = branch.orelse if isinstance(branch, cst.If) else None
+
+
+def _is_mode(node: cst.BaseExpression, key: str, qualname) -> bool:
+    return qualname(node) == f"estimator.ModeKeys.{key}"
+
+
+class _ModeStrings(cst.CSTTransformer):
+    def __init__(self, qualname):
+        super().__init__()
+        self.qualname = qualname
+
+    def leave_Attribute(self, original, updated):
+        q = self.qualname(original) or ""
+        if q.startswith("estimator.ModeKeys.") and q.rpartition(".")[2] in MODE_STRINGS:
+            return cst.SimpleString(f'"{MODE_STRINGS[q.rpartition(".")[2]]}"')
+        return updated
+
+
+class _Rename(cst.CSTTransformer):
+    def __init__(self, names: dict[str, str]):
+        super().__init__()
+        self.names = names
+
+    def leave_Name(self, original, updated):
+        return updated.with_changes(value=self.names[updated.value]) if updated.value in self.names else updated
+
+
+def rename(node, names: dict[str, str]):
+    return node.visit(_Rename(names)) if names else node
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, old: dict[int, cst.CSTNode | None]):
+        super().__init__()
+        self.old = old
+
+    def on_leave(self, original, updated):
+        if id(original) in self.old:
+            new = self.old[id(original)]
+            return cst.RemoveFromParent() if new is None else new
+        return updated
+
+
+def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
+    params = tuple(p.name.value for p in fn.params.params)
+    if fn.params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) or fn.params.star_kwarg or fn.params.kwonly_params:
+        raise Decline(fn, "the model_fn takes *args/**kwargs or keyword-only parameters")
+    unknown = [p for p in params if p not in MODEL_FN_PARAMS]
+    if unknown:
+        raise Decline(fn, f"model_fn parameter `{unknown[0]}` is none of Estimator's"
+                      " (features, labels, mode, params, config)")
+    if "config" in params:
+        raise Decline(fn, "the model_fn reads the RunConfig (`config`), which the migrated job no longer has",
+                      hint="read what it needs from the job's flags or the cluster resolver")
+    statements = list(_statements(fn.body))
+    locals_bound: dict[str, list[cst.BaseStatement]] = {}
+    for st, _ in statements:
+        for name in C.assignment(st)[0]:
+            locals_bound.setdefault(name, []).append(st)
+
+    # the train op: `train_op = optimizer.minimize(loss, global_step=...)`
+    minimizes = [(st, parent) for st, parent in statements
+                 if isinstance(C.assignment(st)[1], cst.Call)
+                 and isinstance(C.assignment(st)[1].func, cst.Attribute)
+                 and C.assignment(st)[1].func.attr.value == "minimize"]
+    if len(minimizes) != 1:
+        calls = [c for c in C.calls_in(fn) if isinstance(c.func, cst.Attribute) and c.func.attr.value in (
+            "minimize", "apply_gradients")]
+        raise Decline(calls[0] if calls else fn,
+                      "the model_fn's train op is not one `train_op = optimizer.minimize(loss, global_step)`"
+                      " statement in its body or its if/else blocks",
+                      hint="build the train op with optimizer.minimize(loss, global_step=tf.train.get_global_step())")
+    minimize_st, _ = minimizes[0]
+    train_op_names, minimize, _ = C.assignment(minimize_st)
+    bound, why = bind_args(minimize, _MINIMIZE)
+    if bound is None:
+        raise Decline(minimize, why)
+    for key in ("var_list", "grad_loss", "aggregation_method"):
+        if key in bound:
+            raise Decline(bound[key], f"minimize({key}=...) is not carried by the migrated step")
+    loss = bound.get("loss")
+    if not isinstance(loss, cst.Name):
+        raise Decline(minimize, "the loss minimized is not a name the model_fn binds")
+    removed: dict[int, cst.CSTNode | None] = {id(minimize_st): None}
+    step_names = set()
+    step_arg = bound.get("global_step")
+    if step_arg is None:
+        raise Decline(minimize, "minimize() without global_step: the Estimator would never reach max_steps",
+                      hint="pass global_step=tf.train.get_global_step()")
+    if isinstance(step_arg, cst.Name) and len(locals_bound.get(step_arg.value, [])) == 1:
+        st = locals_bound[step_arg.value][0]
+        value = C.assignment(st)[1]
+        if isinstance(value, cst.Call) and qualname(value.func) in GLOBAL_STEP_READS:
+            step_names.add(step_arg.value)
+            removed[id(st)] = None
+            step_arg = value
+    if not (isinstance(step_arg, cst.Call) and qualname(step_arg.func) in GLOBAL_STEP_READS):
+        raise Decline(step_arg, "the step minimize() advances is not tf.train.get_global_step()")
+
+    # the optimizer and the learning-rate statements it reads
+    opt = minimize.func.value
+    opt_call = opt
+    if isinstance(opt, cst.Name):
+        binders = locals_bound.get(opt.value, [])
+        if len(binders) != 1:
+            raise Decline(minimize, f"`{opt.value}` is not bound once in the model_fn")
+        removed[id(binders[0])] = None
+        opt_call = C.assignment(binders[0])[1]
+    if not isinstance(opt_call, cst.Call):
+        raise Decline(opt, "the optimizer is not built by a tf.train optimizer call in the model_fn")
+    q = qualname(opt_call.func) or ""
+    keras, why = optimizer_call(opt_call, q)
+    is_keras = keras is not None
+    if keras is None and kept_in_compat_v1(q):
+        keras = opt_call.with_changes(func=C.expr(f"tf.compat.v1.train.{q.rpartition('.')[2]}"))
+    elif keras is None:
+        raise Decline(opt_call, f"`{q or C.code_of(opt_call.func)}`: {why}")
+    hoisted: list[cst.BaseStatement] = []
+    model_params = set(params) - {"params"}
+
+    def hoist(node: cst.CSTNode, seen: set[str]) -> cst.CSTNode:
+        """``node`` readable outside the model_fn: locals it reads hoisted before it,
+        schedules of the global step made Keras schedules."""
+        replace: dict[int, cst.CSTNode | None] = {}
+        for call in C.calls_in(node):
+            if qualname(call.func) in GLOBAL_STEP_READS:
+                replace[id(call)] = cst.Name(GLOBAL_STEP)
+        for name in sorted(C.names_used(node)):
+            if name in model_params:
+                raise Decline(node, f"the optimizer's settings read `{name}`, which the model_fn gets per call")
+            if name in step_names:
+                replace_names[name] = GLOBAL_STEP
+            elif name in locals_bound and name not in seen:
+                binders = locals_bound[name]
+                if len(binders) != 1 or not C.assignment(binders[0])[0] == [name]:
+                    raise Decline(binders[0], f"`{name}`, read by the optimizer, is not bound once in the model_fn")
+                seen.add(name)
+                value = C.assignment(binders[0])[1]
+                if isinstance(value, cst.Call) and is_schedule(qualname(value.func)):
+                    value = hoist(value, seen)
+                    schedule, why = schedule_call(value, qualname(value.func) or "", GLOBAL_STEP)
+                    if schedule is None:
+                        raise Decline(binders[0], why)
+                    new = binders[0].deep_replace(C.assignment(binders[0])[1], schedule)
+                else:
+                    new = hoist(binders[0], seen)
+                removed[id(binders[0])] = None
+                hoisted.append(new)
+        return node.visit(_Replace(replace)) if replace else node
+
+    replace_names: dict[str, str] = {}
+    optimizer = rename(hoist(keras, set()), replace_names)
+    hoisted = [rename(st, replace_names) for st in hoisted]
+    for st in hoisted:
+        if GLOBAL_STEP in C.names_used(st) and not any(
+                is_schedule(qualname(c.func)) for c in C.calls_in(st)):
+            raise Decline(st, "a learning-rate statement reads the global step outside a tf.train schedule")
+
+    # returns
+    dropped_predict = False
+    metrics: dict[str, str] = {}  # eval_metric_ops key (code) -> the Keras metric made for it
+    for st, parent in statements:
+        if not isinstance(st, cst.SimpleStatementLine):
+            continue  # the statements of if/else blocks come one by one
+        for ret in [small for small in st.body if isinstance(small, cst.Return)]:
+            spec = ret.value
+            if not (isinstance(spec, cst.Call) and qualname(spec.func) == "estimator.EstimatorSpec"):
+                raise Decline(ret, "the model_fn returns something other than a tf.estimator.EstimatorSpec(...)")
+            args, why = bind_args(spec, _SPEC)
+            if args is None:
+                raise Decline(spec, why)
+            for key, value in args.items():
+                if key in _SPEC_DROPPED or key == "loss":
+                    continue
+                if key == "eval_metric_ops" and "loss" in args and not _given(args.get("train_op")):
+                    continue  # the evaluation's metrics: below
+                empty = isinstance(value, cst.Name) and value.value == "None"
+                if not empty:
+                    raise Decline(value, f"EstimatorSpec({key}=...) is not carried by the migrated training loop",
+                                  hint=("compute the metrics with tf.keras.metrics in an evaluation step"
+                                        if key == "eval_metric_ops" else "migrate this part by hand"))
+            train_op = args.get("train_op")
+            if train_op is not None and not (isinstance(train_op, cst.Name) and train_op.value in train_op_names):
+                raise Decline(train_op, "the EstimatorSpec's train_op is not the optimizer's minimize()")
+            if "loss" in args:
+                value = args["loss"]
+                if _given(args.get("eval_metric_ops")):
+                    inputs = _metric_inputs(args["eval_metric_ops"], locals_bound, qualname, removed, metrics)
+                    value = cst.Tuple([cst.Element(value), cst.Element(inputs)], lpar=[], rpar=[])
+                removed[id(ret)] = ret.with_changes(value=value)
+                continue
+            # a PREDICT-only branch: `if mode == PREDICT: ... return EstimatorSpec(mode, predictions=...)`
+            if (parent is not None and isinstance(st, cst.SimpleStatementLine) and predicts is False
+                    and isinstance(parent.test, cst.Comparison) and parent.orelse is None
+                    and len(parent.test.comparisons) == 1
+                    and isinstance(parent.test.comparisons[0].operator, cst.Equal)
+                    and any(_is_mode(side, "PREDICT", qualname)
+                            for side in (parent.test.left, parent.test.comparisons[0].comparator))):
+                removed[id(parent)] = None
+                dropped_predict = True
+                continue
+            raise Decline(ret, "an EstimatorSpec without a loss outside an `if mode == PREDICT:` branch"
+                          + (" (the program predicts or exports, which the migration does not carry)" if predicts
+                             else ""))
+    for name in train_op_names:
+        kept = [st for st, _ in statements if id(st) not in removed and name in C.names_used(st)
+                and not any(isinstance(n, cst.Return) for n in C.walk(st))]
+        if kept:
+            raise Decline(kept[0], f"`{name}` (the train op) is read here")
+    new_fn = fn.visit(_Replace(removed))
+    for st in hoisted:
+        for name in C.assignment(st)[0]:
+            if name in C.names_used(new_fn.body):
+                raise Decline(st, f"`{name}` is read by the model_fn besides the optimizer (a summary of it?)",
+                              hint="read the learning rate from optimizer.learning_rate in the migrated loop")
+    new_fn = _merge_equal_returns(new_fn.visit(_ModeStrings(qualname)))
+    for node in C.walk(new_fn):
+        q = qualname(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if q and (q.startswith(("estimator", "metrics.")) or q in GLOBAL_STEP_READS):
+            raise Decline(node, f"`tf.{q}` in the model_fn has no TF 2.21 counterpart the step can give it")
+        if isinstance(node, cst.Call) and (qualname(node.func) or "").startswith("summary."):
+            raise Decline(node, "the model_fn writes summaries, which the Estimator saved every save_summary_steps"
+                          " from its session; the migrated step runs on the workers, which write none",
+                          hint="write them from the training loop with tf.summary and a file writer")
+        if isinstance(node, cst.Call) and qualname(node.func) in ("Variable", "train.get_or_create_global_step"):
+            raise Decline(node, "the model_fn creates a tf.Variable, which a model called at every step would"
+                          " create again", hint="create it with tf.compat.v1.get_variable")
+    return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict, metrics)
+
+
+def _merge_equal_returns(fn: cst.FunctionDef) -> cst.FunctionDef:
+    """``if mode == "train": return loss`` followed by ``return loss``: the
+    branch the train op made goes (both modes now return the loss)."""
+    body = list(C.body_of(fn.body))
+    out = []
+    for i, st in enumerate(body):
+        if (isinstance(st, cst.If) and st.orelse is None and i + 1 < len(body)
+                and len(C.body_of(st.body)) == 1
+                and isinstance(C.body_of(st.body)[0], cst.SimpleStatementLine)
+                and isinstance(body[i + 1], cst.SimpleStatementLine)
+                and C.code_of(C.body_of(st.body)[0]).strip() == C.code_of(body[i + 1]).strip()
+                and isinstance(body[i + 1].body[0], cst.Return)):
+            continue
+        out.append(st)
+    return fn.with_changes(body=fn.body.with_changes(body=out))
+
+
+def _given(value: cst.BaseExpression | None) -> bool:
+    return value is not None and not (isinstance(value, cst.Name) and value.value == "None")
+
+
+# tf.metrics.X -> (Keras metric, TF1 parameters passed to update_state in order, and its keyword for
+# weights). Both compute the same running value: accuracy = mean(labels == predictions), mean = mean(values).
+TF1_METRICS = {
+    "metrics.accuracy": ("tf.keras.metrics.Accuracy()", ("labels", "predictions"), "weights"),
+    "metrics.mean": ("tf.keras.metrics.Mean()", ("values",), "weights"),
+}
+_METRIC_PARAMS = {
+    "metrics.accuracy": ("labels", "predictions", "weights", "metrics_collections", "updates_collections", "name"),
+    "metrics.mean": ("values", "weights", "metrics_collections", "updates_collections", "name"),
+}
+
+
+def _metric_inputs(ops: cst.BaseExpression, locals_bound, qualname, removed, metrics: dict[str, str]):
+    """``{"accuracy": tf.metrics.accuracy(labels=labels, predictions=classes)}`` ->
+    ``{"accuracy": (labels, classes)}``, the arguments of the Keras metric's
+    ``update_state`` (``metrics`` gets ``"accuracy" -> tf.keras.metrics.Accuracy()``).
+    A dict bound to a name in the model_fn is rewritten where it is bound."""
+    binding = None
+    if isinstance(ops, cst.Name):
+        binders = locals_bound.get(ops.value, [])
+        if len(binders) != 1 or C.assignment(binders[0])[0] != [ops.value]:
+            raise Decline(ops, f"`{ops.value}` (eval_metric_ops) is not bound once in the model_fn")
+        binding = binders[0]
+        ops = C.assignment(binding)[1]
+    if not isinstance(ops, cst.Dict):
+        raise Decline(ops, "eval_metric_ops is not a dict written in the model_fn")
+    elements = []
+    for el in ops.elements:
+        if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
+            raise Decline(ops, "eval_metric_ops with keys that are not string literals")
+        call = el.value
+        q = qualname(call.func) if isinstance(call, cst.Call) else None
+        if q not in TF1_METRICS:
+            raise Decline(el.value, f"eval_metric_ops[{C.code_of(el.key)}] is no tf.metrics function with a Keras"
+                          " metric computing the same value (accuracy, mean)",
+                          hint="compute it with a tf.keras.metrics object in the evaluation")
+        keras, params, weights = TF1_METRICS[q]
+        bound, why = bind_args(call, _METRIC_PARAMS[q])
+        if bound is None:
+            raise Decline(call, why)
+        if any(_given(bound.get(k)) for k in ("metrics_collections", "updates_collections")):
+            raise Decline(call, "metrics collections are not carried")
+        if any(p not in bound for p in params):
+            raise Decline(call, f"tf.{q} without {', '.join(p for p in params if p not in bound)}")
+        inputs = [bound[p] for p in params] + ([bound[weights]] if _given(bound.get(weights)) else [])
+        metrics[el.key.value] = keras
+        elements.append(el.with_changes(value=cst.Tuple(
+            [cst.Element(v, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+             for v in inputs[:-1]] + [cst.Element(inputs[-1], comma=cst.Comma() if len(inputs) == 1
+                                                else cst.MaybeSentinel.DEFAULT)])))
+    new = ops.with_changes(elements=elements)
+    if binding is None:
+        return new
+    removed[id(binding)] = binding.deep_replace(ops, new)
+    return cst.Name(C.assignment(binding)[0][0])

@@ -1,0 +1,458 @@
+"""TFM403 estimator-to-strategy: the rule orchestrates; each stage is a module.
+
+analysis
+    _tfm403_analysis.py (the statement that trains, the Estimator, RunConfig,
+    TrainSpec/EvalSpec, the model_fn and input_fns); _tfm403_origin.py (where a
+    model_fn or input_fn imported from another module is, for the reason)
+plan
+    _tfm403_plan.py (the model_fn as the step calls it, the optimizer and
+    learning-rate statements built once under the strategy)
+emitted code
+    _tfm403_emit.py (strategy, step, per-worker dataset, checkpoints, logging,
+    evaluation)
+"""
+
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _tfm403_emit as E
+from migrate.codemod.rules._tfm403_analysis import (
+    Decline,
+    EstimatorJob,
+    Finder,
+    dataset_factory,
+    dataset_input_fn,
+    factory_input_fn,
+)
+from migrate.codemod.rules._tfm403_plan import plan_model_fn, rename
+
+REFERENCE = "https://www.tensorflow.org/tutorials/distribute/parameter_server_training"
+_PREDICTS = ("predict", "export_savedmodel", "export_saved_model", "experimental_export_all_saved_models")
+
+
+def _taken(module: cst.Module, block: cst.CSTNode) -> set[str]:
+    """Names the emitted code may not bind: what the module and the block bind or
+    read, and what other functions read from outside (their locals are theirs)."""
+    others = [st for st in module.body if isinstance(st, (cst.FunctionDef, cst.ClassDef)) and st is not block]
+    rest = module.with_changes(body=[st for st in module.body if st not in others])
+    taken = C.all_names(rest) | {st.name.value for st in others}
+    for st in others:
+        tree = ast.parse(C.code_of(cst.Module(body=[st.with_changes(decorators=[])])))
+        local = {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}
+        local |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        taken |= {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id not in local}
+    return taken
+
+
+class EstimatorToStrategy(Rule):
+    """Migrate a custom ``model_fn`` Estimator job to a tf.distribute training loop.
+
+    What it does:
+        ``tf.estimator.train_and_evaluate(Estimator(model_fn, config=RunConfig(...),
+        params=...), TrainSpec(input_fn, max_steps), EvalSpec(...))`` (or
+        ``estimator.train(input_fn, max_steps=...)``) becomes a training loop that
+        keeps the user's ``model_fn`` and calls it in TRAIN mode inside a
+        ``tf.function`` step (EVAL mode for evaluation):
+
+        - the strategy from the job's TF_CONFIG as the Estimator read it: ps tasks ->
+          ``ParameterServerStrategy`` with a ``ClusterCoordinator`` on the chief (the
+          Estimator's chief trained as well: the migrated job's workers train, the
+          chief coordinates); no ps (or no cluster) -> ``MultiWorkerMirroredStrategy``;
+          ``RunConfig(train_distribute=...)`` -> that strategy;
+        - the model_fn made once under the strategy with ``make_template`` and
+          called by every step; ``optimizer.minimize(loss, global_step)`` -> the
+          optimizer's Keras 3 equivalent (TF1's own where Keras has none with the
+          same update, as TFM301 chooses) built once, ``apply_gradients`` in the
+          step, the global step counting steps; ``tf.train.exponential_decay``
+          and the other schedules of the global step -> Keras schedules;
+        - ``input_fn`` -> its ``tf.data`` dataset made on every worker
+          (``create_per_worker_dataset`` / ``distribute_datasets_from_function``);
+          ``numpy_input_fn(x, y, ...)`` -> a function returning the same batches
+          from ``Dataset.from_tensor_slices``; an input_fn returning its one-shot
+          iterator's ``get_next()`` returns the dataset itself; an input_fn
+          factory's call (``make_input_fn(files, 32)``) is called in turn;
+        - ``RunConfig``: ``model_dir``, ``save_checkpoints_steps/secs``,
+          ``keep_checkpoint_max`` -> ``tf.train.CheckpointManager`` (restored on
+          start, saved at that cadence and at the end); ``tf_random_seed`` ->
+          ``tf.random.set_seed``; ``log_step_count_steps`` -> the loss logged;
+          ``TrainSpec(max_steps)`` -> the loop bound; ``EvalSpec(input_fn, steps,
+          start_delay_secs, throttle_secs)`` -> evaluation of the model_fn's EVAL
+          loss (and ``tf.metrics.accuracy``/``mean`` eval_metric_ops as Keras
+          metrics) on the chief after a checkpoint, at that cadence, and at the
+          end; a TF_CONFIG ``evaluator`` task evaluates the chief's checkpoints as
+          they come; ``est.train(...)`` then ``results = est.evaluate(...)`` ->
+          the loop, then ``results = evaluate()``; ``save_summary_steps`` -> the
+          loss summary; an inline ``session_config`` is dropped with a note.
+
+    Why:
+        Estimator left TensorFlow in 2.16: such jobs do not run on TF 2.21.
+
+    Example:
+        ``tf.estimator.train_and_evaluate(est, TrainSpec(input_fn, max_steps=1000),
+        EvalSpec(eval_input_fn))`` -> ``while step < 1000: loss =
+        coordinator.schedule(train_step, args=(iterator,))`` with the strategy,
+        step and checkpoints around it.
+
+    Fix safety:
+        Only what is carried exactly is migrated (``numpy_input_fn(shuffle=True)``
+        draws another random order, reported); anything else (hooks, exporters
+        and ``export_savedmodel``, other metrics, summaries in the model_fn, a
+        model_fn reading its RunConfig, queue-based input, a model_fn or input_fn
+        of another module (``model.model_fn`` of ``trainer/model.py``: its rewrite
+        would have to happen there, in the same run), the train op built
+        otherwise than ``minimize(loss, global_step)``, an Estimator trained in a
+        loop or chosen in branches) is reported where it is, and the job is left
+        as it was (TFM401 then names the replacements).
+    """
+
+    code = "TFM403"
+    name = "estimator-to-strategy"
+    triggers = ("estimator",)
+
+    VALID = (
+        Valid(
+            """
+            import tensorflow as tf
+
+            def model_fn(features, labels, mode):
+                return tf.estimator.EstimatorSpec(mode, loss=tf.reduce_sum(features))
+
+            est = make_estimator(model_fn)  # not tf.estimator.Estimator: nothing this rule knows
+            est.train(input_fn, max_steps=10)
+            """
+        ),
+    )
+    INVALID = (
+        Invalid(
+            """
+            import tensorflow as tf
+
+
+            def input_fn():
+                return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).repeat().batch(2)
+
+
+            def model_fn(features, labels, mode, params):
+                w = tf.compat.v1.get_variable("w", [1, 1], initializer=tf.compat.v1.zeros_initializer())
+                loss = tf.reduce_mean(tf.square(tf.matmul(features["x"], w) - labels))
+                learning_rate = tf.compat.v1.train.exponential_decay(
+                    params["lr"], tf.compat.v1.train.get_global_step(), 100, 0.9)
+                optimizer = tf.compat.v1.train.GradientDescentOptimizer(learning_rate)
+                train_op = optimizer.minimize(loss, global_step=tf.compat.v1.train.get_global_step())
+                return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+            config = tf.estimator.RunConfig(model_dir="/tmp/m", save_checkpoints_steps=10, tf_random_seed=1)
+            est = tf.estimator.Estimator(model_fn=model_fn, config=config, params={"lr": 0.1})
+            tf.estimator.train_and_evaluate(
+                est, tf.estimator.TrainSpec(input_fn, max_steps=50), tf.estimator.EvalSpec(input_fn, steps=2))
+            """,
+            """
+            import tensorflow as tf
+            import time
+            from absl import logging
+
+
+            def input_fn():
+                return tf.data.Dataset.from_tensor_slices(({"x": [[1.0], [2.0]]}, [[2.0], [4.0]])).repeat().batch(2)
+
+
+            def model_fn(features, labels, mode, params):
+                w = tf.compat.v1.get_variable("w", [1, 1], initializer=tf.compat.v1.zeros_initializer())
+                loss = tf.reduce_mean(tf.square(tf.matmul(features["x"], w) - labels))
+                return loss
+
+
+            cluster_resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            if cluster_resolver.task_type == "evaluator":
+                # TF_CONFIG's evaluator task evaluates the chief's checkpoints, as the Estimator's did.
+                strategy = tf.distribute.get_strategy()
+                coordinator = None
+            elif "ps" in cluster_resolver.cluster_spec().jobs:
+                # ps tasks in TF_CONFIG: asynchronous training, as the Estimator's was. The chief
+                # coordinates and every worker trains; the ps and worker tasks serve until the job ends.
+                if cluster_resolver.task_type in ("ps", "worker"):
+                    tf.distribute.Server(
+                        cluster_resolver.cluster_spec(), job_name=cluster_resolver.task_type,
+                        task_index=cluster_resolver.task_id, protocol=cluster_resolver.rpc_layer or "grpc", start=True,
+                    ).join()
+                strategy = tf.distribute.ParameterServerStrategy(cluster_resolver)
+                coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
+            else:
+                # No ps tasks (or no cluster): every task trains, synchronously.
+                strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=cluster_resolver)
+                coordinator = None
+            is_chief = coordinator is not None or cluster_resolver.task_type in (None, "chief")
+            params = {"lr": 0.1}
+            tf.random.set_seed(1)
+
+            with strategy.scope():
+                global_step = tf.Variable(0, dtype=tf.int64, name="global_step", trainable=False,
+                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                # The optimizer calls this schedule with its iterations, which advance once per step
+                # as the global step did.
+                learning_rate = tf.keras.optimizers.schedules.ExponentialDecay(initial_learning_rate=params["lr"], decay_steps=100, decay_rate=0.9)
+                optimizer = tf.keras.optimizers.SGD(learning_rate=learning_rate)
+                model = tf.compat.v1.make_template("model", model_fn)
+                # Build the model's variables once, under the strategy, as the Estimator's graph did.
+                features, labels = tf.nest.map_structure(
+                    lambda spec: tf.zeros([1 if d is None else d for d in spec.shape], spec.dtype),
+                    input_fn().element_spec)
+                model(features, labels, mode="train", params=params)
+            trainable_variables = model.trainable_variables
+
+
+            @tf.function
+            def train_step(iterator):
+                def replica_step(features, labels):
+                    with tf.GradientTape() as tape:
+                        loss = model(features, labels, mode="train", params=params)
+                        # the strategy sums the replicas' gradients; the Estimator averaged them
+                        scaled_loss = loss / strategy.num_replicas_in_sync
+                    gradients = tape.gradient(scaled_loss, trainable_variables)
+                    optimizer.apply_gradients(zip(gradients, trainable_variables))
+                    global_step.assign_add(1)
+                    return loss
+                losses = strategy.run(replica_step, args=next(iterator))
+                return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+
+
+            @tf.function
+            def eval_step(features, labels):
+                return model(features, labels, mode="eval", params=params)
+
+
+            def evaluate():
+                # The Estimator's evaluation of the latest variables, on the chief.
+                losses = [eval_step(features, labels) for features, labels in input_fn().take(2)]
+                results = {}
+                results["loss"] = float(tf.reduce_mean(losses))
+                results["global_step"] = int(global_step.numpy())
+                logging.info("Saving dict for global step %d: %s", results["global_step"], results)
+                return results
+
+
+            checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, model=model)
+            checkpoint_manager = tf.train.CheckpointManager(checkpoint, "/tmp/m", max_to_keep=5)
+            last_step = 50
+            if cluster_resolver.task_type == "evaluator":
+                for checkpoint_path in tf.train.checkpoints_iterator("/tmp/m", min_interval_secs=600):
+                    checkpoint.restore(checkpoint_path).expect_partial()
+                    evaluate()
+                    if global_step.numpy() >= last_step:
+                        break
+            else:
+                if coordinator is not None:
+                    iterator = iter(coordinator.create_per_worker_dataset(lambda: input_fn()))
+                else:
+                    iterator = iter(strategy.distribute_datasets_from_function(
+                        lambda input_context: input_fn()))
+                if checkpoint_manager.latest_checkpoint:
+                    checkpoint.restore(checkpoint_manager.latest_checkpoint)
+                # the loss summary the Estimator's chief wrote every save_summary_steps steps
+                summary_writer = tf.summary.create_file_writer("/tmp/m") if is_chief else tf.summary.create_noop_writer()
+                step = int(global_step.numpy())
+                next_eval = time.monotonic() + 120
+                while step < last_step:
+                    if coordinator is not None:
+                        loss = coordinator.schedule(train_step, args=(iterator,))
+                    else:
+                        loss = train_step(iterator)
+                    step += 1
+                    if step % 100 == 0:
+                        logging.info("loss = %s, step = %d", loss.fetch() if coordinator is not None else loss.numpy(), step)
+                    if step % 100 == 0:
+                        with summary_writer.as_default(step=step):
+                            tf.summary.scalar("loss", loss.fetch() if coordinator is not None else loss)
+                    if step % 10 == 0 and step < last_step:
+                        if coordinator is not None:
+                            coordinator.join()
+                        if is_chief:
+                            checkpoint_manager.save(checkpoint_number=global_step)
+                        if is_chief and time.monotonic() >= next_eval:
+                            evaluate()
+                            next_eval = time.monotonic() + 600
+                if coordinator is not None:
+                    coordinator.join()
+                if is_chief:
+                    checkpoint_manager.save(checkpoint_number=global_step)
+                    evaluate()
+            """,
+            diagnostics=(),
+        ),
+        Invalid(
+            """
+            import tensorflow as tf
+
+
+            def model_fn(features, labels, mode):
+                loss = tf.reduce_sum(features)
+                train_op = tf.compat.v1.train.AdamOptimizer().minimize(loss, tf.compat.v1.train.get_global_step())
+                return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=[hook])
+
+
+            est = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/m")
+            est.train(input_fn, max_steps=10)
+            """,
+            None,
+            diagnostics=("TFM403",),
+        ),
+    )
+
+    def transform(self, module: cst.Module) -> cst.Module:
+        finder = Finder(module, self.qualname, self.ctx.path)
+        jobs = finder.jobs()
+        if not jobs:
+            for call, why in finder.nested_jobs()[:1]:
+                self.report(call, f"Estimator job not migrated: {why}", hint="migrate such programs by hand",
+                            reference=REFERENCE)
+            return module
+        if len(jobs) > 1:
+            self.report(jobs[1][1], "the program trains more than one Estimator job: not migrated",
+                        hint="migrate such programs by hand", reference=REFERENCE)
+            return module
+        block, trains = jobs[0]
+        try:
+            job = finder.job(block, trains)
+            return self._migrate(module, finder, job)
+        except Decline as d:
+            self.report(d.node, f"Estimator job not migrated: {d.why}", hint=d.hint, reference=REFERENCE)
+            return module
+
+    def _migrate(self, module: cst.Module, finder: Finder, job: EstimatorJob) -> cst.Module:
+        predicts = any(
+            isinstance(n, cst.Attribute) and n.attr.value in _PREDICTS for n in C.walk(module))
+        plan = plan_model_fn(job.model_fn, self.qualname, predicts)
+        if not plan.keras_optimizer and plan.hoisted:
+            raise Decline(plan.hoisted[0], "a learning-rate schedule for a TF1 optimizer kept in tf.compat.v1")
+        taken = _taken(module, job.block)
+        estimator_params = job.estimator.get("params")
+        fixed = {"model_fn": job.model_fn.name.value}
+        if isinstance(estimator_params, cst.Name):
+            fixed["params"] = estimator_params.value
+        names = E.fresh_names(taken, fixed)
+        params_name = names["params"]
+
+        def decline(node, why, hint=""):
+            raise Decline(node, why, hint)
+
+        def get(call, key):
+            value = call.get(key) if call is not None else None
+            return C.code_of(value) if value is not None else None
+
+        config = job.config
+        # input functions: the module's, the block's own defs, numpy_input_fn's
+        block_defs = {st.name.value: st for st in C.body_of(job.block.body) if isinstance(st, cst.FunctionDef)} if (
+            not isinstance(job.block, cst.Module)) else {}
+        functions = {**finder.functions, **block_defs, **finder.functions_here}
+        replaced: dict[int, cst.CSTNode] = {id(job.model_fn): plan.model_fn}
+        for node in (job.train_input, job.eval_input):
+            called = node.body.func if isinstance(node, cst.Lambda) and isinstance(node.body, cst.Call) else node
+            if isinstance(called, cst.Name) and called.value in functions and called.value not in finder.functions_here:
+                fn = functions[called.value]
+                replaced[id(fn)] = dataset_input_fn(replaced.get(id(fn), fn), self.qualname)
+            elif (isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in functions
+                  and factory_input_fn(functions[node.func.value]) is not None):
+                fn = functions[node.func.value]  # an input_fn factory: make_input_fn(files, batch_size)
+                replaced[id(fn)] = dataset_factory(replaced.get(id(fn), fn), self.qualname)
+        train_input = E.input_call(job.train_input, functions, "train", params_name, decline)
+        eval_input = (E.input_call(job.eval_input, functions, "eval", params_name, decline)
+                      if job.eval_input is not None else None)
+        strategy = get(config, "train_distribute")
+        if strategy is not None and "ParameterServerStrategy" in strategy:
+            raise Decline(config.get("train_distribute"), "train_distribute=ParameterServerStrategy: the migration"
+                          " picks it from TF_CONFIG's ps tasks itself", hint="drop train_distribute")
+        model_dir = get(job.estimator, "model_dir") or get(config, "model_dir")
+        eval_steps_node = job.eval_spec.args.get("steps") if job.eval_spec is not None else None
+        if job.evaluation is not None:
+            # Estimator.evaluate's steps default to None: the whole dataset
+            eval_steps_node = job.evaluation.args.get("steps", cst.Name("None"))
+        settings = E.Settings(
+            strategy=strategy,
+            params=(get(job.estimator, "params") if "params" not in fixed and job.estimator.get("params") is not None
+                    else None),
+            seed=get(config, "tf_random_seed"),
+            model_dir=model_dir,
+            save_steps=get(config, "save_checkpoints_steps"),
+            save_secs=get(config, "save_checkpoints_secs"),
+            keep_max=get(config, "keep_checkpoint_max"),
+            log_steps=get(config, "log_step_count_steps"),
+            summary_steps=get(config, "save_summary_steps"),
+            max_steps=C.code_of(job.max_steps) if job.max_steps is not None else None,
+            extra_steps=C.code_of(job.extra_steps) if job.extra_steps is not None else None,
+            train_input=train_input,
+            eval_input=eval_input,
+            eval_steps=(C.code_of(eval_steps_node) if eval_steps_node is not None
+                        and not (isinstance(eval_steps_node, cst.Name) and eval_steps_node.value == "None")
+                        else (E.EVAL_STEPS if eval_steps_node is None else None)),
+            eval_steps_given=eval_steps_node is not None,
+            eval_in_loop=job.eval_spec is not None,
+            start_delay=get(job.eval_spec, "start_delay_secs"),
+            throttle=get(job.eval_spec, "throttle_secs"),
+            model_call_args=E.model_call_args(plan.params, params_name),
+            train_dataset_fn=f"lambda: {train_input}",
+        )
+        if "params" in plan.params and job.estimator.get("params") is None:
+            settings.params = "{}"  # the Estimator passed an empty dict
+        if settings.save_steps is not None and settings.save_secs is not None:
+            raise Decline(config.node, "RunConfig sets both save_checkpoints_steps and save_checkpoints_secs")
+        # the optimizer's settings read the model_fn's `params`: here, the Estimator's
+        hoisted = [C.code_of(rename(st, {"params": params_name})) for st in plan.hoisted]
+        optimizer = C.code_of(rename(plan.optimizer, {"params": params_name}))
+        new = E.training_code(settings, names, hoisted, optimizer, plan.metrics)
+        removed = {id(st) for st in job.removed}
+        statements = list(job.block.body if isinstance(job.block, cst.Module) else C.body_of(job.block.body))
+        # the code takes the place of the first statement of the job
+        first = next(st for st in statements if st is job.trains or id(st) in removed)
+        lines = list(first.leading_lines)
+        if statements.index(first) > 0 and not any(line.comment is None for line in lines):
+            lines.insert(0, cst.EmptyLine(indent=False))  # the loop is a part of its own
+        new[0] = new[0].with_changes(leading_lines=lines)
+        body: list[cst.BaseStatement] = []
+        for st in statements:
+            if st is job.trains:
+                body += new
+            elif id(st) in replaced:
+                body.append(replaced[id(st)])
+            elif job.evaluation is not None and st is job.evaluation.statement:
+                body.append(st.deep_replace(job.evaluation.node, C.expr(f"{names['evaluate']}()")))
+            elif id(st) in job.input_defs:
+                body.append(job.input_defs[id(st)])
+            elif id(st) not in removed:
+                body.append(st)
+        # a blank line after the defs the migration wrote (numpy_input_fn's)
+        defs = {id(d) for d in job.input_defs.values()}
+        body = [st.with_changes(leading_lines=[cst.EmptyLine(indent=False), *st.leading_lines])
+                if i and id(body[i - 1]) in defs and not isinstance(st, cst.FunctionDef)
+                and not any(line.comment is None for line in st.leading_lines) else st
+                for i, st in enumerate(body)]
+        if not isinstance(job.block, cst.Module):
+            new_block = job.block.with_changes(body=job.block.body.with_changes(body=body))
+            out = module.with_changes(body=[
+                new_block if st is job.block else replaced.get(id(st), st) for st in module.body])
+        else:
+            out = module.with_changes(body=body)
+        generated = C.code_of(cst.Module(body=new))
+        if "time." in generated:
+            self.ctx.require_import("time")
+        if "tempfile." in generated:
+            self.ctx.require_import("tempfile")
+        if "logging." in generated and "logging" not in taken:
+            self.ctx.require_import("absl", "logging")
+        self.report(job.trains, "Estimator job -> a tf.distribute training loop calling the model_fn"
+                    " (ParameterServerStrategy with ps tasks in TF_CONFIG, the chief coordinating; else"
+                    " MultiWorkerMirroredStrategy)" + ("; its PREDICT branch dropped (the job never predicts)"
+                                                       if plan.dropped_predict else ""),
+                    fixed=True, severity="info", reference=REFERENCE)
+        for node, why in job.notes:
+            self.report(node, why, fixed=True, severity="info", reference=REFERENCE)
+        for call in job.shuffled:
+            self.report(call, "numpy_input_fn(shuffle=True) -> Dataset.shuffle(queue_capacity): the examples are"
+                        " drawn in random order as before, not in the same random order", fixed=True,
+                        severity="info", reference=REFERENCE)
+        return out
