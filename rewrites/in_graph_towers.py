@@ -115,72 +115,47 @@ def train():
             opt.apply_gradients(zip(gradients, trainable_variables))
             global_step.assign_add(1)
             return loss
-        def train_step_slice(features, labels):
-            # tower i trained on tf.split slice i of the batch: replica i takes the same slice
-            context = tf.distribute.get_replica_context()
-            features, labels = (
-                tf.gather(tf.stack(tf.split(value, context.num_replicas_in_sync)),
-                          context.replica_id_in_sync_group)
-                for value in (features, labels))
-            return train_step_replica(features, labels)
         replica_results = strategy.experimental_local_results(
-            strategy.run(train_step_slice, args=(features, labels)))
+            strategy.run(train_step_replica, args=(features, labels)))
         tower_losses = list(replica_results)
         mean_loss = tf.add_n(tower_losses) / FLAGS.num_towers
         return mean_loss
+
+    # The batches the TF1 loop fed, in order; each replica takes its slice of every
+    # batch, as tower i took tf.split slice i of it.
+    dataset = tf.data.Dataset.from_generator(
+        lambda: (synthetic_batch(step, FLAGS.batch_size) for step in range(FLAGS.steps)),
+        output_signature=(
+            tf.TensorSpec([FLAGS.batch_size, N_IN], tf.float32),
+            tf.TensorSpec([FLAGS.batch_size, 1], tf.float32)))
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
     # A tf.function call costs more than a TF1 session's run of its cached graph:
-    # train_steps runs steps_per_call steps per call (run_pending_steps), and the rest
-    # of the loop body (finish_train_step) runs on each step's results after that call.
+    # train_steps runs steps_per_call steps per call.
     steps_per_call = 4
-    pending_steps = []
 
     @tf.function
-    def train_steps(*stacked):
-        # The steps of one call, in order.
-        return [train_step(*step) for step in zip(*(tf.unstack(value) for value in stacked))]
+    def train_steps(iterator, steps):
+        # `steps` training steps, each on the next batch of the dataset.
+        return [train_step(*next(iterator)) for _ in range(steps)]
 
-    def finish_train_step(step_results, run_metadata, step):
-        # The rest of the loop body, run on this step's results.
-        loss_value = step_results.numpy()
-        if step == 0:
-            placement = tower_devices(run_metadata)
-            for name in sorted(placement):
-                print(
-                    "{} ran on {}".format(name, ", ".join(sorted(placement[name]))),
-                    flush=True,
-                )
-        if loss_log:
-            with open(loss_log, "a") as out:
-                out.write(
-                    json.dumps({"step": step, "task": task, "loss": float(loss_value)})
-                    + "\n"
-                )
-
-    def run_pending_steps():
-        # Steps whose arguments have the same shapes share a call, stacked.
-        groups = []
-        for arguments, captured in pending_steps:
-            features, labels = arguments
-            # feed_dict converted fed values to the placeholders' dtypes; tensors also
-            # take tf.function's fast path (NumPy arguments cost more than the step)
-            features, labels = tf.convert_to_tensor(features, tf.float32), tf.convert_to_tensor(labels, tf.float32)
-            shapes = [value.shape for value in (features, labels)]
-            if not groups or groups[-1][0] != shapes:
-                groups.append((shapes, []))
-            groups[-1][1].append(((features, labels), captured))
-        for _, steps in groups:
-            stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]
-            for (_, captured), step_results in zip(steps, train_steps(*stacked)):
-                finish_train_step(step_results, *captured)
-        pending_steps.clear()
-
-    for step in range(FLAGS.steps):
-        xs, ys = synthetic_batch(step, FLAGS.batch_size)
-        run_metadata = tf.compat.v1.RunMetadata() if step == 0 else None
-        pending_steps.append(((xs, ys), (run_metadata, step)))
-        if len(pending_steps) == steps_per_call:
-            run_pending_steps()
-    run_pending_steps()
+    for first_step in range(0, FLAGS.steps, steps_per_call):
+        call_steps = min(steps_per_call, FLAGS.steps - first_step)
+        for step, step_results in zip(range(first_step, first_step + call_steps), train_steps(iterator, call_steps)):
+            run_metadata = tf.compat.v1.RunMetadata() if step == 0 else None
+            loss_value = step_results.numpy()
+            if step == 0:
+                placement = tower_devices(run_metadata)
+                for name in sorted(placement):
+                    print(
+                        "{} ran on {}".format(name, ", ".join(sorted(placement[name]))),
+                        flush=True,
+                    )
+            if loss_log:
+                with open(loss_log, "a") as out:
+                    out.write(
+                        json.dumps({"step": step, "task": task, "loss": float(loss_value)})
+                        + "\n"
+                    )
     print(f"trained {FLAGS.steps} steps on {FLAGS.num_towers} towers", flush=True)
 
 

@@ -400,7 +400,10 @@ def test_function_level_towers_convert_as_in_a_graph_block():
     assert bare.output == in_block.output
     assert "strategy = tf.distribute.MirroredStrategy(['/gpu:%d' % n for n in range(2)])" in bare.output
     assert "Session(" not in bare.output and "placeholder(" not in bare.output
-    (d,) = bare.diagnostics
+    # the loop iterates over `batches`, not a range: its steps stay host-fed (an info says why)
+    kept = [d for d in bare.diagnostics if "stay fed from host arrays" in d.message]
+    assert len(kept) == 1 and kept[0].severity == "info" and "not `for step in range(n)`" in kept[0].message
+    (d,) = [d for d in bare.diagnostics if d not in kept]
     assert d.fixed and d.code == "TFM303" and d.line == _line_of(FUNCTION_LEVEL, "for n in range(2):")
 
 

@@ -23,6 +23,7 @@ from migrate.codemod.rules._tower_checkpoints import (
     rewrite_saves,
     saver_problem,
 )
+from migrate.codemod.rules._tower_dataset import StepSpec, feed_from_datasets
 from migrate.codemod.rules._tower_inputs import (
     input_origin,
     named_batch,
@@ -143,7 +144,13 @@ class TowersToMirrored(GraphToStrategy):
     step time on CPU devices). GPU towers keep the strategy's default. A
     training loop whose rest of body can run after later steps (see TFM301)
     runs four steps per ``tf.function`` call (``run_pending_steps``): a call
-    costs more than a TF1 session's run of its cached graph.
+    costs more than a TF1 session's run of its cached graph. Where the loop's
+    fed batches are a function of its index (``xs, ys = batch(step, n)``) and
+    the towers took ``tf.split`` slices, the batches become a
+    ``tf.data.Dataset.from_generator`` shaped as the placeholders, distributed
+    with ``experimental_distribute_dataset`` (each replica gets tower i's
+    slice), and the steps of a call run in a loop inside the ``tf.function``
+    (``_tower_dataset``).
 
     The shapes real multi-GPU scripts take (analysis in ``_tower_shapes``):
     a tower slicing a fed placeholder by its index (``x[i * k:(i + 1) * k]``)
@@ -244,11 +251,13 @@ class TowersToMirrored(GraphToStrategy):
         # what GraphToStrategy's later passes read (no optimizer helpers are migrated here)
         self.helper_rewrites: dict[str, cst.FunctionDef] = {}
         self.strategy_names: set[str] = set()
+        self.step_specs: dict[str, StepSpec] = {}
         module = transform(module, self)
         self._report_unhandled(self.module_in)
         self._report_loss_towers(self.module_in)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
+            module = feed_from_datasets(module, self, self.step_specs)
         return module
 
     # ---------------------------------------------------------------- input helpers
@@ -1397,6 +1406,7 @@ class TowersToMirrored(GraphToStrategy):
         # a whole training step of the towers reference.
         names = ", ".join(params)
         self.train_replica_names = getattr(self, "train_replica_names", set()) | {f"{step_name}_replica"}
+        self._record_step_spec(step_name, run_name, params, graph)
         lines = [f"def {step_name}({names}):"]
         wrapper = self._slice_wrapper(step_name, params)
         lines += wrapper
@@ -1439,6 +1449,19 @@ class TowersToMirrored(GraphToStrategy):
         run = f"def {run_name}({names}):\n"
         run += f"    results = {fetched}\n" if fetched else f"    {step_name}({names})\n    results = None\n"
         return outer_code, run, None
+
+    def _record_step_spec(self, step_name, run_name, params, graph: Graph) -> None:
+        """What _tower_dataset needs to feed this step from a dataset: each
+        parameter's placeholder shape and dtype, and whether every one was a
+        tf.split source."""
+        specs = {}
+        for name, _, call in graph.placeholders:
+            dtype, shape = C.arg(call, 0, "dtype"), C.arg(call, 1, "shape")
+            if name in params and dtype is not None and isinstance(shape, (cst.List, cst.Tuple)):
+                specs[name] = (C.code_of(shape), C.code_of(dtype))
+        split_only = bool(params) and set(params) <= set(self.splits.values()) and not any(
+            p in self.towers.index_slices for p in params)
+        self.step_specs[step_name] = StepSpec(specs, split_only, self.anchor, run_name)
 
     def _slice_wrapper(self, fn_name: str, params) -> list[str]:
         """Lines of `{fn_name}_slice`, giving replica i the rows tower i read
