@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import multiprocessing
 import os
 import shutil
 import sys
@@ -275,8 +276,12 @@ def run_tasks(tasks: list[Task], jobs: int, progress: Progress) -> list[FileResu
     # are idle. (The caller orders the results.)
     chunksize = max(1, min(16, len(tasks) // (workers * 32)))
     tasks = sorted(tasks, key=_size, reverse=True)
+    context = multiprocessing.get_context()
+    if context.get_start_method() == "fork":
+        _preload()  # once here rather than in every worker: forked workers share it
     with ProcessPoolExecutor(
         max_workers=workers,
+        mp_context=context,
         initializer=_init_worker,
         initargs=(os.environ.get(EXTRA_RULES_ENV, ""),),
     ) as pool:
@@ -284,6 +289,18 @@ def run_tasks(tasks: list[Task], jobs: int, progress: Progress) -> list[FileResu
             results.append(result)
             progress.update(result.path)
     return results
+
+
+def _preload() -> None:
+    """What every worker needs before its first file: the rules, the launch
+    topology reader, and the tables of libcst's node types the engine's walks
+    read (importing and filling them costs about as much as migrating a few
+    files)."""
+    from migrate.codemod import fastcst
+    from migrate.codemod.rules import REGISTRY  # noqa: F401 - imported for the workers
+    from migrate.launchers import topology  # noqa: F401
+
+    fastcst.prepare_tables()
 
 
 def _size(task: Task) -> int:

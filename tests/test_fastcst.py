@@ -99,6 +99,37 @@ def test_unchanged_tree_comes_back_as_the_same_object():
     assert changed.code == "import os\nz = X + 1\n"
 
 
+class _RebuildBlocks(cst.CSTTransformer):
+    """Hands back a copy of every block, as rules do (``updated.with_changes(body=...)``),
+    and renames ``x`` to ``X``."""
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=list(updated.body))
+
+    def leave_Module(self, original, updated):
+        return updated.with_changes(body=list(updated.body))
+
+    def leave_Name(self, original, updated):
+        return updated.with_changes(value="X") if updated.value == "x" else updated
+
+
+def test_a_copy_holding_the_same_children_keeps_the_node():
+    module = cst.parse_module("def f():\n    return y\n\n\nclass C:\n    def g(self):\n        return z\n")
+    assert fastcst.transform(module, _RebuildBlocks()) is module
+    changed = cst.parse_module("def f():\n    return x\n\n\ndef g():\n    return z\n")
+    got = fastcst.transform(changed, _RebuildBlocks())
+    assert got.code == changed.visit(_RebuildBlocks()).code == "def f():\n    return X\n\n\ndef g():\n    return z\n"
+    assert got.body[0] is not changed.body[0]  # rebuilt around the change
+    assert got.body[1] is changed.body[1]  # the other function is kept, not a copy
+
+
+def test_prepared_tables_are_the_tables_walks_fill():
+    fastcst.prepare_tables()
+    for kind in (cst.FunctionDef, cst.Call, cst.IndentedBlock, cst.Param):
+        fields = fastcst._CHILD_FIELDS.pop(kind)
+        assert fastcst._fields_for(kind) == fields
+
+
 class _DropPrints(cst.CSTTransformer):
     def leave_Expr(self, original, updated):
         if isinstance(updated.value, cst.Call) and getattr(updated.value.func, "value", None) == "print":

@@ -9,7 +9,7 @@ import ast
 import pytest
 
 from migrate.codemod.engine import dedent, migrate_source
-from migrate.codemod.orphans import tidy
+from migrate.codemod.orphans import _scan, _tokenize, tidy
 
 # (legacy program, what the rules made of it, what tidy leaves)
 CHANGED = {
@@ -430,3 +430,27 @@ def test_a_flag_value_set_for_the_removed_cluster_goes_with_it():
     # a flags object handed around whole may have any value read: kept
     handed = migrated.replace("strategy = tf.distribute.MultiWorkerMirroredStrategy()", "run(FLAGS)")
     assert "FLAGS.ps_hosts = " in tidy(legacy, handed)
+
+
+SCANNED = [
+    'x = "a # not a comment"  # a comment\n',
+    "if a or'b':  # `or` is a name, then a string\n    pass\n",
+    "s = rb'raw\\''  # escaped quote\nt = Rf'{x}' + b\"\\\"\"\n",
+    'doc = """one\n# inside\n\\""" still"""  # after\n',
+    "d = f\"{m['k']}\"  # an f-string holding the other quotes\nu = '''a\\\n'''\n",
+    "call(1,  # first\n     2)  # second\n\n    # indented alone\n",
+    "x = ('a'  # between\n     'b')\n",
+    "s = 'line\\\ncontinued'  # a continued string\n",
+]
+
+
+@pytest.mark.parametrize("code", SCANNED)
+def test_scan_finds_the_comments_and_names_tokenize_does(code):
+    import re
+    import sys
+
+    ast.parse(code)
+    scanned, tokenized = _scan(code), _tokenize(code)
+    assert scanned[0] == tokenized[0] and scanned[0]
+    if sys.version_info < (3, 12):  # (3.12 tokenizes an f-string's parts)
+        assert re.findall(r"\w+", scanned[1]) == re.findall(r"\w+", tokenized[1])

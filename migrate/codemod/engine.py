@@ -26,12 +26,12 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import libcst as cst
-from libcst._nodes.internal import CodegenState  # only to stop code generation early
 from libcst.metadata import MetadataWrapper, PositionProvider
 from pyflakes import checker as pyflakes_checker
 from pyflakes import messages as pyflakes_messages
 
 from migrate.codemod.fastcst import (
+    PlainCodegenState,
     cached_walk,
     clear_caches,
     module_code,
@@ -419,7 +419,7 @@ class _FirstLineDone(Exception):
     pass
 
 
-class _FirstLineState(CodegenState):
+class _FirstLineState(PlainCodegenState):
     """Code generation that stops after the first line with code on it: a
     reported node may be a whole training loop, and generating it just to
     read its first line cost more than the rule that reported it."""

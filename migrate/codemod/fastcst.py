@@ -283,6 +283,20 @@ def _reach(kind: type) -> frozenset[type]:
     return found
 
 
+def prepare_tables() -> None:
+    """Fill the tables of every libcst node type (the fields a walk reads and
+    in which order, what a node may hold) that the walks otherwise fill as
+    they meet each type: reading them from libcst's sources and annotations
+    costs about as much as migrating a file. A process that forks workers
+    calls this first, so that they share the tables."""
+    for kind in _concrete(cst.CSTNode):
+        _fields_for(kind)
+        try:
+            _reach(kind)
+        except (NameError, TypeError):  # annotations that cannot be read (see _must_enter)
+            pass
+
+
 _HOOKED: dict[type, frozenset[type]] = {}
 _ENTER: dict[type, dict[type, bool]] = {}
 
@@ -315,8 +329,10 @@ def transform(node: cst.CSTNode, visitor: cst.CSTTransformer):
     """``node.visit(visitor)`` for plain transformers (``visit_*``/``leave_*``
     hooks on syntactic node types): the same hooks in the same order, but a
     node is rebuilt only when one of its children was replaced, an unchanged
-    tree comes back as the very same object, and subtrees that cannot hold a
-    hooked node are not entered."""
+    tree comes back as the very same object (also where a hook handed back a
+    copy holding the very same children), and subtrees that cannot hold a
+    hooked node are not entered. Caches keyed by node (walks, code, names)
+    then keep serving the parts of the tree a rule did not change."""
     cls = type(visitor)
     if cls.on_visit is not cst.CSTTransformer.on_visit or cls.on_leave is not cst.CSTTransformer.on_leave:
         return node.visit(visitor)  # custom dispatch: keep libcst's exact protocol
@@ -367,8 +383,39 @@ def _transform(node: cst.CSTNode, visitor: cst.CSTTransformer, cls: type, steps:
         if changes:
             updated = node.with_changes(**changes)
     if leave is not None:
-        return leave(visitor, node, updated)
+        new = leave(visitor, node, updated)
+        if new is not updated and type(new) is kind and _same_fields(new, updated):
+            # a hook that rebuilt the node unchanged (``updated.with_changes(body=...)`` with
+            # the same statements): keep it, so the tree around it is not rebuilt either
+            return updated
+        return new
     return updated
+
+
+# type -> every dataclass field name (whitespace included)
+_ALL_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _same_fields(new: cst.CSTNode, old: cst.CSTNode) -> bool:
+    """Whether ``new`` holds the very same values as ``old`` (sequences item by
+    item, strings by value): then it is ``old`` in all but identity."""
+    names = _ALL_FIELDS.get(type(old))
+    if names is None:
+        names = _ALL_FIELDS[type(old)] = tuple(f.name for f in dataclasses.fields(old))
+    for name in names:
+        a, b = getattr(new, name), getattr(old, name)
+        if a is b:
+            continue
+        kind = type(a)
+        if kind is str and type(b) is str:
+            if a != b:
+                return False
+        elif (kind is list or kind is tuple) and (type(b) is list or type(b) is tuple):
+            if len(a) != len(b) or any(x is not y for x, y in zip(a, b)):
+                return False
+        else:
+            return False
+    return True
 
 
 def _removed_field(node: cst.CSTNode, name: str):
@@ -377,6 +424,34 @@ def _removed_field(node: cst.CSTNode, name: str):
     if default is None or default is cst.MaybeSentinel.DEFAULT:
         return default
     raise TypeError(f"{type(node).__name__}.{name} is required and cannot be removed")
+
+
+# --------------------------------------------------------------------------- code
+
+
+class _NoPosition:
+    """A context manager that does nothing (and lets exceptions through)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+_NO_POSITION = _NoPosition()
+
+
+class PlainCodegenState(CodegenState):
+    """libcst's code generation state, without the position recording it
+    never does: ``record_syntactic_position`` is a generator-based context
+    manager entered for most nodes, and making and running one generator per
+    node cost about a third of generating a module's code."""
+
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None) -> _NoPosition:
+        return _NO_POSITION
 
 
 # --------------------------------------------------------------------------- caches
@@ -388,14 +463,48 @@ _CODE: dict[int, tuple[cst.CSTNode, str]] = {}
 _MODULE_CODE: list[tuple[cst.Module, str]] = []
 
 
+# id -> node of the statements rules keep for the whole process (their cached
+# copies of fixed code, inserted in many files): their code and walks outlive clear_caches
+_KEPT: dict[int, cst.CSTNode] = {}
+
+
+def keep_code(statement: cst.BaseStatement) -> cst.BaseStatement:
+    """``statement``, marked as one a rule keeps for the whole process (a
+    cached copy of fixed code it inserts in every file that needs it): its
+    generated code and its walk are kept from one file to the next. Returns it."""
+    if len(_KEPT) >= 1024:
+        _KEPT.clear()
+    _KEPT[id(statement)] = statement
+    return statement
+
+
+_NODE_CACHES: list[dict] = []
+
+
+def node_cache() -> dict:
+    """A new dict for an analysis to keep its results by node, as ``id(node)
+    -> (node, result)`` (check ``found[0] is node``: ids are reused once a
+    node is gone); emptied with the other caches after each source."""
+    cache: dict = {}
+    _NODE_CACHES.append(cache)
+    return cache
+
+
 def clear_caches() -> None:
     """Forget the nodes of the trees seen so far (the engine calls this after
-    each source: nothing is kept alive from one file to the next)."""
+    each source: nothing is kept alive from one file to the next, but the
+    code of statements marked by :func:`keep_code`)."""
+    for cache in _NODE_CACHES:
+        cache.clear()
     _CODE.clear()
     _MODULE_CODE.clear()
+    kept = {key: found for key, found in _STATEMENT_CODE.items() if _KEPT.get(key[0]) is found[0]}
     _STATEMENT_CODE.clear()
+    _STATEMENT_CODE.update(kept)
     _MODULE_NODES.clear()
+    kept_walks = {key: found for key, found in _STATEMENT_WALKS.items() if _KEPT.get(key) is found[0]}
     _STATEMENT_WALKS.clear()
+    _STATEMENT_WALKS.update(kept_walks)
 
 
 def code_of(node: cst.CSTNode) -> str:
@@ -403,7 +512,11 @@ def code_of(node: cst.CSTNode) -> str:
     found = _CODE.get(id(node))
     if found is not None and found[0] is node:
         return found[1]
-    code = _EMPTY_MODULE.code_for_node(node)
+    # (``_EMPTY_MODULE.code_for_node(node)``)
+    state = PlainCodegenState(default_indent=_EMPTY_MODULE.default_indent,
+                              default_newline=_EMPTY_MODULE.default_newline)
+    node._codegen(state)
+    code = "".join(state.tokens)
     if len(_CODE) >= 4096:
         _CODE.clear()
     _CODE[id(node)] = (node, code)
@@ -433,7 +546,7 @@ def _module_code(module: cst.Module) -> str:
     indent, newline = module.default_indent, module.default_newline
     parts: list[str] = []
     last = None  # the last token generated
-    state = CodegenState(default_indent=indent, default_newline=newline)
+    state = PlainCodegenState(default_indent=indent, default_newline=newline)
     for h in module.header:
         h._codegen(state)
     if state.tokens:
@@ -443,7 +556,7 @@ def _module_code(module: cst.Module) -> str:
         key = (id(statement), indent, newline)
         found = _STATEMENT_CODE.get(key)
         if found is None or found[0] is not statement:
-            state = CodegenState(default_indent=indent, default_newline=newline)
+            state = PlainCodegenState(default_indent=indent, default_newline=newline)
             statement._codegen(state)
             found = (statement, "".join(state.tokens), state.tokens[-1] if state.tokens else None)
             _STATEMENT_CODE[key] = found
@@ -451,7 +564,7 @@ def _module_code(module: cst.Module) -> str:
             parts.append(found[1])
             if found[2] is not None:
                 last = found[2]
-    state = CodegenState(default_indent=indent, default_newline=newline)
+    state = PlainCodegenState(default_indent=indent, default_newline=newline)
     for f in module.footer:
         f._codegen(state)
     if state.tokens:

@@ -15,6 +15,7 @@ from collections import Counter
 
 import libcst as cst
 
+from migrate.codemod.fastcst import node_cache
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._graph import Graph
 
@@ -141,7 +142,23 @@ def free_reads(statements) -> set[str]:
     """Names the statements read from their own scope: reads inside nested
     functions and lambdas count only where those do not bind the name."""
     out: set[str] = set()
-    stack = list(statements)
+    for statement in statements:
+        # (each node's reads found once, as in _bound)
+        found = _FREE_READS.get(id(statement))
+        if found is None or found[0] is not statement:
+            if len(_FREE_READS) >= 65536:  # (outside the engine, which empties it after each source)
+                _FREE_READS.clear()
+            found = _FREE_READS[id(statement)] = (statement, frozenset(_free_reads_of(statement)))
+        out |= found[1]
+    return out
+
+
+_FREE_READS: dict[int, tuple[cst.CSTNode, frozenset[str]]] = node_cache()
+
+
+def _free_reads_of(node) -> set[str]:
+    out: set[str] = set()
+    stack = [node]
     while stack:
         node = stack.pop()
         kind = type(node)
@@ -252,7 +269,23 @@ def _bound(statements) -> set[str]:
     """Names the statements bind in their own scope (nested functions' and
     classes' bodies excluded, their names included)."""
     out: set[str] = set()
-    stack = list(statements)
+    for statement in statements:
+        # (each statement's names found once: the analyses of every block ask again)
+        found = _BOUND.get(id(statement))
+        if found is None or found[0] is not statement:
+            if len(_BOUND) >= 65536:  # (outside the engine, which empties it after each source)
+                _BOUND.clear()
+            found = _BOUND[id(statement)] = (statement, frozenset(_bound_by(statement)))
+        out |= found[1]
+    return out
+
+
+_BOUND: dict[int, tuple[cst.CSTNode, frozenset[str]]] = node_cache()
+
+
+def _bound_by(statement) -> set[str]:
+    out: set[str] = set()
+    stack = [statement]
     while stack:
         node = stack.pop()
         kind = type(node)

@@ -32,15 +32,8 @@ def foreign_device_blocks(module: cst.Module, qualname) -> list[tuple[cst.With, 
     training session on the cluster."""
     if not any(qualname(c.func) in _SESSION_MAKERS for c in C.calls_in(module)):
         return []
-    star = any(type(n) is cst.ImportStar for n in C.walk(module))  # `from x import *`: any name may be bound
-    bound = _bound(module.body) | set(dir(builtins))
-    for node in C.walk(module):
-        if type(node) in (cst.FunctionDef, cst.Lambda):
-            params = node.params
-            bound |= {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
-            if type(node) is cst.FunctionDef:
-                bound |= _bound(C.body_of(node.body))
     out = []
+    unbound = None  # (the names the file binds are found for the first such block only)
     for node in C.walk(module):
         if type(node) is not cst.With:
             continue
@@ -51,5 +44,20 @@ def foreign_device_blocks(module: cst.Module, qualname) -> list[tuple[cst.With, 
             target = C.arg(call, 0, "device_name")
             what = DEVICE_FUNCTIONS.get(qualname(target.func) or "") if isinstance(target, cst.Call) else None
             if what is not None:
-                out.append((node, target, what, [] if star else sorted(C.names_used(target) - bound)))
+                if unbound is None:
+                    unbound = _unbound_in(module)
+                out.append((node, target, what, unbound(target)))
     return out
+
+
+def _unbound_in(module: cst.Module):
+    """A function giving the names a node of ``module`` reads that nothing in the file binds."""
+    star = any(type(n) is cst.ImportStar for n in C.walk(module))  # `from x import *`: any name may be bound
+    bound = _bound(module.body) | set(dir(builtins))
+    for node in C.walk(module):
+        if type(node) in (cst.FunctionDef, cst.Lambda):
+            params = node.params
+            bound |= {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
+            if type(node) is cst.FunctionDef:
+                bound |= _bound(C.body_of(node.body))
+    return lambda target: [] if star else sorted(C.names_used(target) - bound)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
 
 ROLES = ("ps", "worker")
@@ -156,9 +157,8 @@ class _Hoist(cst.CSTTransformer):
 def hoist_role_servers(module: cst.Module, is_server) -> cst.Module:
     """``module`` with every per-role server pair built once before its branching.
     ``is_server(call)`` tells a TF1 server constructor."""
-    # (a full libcst visit rebuilds the whole module: only when some `if` has the shape)
     if not any(type(node) is cst.If and plan(node, is_server) is not None for node in C.walk(module)):
         return module
     hoist = _Hoist(is_server)
-    new = module.visit(hoist)
+    new = transform(module, hoist)  # (rebuilds only the blocks that change)
     return new if hoist.changed else module

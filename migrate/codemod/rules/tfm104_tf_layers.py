@@ -9,7 +9,7 @@ from importlib import resources
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid, dedent
-from migrate.codemod.fastcst import transform
+from migrate.codemod.fastcst import fast_visit, keep_code, transform
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.tfnames import dotted
 
@@ -114,7 +114,7 @@ def _copied_function(name: str, alias: str, rename: tuple[tuple[str, str], ...])
     node = shim_functions()[name].node
     node = node.visit(_Respell(names)) if names else node
     comments = C.strip_blank_lines(node.leading_lines)
-    return node.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *comments])
+    return keep_code(node.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *comments]))
 
 
 def _fixture(before: str, functions: tuple[str, ...], after: str, alias: str = "tf",
@@ -704,7 +704,7 @@ class TfLayers(Rule):
             return module
         skip = {id(self.alias_lines[h]) for h in candidates if h in self.alias_lines}
         refs = _References(candidates, skip)
-        module.visit(refs)
+        fast_visit(module, refs)
         unused = {h for h in candidates if refs.count[h] == 0}
         if not unused:
             return module
