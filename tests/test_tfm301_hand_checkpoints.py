@@ -16,40 +16,20 @@ compares what they wrote.
 
 from __future__ import annotations
 
-import ast
 import json
 import subprocess
 import sys
 import tempfile
-import textwrap
 
 import pytest
+import tfm301_support
+from tfm301_support import line_of, manual, tail_from
 
 from migrate.codemod.engine import dedent, migrate_source
 
 
 def migrate(source: str, select=("TFM301",)):
-    src = dedent(source)
-    ast.parse(src)
-    select = list(select) if select is not None else None
-    result = migrate_source(src, select=select)
-    compile(result.output, "<migrated>", "exec")
-    assert migrate_source(result.output, select=select).output == result.output
-    return result
-
-
-def manual(result):
-    return [d for d in result.manual_work if d.code == "TFM301"]
-
-
-def line_of(source: str, text: str) -> int:
-    return next(i for i, line in enumerate(dedent(source).splitlines(), 1) if text in line)
-
-
-def tail_from(code: str, text: str) -> str:
-    lines = dedent(code).splitlines()
-    start = next(i for i, line in enumerate(lines) if text in line)
-    return textwrap.dedent("\n".join(lines[start:])) + "\n"
+    return tfm301_support.migrate(source, select)
 
 
 # a SyncReplicas trainer that restores the newest checkpoint, saves every few steps

@@ -21,34 +21,9 @@ Fixtures are written for these tests in the shapes seen in real scripts.
 
 from __future__ import annotations
 
-import ast
-import textwrap
+from tfm301_support import line_of, manual, migrate, tail_from
 
-from migrate.codemod.engine import dedent, migrate_source
-
-
-def migrate(source: str, select=None):
-    src = dedent(source)
-    ast.parse(src)
-    result = migrate_source(src, select=select)
-    compile(result.output, "<migrated>", "exec")
-    assert migrate_source(result.output, select=select).output == result.output
-    return result
-
-
-def manual(result):
-    return [d for d in result.manual_work if d.code == "TFM301"]
-
-
-def line_of(source: str, text: str) -> int:
-    return next(i for i, line in enumerate(dedent(source).splitlines(), 1) if text in line)
-
-
-def tail_from(code: str, text: str) -> str:
-    lines = dedent(code).splitlines()
-    start = next(i for i, line in enumerate(lines) if text in line)
-    return textwrap.dedent("\n".join(lines[start:])) + "\n"
-
+from migrate.codemod.engine import dedent
 
 HELPER_HOOKS = '''
 import time

@@ -141,16 +141,7 @@ def unbound_reads(old: list[cst.BaseStatement], new: list[cst.BaseStatement],
 def free_reads(statements) -> set[str]:
     """Names the statements read from their own scope: reads inside nested
     functions and lambdas count only where those do not bind the name."""
-    out: set[str] = set()
-    for statement in statements:
-        # (each node's reads found once, as in _bound)
-        found = _FREE_READS.get(id(statement))
-        if found is None or found[0] is not statement:
-            if len(_FREE_READS) >= 65536:  # (outside the engine, which empties it after each source)
-                _FREE_READS.clear()
-            found = _FREE_READS[id(statement)] = (statement, frozenset(_free_reads_of(statement)))
-        out |= found[1]
-    return out
+    return _union_cached(statements, _FREE_READS, _free_reads_of)
 
 
 _FREE_READS: dict[int, tuple[cst.CSTNode, frozenset[str]]] = node_cache()
@@ -268,14 +259,19 @@ def _module_counts(module: cst.Module) -> Counter:
 def _bound(statements) -> set[str]:
     """Names the statements bind in their own scope (nested functions' and
     classes' bodies excluded, their names included)."""
+    return _union_cached(statements, _BOUND, _bound_by)
+
+
+def _union_cached(statements, cache: dict, names_of) -> set[str]:
+    """The union of ``names_of(statement)``, each statement's names found once
+    (the analyses of every block ask again) and kept in ``cache`` by node."""
     out: set[str] = set()
     for statement in statements:
-        # (each statement's names found once: the analyses of every block ask again)
-        found = _BOUND.get(id(statement))
+        found = cache.get(id(statement))
         if found is None or found[0] is not statement:
-            if len(_BOUND) >= 65536:  # (outside the engine, which empties it after each source)
-                _BOUND.clear()
-            found = _BOUND[id(statement)] = (statement, frozenset(_bound_by(statement)))
+            if len(cache) >= 65536:  # (outside the engine, which empties it after each source)
+                cache.clear()
+            found = cache[id(statement)] = (statement, frozenset(names_of(statement)))
         out |= found[1]
     return out
 
