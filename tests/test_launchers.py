@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from script_runs import run_in_own_group
 
 from migrate import cli
 from migrate.launchers import LauncherError, rewrite_launcher
@@ -329,20 +328,10 @@ def test_migrated_shell_launcher_trains_on_loopback(tmp_path):
     launcher.write_text(text)
     losses = tmp_path / "losses.jsonl"
     env["TFMIGRATE_LOSS_LOG"] = str(losses)
-    process = subprocess.Popen(["bash", str(launcher), "--steps=12"], cwd=out / "deploy",
-                               env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        output, _ = process.communicate(timeout=240)
-    except subprocess.TimeoutExpired:
-        output = b"(timed out)"
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # nothing may survive the launcher
-        except ProcessLookupError:
-            pass
-        process.communicate()
+    output, status = run_in_own_group(["bash", str(launcher), "--steps=12"], cwd=out / "deploy", env=env,
+                                      timeout=240)
     chief_log = (out / "deploy" / "chief.log").read_text()
-    assert process.returncode == 0, output.decode() + chief_log
+    assert status == 0, output.decode() + chief_log
     assert b"training done" in output
     records = [json.loads(line) for line in losses.read_text().splitlines()]
     assert sorted(r["step"] for r in records) == list(range(12))

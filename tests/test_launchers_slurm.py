@@ -13,14 +13,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from script_runs import run_in_own_group
 
 from migrate import cli
 from migrate.launchers import LauncherError, rewrite_launcher
@@ -379,18 +378,8 @@ def test_migrated_batch_script_trains_through_slurm_cluster_resolver(tmp_path):
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ.get('PATH', '')}", "SLURM_NTASKS": str(nodes),
            "TRAIN_PORT_BASE": str(_free_port_block(4)), "LOSS_LOG": str(losses), "TF_CPP_MIN_LOG_LEVEL": "2"}
     # the serving tasks are ended 2 s (not 60) after the chief exits
-    process = subprocess.Popen(["bash", "-c", script.replace("--wait=60", "--wait=2")], cwd=project, env=env,
-                               start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        output, _ = process.communicate(timeout=180)
-    except subprocess.TimeoutExpired:
-        output = b"(timed out)"
-    finally:
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # nothing may survive the script
-        except ProcessLookupError:
-            pass
-        process.communicate()
+    output, _ = run_in_own_group(["bash", "-c", script.replace("--wait=60", "--wait=2")], cwd=project, env=env,
+                                 timeout=180)
     assert losses.exists(), output.decode()[-3000:]
     trained = json.loads(losses.read_text())
     assert len(trained) == 8 and trained[-1] < trained[0]
