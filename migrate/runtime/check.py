@@ -362,16 +362,23 @@ def harness_records(log_dir: Path, job_order: bool = False) -> list[losslog.Loss
     return records
 
 
+def _records_so_far(log_dir: Path, loss_source: str, job_order: bool) -> list:
+    """The loss records a running job has written: the program's own log, else
+    (or as ``loss_source`` says) what the harness recorded."""
+    records = []
+    if loss_source != "harness":
+        records = losslog.read(sorted(log_dir.glob("losses-*.jsonl")))
+    if not records and loss_source != "program":
+        records = harness_records(log_dir, job_order=job_order)
+    return records
+
+
 def _trained_steps_reached(log_dir: Path, steps: int, loss_source: str, job_order: bool) -> bool:
     """Whether a running job has recorded its first ``steps`` steps, each by
     every task (or replica) that records it: ``run_cluster``'s stop_when for
     scripts without a step-count option."""
     try:
-        records = []
-        if loss_source != "harness":
-            records = losslog.read(sorted(log_dir.glob("losses-*.jsonl")))
-        if not records and loss_source != "program":
-            records = harness_records(log_dir, job_order=job_order)
+        records = _records_so_far(log_dir, loss_source, job_order)
         if not records:
             return False
         if job_order:  # asynchronous workers: the job's first steps, whoever ran them
@@ -400,12 +407,7 @@ def _trained_past(log_dir: Path, limit: int, loss_source: str, job_order: bool) 
     (any task or replica): ``run_cluster``'s stop_when for jobs training past
     the steps they were asked for."""
     try:
-        records = []
-        if loss_source != "harness":
-            records = losslog.read(sorted(log_dir.glob("losses-*.jsonl")))
-        if not records and loss_source != "program":
-            records = harness_records(log_dir, job_order=job_order)
-        return any(r.step >= limit for r in records)
+        return any(r.step >= limit for r in _records_so_far(log_dir, loss_source, job_order))
     except OSError:
         return False
 
