@@ -38,8 +38,8 @@ from typing import NamedTuple
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._saver import saver_settings
 
-_ALL_VARIABLES = {"global_variables", "all_variables"}
 # Saver arguments that change only how the files are laid out or kept
 _LAYOUT_ARGS = {"sharded", "write_version", "pad_step_number", "save_relative_paths", "filename"}
 
@@ -121,26 +121,13 @@ def plan(name: str, made: cst.SimpleStatementLine, statements, sessions: set[str
     (``sessions``: the TF1 sessions, ``monitored`` those of a MonitoredSession
     kind); else (the node, why it cannot be carried over)."""
     _, call, _ = C.assignment(made)
-    max_to_keep, every_n_hours = "5", None
-    for k, arg in enumerate(call.args):
-        keyword = arg.keyword.value if arg.keyword is not None else ("var_list" if k == 0 else None)
-        if arg.star:
-            keyword = None
-        if keyword == "var_list" and isinstance(arg.value, cst.Call) and qualname(arg.value.func) in _ALL_VARIABLES \
-                and not arg.value.args:
-            continue
-        if keyword == "max_to_keep":
-            max_to_keep = C.code_of(arg.value)
-            continue
-        if keyword == "keep_checkpoint_every_n_hours":
-            every_n_hours = C.code_of(arg.value)
-            continue
-        if keyword in _LAYOUT_ARGS:
-            continue
-        return made, (f"its Saver is made with `{C.code_of(arg).strip().rstrip(',')}`: TFM301 carries over a Saver"
+    settings = saver_settings(call, qualname, ("max_to_keep", "keep_checkpoint_every_n_hours"), _LAYOUT_ARGS)
+    if isinstance(settings, cst.Arg):
+        return made, (f"its Saver is made with `{C.code_of(settings).strip().rstrip(',')}`: TFM301 carries over a Saver"
                       " of all the variables (`tf.train.Saver()` or `tf.train.Saver(tf.global_variables())`,"
                       " optionally max_to_keep= or keep_checkpoint_every_n_hours=), which the migration's"
                       " tf.train.Checkpoint of the step counter, optimizer and model holds")
+    max_to_keep, every_n_hours = settings.get("max_to_keep", "5"), settings.get("keep_checkpoint_every_n_hours")
     saves: dict[int, cst.SimpleStatementLine] = {}
     restores: dict[int, cst.SimpleStatementLine] = {}
     shape = ("`saver.save(sess, path, global_step=step)` or `saver.restore(sess, path)` statements in the"

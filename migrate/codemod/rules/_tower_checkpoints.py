@@ -25,8 +25,7 @@ from typing import NamedTuple
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-
-_ALL_VARIABLES = {"global_variables", "all_variables"}
+from migrate.codemod.rules._saver import saver_settings
 
 
 class SaverPlan(NamedTuple):
@@ -43,17 +42,11 @@ def saver_problem(name: str, made: cst.CSTNode, uses, sessions: set[str], qualna
     """A plan for ``name = tf.train.Saver(...)`` whose every use is a statement
     ``name.save(sess, path, global_step=n)``; else (the node, why not)."""
     _, call, _ = C.assignment(made)
-    max_to_keep = "5"
-    for k, arg in enumerate(call.args):
-        keyword = arg.keyword.value if arg.keyword is not None else ("var_list" if k == 0 else None)
-        if keyword == "var_list" and isinstance(arg.value, cst.Call) and qualname(arg.value.func) in _ALL_VARIABLES \
-                and not arg.value.args:
-            continue
-        if keyword == "max_to_keep":
-            max_to_keep = C.code_of(arg.value)
-            continue
-        return made, (f"`{C.code_of(arg).strip().rstrip(',')}`: TFM303 carries over a Saver of all the variables"
+    settings = saver_settings(call, qualname, ("max_to_keep",))
+    if isinstance(settings, cst.Arg):
+        return made, (f"`{C.code_of(settings).strip().rstrip(',')}`: TFM303 carries over a Saver of all the variables"
                       " (`tf.train.Saver()` or `tf.train.Saver(tf.global_variables())`, optionally max_to_keep=)")
+    max_to_keep = settings.get("max_to_keep", "5")
     saves = []
     for use in uses:
         lone = C.single_expr(use)
