@@ -207,6 +207,8 @@ class _SessionRegion:
         self.saver_declines: list[tuple[cst.CSTNode, str]] = []
         self.checkpoint_name: str | None = None
         self.save_functions: dict[str, str] = {}  # saver name -> the emitted function saving as it did
+        # calls handing the session to a helper whose runs are carried (`evaluate(sess, ...)`)
+        self.handed_calls: dict[int, object] = {}
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one

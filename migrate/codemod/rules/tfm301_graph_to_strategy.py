@@ -30,6 +30,7 @@ from migrate.codemod.rules import (
     _outer_placeholders,
     _placement,
     _rebinding,
+    _session_helpers,
 )
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
@@ -838,8 +839,19 @@ class GraphToStrategy(Rule):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
             return body
+        # functions the session is handed to (`evaluate(sess, ...)`): their runs become evaluation functions
+        at_module_level = not getattr(self, "functions_in", None)
+        handed, self.handed_declines = _session_helpers.plan(self, session, after, graph, inner, at_module_level)
         undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
+        unfed = _session_helpers.emit(self, session, handed)
+        if unfed is not None:
+            self.converted, self.helper_rewrites, self.strategy_names = undo
+            del self.ctx.reports[reported:]
+            self.report(unfed.node, f"training not migrated: {unfed.why}; this training was left as TF1",
+                        hint="feed every placeholder the helper's run needs, then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return body
         new_after = rewrite_session(session, after)
         self.converted = True
         self.class_rewrites.update(rewrites)
@@ -906,7 +918,25 @@ class GraphToStrategy(Rule):
         inside = {id(node) for reader, _ in by_reader.values() for node in C.walk(reader)}
         self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
+        declines = {id(call): d for d in getattr(self, "handed_declines", ()) for call in d.calls}
         for reader, names in by_reader.values():
+            declined = next((declines[id(c)] for c in C.calls_in(reader) if id(c) in declines), None)
+            if declined is not None and set(names) <= session.sessions | session.supervisors:
+                # handed to a helper whose use of it cannot be carried: say where and why
+                self.report(declined.node, f"training not migrated: it hands the TF1 session"
+                            f" {', '.join(f'`{n}`' for n in names)} to `{declined.function}()`, and {declined.why};"
+                            " this training was left as TF1",
+                            hint=f"migrate `{declined.function}()` by hand (TF2 has no session: call a tf.function"
+                            " computing what it runs), then migrate again", reference=REFERENCE[self.strategy],
+                            fixed=False)
+                continue
+            handed = _session_helpers.handed_elsewhere(reader, session.sessions, self.ctx.module, session.bindings) if (
+                set(names) <= session.sessions) else None
+            if handed is not None:
+                self.report(reader, f"training not migrated: {handed}; this training was left as TF1",
+                            hint="run that work in the loop through tf.function steps (tf.data for input queues),"
+                            " by hand, then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+                continue
             export = _dataflow.graph_export(reader, self.qualname)
             hint = ("export with tf.saved_model.save(module, export_dir, signatures=...) of a tf.Module holding the"
                     " variables, by hand (or move the export out of the training code), then migrate again"
