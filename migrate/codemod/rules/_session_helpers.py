@@ -38,11 +38,12 @@ class HandedSession:
     """A module function a session of the region is handed to."""
 
     function: cst.FunctionDef
-    session_param: str
+    session_param: str  # its parameter taking the session, or the module global it reads
     # its parameters carrying the block's graph values -> the block's names
     graph_params: dict[str, str] = field(default_factory=dict)
     runs: list = field(default_factory=list)  # (its run call, the _Fetch in the block's terms)
     calls: list[cst.Call] = field(default_factory=list)  # where the region calls it
+    session_global: bool = False  # it reads the session as a module global (a script's)
 
     @property
     def name(self) -> str:
@@ -55,6 +56,7 @@ class Declined:
     why: str
     function: str = ""  # the helper
     calls: list[cst.Call] = field(default_factory=list)  # where the session is handed to it
+    fatal: bool = False  # no unbound read would locate it (a session read as a global): decline here
 
 
 def _params(function: cst.FunctionDef) -> list[cst.Param] | None:
@@ -184,13 +186,19 @@ def find(region, statements, module: cst.Module, graph: Graph, block, at_module_
     if not sessions or not functions:
         return [], []
     found: dict[str, list[tuple[cst.Call, str]]] = {}
+    reading: dict[str, str] = {}  # functions reading a session as a module global -> its name
     for statement in statements:
         for call in C.calls_in(statement):
             if not (isinstance(call.func, cst.Name) and call.func.value in functions):
                 continue
+            function = functions[call.func.value]
             handed = [a for a in call.args if isinstance(a.value, cst.Name) and a.value.value in sessions]
+            global_session = sorted(_free_reads(function) & sessions)
             if handed:
                 found.setdefault(call.func.value, []).append((call, handed[0].value.value))
+            elif global_session:
+                found.setdefault(call.func.value, []).append((call, global_session[0]))
+                reading[call.func.value] = global_session[0]
     if not found:
         return [], []
     values = graph_names(graph) - graph.dropped
@@ -198,17 +206,33 @@ def find(region, statements, module: cst.Module, graph: Graph, block, at_module_
     out: list[HandedSession] = []
     declined: list[Declined] = []
     for name, calls in found.items():
-        result = _analyze(functions[name], calls, module, graph, values, published, sessions, make_fetch)
+        session_global = reading.get(name)
+        if session_global is not None and not at_module_level:
+            result = Declined(functions[name], f"`{name}()` runs the TF1 session `{session_global}` as a module global"
+                              " the training function publishes (`global`), and the evaluation functions replacing"
+                              " its runs are local to that function", fatal=True)
+        else:
+            result = _analyze(functions[name], calls, module, graph, values, published, sessions, make_fetch,
+                              session_global)
         if isinstance(result, Declined):
             result.function, result.calls = name, [call for call, _ in calls]
+            result.fatal = result.fatal or session_global is not None
             declined.append(result)
         else:
             out.append(result)
     return out, declined
 
 
+def _free_reads(function: cst.FunctionDef) -> set[str]:
+    """Names the function reads and neither binds nor takes as a parameter."""
+    params = {p.name.value for p in function.params.params}
+    return C.names_used(function.body) - _own_names(function) - params
+
+
 def _analyze(function, calls, module, graph: Graph, values: set[str], published: set[str], sessions,
-             make_fetch) -> HandedSession | Declined:
+             make_fetch, session_global: str | None = None) -> HandedSession | Declined:
+    """``session_global``: the session the function reads as a module global
+    (a script's), None when its callers hand it over."""
     name = function.name.value
     first = calls[0][0]
     params = _params(function)
@@ -227,6 +251,8 @@ def _analyze(function, calls, module, graph: Graph, values: set[str], published:
         return Declined(first, f"`{name}()` is handed the TF1 session in a call whose arguments do not match its"
                         " parameters one for one")
     session_params = {p for b in bound for p, v in b.items() if isinstance(v, cst.Name) and v.value in sessions}
+    if session_global is not None:
+        session_params = {session_global}
     if len(session_params) != 1:
         return Declined(first, f"`{name}()` is handed the TF1 session through different parameters")
     session_param = session_params.pop()
@@ -295,7 +321,7 @@ def _analyze(function, calls, module, graph: Graph, values: set[str], published:
                             " than as a fetch or fed key of its session runs: no evaluation function hands a graph"
                             " value out")
     handed = HandedSession(function=function, session_param=session_param, graph_params=graph_params,
-                           calls=[call for call, _ in calls])
+                           calls=[call for call, _ in calls], session_global=session_global is not None)
     for run in runs:
         fetch = make_fetch(_in_block_terms(run, renamed))
         placeholders = set(graph.placeholder_names)
@@ -368,7 +394,7 @@ def rewrite_function(handed: HandedSession, region, arguments) -> cst.FunctionDe
     params = []
     for param in handed.function.params.params:
         name = param.name.value
-        if name == handed.session_param:
+        if name == handed.session_param and not handed.session_global:
             params += [param.with_changes(name=cst.Name(fn), default=None, equal=cst.MaybeSentinel.DEFAULT,
                                           annotation=None) for fn in functions]
         elif name not in handed.graph_params:
@@ -382,6 +408,8 @@ def rewrite_call(handed: HandedSession, call: cst.Call, region) -> cst.Call:
     and no longer the graph values (they are the evaluation functions' own)."""
     functions = evaluation_names(handed, region)
     params = [p.name.value for p in handed.function.params.params]
+    if handed.session_global:
+        functions = []  # the evaluation functions are module globals it reads as it read the session
     args = []
     positional = 0
     for a in call.args:
@@ -447,6 +475,7 @@ def plan(rule, region, after, graph: Graph, block, at_module_level: bool) -> tup
             region.eval_fetches.setdefault(fetch.key(), fetch)
         for call in handed.calls:
             region.handed_calls[id(call)] = handed
+        region.evaluating_helpers.add(handed.name)
     if carried:
         state = []
         for statement in graph.state:
@@ -476,6 +505,7 @@ def emit(rule, region, carried: list[HandedSession]) -> Declined | None:
                             f" {missing}, which {'it needs' if len(fetch.values) == 1 else 'they need'}: TF1 raised"
                             " InvalidArgumentError there")
         rule.helper_rewrites[C.code_of(handed.function)] = new
+        region.helper_evaluations.update(evaluation_names(handed, region))
     return None
 
 

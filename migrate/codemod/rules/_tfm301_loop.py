@@ -512,6 +512,7 @@ class _Pipeliner:
         # model state and session work: read before the step, they would see
         # the model ahead of where the TF1 loop saw it; after, behind or ahead
         state = set(r.state_names) - {""} | set(r.eval_names.values()) | wrappers | set(r.schedule_names.values())
+        state |= r.evaluating_helpers  # they call evaluation functions (read as module globals, too)
         state |= {rule.strategy_name, getattr(rule, "coordinator_name", rule.strategy_name)}
         gs = r.graph.global_step
         # the global step lags behind by the steps in flight: the stop condition

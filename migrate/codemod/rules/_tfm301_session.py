@@ -209,6 +209,8 @@ class _SessionRegion:
         self.save_functions: dict[str, str] = {}  # saver name -> the emitted function saving as it did
         # calls handing the session to a helper whose runs are carried (`evaluate(sess, ...)`)
         self.handed_calls: dict[int, object] = {}
+        self.helper_evaluations: set[str] = set()  # evaluation functions those helpers call
+        self.evaluating_helpers: set[str] = set()  # the helpers' names
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one

@@ -842,6 +842,14 @@ class GraphToStrategy(Rule):
         # functions the session is handed to (`evaluate(sess, ...)`): their runs become evaluation functions
         at_module_level = not getattr(self, "functions_in", None)
         handed, self.handed_declines = _session_helpers.plan(self, session, after, graph, inner, at_module_level)
+        fatal = [d for d in self.handed_declines if d.fatal]
+        if fatal:
+            del self.ctx.reports[reported:]
+            for declined in fatal:
+                self.report(declined.node, f"training not migrated: {declined.why}; this training was left as TF1",
+                            hint=f"hand `{declined.function}()` the session as a parameter (or run it in the loop),"
+                            " then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return body
         undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
         unfed = _session_helpers.emit(self, session, handed)
@@ -1573,6 +1581,8 @@ class GraphToStrategy(Rule):
                     unused.add(schedule_name)
         unused |= {run_name for run_name in session.sync_steps if run_name not in used}
         # an evaluation whose only run raised in TF1 (a placeholder it needs unfed) is never called
+        # (the helpers handed them, or reading them as module globals, call them too)
+        used |= set(getattr(session, "helper_evaluations", ()))
         unused |= {fn for fn in session.eval_names.values() if fn not in used}
         kept = [st for st in prelude if not (isinstance(st, cst.FunctionDef) and st.name.value in unused)]
         return kept
