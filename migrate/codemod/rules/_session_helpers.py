@@ -56,7 +56,13 @@ class Declined:
     why: str
     function: str = ""  # the helper
     calls: list[cst.Call] = field(default_factory=list)  # where the session is handed to it
-    fatal: bool = False  # no unbound read would locate it (a session read as a global): decline here
+    session: str = ""  # the session handed over (or read as a module global)
+    handed: bool = True  # handed as an argument (not read as a module global)
+
+    def reason(self) -> str:
+        if not self.function or not self.handed:
+            return self.why
+        return f"the session loop hands the TF1 session `{self.session}` to `{self.function}()`, and {self.why}"
 
 
 def _params(function: cst.FunctionDef) -> list[cst.Param] | None:
@@ -210,13 +216,13 @@ def find(region, statements, module: cst.Module, graph: Graph, block, at_module_
         if session_global is not None and not at_module_level:
             result = Declined(functions[name], f"`{name}()` runs the TF1 session `{session_global}` as a module global"
                               " the training function publishes (`global`), and the evaluation functions replacing"
-                              " its runs are local to that function", fatal=True)
+                              " its runs are local to that function")
         else:
             result = _analyze(functions[name], calls, module, graph, values, published, sessions, make_fetch,
                               session_global)
         if isinstance(result, Declined):
-            result.function, result.calls = name, [call for call, _ in calls]
-            result.fatal = result.fatal or session_global is not None
+            result.function, result.calls, result.session = name, [call for call, _ in calls], calls[0][1]
+            result.handed = session_global is None
             declined.append(result)
         else:
             out.append(result)
@@ -243,9 +249,8 @@ def _analyze(function, calls, module, graph: Graph, values: set[str], published:
     elsewhere = next((c for c in C.calls_in(module) if isinstance(c.func, cst.Name) and c.func.value == name
                       and id(c) not in inside), None)
     if elsewhere is not None:
-        return Declined(first, f"`{name}()` is handed the TF1 session here and is also called as"
-                        f" `{C.code_of(elsewhere)}` outside this training's session code, where no evaluation function"
-                        " can be handed to it")
+        return Declined(first, f"`{name}()` is also called as `{C.code_of(elsewhere)}` outside this training's"
+                        " session code, where no evaluation function can be handed to it")
     bound = [_bind(call, params) for call, _ in calls]
     if any(b is None for b in bound):
         return Declined(first, f"`{name}()` is handed the TF1 session in a call whose arguments do not match its"
@@ -469,6 +474,13 @@ def plan(rule, region, after, graph: Graph, block, at_module_level: bool) -> tup
         return _Fetch(call, graph, region.state_names, region._is_dropped_expr)
 
     carried, declined = find(region, after, rule.ctx.module, graph, block, at_module_level, make_fetch)
+    for statement in after:
+        for call in C.calls_in(statement):
+            if _method_of(call, rule.ctx.module, region.bindings) is None:
+                continue
+            why = handed_elsewhere(call, region.sessions, rule.ctx.module, region.bindings)
+            if why is not None:  # an object of the program keeping the session for runs of its own
+                declined.append(Declined(statement if isinstance(statement, cst.SimpleStatementLine) else call, why))
     for handed in carried:
         for run, fetch in handed.runs:
             region.fetch_by_call[id(run)] = fetch
@@ -521,7 +533,8 @@ def handed_elsewhere(reader: cst.CSTNode, sessions: set[str], module: cst.Module
         what = f"it hands the TF1 session `{handed}` to `{C.code_of(call.func)}(...)`"
         method = _method_of(call, module, bindings)
         if method is None:
-            return what + ", which runs its own work in it: no step or evaluation function of this rule stands in"
+            return (what + ", code this rule does not follow: it carries over the functions of this module handed"
+                    " the session that run graph values of the block in it, as evaluation functions")
         cls, function = method
         kept = _kept_as(function, call, handed)
         runs = [c for c in C.calls_in(cls) if isinstance(c.func, cst.Attribute) and c.func.attr.value == "run"

@@ -842,13 +842,16 @@ class GraphToStrategy(Rule):
         # functions the session is handed to (`evaluate(sess, ...)`): their runs become evaluation functions
         at_module_level = not getattr(self, "functions_in", None)
         handed, self.handed_declines = _session_helpers.plan(self, session, after, graph, inner, at_module_level)
-        fatal = [d for d in self.handed_declines if d.fatal]
-        if fatal:
+        if self.handed_declines:
+            # the session (or what it runs) still reaches code the rule cannot carry: say what, there
             del self.ctx.reports[reported:]
-            for declined in fatal:
-                self.report(declined.node, f"training not migrated: {declined.why}; this training was left as TF1",
-                            hint=f"hand `{declined.function}()` the session as a parameter (or run it in the loop),"
-                            " then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            for declined in self.handed_declines:
+                hint = ("run that work in the loop through tf.function steps (tf.data for input queues), by hand"
+                        if not declined.function else f"hand `{declined.function}()` the session as a parameter"
+                        if not declined.handed else f"migrate `{declined.function}()` by hand (a tf.function"
+                        " computing what it runs, called where it ran the session)")
+                self.report(declined.node, f"training not migrated: {declined.reason()}; this training was left as"
+                            " TF1", hint=hint + ", then migrate again", reference=REFERENCE[self.strategy], fixed=False)
             return body
         undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
@@ -926,18 +929,7 @@ class GraphToStrategy(Rule):
         inside = {id(node) for reader, _ in by_reader.values() for node in C.walk(reader)}
         self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
-        declines = {id(call): d for d in getattr(self, "handed_declines", ()) for call in d.calls}
         for reader, names in by_reader.values():
-            declined = next((declines[id(c)] for c in C.calls_in(reader) if id(c) in declines), None)
-            if declined is not None and set(names) <= session.sessions | session.supervisors:
-                # handed to a helper whose use of it cannot be carried: say where and why
-                self.report(declined.node, f"training not migrated: it hands the TF1 session"
-                            f" {', '.join(f'`{n}`' for n in names)} to `{declined.function}()`, and {declined.why};"
-                            " this training was left as TF1",
-                            hint=f"migrate `{declined.function}()` by hand (TF2 has no session: call a tf.function"
-                            " computing what it runs), then migrate again", reference=REFERENCE[self.strategy],
-                            fixed=False)
-                continue
             handed = _session_helpers.handed_elsewhere(reader, session.sessions, self.ctx.module, session.bindings) if (
                 set(names) <= session.sessions) else None
             if handed is not None:
