@@ -250,6 +250,49 @@ def test_a_session_kept_by_an_object_names_the_class_and_its_runs():
             in reason.message)
 
 
+def test_the_reason_names_the_mode_under_which_an_object_keeps_the_session():
+    source = PASSED.replace(
+        "if sys.argv[1] == \"ps\":\n",
+        "class Prefetcher:\n"
+        "    def attach(self, session):\n"
+        "        self.session = session\n\n\n"
+        "if sys.argv[1] == \"ps\":\n",
+    ).replace("        for local in range(1000):\n",
+              "        if len(sys.argv) > 2:\n            Prefetcher().attach(sess)\n"
+              "        prefetcher = Prefetcher()\n"
+              "        if sys.argv[2:] == [\"prefetch\"]:\n            prefetcher.attach(sess)\n"
+              "        for local in range(1000):\n")
+    reason = _declined(source, "    prefetcher.attach(sess)")
+    assert ("`prefetcher.attach(...)` (a method of `Prefetcher`, a class of this module), which keeps it as"
+            " `self.session` (under `if sys.argv[2:] == [\"prefetch\"]:`): TF2 has no session") in reason.message
+
+
+SPARSE_PLACEHOLDER = """
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, batches):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        rows = tf.sparse_placeholder(tf.float32)
+        labels = tf.placeholder(tf.float32, [None, 1])
+        w = tf.Variable(tf.zeros([20, 1]))
+        logits = tf.sparse_tensor_dense_matmul(rows, w)
+        loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits))
+        step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.5).minimize(loss, global_step=step)
+    with tf.train.MonitoredTrainingSession(master=server.target,
+                                           hooks=[tf.train.StopAtStepHook(last_step=len(batches))]) as sess:
+        for x, y in batches:
+            sess.run(train_op, feed_dict={rows: x, labels: y})
+"""
+
+
+def test_a_sparse_placeholder_is_declined_as_such_where_it_is_fed():
+    reason = _declined(SPARSE_PLACEHOLDER, "sess.run(train_op")
+    assert "`rows` is a sparse placeholder" in reason.message
+    assert "tf.SparseTensor(indices, values, dense_shape)" in reason.hint
+
+
 def test_a_session_published_as_a_global_by_the_training_function_is_declined():
     source = PUBLISHED.replace("def evaluate(sess, step,", "def evaluate(step,").replace(
         "evaluate(sess, k,", "evaluate(k,").replace(

@@ -474,13 +474,15 @@ def plan(rule, region, after, graph: Graph, block, at_module_level: bool) -> tup
         return _Fetch(call, graph, region.state_names, region._is_dropped_expr)
 
     carried, declined = find(region, after, rule.ctx.module, graph, block, at_module_level, make_fetch)
-    for statement in after:
-        for call in C.calls_in(statement):
+    for line, conditions in _lines(after):
+        for call in C.calls_in(line):
             if _method_of(call, rule.ctx.module, region.bindings) is None:
                 continue
-            why = handed_elsewhere(call, region.sessions, rule.ctx.module, region.bindings)
+            # under a mode of the program (`if FLAGS.mode == "queue":`), the user may choose another
+            under = f" (under `if {C.code_of(conditions[-1])}:`)" if conditions else ""
+            why = handed_elsewhere(call, region.sessions, rule.ctx.module, region.bindings, under)
             if why is not None:  # an object of the program keeping the session for runs of its own
-                declined.append(Declined(statement if isinstance(statement, cst.SimpleStatementLine) else call, why))
+                declined.append(Declined(line, why))
     for handed in carried:
         for run, fetch in handed.runs:
             region.fetch_by_call[id(run)] = fetch
@@ -521,10 +523,12 @@ def emit(rule, region, carried: list[HandedSession]) -> Declined | None:
     return None
 
 
-def handed_elsewhere(reader: cst.CSTNode, sessions: set[str], module: cst.Module, bindings) -> str | None:
+def handed_elsewhere(reader: cst.CSTNode, sessions: set[str], module: cst.Module, bindings,
+                     under: str = "") -> str | None:
     """What a statement handing the session to code this rule does not carry
     does with it (``data_provider.init(sess)`` of a class keeping it for runs
-    of its own), for the located reason; None when it hands no session on."""
+    of its own), for the located reason; None when it hands no session on.
+    ``under``: the condition it is made under, said after what it does."""
     for call in C.calls_in(reader):
         handed = next((a.value.value for a in call.args if isinstance(a.value, cst.Name)
                        and a.value.value in sessions), None)
@@ -544,7 +548,7 @@ def handed_elsewhere(reader: cst.CSTNode, sessions: set[str], module: cst.Module
         detail = (f", which keeps it as `self.{kept}`" + (f" for session runs of its own ({shown}"
                                                           f"{', ...' if len(codes) > 2 else ''})" if runs else "")
                   if kept is not None else ", which uses it")
-        return (f"{what} (a method of `{cls.name.value}`, a class of this module){detail}: TF2 has no session to"
+        return (f"{what} (a method of `{cls.name.value}`, a class of this module){detail}{under}: TF2 has no session to"
                 " hand over, and this rule carries over only the runs of functions handed the session that evaluate"
                 " graph values of the block")
     return None
@@ -583,3 +587,26 @@ def _kept_as(function: cst.FunctionDef, call: cst.Call, handed: str) -> str | No
                 if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
                     return t.attr.value
     return None
+
+
+def _lines(statements, conditions=()):
+    """Each simple statement of ``statements`` (nested blocks included, not
+    nested functions or classes), with the tests of the `if`s around it."""
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield statement, list(conditions)
+        elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        elif isinstance(statement, cst.If):
+            yield from _lines(C.body_of(statement.body), (*conditions, statement.test))
+            if statement.orelse is not None:
+                inner = [statement.orelse] if isinstance(statement.orelse, cst.If) else C.body_of(statement.orelse.body)
+                yield from _lines(inner, conditions)
+        else:
+            for child in C.children(statement):
+                if isinstance(child, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+                    yield from _lines(C.body_of(child), conditions)
+                elif isinstance(child, (cst.Else, cst.Finally, cst.ExceptHandler)):
+                    yield from _lines(C.body_of(child.body), conditions)
+                elif isinstance(child, cst.BaseStatement):
+                    yield from _lines([child], conditions)

@@ -887,6 +887,14 @@ class GraphToStrategy(Rule):
                 value = C.assignment(_dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
                                      or cst.SimpleStatementLine([]))[1]
                 origin = self._program().origin_of(value) if isinstance(value, cst.Call) else ""
+                if isinstance(value, cst.Call) and self.qualname(value.func) == "sparse_placeholder":
+                    self.report(key or device_with, f"training not migrated: `{name}` is a sparse placeholder (`{made}`),"
+                                " fed a sparse value (a SparseTensorValue or an (indices, values, dense shape) tuple); this rule makes the block's"
+                                " dense placeholders arguments of the step function and carries no sparse feed",
+                                hint=f"feed the parts of `{name}` through dense placeholders (indices, values, dense"
+                                " shape) and build `tf.SparseTensor(indices, values, dense_shape)` from them in the"
+                                " block, then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+                    continue
                 self.report(key or device_with, f"training not migrated: `{name}` is fed to the session but is not a"
                             f" placeholder of the device-setter block ({where}{origin}), so no step function has an"
                             " argument for it",
