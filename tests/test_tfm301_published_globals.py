@@ -189,6 +189,41 @@ def test_a_helper_called_twice_with_the_session_shares_one_evaluation_function()
     assert "report(compute_error, compute_counter, -1, held_x, held_y)" in out
 
 
+def test_a_helper_passed_the_fetches_it_runs_together_returns_them_together():
+    source = PUBLISHED.replace(
+        "def evaluate(sess, step, labels, ids, weights, positions, rows):\n"
+        "    error = sess.run(mean_loss, feed_dict={",
+        "def evaluate(sess, step, step_tensor, loss_tensor, labels, ids, weights, positions, rows):\n"
+        "    done, error = sess.run([step_tensor, loss_tensor], feed_dict={",
+    ).replace("evaluate(sess, k, held_out", "evaluate(sess, k, step, mean_loss, held_out")
+    out = migrate(source).output
+    helper = _function(out, "evaluate")
+    assert helper.startswith("def evaluate(compute_step, step, labels, ids, weights, positions, rows):")
+    assert ("done, error = tf.nest.map_structure(lambda value: value.numpy(), compute_step(labels, ids, weights,"
+            " positions, [rows, FEATURES]))") in helper
+    assert "return step, mean_loss" in out
+    assert "evaluate(compute_step, k, held_out[0]" in out
+
+
+def test_an_evaluation_defined_in_the_training_function_keeps_the_loop_waiting_for_each_step():
+    source = PASSED.replace(
+        "def report(sess, step, error_tensor, step_tensor, x_ph, y_ph, xs, ys):\n"
+        "    error = sess.run(error_tensor, {x_ph: xs, y_ph: ys})\n"
+        "    done = sess.run(step_tensor)\n"
+        '    print("step %d (global %d): held-out error %.5f" % (step, done, error))\n', "",
+    ).replace(
+        "        for local in range(1000):\n",
+        "        def report(step):\n"
+        "            value = sess.run(error, {images: held_x, labels: held_y})\n"
+        '            print("step %d: held-out error %.5f" % (step, value))\n\n'
+        "        for local in range(1000):\n",
+    ).replace("report(sess, local, error, counter, images, labels, held_x, held_y)", "report(local)")
+    out = migrate(source).output
+    assert "value = tf.nest.map_structure(lambda value: value.numpy(), compute_error(held_x, held_y))" in out
+    # it evaluates the model: no step may run ahead of it, as none did in TF1
+    assert "pending_steps" not in out and "run_train_step(xs, xs.sum(axis=1, keepdims=True))" in out
+
+
 def _declined(source: str, marker: str):
     """The training stays TF1 with one TFM301 reason, located at ``marker``."""
     source = dedent(source)

@@ -531,6 +531,11 @@ class _Pipeliner:
             counter = None
         pre_names = set().union(*(C.names_used(st) for st in pre)) if pre else set()
         tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
+        # functions of the program reading the session or the model (an evaluation defined in the loop's function)
+        scope = _enclosing_function(rule.module_in, self.original) or rule.module_in
+        state |= {fn.name.value for fn in C.walk(scope) if type(fn) is cst.FunctionDef
+                  and fn.name.value in head_names | pre_names | tail_names
+                  and C.names_used(fn.body) & (state | r.sessions)}
         if (head_names | pre_names | tail_names) & state:
             self._refuse()
         if getattr(rule, "hook_objects", set()) & tail_names & (head_names | pre_names):
@@ -539,7 +544,6 @@ class _Pipeliner:
         # names the deferred tail binds live only there (and in the step's target)
         target_names = C.target_names(target) if target is not None else []
         tail_bound = _bound_names(tail) | set(target_names)
-        scope = _enclosing_function(rule.module_in, self.original) or rule.module_in
         for name in tail_bound:
             if name in head_names or name in pre_names or (
                     _name_count(scope, name) != _name_count(self.original, name)):
