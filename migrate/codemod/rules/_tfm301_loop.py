@@ -11,7 +11,7 @@ import libcst as cst
 
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _session_helpers
+from migrate.codemod.rules import _dataflow, _session_helpers_emit
 from migrate.codemod.rules._program import (
     MIRRORED,
     PSS,
@@ -291,7 +291,7 @@ class _SessionRewriter(cst.CSTTransformer):
     def leave_Call(self, original, updated):
         handed = self.r.handed_calls.get(id(original))
         if handed is not None:  # `evaluate(sess, ...)`: handed its evaluation functions instead
-            return _session_helpers.rewrite_call(handed, updated, self.r)
+            return _session_helpers_emit.rewrite_call(handed, updated, self.r)
         owner, method = _owner(original), _method(original)
         if owner in self.r.sessions | self.r.supervisors and method == "should_stop":
             return self.r.stop_condition()

@@ -4,13 +4,16 @@ analysis
     _graph.py (the device-setter block: variables, optimizer, train op, placeholders),
     _rebinding.py, _dataflow.py (what the block and the code around it bind and read),
     _flag_choice.py, ../program/ (tracing through helpers and sibling modules),
-    _tfm301_session.py (what the session runs, its hooks, checkpoints and loop bounds)
+    _tfm301_session.py (what the session runs, its hooks, checkpoints and loop bounds),
+    _session_helpers.py (functions the session is handed to, what they run)
 plan
     this file: the strategy, the model built once, step and evaluation functions,
-    checkpoints; _session_loop.py (the program's own hooks), _summaries.py
+    checkpoints; _session_loop.py (the program's own hooks), _summaries.py,
+    _session_helpers_emit.py (those functions' runs as evaluation functions)
 emitted code
     this file (strategy scope, step functions), _tfm301_loop.py (the training loop
-    around them, steps in flight or batched)
+    around them, steps in flight or batched), _session_helpers_emit.py (the helpers
+    handed the evaluation functions)
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from migrate.codemod.rules import (
     _placement,
     _rebinding,
     _session_helpers,
+    _session_helpers_emit,
 )
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
@@ -258,6 +262,15 @@ class GraphToStrategy(Rule):
     training session. Where the rewrite would leave a name the program still
     reads unbound (a session or graph value used outside the runs it maps),
     the block is declined at the statement reading it (``_dataflow.py``).
+    A function of the module the loop hands its session to
+    (``evaluate(sess, step, x, y)``) and that only runs graph values of the
+    block in it -- reached through its parameters, as module globals the block
+    publishes (``global x, y, loss``), or, in a script, reading the session as
+    a module global -- is handed one evaluation tf.function per fetch set in
+    its place and calls it with the same feeds; the parameters and `global`
+    names that carried graph values go (``_session_helpers.py``, ``_session_helpers_emit.py``). A helper
+    that trains or uses the session otherwise, or a program object keeping
+    the session for runs of its own, is declined where it does so.
     Graphs placed by hand (``with tf.device("/job:ps/task:0"):`` variables,
     ``with tf.device("/job:worker/task:%d" % i):`` computation, or the device
     strings bound to names first) are the layout a device setter makes when
@@ -841,7 +854,7 @@ class GraphToStrategy(Rule):
             return body
         # functions the session is handed to (`evaluate(sess, ...)`): their runs become evaluation functions
         at_module_level = not getattr(self, "functions_in", None)
-        handed, self.handed_declines = _session_helpers.plan(self, session, after, graph, inner, at_module_level)
+        handed, self.handed_declines = _session_helpers_emit.plan(self, session, after, graph, inner, at_module_level)
         if self.handed_declines:
             # the session (or what it runs) still reaches code the rule cannot carry: say what, there
             del self.ctx.reports[reported:]
@@ -855,7 +868,7 @@ class GraphToStrategy(Rule):
             return body
         undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
-        unfed = _session_helpers.emit(self, session, handed)
+        unfed = _session_helpers_emit.emit(self, session, handed)
         if unfed is not None:
             self.converted, self.helper_rewrites, self.strategy_names = undo
             del self.ctx.reports[reported:]
