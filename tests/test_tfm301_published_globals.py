@@ -261,6 +261,32 @@ def test_a_helper_also_called_outside_the_session_code_is_declined():
     assert "migrate `report()` by hand" in reason.hint
 
 
+def test_a_helper_passed_on_as_a_value_is_declined():
+    source = PASSED.replace("        for local in range(1000):\n",
+                            "        callbacks = [report]\n        for local in range(1000):\n")
+    reason = _declined(source, "report(sess, local, error")
+    assert "`report()` is also referred to otherwise than by a call" in reason.message
+
+
+def test_a_helper_a_call_gives_no_session_is_declined():
+    source = PASSED.replace("def report(sess, step, error_tensor, step_tensor, x_ph, y_ph, xs, ys):",
+                            "def report(sess=None, step=0, error_tensor=error, step_tensor=counter, x_ph=images,"
+                            " y_ph=labels, xs=None, ys=None):").replace(
+        "        for local in range(1000):\n", "        report(step=-1)\n        for local in range(1000):\n")
+    reason = _declined(source, "report(step=-1)")
+    assert "`report()` is called with the TF1 session as `sess` here and without it elsewhere" in reason.message
+
+
+def test_a_defaulted_session_parameter_keeps_the_parameter_list_valid():
+    source = PASSED.replace("def report(sess, step, error_tensor, step_tensor, x_ph, y_ph, xs, ys):",
+                            "def report(step, error_tensor, step_tensor, x_ph, y_ph, xs=None, ys=None, sess=None):"
+                            ).replace("report(sess, local, error, counter, images, labels, held_x, held_y)",
+                                      "report(local, error, counter, images, labels, held_x, held_y, sess=sess)")
+    out = migrate(source).output
+    assert "def report(step, xs=None, ys=None, compute_error=None, compute_counter=None):" in out
+    assert "report(local, held_x, held_y, compute_error=compute_error, compute_counter=compute_counter)" in out
+
+
 def test_a_feed_built_elsewhere_is_declined_at_the_run():
     source = PASSED.replace("error = sess.run(error_tensor, {x_ph: xs, y_ph: ys})",
                             "feed = {x_ph: xs, y_ph: ys}\n    error = sess.run(error_tensor, feed)")

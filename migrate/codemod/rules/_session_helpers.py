@@ -185,20 +185,23 @@ def find(region, statements, module: cst.Module, graph: Graph, block, at_module_
     functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef}
     if not sessions or not functions:
         return [], []
-    found: dict[str, list[tuple[cst.Call, str]]] = {}
+    calls_of: dict[str, list[tuple[cst.Call, str]]] = {}  # every call of a module function in the region
+    wanted: set[str] = set()  # the functions handed a session or reading one
     reading: dict[str, str] = {}  # functions reading a session as a module global -> its name
     for statement in statements:
         for call in C.calls_in(statement):
             if not (isinstance(call.func, cst.Name) and call.func.value in functions):
                 continue
-            function = functions[call.func.value]
+            name = call.func.value
             handed = [a for a in call.args if isinstance(a.value, cst.Name) and a.value.value in sessions]
-            global_session = sorted(_free_reads(function) & sessions)
+            global_session = sorted(_free_reads(functions[name]) & sessions)
+            calls_of.setdefault(name, []).append((call, handed[0].value.value if handed else ""))
             if handed:
-                found.setdefault(call.func.value, []).append((call, handed[0].value.value))
+                wanted.add(name)
             elif global_session:
-                found.setdefault(call.func.value, []).append((call, global_session[0]))
-                reading[call.func.value] = global_session[0]
+                wanted.add(name)
+                reading[name] = global_session[0]
+    found = {name: calls for name, calls in calls_of.items() if name in wanted}
     if not found:
         return [], []
     values = graph_names(graph) - graph.dropped
@@ -215,7 +218,8 @@ def find(region, statements, module: cst.Module, graph: Graph, block, at_module_
             result = _analyze(functions[name], calls, module, graph, values, published, sessions, make_fetch,
                               session_global)
         if isinstance(result, Declined):
-            result.function, result.calls, result.session = name, [call for call, _ in calls], calls[0][1]
+            session = next(handed for _, handed in calls if handed) if session_global is None else session_global
+            result.function, result.calls, result.session = name, [call for call, _ in calls], session
             result.handed = session_global is None
             declined.append(result)
         else:
@@ -245,6 +249,11 @@ def _analyze(function, calls, module, graph: Graph, values: set[str], published:
     if elsewhere is not None:
         return Declined(first, f"`{name}()` is also called as `{C.code_of(elsewhere)}` outside this training's"
                         " session code, where no evaluation function can be handed to it")
+    callees = {id(c.func) for c in C.calls_in(module)}
+    if any(type(n) is cst.Name and n.value == name and id(n) not in callees for n in C.walk(module)
+           if n is not function.name):
+        return Declined(first, f"`{name}()` is also referred to otherwise than by a call (passed on as a value),"
+                        " where its callers would still hand it the session")
     bound = [_bind(call, params) for call, _ in calls]
     if any(b is None for b in bound):
         return Declined(first, f"`{name}()` is handed the TF1 session in a call whose arguments do not match its"
@@ -255,6 +264,10 @@ def _analyze(function, calls, module, graph: Graph, values: set[str], published:
     if len(session_params) != 1:
         return Declined(first, f"`{name}()` is handed the TF1 session through different parameters")
     session_param = session_params.pop()
+    if session_global is None and not all(isinstance(b[session_param], cst.Name) and b[session_param].value in sessions
+                                          for b in bound):
+        return Declined(first, f"`{name}()` is called with the TF1 session as `{session_param}` here and without it"
+                        " elsewhere in the session code")
     own = _own_names(function)
     if session_param in own:
         return Declined(function, f"`{name}()` binds its session parameter `{session_param}` again")

@@ -85,8 +85,10 @@ def rewrite_function(handed: HandedSession, region, arguments) -> cst.FunctionDe
     for param in handed.function.params.params:
         name = param.name.value
         if name == handed.session_param and not handed.session_global:
-            params += [param.with_changes(name=cst.Name(fn), default=None, equal=cst.MaybeSentinel.DEFAULT,
-                                          annotation=None) for fn in functions]
+            # every call passes them; a default stays only where a parameter before it has one
+            defaulted = any(p.default is not None for p in params)
+            params += [param.with_changes(name=cst.Name(fn), annotation=None, **(
+                {} if defaulted else {"default": None, "equal": cst.MaybeSentinel.DEFAULT})) for fn in functions]
         elif name not in handed.graph_params:
             params.append(param)
     params = _commas(params)
