@@ -287,9 +287,19 @@ def test_a_defaulted_session_parameter_keeps_the_parameter_list_valid():
     assert "report(local, held_x, held_y, compute_error=compute_error, compute_counter=compute_counter)" in out
 
 
-def test_a_feed_built_elsewhere_is_declined_at_the_run():
+def test_a_feed_dict_bound_to_a_name_is_keyed_by_the_evaluation_functions_parameters():
     source = PASSED.replace("error = sess.run(error_tensor, {x_ph: xs, y_ph: ys})",
                             "feed = {x_ph: xs, y_ph: ys}\n    error = sess.run(error_tensor, feed)")
+    result = migrate(source)
+    assert not manual(result), [d.message for d in manual(result)]
+    helper = _function(result.output, "report")
+    assert '    feed = {"images": xs, "labels": ys}\n' in helper
+    assert "compute_error(**feed)" in helper
+
+
+def test_a_feed_built_by_a_call_is_declined_at_the_run():
+    source = PASSED.replace("error = sess.run(error_tensor, {x_ph: xs, y_ph: ys})",
+                            "feed = dict(zip([x_ph, y_ph], [xs, ys]))\n    error = sess.run(error_tensor, feed)")
     reason = _declined(source, "error = sess.run(error_tensor, feed)")
     assert "`feed_dict=feed`" in reason.message
 

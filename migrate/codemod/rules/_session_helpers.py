@@ -38,6 +38,8 @@ class HandedSession:
     runs: list = field(default_factory=list)  # (its run call, the _Fetch in the block's terms)
     calls: list[cst.Call] = field(default_factory=list)  # where the region calls it
     session_global: bool = False  # it reads the session as a module global (a script's)
+    feeds: dict[str, cst.Dict] = field(default_factory=dict)  # its feed dicts bound to names
+    renamed: dict[str, str] = field(default_factory=dict)  # its names of graph values -> the block's
 
     @property
     def name(self) -> str:
@@ -116,11 +118,15 @@ def _own_names(function: cst.FunctionDef) -> set[str]:
     return out
 
 
-def _run_positions(run: cst.Call) -> tuple[list[cst.CSTNode], list[cst.BaseExpression], cst.BaseExpression | None]:
+def _run_positions(run: cst.Call, feeds: dict[str, cst.Dict]) -> tuple[
+        list[cst.CSTNode], list[cst.BaseExpression], cst.BaseExpression | None]:
     """(the nodes naming graph values: fetches and fed keys, the fed values,
-    the feed) of ``sess.run(fetches, feed_dict)``."""
+    the feed) of ``sess.run(fetches, feed_dict)``; ``feeds``: the helper's
+    feed dicts bound to names (`feed = {x: xs}` before `sess.run(loss, feed)`)."""
     fetches = C.arg(run, 0, "fetches")
     feed = C.arg(run, 1, "feed_dict")
+    if isinstance(feed, cst.Name) and feed.value in feeds:
+        feed = feeds[feed.value]
     graph_nodes: list[cst.CSTNode] = [fetches] if fetches is not None else []
     values: list[cst.BaseExpression] = []
     if isinstance(feed, cst.Dict):
@@ -135,6 +141,24 @@ def _run_positions(run: cst.Call) -> tuple[list[cst.CSTNode], list[cst.BaseExpre
     return graph_nodes, values, feed
 
 
+def _local_feeds(function: cst.FunctionDef, runs: list[cst.Call]) -> dict[str, cst.Dict]:
+    """The helper's names bound once to a literal dict and read only as the
+    feed of its runs (`feed = {images: xs, labels: ys}`, `sess.run(loss, feed)`)."""
+    fed_by_name: dict[str, int] = {}
+    for run in runs:
+        feed = C.arg(run, 1, "feed_dict")
+        if isinstance(feed, cst.Name):
+            fed_by_name[feed.value] = fed_by_name.get(feed.value, 0) + 1
+    out: dict[str, cst.Dict] = {}
+    for name, count in fed_by_name.items():
+        bindings = [C.assignment(n) for n in C.walk(function.body) if type(n) is cst.SimpleStatementLine
+                    and name in C.assignment(n)[0]]
+        if (len(bindings) == 1 and bindings[0][0] == [name] and isinstance(bindings[0][1], cst.Dict)
+                and _occurrences(function.body, name) == count + 1):
+            out[name] = bindings[0][1]
+    return out
+
+
 class _Rename(cst.CSTTransformer):
     def __init__(self, renamed: dict[str, str]):
         super().__init__()
@@ -145,11 +169,13 @@ class _Rename(cst.CSTTransformer):
         return updated if new is None else updated.with_changes(value=new)
 
 
-def _in_block_terms(run: cst.Call, renamed: dict[str, str]) -> cst.Call:
+def _in_block_terms(run: cst.Call, renamed: dict[str, str], feeds: dict[str, cst.Dict]) -> cst.Call:
     """The run call with its fetches and fed keys named as the block names them
-    (the fed values stay the helper's own expressions)."""
+    (the fed values stay the helper's own expressions), its feed spelled out."""
     fetches = C.arg(run, 0, "fetches")
     feed = C.arg(run, 1, "feed_dict")
+    if isinstance(feed, cst.Name) and feed.value in feeds:
+        feed = feeds[feed.value]
     rename = _Rename(renamed)
     args = [cst.Arg(fetches.visit(rename))]
     if isinstance(feed, cst.Dict):
@@ -292,12 +318,13 @@ def _analyze(function, calls, module, graph: Graph, values: set[str], published:
     renamed: dict[str, str] = {}
     graph_params: dict[str, str] = {}
     in_runs: dict[str, int] = {}
+    feeds = _local_feeds(function, runs)
     for run in runs:
-        graph_nodes, fed_values, feed = _run_positions(run)
+        graph_nodes, fed_values, feed = _run_positions(run, feeds)
         if feed is not None and not isinstance(feed, cst.Dict):
             return Declined(run, f"`{name}()` runs the session with `feed_dict={C.code_of(feed)}`, a feed this rule"
-                            " cannot read key by key (it maps literal `{placeholder: value}` feeds onto the arguments"
-                            " of an evaluation function)")
+                            " cannot read key by key (it maps `{placeholder: value}` feeds, literal or bound once to a"
+                            " name read only there, onto the arguments of an evaluation function)")
         for node in graph_nodes:
             for used in C.names_used(node):
                 in_runs[used] = in_runs.get(used, 0) + _occurrences(node, used)
@@ -333,9 +360,10 @@ def _analyze(function, calls, module, graph: Graph, values: set[str], published:
                             " than as a fetch or fed key of its session runs: no evaluation function hands a graph"
                             " value out")
     handed = HandedSession(function=function, session_param=session_param, graph_params=graph_params,
-                           calls=[call for call, _ in calls], session_global=session_global is not None)
+                           calls=[call for call, _ in calls], session_global=session_global is not None,
+                           feeds=feeds, renamed=renamed)
     for run in runs:
-        fetch = make_fetch(_in_block_terms(run, renamed))
+        fetch = make_fetch(_in_block_terms(run, renamed, feeds))
         placeholders = set(graph.placeholder_names)
         fed = [el.key.value for el in (fetch.feed.elements if isinstance(fetch.feed, cst.Dict) else ())
                if isinstance(el, cst.DictElement) and isinstance(el.key, cst.Name)]

@@ -75,7 +75,13 @@ def rewrite_function(handed: HandedSession, region, arguments) -> cst.FunctionDe
     replaced: dict[int, cst.BaseExpression] = {}
     for run, fetch in handed.runs:
         canonical = region.eval_fetches.get(fetch.key(), fetch)
-        args = arguments(fetch, canonical.params)
+        feed = C.arg(run, 1, "feed_dict")
+        if isinstance(feed, cst.Name) and feed.value in handed.feeds:
+            # `feed = {x: xs}` keyed by the evaluation function's parameter names
+            args = _named_feed_arguments(feed.value, fetch, canonical.params)
+            replaced[id(handed.feeds[feed.value])] = _string_keys(handed.feeds[feed.value], handed.renamed)
+        else:
+            args = arguments(fetch, canonical.params)
         if args is None:
             return None
         fn = region.eval_names[id(canonical)]
@@ -140,12 +146,33 @@ def _trailing(item) -> bool:
     return isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace)
 
 
+def _named_feed_arguments(name: str, fetch, params: list[str]) -> str | None:
+    """An evaluation call's arguments from a feed dict bound to ``name``: the
+    dict itself when it feeds exactly the parameters, else each one of them."""
+    keys = [el.key.value for el in fetch.feed.elements if isinstance(el, cst.DictElement)]
+    if not set(params) <= set(keys):
+        return None
+    if sorted(keys) == sorted(params):
+        return f"**{name}"
+    return ", ".join(f'{name}["{p}"]' for p in params)
+
+
+def _string_keys(feed: cst.Dict, renamed: dict[str, str]) -> cst.Dict:
+    """`{x_ph: xs}` -> `{"x": xs}`: keyed by the evaluation function's parameters."""
+    return feed.with_changes(elements=[
+        el.with_changes(key=cst.SimpleString(f'"{renamed.get(el.key.value, el.key.value)}"'))
+        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.Name) else el for el in feed.elements])
+
+
 class _ReplaceCalls(cst.CSTTransformer):
     def __init__(self, replaced: dict[int, cst.BaseExpression]):
         super().__init__()
         self.replaced = replaced
 
     def leave_Call(self, original, updated):
+        return self.replaced.get(id(original), updated)
+
+    def leave_Dict(self, original, updated):
         return self.replaced.get(id(original), updated)
 
 
