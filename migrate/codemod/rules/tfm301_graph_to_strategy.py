@@ -268,9 +268,10 @@ class GraphToStrategy(Rule):
     publishes (``global x, y, loss``), or, in a script, reading the session as
     a module global -- is handed one evaluation tf.function per fetch set in
     its place and calls it with the same feeds; the parameters and `global`
-    names that carried graph values go (``_session_helpers.py``, ``_session_helpers_emit.py``). A helper
-    that trains or uses the session otherwise, or a program object keeping
-    the session for runs of its own, is declined where it does so.
+    names that carried graph values go (``_session_helpers.py``,
+    ``_session_helpers_emit.py``). A helper that trains or uses the session
+    otherwise, or a program object keeping the session for runs of its own,
+    is declined where it does so.
     Graphs placed by hand (``with tf.device("/job:ps/task:0"):`` variables,
     ``with tf.device("/job:worker/task:%d" % i):`` computation, or the device
     strings bound to names first) are the layout a device setter makes when
