@@ -30,6 +30,7 @@ from migrate.codemod.rules import (
     _outer_placeholders,
     _placement,
     _rebinding,
+    _serving_export,
 )
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
@@ -597,6 +598,8 @@ class GraphToStrategy(Rule):
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
         if getattr(self, "restore_helper_code", None):
             updated = self._add_restore_helper(updated)
+        if getattr(self, "serving_exported", False):  # the session bundle's import goes with its last use
+            updated = _serving_export.without_bundle_imports(updated)
         return updated
 
     def _add_restore_helper(self, module: cst.Module) -> cst.Module:
@@ -816,6 +819,8 @@ class GraphToStrategy(Rule):
                             " restore with tf.train.Checkpoint.restore by hand, then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        if self._plan_serving_exports(graph, session, after, reported):
+            return body
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
@@ -891,6 +896,28 @@ class GraphToStrategy(Rule):
         self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
                                          [*session_inside, *body[i + 1:]])
         return before + out
+
+    def _plan_serving_exports(self, graph: Graph, session, after, reported: int) -> bool:
+        """The trained model exported for serving in the session's code: planned
+        onto tf.saved_model.save of a signature (_serving_export), or declined
+        with the statement and why (True: the training stays TF1)."""
+        exports, declines = _serving_export.find(after, self.qualname)
+        for export in exports:
+            declined = _serving_export.plan(export, graph, self, self._wants_template(graph))
+            if declined is not None:
+                declines.append(declined)
+        if not declines:
+            session.serving_exports = {id(export.save_at): export for export in exports}
+            session.serving_removed = {k for export in exports for k in export.removed}
+            self.serving_exported = getattr(self, "serving_exported", False) or bool(exports)
+            return False
+        del self.ctx.reports[reported:]
+        for node, why in declines:
+            self.report(node, f"training not migrated: it exports the trained model for serving and {why}; this"
+                        " training was left as TF1", hint="export with tf.saved_model.save(module, export_dir,"
+                        " signatures=...) of a tf.Module holding the variables, by hand (or move the export out"
+                        " of the training code), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+        return True
 
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
         """Decline, with the statement that reads it, a rewrite that would

@@ -1,0 +1,323 @@
+"""TFM301: the trained model exported for serving after training (a session
+bundle's Exporter, a SavedModelBuilder, simple_save) becomes
+tf.saved_model.save of a tf.function signature, in the same place and
+directory; what cannot be carried exactly is declined where it is.
+
+The migrated SavedModel is loaded with tf.saved_model.load and its signature
+called: it gives what the trained model gives, and what the TF1 program's own
+export gives."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import tfm301_support
+from tfm301_support import line_of, manual
+
+from migrate.codemod.engine import dedent
+
+
+def migrate(source: str, select=("TFM301",)):
+    return tfm301_support.migrate(source, select)
+
+
+# a SyncReplicas trainer whose chief exports the model with simple_save once the loop is done
+SIMPLE_SAVE = '''
+import os
+
+import tensorflow.compat.v1 as tf
+
+
+def fit(cluster, server, is_chief, workers, samples, total_steps, export_dir, probe):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        inputs = tf.placeholder(tf.float32, [None, 4])
+        expected = tf.placeholder(tf.float32, [None, 1])
+        weights = tf.Variable(tf.zeros([4, 1]), name="weights")
+        bias = tf.Variable(0.5, name="bias")
+        score = tf.matmul(inputs, weights) + bias
+        cost = tf.reduce_mean(tf.square(score - expected))
+        step_counter = tf.Variable(0, name="step_counter", trainable=False)
+        base = tf.train.GradientDescentOptimizer(0.05)
+        opt = tf.train.SyncReplicasOptimizer(base, replicas_to_aggregate=workers, total_num_replicas=workers)
+        train_op = opt.minimize(cost, global_step=step_counter)
+        init_tokens = opt.get_init_tokens_op()
+        chief_runner = opt.get_chief_queue_runner()
+        local_init = opt.chief_init_op if is_chief else opt.local_step_init_op
+        ready = opt.ready_for_local_init_op
+        init = tf.global_variables_initializer()
+    sv = tf.train.Supervisor(is_chief=is_chief, init_op=init, local_init_op=local_init,
+                             ready_for_local_init_op=ready, global_step=step_counter)
+    sess = sv.prepare_or_wait_for_session(server.target)
+    if is_chief:
+        sess.run(init_tokens)
+        sv.start_queue_runners(sess, [chief_runner])
+    step = 0
+    while step < total_steps:
+        _, step = sess.run([train_op, step_counter], feed_dict={inputs: samples[0], expected: samples[1]})
+    print("trained", sess.run(score, feed_dict={inputs: probe}).ravel().tolist())
+    if is_chief:
+        # the chief writes the model TF Serving loads
+        tf.saved_model.simple_save(sess, export_dir, inputs={"features": inputs}, outputs={"score": score})
+'''
+
+# the same export spelled with a SavedModelBuilder and tensor infos
+BUILDER_EXPORT = '''
+    if is_chief:
+        builder = tf.saved_model.builder.SavedModelBuilder(export_dir)
+        features_info = tf.saved_model.utils.build_tensor_info(inputs)
+        score_info = tf.saved_model.utils.build_tensor_info(score)
+        signature = tf.saved_model.signature_def_utils.build_signature_def(
+            inputs={"features": features_info}, outputs={"score": score_info},
+            method_name=tf.saved_model.signature_constants.PREDICT_METHOD_NAME)
+        builder.add_meta_graph_and_variables(
+            sess, [tf.saved_model.tag_constants.SERVING],
+            signature_def_map={tf.saved_model.signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY: signature},
+            legacy_init_op=tf.group(tf.tables_initializer(), name="legacy_init_op"))
+        builder.save()
+'''
+
+SIMPLE_SAVE_EXPORT = '''
+    if is_chief:
+        # the chief writes the model TF Serving loads
+        tf.saved_model.simple_save(sess, export_dir, inputs={"features": inputs}, outputs={"score": score})
+'''
+
+
+def builder_program() -> str:
+    return SIMPLE_SAVE.replace(SIMPLE_SAVE_EXPORT, BUILDER_EXPORT)
+
+
+# asynchronous ps/worker training under a Supervisor whose chief writes a session bundle
+# (versioned directory) with generic `inputs`/`outputs` signatures after training
+SESSION_BUNDLE = '''
+import tensorflow as tf
+from tensorflow.contrib.session_bundle import exporter
+
+flags = tf.app.flags
+flags.DEFINE_string("export_base", "/tmp/served", "where the model is exported")
+flags.DEFINE_integer("model_version", 3, "the exported model's version")
+FLAGS = flags.FLAGS
+
+
+def run(cluster, server, is_chief, batches, log_dir):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        ids = tf.placeholder(tf.int64, shape=[None])
+        reading = tf.placeholder(tf.float32, shape=[None, 3])
+        target = tf.placeholder(tf.float32, shape=[None, 1])
+        kernel = tf.Variable(tf.ones([3, 1]), name="kernel")
+        offset = tf.Variable(0.0, name="offset")
+        guess = tf.matmul(reading, kernel) + offset
+        passed_ids = tf.identity(ids)
+        loss = tf.reduce_sum(tf.square(target - guess))
+        counter = tf.Variable(0, name="counter", trainable=False)
+        train_op = tf.train.AdagradOptimizer(0.1).minimize(loss, global_step=counter)
+        saver = tf.train.Saver(sharded=True)
+        init_op = tf.global_variables_initializer()
+    sv = tf.train.Supervisor(is_chief=is_chief, logdir=log_dir, init_op=init_op, saver=saver,
+                             global_step=counter, save_model_secs=120)
+    with sv.managed_session(server.target) as sess:
+        for features, labels in batches:
+            sess.run(train_op, feed_dict={reading: features, target: labels})
+        if is_chief:
+            bundle = exporter.Exporter(saver)
+            bundle.init(sess.graph.as_graph_def(), named_graph_signatures={
+                "inputs": exporter.generic_signature({"ids": ids, "reading": reading}),
+                "outputs": exporter.generic_signature({"ids": passed_ids, "guess": guess})})
+            bundle.export(FLAGS.export_base, tf.constant(FLAGS.model_version), sess)
+'''
+
+
+def test_a_session_bundle_becomes_a_saved_model_of_its_signature_in_the_versioned_directory():
+    result = migrate(SESSION_BUNDLE)
+    assert not manual(result)
+    out = result.output
+    assert "ParameterServerStrategy" in out and "exporter" not in out and "session_bundle" not in out
+    assert "saver" not in out and "Saver" not in out and "sess" not in out
+    assert "import os" in out
+    tail = tfm301_support.tail_from(out, "if is_chief:")
+    assert tail.startswith(dedent('''
+        if is_chief:
+
+            @tf.function(input_signature=[
+                tf.TensorSpec([None], tf.int64, name="ids"),
+                tf.TensorSpec([None, 3], tf.float32, name="reading"),
+            ])
+            def serve(ids, reading):
+                guess = tf.matmul(reading, kernel) + offset
+                passed_ids = tf.identity(ids)
+                return {"ids": passed_ids, "guess": guess}
+
+            serving_model = tf.Module()
+            # The variables the signatures read, saved with them.
+            serving_model.served_variables = [kernel, offset]
+            tf.saved_model.save(
+                serving_model, os.path.join(FLAGS.export_base, "%08d" % FLAGS.model_version),
+                signatures={"serving_default": serve})
+    ''').lstrip("\n"))
+
+
+def test_the_export_keeps_its_place_in_the_program_and_its_guard():
+    result = migrate(SIMPLE_SAVE)
+    assert not manual(result)
+    out = result.output
+    assert "MultiWorkerMirroredStrategy" in out and "simple_save" not in out and "sess" not in out
+    tail = tfm301_support.tail_from(out[out.index("print(\"trained\""):], "if is_chief:")
+    assert tail.startswith(dedent('''
+        if is_chief:
+            # the chief writes the model TF Serving loads
+
+            @tf.function(input_signature=[
+                tf.TensorSpec([None, 4], tf.float32, name="features"),
+            ])
+            def serve(inputs):
+                score = tf.matmul(inputs, weights) + bias
+                return {"score": score}
+    ''').lstrip("\n"))
+    assert 'tf.saved_model.save(\n            serving_model, export_dir,\n            signatures={"serving_default": serve})' \
+        in out
+    # the export follows the evaluation the program printed, as it did
+    assert out.index("print(\"trained\"") < out.index("def serve(")
+
+
+def test_a_saved_model_builder_becomes_the_same_export():
+    simple = migrate(SIMPLE_SAVE).output
+    built = migrate(builder_program())
+    assert not manual(built)
+    strip = tfm301_support.tail_from
+    assert "builder" not in built.output and "tensor_info" not in built.output
+    # the same TF2 export, apart from the comment simple_save's fixture has
+    assert strip(built.output, "def serve(") == strip(simple, "def serve(")
+
+
+def test_several_signatures_of_a_builder_each_get_their_function():
+    source = builder_program().replace(
+        "signature_def_map={tf.saved_model.signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY: signature},",
+        "signature_def_map={\"predict_score\": signature, \"echo\": tf.saved_model.signature_def_utils."
+        "predict_signature_def(inputs={\"x\": inputs}, outputs={\"x\": inputs})},")
+    result = migrate(source)
+    assert not manual(result)
+    out = result.output
+    assert "def serve_predict_score(inputs):" in out and "def serve_echo(inputs):" in out
+    assert 'signatures={"predict_score": serve_predict_score, "echo": serve_echo})' in out
+
+
+@pytest.mark.parametrize(("program", "change", "where", "why"), [
+    (builder_program, ("[tf.saved_model.tag_constants.SERVING]", '["serve", "gpu"]'), '["serve", "gpu"]',
+     "its tags are `[\"serve\", \"gpu\"]`; tf.saved_model.save writes the one tag `serve`"),
+    (builder_program, ("PREDICT_METHOD_NAME", "CLASSIFY_METHOD_NAME"), "build_signature_def(",
+     "its signature's method is `tf.saved_model.signature_constants.CLASSIFY_METHOD_NAME`, not Predict"),
+    (builder_program, ('name="legacy_init_op"))', ('name="legacy_init_op"),\n'
+                       '            assets_collection=tf.get_collection(tf.GraphKeys.ASSET_FILEPATHS))')),
+     "assets_collection=", "it exports assets"),
+    (builder_program, ("builder.save()", "builder.save(as_text=True)"), "builder.save(as_text=True)",
+     "it writes the SavedModel as text"),
+    (builder_program, ("build_tensor_info(inputs)", "build_tensor_info(score - expected)"),
+     "features_info = ", "its tensor info `features_info` describes `score - expected`, not a graph value"),
+    (builder_program, ('name="legacy_init_op")', 'step_counter.assign(0))'), "legacy_init_op=",
+     "it runs `tf.group(tf.tables_initializer(), step_counter.assign(0))` when the SavedModel is loaded"),
+    (lambda: SIMPLE_SAVE, ('inputs={"features": inputs}', 'inputs={"features": expected}'), "simple_save(",
+     "its signature output `score` is computed from the placeholder `inputs`, which the signature does not take"),
+    (lambda: SIMPLE_SAVE, ('outputs={"score": score}', 'outputs={"score": score, "cost": cost}'), "simple_save(",
+     "its signature output `cost` is computed from the placeholder `expected`, which the signature does not take"),
+    (lambda: SESSION_BUNDLE, ('tf.constant(FLAGS.model_version), sess)', 'counter + 1, sess)'), "bundle.export(",
+     "its version (`counter + 1`) is computed by the TF1 graph"),
+    (lambda: SESSION_BUNDLE, ('tf.constant(FLAGS.model_version), sess)',
+                              'tf.constant(FLAGS.model_version), sess, exports_to_keep=keep_five)'),
+     "bundle.export(", "it keeps only some exports (`exports_to_keep`)"),
+    (lambda: SESSION_BUNDLE, ('"outputs": exporter.generic_signature({"ids": passed_ids, "guess": guess})})',
+                              ('"outputs": exporter.generic_signature({"ids": passed_ids, "guess": guess})},\n'
+                              '                default_graph_signature=exporter.regression_signature(reading, guess))')),
+     "default_graph_signature=", "it exports a default graph signature of a session bundle"),
+])
+def test_what_cannot_be_carried_exactly_is_declined_where_it_is(program, change, where, why):
+    source = program().replace(*change)
+    assert source != program()
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert reason.line == line_of(source, where)
+    assert reason.message.startswith("training not migrated: it exports the trained model for serving and ")
+    assert why in reason.message and reason.message.endswith("this training was left as TF1")
+    assert "tf.saved_model.save(module, export_dir, signatures=...)" in reason.hint
+
+
+RUNNER = '''
+import json, os, sys
+import numpy as np
+import tensorflow as tf_api
+
+legacy, export_dir = sys.argv[1] == "legacy", sys.argv[2]
+rng = np.random.RandomState(5)
+samples = (rng.rand(8, 4).astype(np.float32), rng.rand(8, 1).astype(np.float32))
+probe = rng.rand(3, 4).astype(np.float32)
+printed = []
+print = lambda *args: printed.append(list(args))
+if legacy:
+    tf_api.compat.v1.disable_v2_behavior()
+    # the Supervisor finalizes the graph, and the TF1 export adds its Saver's ops to it (TF1
+    # jobs exporting this way unfinalized it by hand): the reference run lets it
+    tf_api.Graph.finalize = lambda graph: None
+    port = int(sys.argv[3])
+    cluster = tf_api.compat.v1.train.ClusterSpec({"worker": ["localhost:%d" % port]})
+    server = tf_api.compat.v1.train.Server(cluster, job_name="worker", task_index=0)
+    fit(cluster, server, True, 1, samples, 12, export_dir, probe)
+else:
+    fit(None, None, True, 1, samples, 12, export_dir, probe)
+sys.stdout.write(json.dumps({"trained": printed[0][1], "probe": probe.tolist()}))
+sys.stdout.flush()
+os._exit(0)  # TF1's chief queue runner thread still waits on its queue
+'''
+
+# loads an export in a fresh TF2 process and calls its serving signature
+SERVED = '''
+import json, sys
+import numpy as np
+import tensorflow as tf
+
+loaded = tf.saved_model.load(sys.argv[1])
+serve = loaded.signatures["serving_default"]
+probe = np.array(json.loads(sys.argv[2]), np.float32)
+result = serve(features=tf.constant(probe))
+inputs = {k: [v.dtype.name, v.shape.as_list()] for k, v in serve.structured_input_signature[1].items()}
+print(json.dumps({"score": result["score"].numpy().ravel().tolist(), "outputs": sorted(result),
+                  "inputs": inputs}))
+'''
+
+
+def _run(*command: str) -> dict:
+    run = subprocess.run([sys.executable, *command], check=False, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", [lambda: SIMPLE_SAVE, builder_program], ids=["simple_save", "builder"])
+def test_the_migrated_export_serves_what_the_trained_model_computes(program):
+    """One local worker: the TF1 program exports its SavedModel; the migrated
+    one (MultiWorkerMirroredStrategy) writes its own. Loaded in a fresh
+    process, the migrated signature takes the inputs the TF1 one takes (names,
+    dtypes, shapes), has its outputs, and gives, bit for bit, what the trained
+    model computed for the same probe in the program."""
+    pytest.importorskip("tensorflow")
+    source = dedent(program())
+    migrated = migrate(source, select=None).output
+    assert "tf.saved_model.save(" in migrated
+    with socket.socket() as probe:
+        probe.bind(("localhost", 0))
+        port = probe.getsockname()[1]
+    with tempfile.TemporaryDirectory() as old_dir, tempfile.TemporaryDirectory() as new_dir:
+        tf1 = _run("-c", source + RUNNER, "legacy", old_dir + "/model", str(port))
+        tf2 = _run("-c", migrated + RUNNER, "migrated", new_dir + "/model")
+        served_tf1 = _run("-c", SERVED, old_dir + "/model", json.dumps(tf1["probe"]))
+        served_tf2 = _run("-c", SERVED, new_dir + "/model", json.dumps(tf2["probe"]))
+    # each export serves what its own trained model computes, bit for bit
+    assert served_tf2["score"] == tf2["trained"]
+    assert served_tf1["score"] == tf1["trained"]
+    # under the same signature: its inputs' names, dtypes and shapes, its outputs' names
+    assert {k: v for k, v in served_tf2.items() if k != "score"} == {k: v for k, v in served_tf1.items() if k != "score"}
+    assert served_tf2["inputs"] == {"features": ["float32", [None, 4]]} and served_tf2["outputs"] == ["score"]
