@@ -321,3 +321,72 @@ def test_the_migrated_export_serves_what_the_trained_model_computes(program):
     # under the same signature: its inputs' names, dtypes and shapes, its outputs' names
     assert {k: v for k, v in served_tf2.items() if k != "score"} == {k: v for k, v in served_tf1.items() if k != "score"}
     assert served_tf2["inputs"] == {"features": ["float32", [None, 4]]} and served_tf2["outputs"] == ["score"]
+
+
+# the session bundle program, printing what the trained model computes for a probe first
+def probed_bundle() -> str:
+    return SESSION_BUNDLE.replace("def run(cluster, server, is_chief, batches, log_dir):",
+                                  "def run(cluster, server, is_chief, batches, log_dir, probe):").replace(
+        "        if is_chief:\n            bundle",
+        "        print(\"trained\", sess.run(guess, feed_dict={reading: probe}).ravel().tolist())\n"
+        "        if is_chief:\n            bundle")
+
+
+# the migrated program as the chief of a loopback cluster whose ps and worker serve in this process
+PSS_RUNNER = '''
+import json, os, socket, sys
+import numpy as np
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+cluster = {"chief": ["localhost:%d" % free_port()], "worker": ["localhost:%d" % free_port()],
+           "ps": ["localhost:%d" % free_port()]}
+os.environ["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}})
+for job in ("worker", "ps"):
+    tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=job, task_index=0, protocol="grpc", start=True)
+FLAGS(["run", "--export_base=" + sys.argv[1]])
+rng = np.random.RandomState(7)
+batches = [(rng.rand(4, 3).astype(np.float32), rng.rand(4, 1).astype(np.float32)) for _ in range(10)]
+probe = rng.rand(2, 3).astype(np.float32)
+printed = []
+print = lambda *args: printed.append(list(args))
+run(None, None, True, batches, sys.argv[2], probe)
+sys.stdout.write(json.dumps({"trained": printed[0][1], "probe": probe.tolist()}))
+sys.stdout.flush()
+os._exit(0)
+'''
+
+SERVED_BUNDLE = '''
+import json, sys
+import numpy as np
+import tensorflow as tf
+
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+result = serve(ids=tf.constant([11, 12], tf.int64), reading=tf.constant(json.loads(sys.argv[2]), tf.float32))
+inputs = {k: [v.dtype.name, v.shape.as_list()] for k, v in serve.structured_input_signature[1].items()}
+print(json.dumps({"guess": result["guess"].numpy().ravel().tolist(), "ids": result["ids"].numpy().tolist(),
+                  "inputs": inputs, "outputs": sorted(result)}))
+'''
+
+
+@pytest.mark.slow
+def test_the_chief_of_a_parameter_server_job_exports_the_session_bundle_as_a_saved_model():
+    """The asynchronous job (ParameterServerStrategy): its chief writes the
+    SavedModel into the version's directory; loaded in a fresh process, the
+    signature takes the bundle's inputs by their keys and gives what the
+    trained model computed, and the ids passed through."""
+    pytest.importorskip("tensorflow")
+    import os
+
+    migrated = migrate(probed_bundle(), select=None).output
+    with tempfile.TemporaryDirectory() as base, tempfile.TemporaryDirectory() as log_dir:
+        trained = _run("-c", migrated + PSS_RUNNER, base, log_dir)
+        assert os.listdir(base) == ["00000003"]
+        served = _run("-c", SERVED_BUNDLE, os.path.join(base, "00000003"), json.dumps(trained["probe"]))
+    assert served["guess"] == trained["trained"]
+    assert served["ids"] == [11, 12]
+    assert served["inputs"] == {"ids": ["int64", [None]], "reading": ["float32", [None, 3]]}
+    assert served["outputs"] == ["guess", "ids"]
