@@ -92,6 +92,23 @@ def builder_program() -> str:
     return SIMPLE_SAVE.replace(SIMPLE_SAVE_EXPORT, BUILDER_EXPORT)
 
 
+# the model made by a helper creating its variables with get_variable (a template in TF2)
+def helper_model_program() -> str:
+    return SIMPLE_SAVE.replace(
+        '        weights = tf.Variable(tf.zeros([4, 1]), name="weights")\n'
+        '        bias = tf.Variable(0.5, name="bias")\n'
+        "        score = tf.matmul(inputs, weights) + bias\n",
+        '        hidden = layer(inputs, 4, 8, "hidden")\n'
+        '        score = layer(tf.nn.relu(hidden), 8, 1, "score")\n').replace("def fit(", """def layer(x, fan_in, fan_out, name):
+    with tf.variable_scope(name):
+        w = tf.get_variable("w", [fan_in, fan_out], initializer=tf.random_normal_initializer(seed=4))
+        b = tf.get_variable("b", [fan_out], initializer=tf.constant_initializer(0.5))
+    return tf.matmul(x, w) + b
+
+
+def fit(""")
+
+
 # asynchronous ps/worker training under a Supervisor whose chief writes a session bundle
 # (versioned directory) with generic `inputs`/`outputs` signatures after training
 SESSION_BUNDLE = '''
@@ -206,6 +223,21 @@ def test_several_signatures_of_a_builder_each_get_their_function():
     assert 'signatures={"predict_score": serve_predict_score, "echo": serve_echo})' in out
 
 
+def test_a_model_made_by_helpers_is_served_through_the_model_function_without_the_labels():
+    """The model function computes the model up to what is served (and
+    evaluated) from the inputs alone; the loss follows it in the step."""
+    result = migrate(helper_model_program())
+    assert not manual(result)
+    out = result.output
+    assert "    def model_fn(inputs):\n" in out and "        return score\n" in out
+    assert "score = model(inputs)\n                cost = tf.reduce_mean(tf.square(score - expected))" in out
+    # the probe of the trained model is evaluated from the inputs alone, as TF1 fed it
+    assert "InvalidArgumentError" not in out and "compute_score(probe)" in out
+    serve = tfm301_support.tail_from(out, "def serve(")
+    assert serve.startswith("def serve(inputs):\n    score = model(inputs)\n    return {\"score\": score}\n")
+    assert "serving_model.served_variables = list(model.variables)" in out
+
+
 @pytest.mark.parametrize(("program", "change", "where", "why"), [
     (builder_program, ("[tf.saved_model.tag_constants.SERVING]", '["serve", "gpu"]'), '["serve", "gpu"]',
      "its tags are `[\"serve\", \"gpu\"]`; tf.saved_model.save writes the one tag `serve`"),
@@ -296,7 +328,8 @@ def _run(*command: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("program", [lambda: SIMPLE_SAVE, builder_program], ids=["simple_save", "builder"])
+@pytest.mark.parametrize("program", [lambda: SIMPLE_SAVE, builder_program, helper_model_program],
+                         ids=["simple_save", "builder", "helper_model"])
 def test_the_migrated_export_serves_what_the_trained_model_computes(program):
     """One local worker: the TF1 program exports its SavedModel; the migrated
     one (MultiWorkerMirroredStrategy) writes its own. Loaded in a fresh

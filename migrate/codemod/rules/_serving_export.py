@@ -464,10 +464,10 @@ def plan(export: ServingExport, graph, rule, template: bool) -> tuple[cst.CSTNod
         if set(graph.input_names) & (wanted | set().union(*(C.names_used(s) for _, s in statements))):
             return export.save_at, ("its signature computes its outputs from the input pipeline's batches; the"
                                     " serving function would read the training data, not its inputs")
-        if template and statements:
-            return export.save_at, ("the model is built once by helpers that create its variables (a template of"
-                                    " all its placeholders), so its outputs cannot be computed from the signature's"
-                                    " inputs alone without building the model again")
+        if template:
+            # the model function computes the outputs and builds the variables: both from the inputs
+            made = {n for names, st in graph.compute if rule._creates_variables(graph, st) for n in names}
+            statements = graph.slice_for(wanted | made)
         for name in graph.params_for(statements):
             if name not in taken:
                 keys = [key for key, out in signature.outputs if name in _depends(graph, out)]
@@ -482,6 +482,12 @@ def plan(export: ServingExport, graph, rule, template: bool) -> tuple[cst.CSTNod
 def _depends(graph, name: str) -> set[str]:
     statements = graph.slice_for({name})
     return {name} | set().union(*(C.names_used(s) for _, s in statements))
+
+
+def _listed(served: list[str]) -> str:
+    if len(served) == 1 and served[0].startswith("*"):
+        return f"list({served[0][1:]})"
+    return f"[{', '.join(served)}]"
 
 
 def _identifier(key: str) -> str:
@@ -514,8 +520,10 @@ def without_bundle_imports(module: cst.Module) -> cst.Module:
         (names := bundle(st)) is not None and not set(names) & used)])
 
 
-def emitted(export: ServingExport, graph, line: cst.SimpleStatementLine) -> list[cst.BaseStatement]:
-    """The statements replacing the one writing the export (``line``)."""
+def emitted(export: ServingExport, graph, rule, line: cst.SimpleStatementLine) -> list[cst.BaseStatement]:
+    """The statements replacing the one writing the export (``line``): the
+    signatures' functions, computing their outputs as the step functions do
+    (``rule._forward``: through the model function where there is one)."""
     placeholders = {name: call for name, _, call in graph.placeholders}
     out: list[cst.BaseStatement] = []
     served: list[str] = []
@@ -528,9 +536,11 @@ def emitted(export: ServingExport, graph, line: cst.SimpleStatementLine) -> list
             shape = C.arg(call, 1, "shape")
             specs.append(f"    tf.TensorSpec({C.code_of(shape) if shape is not None else 'None'},"
                          f" {C.code_of(dtype) if dtype is not None else 'tf.float32'}, name={json.dumps(key)}),\n")
-        statements = graph.slice_for({n for _, n in signature.outputs})
+        statements, _ = rule._forward(graph, {n for _, n in signature.outputs})
         reads = set().union(*(C.names_used(s) for _, s in statements)) | {n for _, n in signature.outputs}
         served += [v for v in graph.variables if v in reads and v not in served]
+        if rule.template is not None and rule.template in reads and f"*{rule.template}.variables" not in served:
+            served.append(f"*{rule.template}.variables")
         returned = ", ".join(f"{json.dumps(key)}: {value}" for key, value in signature.outputs)
         params = ", ".join(p for _, p in signature.inputs)
         function = C.stmt(
@@ -546,7 +556,7 @@ def emitted(export: ServingExport, graph, line: cst.SimpleStatementLine) -> list
     saved = C.stmts(
         f"{export.module_name} = tf.Module()\n"
         "# The variables the signatures read, saved with them.\n"
-        f"{export.module_name}.served_variables = [{', '.join(served)}]\n"
+        f"{export.module_name}.served_variables = {_listed(served)}\n"
         "tf.saved_model.save(\n"
         f"    {export.module_name}, {export.directory},\n"
         f"    signatures={{{signatures}}})\n")

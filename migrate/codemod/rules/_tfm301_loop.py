@@ -183,7 +183,7 @@ class _SessionRewriter(cst.CSTTransformer):
             return cst.RemovalSentinel.REMOVE
         export = self.r.serving_exports.get(id(original))
         if export is not None:  # the trained model's export for serving, as TF2 writes it
-            return cst.FlattenSentinel(_serving_export.emitted(export, self.r.graph, original))
+            return cst.FlattenSentinel(_serving_export.emitted(export, self.r.graph, self.r.rule, original))
         if id(original) in self.r.serving_removed:
             return cst.RemovalSentinel.REMOVE
         if self.r.checkpoint_name is not None:

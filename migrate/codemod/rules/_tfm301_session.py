@@ -217,6 +217,7 @@ class _SessionRegion:
         # ids of the other statements making it
         self.serving_exports: dict[int, _serving_export.ServingExport] = {}
         self.serving_removed: set[int] = set()
+        self.serving_outputs: list[str] = []  # the graph values the exports serve
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one

@@ -909,6 +909,8 @@ class GraphToStrategy(Rule):
         if not declines:
             session.serving_exports = {id(export.save_at): export for export in exports}
             session.serving_removed = {k for export in exports for k in export.removed}
+            session.serving_outputs = [name for export in exports for signature in export.signatures
+                                       for _, name in signature.outputs]
             self.serving_exported = getattr(self, "serving_exported", False) or bool(exports)
             return False
         del self.ctx.reports[reported:]
@@ -2093,32 +2095,74 @@ class GraphToStrategy(Rule):
                         reference=REFERENCE[self.strategy])
 
     def _model_function(self, graph: Graph, session):
-        """All forward statements as one function of the placeholders."""
+        """All forward statements as one function of the placeholders. When
+        a value is wanted from fewer placeholders than the whole (a prediction
+        evaluated or served without the labels), the function computes the
+        model up to those values and what follows them (the loss, metrics)
+        runs in the step and evaluation functions on its results."""
         exports: list[str] = []
         if isinstance(graph.loss, cst.Name):
             exports.append(graph.loss.value)
         for fetch in [*session.train_fetches.values(), *session.eval_fetches.values()]:
             exports += [n for n in fetch.values if n in graph.compute_names and n not in exports]
+        exports += [n for n in session.serving_outputs if n in graph.compute_names and n not in exports]
         wanted = set(exports) | C.names_used(graph.loss)
         statements = [(n, st) for n, st in graph.slice_for(wanted)
                       if not (graph.grads_name and graph.grads_name in C.names_used(st))]
-        self.model_params = graph.params_for(statements)
-        self.model_exports = exports
+        everything = set(graph.params_for(statements))
+        predictions = set()
+        for values in [session.serving_outputs, *(fetch.values for fetch in session.eval_fetches.values())]:
+            values = {n for n in values if n in graph.compute_names}
+            if values and set(graph.params_for(graph.slice_for(values))) < everything:
+                predictions |= values
+        built = {id(st) for _, st in statements}
+        if predictions:
+            creating = [st for _, st in statements if self._creates_variables(graph, st)]
+            made = {n for names, st in statements if any(st is c for c in creating) for n in names}
+            built = {id(st) for _, st in graph.slice_for(predictions | made)} | {id(st) for st in creating}
+        inside = [(n, st) for n, st in statements if id(st) in built]
+        self.model_outside = [(n, st) for n, st in statements if id(st) not in built]
+        read_after = set().union(set(), *(C.names_used(st) for _, st in self.model_outside))
+        self.model_params = graph.params_for(inside)
+        self.model_exports = exports if not self.model_outside else list(dict.fromkeys(
+            n for names, _ in inside for n in names if n in read_after or n in wanted))
         self.model_fn = self._fresh("model_fn")
-        ret = exports[0] if len(exports) == 1 else ", ".join(exports)
+        ret = ", ".join(self.model_exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
         fn = fn.with_changes(
-            body=fn.body.with_changes(body=[s for _, s in statements] + list(fn.body.body)),
+            body=fn.body.with_changes(body=[s for _, s in inside] + list(fn.body.body)),
             leading_lines=[cst.EmptyLine(indent=False)],
         )
         return [fn]
+
+    def _creates_variables(self, graph: Graph, statement) -> bool:
+        helpers, _ = self._variable_helpers()
+        qualnames = {self.qualname(c.func) for c in C.calls_in(statement)}
+        return bool(C.names_used(statement) & helpers or qualnames & VARIABLE_CREATORS
+                    or self._model_builders(graph, statement))
 
     def _forward(self, graph: Graph, wanted: set[str]):
         """(statements computing `wanted`, their placeholder parameters)."""
         if self.template is not None:
             targets = ", ".join(self.model_exports)
             call = C.stmt(f"{targets} = {self.template}({', '.join(self.model_params)})\n")
-            return [([*self.model_exports], call)], list(self.model_params)
+            if self.__dict__.get("model_outside") is None:  # (TFM303's model function computes everything)
+                return [([*self.model_exports], call)], list(self.model_params)
+            # the model's call, then what the wanted values need of the statements after it
+            need, chosen = set(wanted), []
+            for names, statement in reversed(self.model_outside):
+                if need & set(names):
+                    chosen.append((names, statement))
+                    need |= C.names_used(statement)
+            chosen.reverse()
+            outside_params = graph.params_for(chosen)
+            uses_model = bool(need & set(self.model_exports))
+            statements = ([([*self.model_exports], call)] if uses_model else []) + chosen
+            params = [p for p in graph.placeholder_names
+                      if p in outside_params or (uses_model and p in self.model_params)]
+            params += [p for p in self.model_params if uses_model and p not in params]
+            params += [p for p in outside_params if p not in params]
+            return statements, params
         statements = graph.slice_for(wanted)
         params = graph.params_for(statements)
         for pipeline in graph.inputs:
