@@ -211,6 +211,23 @@ def test_a_saved_model_builder_becomes_the_same_export():
     assert strip(built.output, "def serve(") == strip(simple, "def serve(")
 
 
+def test_the_compat_spelling_and_named_keys_are_read_alike():
+    source = builder_program().replace("tf.saved_model.", "tf.compat.v1.saved_model.").replace(
+        'inputs={"features": features_info}, outputs={"score": score_info},',
+        "inputs={tf.saved_model.signature_constants.PREDICT_INPUTS: features_info},\n"
+        "            outputs={tf.saved_model.signature_constants.PREDICT_OUTPUTS: score_info},")
+    result = migrate(source)
+    assert not manual(result)
+    assert 'tf.TensorSpec([None, 4], tf.float32, name="inputs"),' in result.output
+    assert 'return {"outputs": score}' in result.output
+
+
+def test_a_bundle_versioned_by_the_global_step_is_written_under_the_steps_number():
+    result = migrate(SESSION_BUNDLE.replace("tf.constant(FLAGS.model_version), sess)", "counter, sess)"))
+    assert not manual(result)
+    assert 'os.path.join(FLAGS.export_base, "%08d" % int(counter.numpy()))' in result.output
+
+
 def test_several_signatures_of_a_builder_each_get_their_function():
     source = builder_program().replace(
         "signature_def_map={tf.saved_model.signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY: signature},",

@@ -94,13 +94,19 @@ def _ends(q: str | None, suffixes) -> bool:
     return bool(q) and any(q == s or q.endswith("." + s) for s in suffixes)
 
 
+# TF's named signature keys (tf.saved_model.signature_constants) and their values
+_NAMED_KEYS = {"DEFAULT_SERVING_SIGNATURE_DEF_KEY": "serving_default", "PREDICT_INPUTS": "inputs",
+               "PREDICT_OUTPUTS": "outputs", "CLASSIFY_INPUTS": "inputs", "CLASSIFY_OUTPUT_CLASSES": "classes",
+               "CLASSIFY_OUTPUT_SCORES": "scores", "REGRESS_INPUTS": "inputs", "REGRESS_OUTPUTS": "outputs"}
+
+
 def _key(node: cst.BaseExpression | None) -> str | None:
-    """A signature key written as a literal, or TF's named default."""
+    """A signature key written as a literal, or one of TF's named keys."""
     if isinstance(node, cst.SimpleString):
         value = node.evaluated_value
         return value if isinstance(value, str) else None
-    if isinstance(node, (cst.Attribute, cst.Name)) and C.code_of(node).endswith("DEFAULT_SERVING_SIGNATURE_DEF_KEY"):
-        return "serving_default"
+    if isinstance(node, (cst.Attribute, cst.Name)):
+        return _NAMED_KEYS.get(C.code_of(node).rsplit(".", 1)[-1])
     return None
 
 
@@ -140,7 +146,7 @@ class _Finder:
             key = _key(element.key)
             if key is None:
                 raise _Decline(element.key, f"a key of its {what} (`{C.code_of(element.key)}`) is not a string"
-                                            " literal")
+                                            " literal or one of tf.saved_model's named keys")
             value = element.value
             if infos:
                 if isinstance(value, cst.Name) and value.value in self.infos:
