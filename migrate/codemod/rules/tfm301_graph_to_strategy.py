@@ -154,6 +154,11 @@ class GraphToStrategy(Rule):
     into loop bounds (``StopAtStepHook``) and ``tf.train.Checkpoint`` +
     ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``),
     also of the TF1 job's own name-based checkpoint there (``_legacy_restore``).
+    The trained model's export for serving after training (a session bundle's
+    ``Exporter``, a ``SavedModelBuilder``, ``simple_save``) becomes
+    ``tf.saved_model.save`` of a ``tf.function`` signature computing the same
+    outputs from the same inputs, at the same place, into the same directory
+    (``_serving_export``).
 
     Asynchronous ps/worker training maps to ``ParameterServerStrategy`` with a
     ``ClusterCoordinator``: the chief queues each step for a free worker and
