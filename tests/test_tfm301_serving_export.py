@@ -211,6 +211,24 @@ def test_a_saved_model_builder_becomes_the_same_export():
     assert strip(built.output, "def serve(") == strip(simple, "def serve(")
 
 
+def test_a_signature_and_builder_made_in_the_graph_block_go_with_the_export():
+    source = SIMPLE_SAVE.replace(
+        "        init = tf.global_variables_initializer()\n",
+        "        init = tf.global_variables_initializer()\n"
+        "        signature = tf.saved_model.signature_def_utils.predict_signature_def(\n"
+        '            inputs={"features": inputs}, outputs={"score": score})\n'
+        "        builder = tf.saved_model.builder.SavedModelBuilder(export_dir)\n").replace(
+        SIMPLE_SAVE_EXPORT,
+        "\n    if is_chief:\n"
+        '        builder.add_meta_graph_and_variables(sess, ["serve"], signature_def_map={"serving_default": signature})\n'
+        "        builder.save()\n")
+    result = migrate(source)
+    assert not manual(result)
+    assert "builder" not in result.output and "signature_def" not in result.output
+    assert tfm301_support.tail_from(result.output, "def serve(") == tfm301_support.tail_from(
+        migrate(SIMPLE_SAVE).output, "def serve(")
+
+
 def test_the_compat_spelling_and_named_keys_are_read_alike():
     source = builder_program().replace("tf.saved_model.", "tf.compat.v1.saved_model.").replace(
         'inputs={"features": features_info}, outputs={"score": score_info},',

@@ -824,7 +824,7 @@ class GraphToStrategy(Rule):
                             " restore with tf.train.Checkpoint.restore by hand, then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
-        if self._plan_serving_exports(graph, session, after, reported):
+        if self._plan_serving_exports(graph, session, inner, after, reported):
             return body
         endless = session.endless_loops(after)
         if endless:
@@ -902,11 +902,12 @@ class GraphToStrategy(Rule):
                                          [*session_inside, *body[i + 1:]])
         return before + out
 
-    def _plan_serving_exports(self, graph: Graph, session, after, reported: int) -> bool:
-        """The trained model exported for serving in the session's code: planned
-        onto tf.saved_model.save of a signature (_serving_export), or declined
-        with the statement and why (True: the training stays TF1)."""
-        exports, declines = _serving_export.find(after, self.qualname)
+    def _plan_serving_exports(self, graph: Graph, session, inner, after, reported: int) -> bool:
+        """The trained model exported for serving in the session's code (its
+        signature or builder maybe made in the graph block): planned onto
+        tf.saved_model.save of a signature (_serving_export), or declined with
+        the statement and why (True: the training stays TF1)."""
+        exports, declines = _serving_export.find([*inner, *after], self.qualname)
         for export in exports:
             declined = _serving_export.plan(export, graph, self, self._wants_template(graph))
             if declined is not None:
@@ -914,6 +915,9 @@ class GraphToStrategy(Rule):
         if not declines:
             session.serving_exports = {id(export.save_at): export for export in exports}
             session.serving_removed = {k for export in exports for k in export.removed}
+            # made in the graph block, they go with the export
+            graph.state = [st for st in graph.state if id(st) not in session.serving_removed]
+            graph.compute = [(n, st) for n, st in graph.compute if id(st) not in session.serving_removed]
             session.serving_outputs = [name for export in exports for signature in export.signatures
                                        for _, name in signature.outputs]
             self.serving_exported = getattr(self, "serving_exported", False) or bool(exports)
