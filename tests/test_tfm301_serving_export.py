@@ -458,3 +458,54 @@ def test_the_chief_of_a_parameter_server_job_exports_the_session_bundle_as_a_sav
     assert served["ids"] == [11, 12]
     assert served["inputs"] == {"ids": ["int64", [None]], "reading": ["float32", [None, 3]]}
     assert served["outputs"] == ["guess", "ids"]
+
+
+# one program, two paths: trained on this machine alone, or on the cluster (whose chief exports)
+STANDALONE_OR_CLUSTER = '''
+import tensorflow.compat.v1 as tf
+
+
+def main(cluster, server, is_chief, batches, export_dir):
+    if cluster is None:
+        features = tf.placeholder(tf.float32, [None, 2])
+        target = tf.placeholder(tf.float32, [None, 1])
+        slope = tf.Variable(tf.zeros([2, 1]))
+        fitted = tf.matmul(features, slope)
+        cost = tf.reduce_mean(tf.square(fitted - target))
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(cost)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            for xs, ys in batches:
+                sess.run(train_op, feed_dict={features: xs, target: ys})
+    else:
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            features = tf.placeholder(tf.float32, [None, 2])
+            target = tf.placeholder(tf.float32, [None, 1])
+            slope = tf.Variable(tf.zeros([2, 1]))
+            fitted = tf.matmul(features, slope)
+            cost = tf.reduce_mean(tf.square(fitted - target))
+            step = tf.train.get_or_create_global_step()
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(cost, global_step=step)
+        with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief) as sess:
+            for xs, ys in batches:
+                sess.run(train_op, feed_dict={features: xs, target: ys})
+            if is_chief:
+                tf.saved_model.simple_save(sess, export_dir, {"features": features}, {"fitted": fitted})
+'''
+
+
+def test_a_standalone_training_path_beside_the_cluster_one_is_said_to_be_left():
+    result = migrate(STANDALONE_OR_CLUSTER)
+    out = result.output
+    assert "ParameterServerStrategy" in out and "def serve(features):" in out and "simple_save" not in out
+    [left] = manual(result)
+    assert left.line == line_of(STANDALONE_OR_CLUSTER, "with tf.Session() as sess:")
+    assert left.message.startswith("single-machine TF1 training session `tf.Session()` left as TF1 (it runs"
+                                   " `train_op`")
+    assert "tf.function step" in left.hint
+    # a plain session that only evaluates is no training left behind
+    evaluating = STANDALONE_OR_CLUSTER.replace(
+        "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(cost)\n", "").replace(
+        "                sess.run(train_op, feed_dict={features: xs, target: ys})\n",
+        "                print(sess.run(cost, feed_dict={features: xs, target: ys}))\n", 1)
+    assert not manual(migrate(evaluating))

@@ -372,10 +372,14 @@ class GraphToStrategy(Rule):
                 scope = "".join(C.code_of(function).split())
                 if any(block in scope for block in self.declined_blocks):
                     continue
-            self.report(node, why, hint="build the graph in a `with tf.device(tf.train.replica_device_setter(...)):`"
-                        " block of the function that runs its session loop (or migrate to"
-                        f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again",
-                        reference=REFERENCE[self.strategy], fixed=False)
+            hint = ("build the graph in a `with tf.device(tf.train.replica_device_setter(...)):` block of the"
+                    " function that runs its session loop (or migrate to"
+                    f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again")
+            if why.startswith("single-machine"):
+                hint = ("write its training as a tf.function step (GradientTape + apply_gradients) called in the"
+                        " Python loop, by hand (TF2's custom training guide), or train this path through the"
+                        " distributed code on a cluster of one worker, then migrate again")
+            self.report(node, why, hint=hint, reference=REFERENCE[self.strategy], fixed=False)
             covered.append(text)
 
     def _device_functions(self) -> tuple[set[str], dict[str, str]]:
@@ -461,7 +465,14 @@ class GraphToStrategy(Rule):
         q = self.qualname(call.func)
         if q in ("Session", "InteractiveSession"):
             if not call.args:
-                return None  # a local session (evaluation, export): no training on the cluster
+                # a local session (evaluation, export): no training on the cluster, unless it trains
+                trained = self._local_training(function)
+                if trained is None:
+                    return None
+                return (f"single-machine TF1 training session `{C.code_of(call.func)}()` left as TF1 (it runs"
+                        f" `{trained}`, an optimizer's update built without a device setter): TFM301 migrates"
+                        " between-graph replicated training (a device-setter block and the session loop running"
+                        " its train op); this one trains on this process alone")
         elif q not in SESSION_CLASSES | {"train.Supervisor"}:
             return None
         kind = C.code_of(call.func)
@@ -474,6 +485,22 @@ class GraphToStrategy(Rule):
         return (f"TF1 training session `{kind}(...)` left as TF1{what}: TFM301 migrates a session loop that runs the"
                 " train op of a device-setter block migrated in the same function, and no such block builds what"
                 " this one runs")
+
+    def _local_training(self, function) -> str | None:
+        """The train op a plain session of ``function`` runs (a name bound to an
+        optimizer's minimize/apply_gradients there), if any."""
+        if function is None:
+            return None
+        updates = set()
+        for node in C.walk(function):
+            names, value, _ = C.assignment(node)
+            if len(names) == 1 and isinstance(value, cst.Call) and _method(value) in ("minimize", "apply_gradients"):
+                updates.add(names[0])
+        for inner in C.calls_in(function):
+            if _method(inner) == "run" and inner.args and isinstance(inner.args[0].value, cst.Name) and (
+                    inner.args[0].value.value in updates):
+                return inner.args[0].value.value
+        return None
 
     def _report_sync_left(self, module: cst.Module) -> None:
         """Every SyncReplicasOptimizer still in the output gets a TFM301
