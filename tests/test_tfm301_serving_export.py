@@ -509,3 +509,27 @@ def test_a_standalone_training_path_beside_the_cluster_one_is_said_to_be_left():
         "                sess.run(train_op, feed_dict={features: xs, target: ys})\n",
         "                print(sess.run(cost, feed_dict={features: xs, target: ys}))\n", 1)
     assert not manual(migrate(evaluating))
+
+
+def test_an_export_in_a_function_given_the_session_is_said_to_be_one():
+    source = SESSION_BUNDLE.replace(
+        '            bundle = exporter.Exporter(saver)\n'
+        '            bundle.init(sess.graph.as_graph_def(), named_graph_signatures={\n'
+        '                "inputs": exporter.generic_signature({"ids": ids, "reading": reading}),\n'
+        '                "outputs": exporter.generic_signature({"ids": passed_ids, "guess": guess})})\n'
+        '            bundle.export(FLAGS.export_base, tf.constant(FLAGS.model_version), sess)\n',
+        '            publish(sess, {"ids": ids, "reading": reading}, {"ids": passed_ids, "guess": guess})\n') + '''
+
+def publish(sess, inputs, outputs):
+    bundle = exporter.Exporter(tf.train.Saver())
+    bundle.init(sess.graph.as_graph_def(), named_graph_signatures={
+        "inputs": exporter.generic_signature(inputs), "outputs": exporter.generic_signature(outputs)})
+    bundle.export(FLAGS.export_base, tf.constant(FLAGS.model_version), sess)
+'''
+    result = migrate(source)
+    assert result.output == dedent(source)
+    [reason] = manual(result)
+    assert reason.line == line_of(source, "publish(sess, {")
+    assert reason.message.startswith("training not migrated: it hands the trained graph to `publish()`, which exports"
+                                     " it for serving (`exporter.Exporter(...)`) in a TF1 session")
+    assert "write the export of `publish()` in the training function after its loop" in reason.hint

@@ -973,13 +973,17 @@ class GraphToStrategy(Rule):
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
         for reader, names in by_reader.values():
             export = _dataflow.graph_export(reader, self.qualname)
+            helper = _dataflow.helper_export(reader, self.ctx.module, self.qualname) if export is None else None
             hint = ("export with tf.saved_model.save(module, export_dir, signatures=...) of a tf.Module holding the"
                     " variables, by hand (or move the export out of the training code), then migrate again"
                     if export is not None else "migrate this use by hand (or build it in the step function's"
                     " results), then migrate again; the training was left as TF1")
+            if helper is not None:
+                hint = (f"write the export of `{helper[0]}()` in the training function after its loop, then migrate"
+                        " again (or export with tf.saved_model.save(module, export_dir, signatures=...) by hand)")
             self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader,
-                                                         export, self.ctx.module), hint=hint, reference=REFERENCE[self.strategy],
-                        fixed=False)
+                                                         export, self.ctx.module, helper), hint=hint,
+                        reference=REFERENCE[self.strategy], fixed=False)
         return True
 
     def _report_resolver_out_of_reach(self, device_with, report: bool = False) -> bool:
