@@ -159,6 +159,9 @@ def test_a_session_bundle_becomes_a_saved_model_of_its_signature_in_the_versione
     tail = tfm301_support.tail_from(out, "if is_chief:")
     assert tail.startswith(dedent('''
         if is_chief:
+            export_path = os.path.join(FLAGS.export_base, "%08d" % FLAGS.model_version)
+            if tf.io.gfile.exists(export_path):
+                raise FileExistsError(f"{export_path} exists: an export is never written over")
 
             @tf.function(input_signature=[
                 tf.TensorSpec([None], tf.int64, name="ids"),
@@ -173,7 +176,7 @@ def test_a_session_bundle_becomes_a_saved_model_of_its_signature_in_the_versione
             # The variables the signatures read, saved with them.
             serving_model.served_variables = [kernel, offset]
             tf.saved_model.save(
-                serving_model, os.path.join(FLAGS.export_base, "%08d" % FLAGS.model_version),
+                serving_model, export_path,
                 signatures={"serving_default": serve})
     ''').lstrip("\n"))
 
@@ -187,6 +190,8 @@ def test_the_export_keeps_its_place_in_the_program_and_its_guard():
     assert tail.startswith(dedent('''
         if is_chief:
             # the chief writes the model TF Serving loads
+            if tf.io.gfile.exists(export_dir) and tf.io.gfile.listdir(export_dir):
+                raise FileExistsError(f"{export_dir} exists and is not empty: an export is never written over")
 
             @tf.function(input_signature=[
                 tf.TensorSpec([None, 4], tf.float32, name="features"),
@@ -243,7 +248,7 @@ def test_the_compat_spelling_and_named_keys_are_read_alike():
 def test_a_bundle_versioned_by_the_global_step_is_written_under_the_steps_number():
     result = migrate(SESSION_BUNDLE.replace("tf.constant(FLAGS.model_version), sess)", "counter, sess)"))
     assert not manual(result)
-    assert 'os.path.join(FLAGS.export_base, "%08d" % int(counter.numpy()))' in result.output
+    assert 'export_path = os.path.join(FLAGS.export_base, "%08d" % int(counter.numpy()))' in result.output
 
 
 def test_several_signatures_of_a_builder_each_get_their_function():
@@ -533,3 +538,19 @@ def publish(sess, inputs, outputs):
     assert reason.message.startswith("training not migrated: it hands the trained graph to `publish()`, which exports"
                                      " it for serving (`exporter.Exporter(...)`) in a TF1 session")
     assert "write the export of `publish()` in the training function after its loop" in reason.hint
+
+
+@pytest.mark.slow
+def test_an_export_already_written_is_never_written_over():
+    """As TF1's builder refused a directory holding an export, the migrated
+    program stops before saving over one, which stays as it was."""
+    pytest.importorskip("tensorflow")
+    migrated = migrate(SIMPLE_SAVE, select=None).output
+    with tempfile.TemporaryDirectory() as base:
+        first = _run("-c", migrated + RUNNER, "migrated", base + "/model")
+        again = subprocess.run([sys.executable, "-c", migrated + RUNNER, "migrated", base + "/model"], check=False,
+                               capture_output=True, text=True, timeout=300)
+        assert again.returncode != 0
+        assert f"FileExistsError: {base}/model exists and is not empty" in again.stderr
+        served = _run("-c", SERVED, base + "/model", json.dumps(first["probe"]))
+    assert served["score"] == first["trained"]

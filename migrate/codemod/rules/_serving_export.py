@@ -88,6 +88,7 @@ class ServingExport:
     # a session bundle's: its base directory and version (a subdirectory of 8 digits)
     base: str = ""
     version: cst.BaseExpression | None = None
+    path_name: str = ""  # the name the directory is read by in the emitted code
 
 
 def _ends(q: str | None, suffixes) -> bool:
@@ -482,6 +483,7 @@ def plan(export: ServingExport, graph, rule, template: bool) -> tuple[cst.CSTNod
         export.function_names[signature.key] = rule._fresh(
             "serve" if signature.key == "serving_default" else "serve_" + _identifier(signature.key))
     export.module_name = rule._fresh("serving_model")
+    export.path_name = export.directory if export.directory.isidentifier() else rule._fresh("export_path")
     return None
 
 
@@ -557,15 +559,24 @@ def emitted(export: ServingExport, graph, rule, line: cst.SimpleStatementLine) -
             st.with_changes(leading_lines=C.strip_blank_lines(st.leading_lines)) if k == 0 else st
             for k, (_, st) in enumerate(statements)]
         function = function.with_changes(body=function.body.with_changes(body=[*body, *function.body.body]))
-        out.append(function.with_changes(leading_lines=[cst.EmptyLine(indent=False)]) if out else function)
+        out.append(function.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
+    # an export already there is never written over (a builder took an empty directory)
+    path = export.path_name
+    guard = (f"{path} = {export.directory}\n" if path != export.directory else "") + (
+        f"if tf.io.gfile.exists({path}):\n"
+        f'    raise FileExistsError(f"{{{path}}} exists: an export is never written over")\n'
+        if export.version is not None else
+        f"if tf.io.gfile.exists({path}) and tf.io.gfile.listdir({path}):\n"
+        f'    raise FileExistsError(f"{{{path}}} exists and is not empty: an export is never written over")\n')
+    out = C.stmts(guard) + out
     signatures = ", ".join(f"{json.dumps(key)}: {name}" for key, name in export.function_names.items())
     saved = C.stmts(
         f"{export.module_name} = tf.Module()\n"
         "# The variables the signatures read, saved with them.\n"
         f"{export.module_name}.served_variables = {_listed(served)}\n"
         "tf.saved_model.save(\n"
-        f"    {export.module_name}, {export.directory},\n"
+        f"    {export.module_name}, {path},\n"
         f"    signatures={{{signatures}}})\n")
     saved[0] = saved[0].with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-    out[0] = out[0].with_changes(leading_lines=[*line.leading_lines, cst.EmptyLine(indent=False)])
+    out[0] = out[0].with_changes(leading_lines=line.leading_lines)
     return out + saved
