@@ -29,7 +29,10 @@ program and into the same directory (the session bundle's
 ``<export_dir>/<version, 8 digits>`` included). The SavedModel has the
 ``serve`` tag and Predict signatures under the same keys; the generic
 ``inputs``/``outputs`` pair of a session bundle becomes the ``serving_default``
-signature, its keys the signature's.
+signature, its keys the signature's. As the builder and the bundle exporter
+refused to, the export is never written over one already in its directory.
+Where the model is built once by helpers (a model function), the signature
+calls it as the step does.
 
 Declined, with the statement and why (the training stays TF1 there):
 classification/regression signatures (``tf.saved_model.save`` writes Predict
