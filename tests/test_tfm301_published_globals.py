@@ -304,6 +304,17 @@ def test_a_feed_built_by_a_call_is_declined_at_the_run():
     assert "`feed_dict=feed`" in reason.message
 
 
+def test_a_helper_exporting_the_graph_keeps_the_exports_own_reason():
+    source = PASSED.replace("def report(sess, step,", "def export(sess, path):\n"
+                            "    builder = tf.saved_model.builder.SavedModelBuilder(path)\n"
+                            "    builder.add_meta_graph_and_variables(sess, [\"serve\"])\n"
+                            "    builder.save()\n\n\n"
+                            "def report(sess, step,").replace(
+        "        for local in range(1000):\n", "        export(sess, \"/tmp/model\")\n        for local in range(1000):\n")
+    reason = _declined(source, "export(sess, \"/tmp/model\")")
+    assert "it hands the trained graph to `export()`, which exports it for serving" in reason.message
+
+
 def test_a_session_kept_by_an_object_names_the_class_and_its_runs():
     source = PASSED.replace(
         "if sys.argv[1] == \"ps\":\n",

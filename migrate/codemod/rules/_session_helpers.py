@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._dataflow import graph_names
+from migrate.codemod.rules._dataflow import graph_export, graph_names
 from migrate.codemod.rules._graph import Graph
 
 _FUNCTION_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
@@ -54,6 +54,7 @@ class Declined:
     calls: list[cst.Call] = field(default_factory=list)  # where the session is handed to it
     session: str = ""  # the session handed over (or read as a module global)
     handed: bool = True  # handed as an argument (not read as a module global)
+    hint: str = ""  # what to do, when the rule's general hint does not say it
 
     def reason(self) -> str:
         if not self.function or not self.handed:
@@ -202,13 +203,15 @@ def _published(statements) -> set[str]:
 
 
 def find(region, statements, module: cst.Module, graph: Graph, block, at_module_level: bool,
-         make_fetch) -> tuple[list[HandedSession], list[Declined]]:
+         make_fetch, qualname) -> tuple[list[HandedSession], list[Declined]]:
     """The module functions ``statements`` (the session region) hand a session
     to, each with its runs in the block's terms; or why one cannot be carried.
     ``block``: the device-setter block's statements (its `global`s);
-    ``make_fetch(call)``: the region's understanding of a run call."""
+    ``make_fetch(call)``: the region's understanding of a run call. A function
+    exporting the graph for serving is left to the reason the rule gives it."""
     sessions = region.sessions
-    functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef}
+    functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef
+                 and graph_export(st.body, qualname) is None}
     if not sessions or not functions:
         return [], []
     calls_of: dict[str, list[tuple[cst.Call, str]]] = {}  # every call of a module function in the region

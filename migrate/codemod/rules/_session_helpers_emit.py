@@ -17,7 +17,12 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._dataflow import global_readers, unfed_placeholders
+from migrate.codemod.rules._dataflow import (
+    global_readers,
+    helper_export,
+    unbound_reason,
+    unfed_placeholders,
+)
 from migrate.codemod.rules._graph import Graph
 from migrate.codemod.rules._session_helpers import (
     Declined,
@@ -186,8 +191,16 @@ def plan(rule, region, after, graph: Graph, block, at_module_level: bool) -> tup
     def make_fetch(call):
         return _Fetch(call, graph, region.state_names, region._is_dropped_expr)
 
-    carried, declined = find(region, after, rule.ctx.module, graph, block, at_module_level, make_fetch)
+    carried, declined = find(region, after, rule.ctx.module, graph, block, at_module_level, make_fetch,
+                             rule.qualname)
     for line, conditions in simple_lines(after):
+        exporting = helper_export(line, rule.ctx.module, rule.qualname)
+        handed_on = sorted(C.names_used(line) & region.sessions)
+        if exporting is not None and handed_on:  # left to the export's own reason, said here
+            why = unbound_reason(handed_on, graph, region.sessions, line, None, rule.ctx.module, exporting)
+            declined.append(Declined(line, why.removeprefix("training not migrated: "), hint=(
+                f"write the export of `{exporting[0]}()` in the training function after its loop, then migrate"
+                " again (or export with tf.saved_model.save(module, export_dir, signatures=...) by hand)")))
         for call in C.calls_in(line):
             if method_of(call, rule.ctx.module, region.bindings) is None:
                 continue
