@@ -601,14 +601,21 @@ class GraphToStrategy(Rule):
 
     def _add_restore_helper(self, module: cst.Module) -> cst.Module:
         """The checkpoint restore function (`_legacy_restore`), defined before
-        the first top-level statement that calls it."""
-        body = list(module.body)
+        the first top-level statement that calls it. Where the program imports
+        TensorFlow inside a function (a job function a launcher runs, the
+        driver never importing TensorFlow itself), the helper is defined in
+        that function, after the import, where its `tf` is TensorFlow."""
+        owner = None if "tf" in _dataflow._bound(module.body) else _importing_function(module, self.restore_helper)
+        body = list(module.body if owner is None else C.body_of(owner.body))
         for i, statement in enumerate(body):
             if self.restore_helper in C.names_used(statement):
-                helper = C.stmt(self.restore_helper_code).with_changes(
-                    leading_lines=[cst.EmptyLine(indent=False)] * 2)
-                body.insert(i, helper)
-                return module.with_changes(body=body)
+                blank = [cst.EmptyLine(indent=False)] * (2 if owner is None else 1)
+                body.insert(i, C.stmt(self.restore_helper_code).with_changes(leading_lines=blank))
+                if owner is None:
+                    return module.with_changes(body=body)
+                if not statement.leading_lines:  # a blank line after the nested helper too
+                    body[i + 1] = statement.with_changes(leading_lines=blank)
+                return module.deep_replace(owner, owner.with_changes(body=owner.body.with_changes(body=body)))
         return module
 
     def _drop_moved_placeholders(self, original, updated):
@@ -1305,7 +1312,7 @@ class GraphToStrategy(Rule):
         train every step on the same values."""
         read = set().union(*(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss))
         program = self._program()
-        for statement in graph.state:
+        for statement in _assignments_within(graph.state):
             names, value, _ = C.assignment(statement)
             if not (names and isinstance(value, cst.Call) and set(names) & read):
                 continue
@@ -1318,13 +1325,16 @@ class GraphToStrategy(Rule):
                 continue
             how, where = found
             bound = ", ".join(f"`{n}`" for n in names if n in read)
+            opaque = how.startswith("takes from")
             self.report(statement, f"training not migrated: the step computes with {bound} from"
                         f" `{C.code_of(value.func)}(...)`, which {how}{where}: in TF1 each session run evaluated"
                         " them anew (the next batch), while the migration would compute them once, under the"
                         " strategy, and train every step on the same values; this training was left as TF1",
                         hint="make the input a tf.data pipeline the block reads with"
-                        " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that),"
-                        " or run tfmigrate on a directory holding the module, then migrate again",
+                        " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that)"
+                        + (", or run tfmigrate on a directory holding the module, then migrate again" if opaque else
+                           " (files read by a queue and a reader: tf.data.TextLineDataset or TFRecordDataset over"
+                           " the same files, .map() of the parsing, .batch()), then migrate again"),
                         reference=REFERENCE[self.strategy], fixed=False)
             return True
         return False
@@ -1337,7 +1347,8 @@ class GraphToStrategy(Rule):
             current, chain = stack.pop()
             q = self.qualname(current.func) or ""
             if q in QUEUE_INPUTS or q.rsplit(".", 1)[-1] in QUEUE_READERS:
-                return f"builds a TF1 queue-based input pipeline (`{C.code_of(current.func)}`)", _through(chain)
+                # spelled as TF1 wrote it (an earlier rule may have moved it to tf.compat.v1)
+                return f"builds a TF1 queue-based input pipeline (`tf.{q}`)", _through(chain)
             callee = program.tracer.callee(current, program.tracer.root)
             if opaque and callee is not None and callee[0] == "opaque":
                 return (f"takes from `{callee[1].name}`, a module not in this project whose code cannot be read",
@@ -2344,6 +2355,39 @@ QUEUE_INPUTS = {
 }
 QUEUE_READERS = {"FixedLengthRecordReader", "TFRecordReader", "TextLineReader", "WholeFileReader", "IdentityReader",
                  "LMDBReader"}
+
+
+def _importing_function(module: cst.Module, helper: str) -> cst.FunctionDef | None:
+    """The function whose own statements import TensorFlow as `tf` before the
+    first of them that calls ``helper`` (`def train(args, ctx): import
+    tensorflow as tf ...`), if one does."""
+    for node in C.walk(module):
+        if type(node) is not cst.FunctionDef:
+            continue
+        for statement in C.body_of(node.body):
+            if helper in C.names_used(statement):
+                break
+            if isinstance(statement, cst.SimpleStatementLine) and any(
+                    isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+            ) and "tf" in _dataflow._bound([statement]):
+                return node
+    return None
+
+
+def _assignments_within(statements):
+    """The simple statements of ``statements`` and of the blocks nested in
+    them (`if fmt == "csv": x, y = read_csv(...)`), not those of functions
+    or classes defined there."""
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield statement
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            for block in (getattr(statement, "body", None), getattr(statement, "orelse", None),
+                          *(getattr(statement, "handlers", None) or ()), getattr(statement, "finalbody", None)):
+                if isinstance(block, (cst.Else, cst.If, cst.ExceptHandler, cst.Finally)):
+                    yield from _assignments_within([block] if isinstance(block, cst.If) else C.body_of(block.body))
+                elif isinstance(block, cst.BaseSuite):
+                    yield from _assignments_within(C.body_of(block))
 
 
 def _through(chain: list[str]) -> str:
