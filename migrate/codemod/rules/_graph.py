@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _update_barriers
 from migrate.codemod.rules._equivalents import is_schedule
 
 PLACEHOLDERS = {"placeholder", "placeholder_with_default"}
@@ -133,6 +134,12 @@ class Graph:
     regularized: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
     # `if <flag test>:` with training in both branches -> the branch the default run takes
     choose_branch: object = None
+    # update barriers (`_update_barriers`): names bound to a model's update ops -> what they
+    # are; barriers (`with tf.control_dependencies(updates): barrier = tf.no_op()`) -> (what
+    # they run, statement); statements the step computes after a barrier -> what it ran
+    update_lists: dict[str, tuple[str, str]] = field(default_factory=dict)
+    update_barriers: dict[str, tuple[tuple[str, str], cst.BaseStatement]] = field(default_factory=dict)
+    barrier_uses: list[tuple[cst.BaseStatement, list[tuple[str, str]]]] = field(default_factory=list)
 
     @property
     def placeholder_names(self) -> list[str]:
@@ -302,6 +309,11 @@ def extend(g: Graph, statement, qualname) -> None:
 
 
 def _classify(g: Graph, statement, qualname) -> None:
+    guarded = _update_barriers.classify(g, statement, qualname)
+    if guarded is not None:  # part of an update barrier: what it guards is analysed as unwrapped
+        for inner in guarded:
+            _classify(g, inner, qualname)
+        return
     names, value, _ = C.assignment(statement)
     lone = C.single_expr(statement)
 

@@ -2,6 +2,7 @@
 
 analysis
     _graph.py (the device-setter block: variables, optimizer, train op, placeholders),
+    _update_barriers.py (update ops the gradients wait for),
     _rebinding.py, _dataflow.py (what the block and the code around it bind and read),
     _flag_choice.py, ../program/ (tracing through helpers and sibling modules),
     _tfm301_session.py (what the session runs, its hooks, checkpoints and loop bounds)
@@ -30,6 +31,7 @@ from migrate.codemod.rules import (
     _outer_placeholders,
     _placement,
     _rebinding,
+    _update_barriers,
 )
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
@@ -268,6 +270,13 @@ class GraphToStrategy(Rule):
     may come from ``compute_gradients(loss)`` (also unzipped:
     ``grads, params = zip(*...)``) or ``tf.gradients(loss, params)``, then
     statements on them (``clip_by_global_norm``) that run after the tape.
+    An update barrier (``with tf.control_dependencies(update_ops):`` around
+    the train op, or a ``no_op`` barrier on them the gradients or the loss
+    wait for) over the UPDATE_OPS collection that nothing in the program
+    fills is dropped: it ran nothing; one over a Keras model's ``updates`` or
+    a filled collection is declined (``_update_barriers.py``). The restore
+    helper is defined in the function that imports TensorFlow where the
+    module does not (a launcher's job function).
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
@@ -760,6 +769,8 @@ class GraphToStrategy(Rule):
                         hint="create variables at the top of the graph block (or in a tf.Module) so they can be built"
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
+            return body
+        if not self._plan_update_barriers(graph):
             return body
         self.moving_average = _moving_average.plan(graph, inner, self.qualname, chief_only_ok=self.strategy != PSS)
         if isinstance(self.moving_average, tuple):
@@ -1301,6 +1312,60 @@ class GraphToStrategy(Rule):
                     return False
         for pipeline in graph.inputs:
             self.iterator_names[id(pipeline)] = pipeline.iterator or self._fresh("iterator")
+        return True
+
+    def _plan_update_barriers(self, graph: Graph) -> bool:
+        """Update barriers (`_update_barriers`) that ran nothing are dropped,
+        said once; False, with a report, where one ran updates the step
+        would not make, or where its barrier is read otherwise."""
+        if not (graph.update_barriers or graph.barrier_uses):
+            return True
+        kept = [st for _, st in graph.compute] + graph.state
+        for name in [*graph.update_barriers, *graph.update_lists]:
+            reader = next((st for st in kept if name in C.names_used(st)), None)
+            if reader is not None:
+                what = ("an update barrier (a no-op run after the model's update ops)" if name in
+                        graph.update_barriers else "the model's update ops")
+                listed = f"[{name}]" if name in graph.update_barriers else name
+                self.report(reader, f"training not migrated: it reads `{name}`, {what}, other than as what the"
+                            " gradients or the loss wait for; this training was left as TF1", hint="compute the"
+                            f" gradients or the loss in `with tf.control_dependencies({listed}):` only, or migrate"
+                            " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+                return False
+        programs, opaque = [self.ctx.module], None
+        tracer = self._program().tracer
+        stack = [call for st in kept for call in C.calls_in(st)]
+        seen: set[int] = set()
+        while stack:
+            found = tracer.callee(stack.pop(), tracer.root)
+            if found is None:
+                continue
+            if found[0] == "opaque":
+                opaque = opaque or found
+            elif id(found[1]) not in seen:
+                seen.add(id(found[1]))
+                programs.append(found[1])
+                stack.extend(C.calls_in(found[1]))
+        declined = _update_barriers.plan(graph, programs, self.qualname)
+        if declined is None and opaque is not None and any(
+                kind == "collection" for _, kinds in graph.barrier_uses for kind, _ in kinds):
+            where = graph.barrier_uses[0][0]
+            declined = where, (
+                f"the gradients are computed after the UPDATE_OPS collection's ops run (an update barrier, not a"
+                f" synchronization of the workers), and the model calls `{opaque[2]}` of `{opaque[1].name}`, a"
+                " module not in this project whose code cannot be read: it may put update ops (batch"
+                " normalization's) in that collection, which the step this rule writes would not run; this"
+                " training was left as TF1"), ("run tfmigrate on a directory holding that module, then migrate"
+                                               " again")
+        if declined is not None:
+            node, why, hint = declined
+            self.report(node, why, hint=hint, reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        where = graph.barrier_uses[0][0] if graph.barrier_uses else next(iter(graph.update_barriers.values()))[1]
+        self.report(where, "the update barrier (the UPDATE_OPS collection's ops run before the gradients) is"
+                    " dropped: nothing in this program puts an op in that collection (no batch normalization, no"
+                    " add_to_collection of it), so it ran nothing", fixed=True, severity="info",
+                    reference=REFERENCE[self.strategy])
         return True
 
     def _report_inputs_read_once(self, graph: Graph) -> bool:
