@@ -140,7 +140,9 @@ def test_a_module_without_tensorflow_is_left_alone():
     assert migrate_source(dedent(src)).output == dedent(src)
 
 
-def test_tensorflow_imported_in_a_function_only_declines():
+def test_tensorflow_imported_in_a_function_only_writes_the_layer_there():
+    # a job function a launcher runs imports TensorFlow itself: the layer is written
+    # in it, after the import, and the module still imports no TensorFlow
     result = run("""
         import os
 
@@ -148,9 +150,26 @@ def test_tensorflow_imported_in_a_function_only_declines():
             import tensorflow as tf
             return tf.layers.dense(x, 3)
         """)
+    assert not result.manual_work
+    assert "\nimport tensorflow" not in result.output
+    main = result.output.partition("def main():\n")[2]
+    assert main.startswith("    import tensorflow as tf\n\n")
+    assert "\n    def tf1_dense(" in main and main.rstrip().endswith("return tf1_dense(x, 3)")
+
+
+def test_tensorflow_imported_in_two_functions_declines():
+    result = run("""
+        def train():
+            import tensorflow as tf
+            return tf.layers.dense(x, 3)
+
+        def evaluate():
+            import tensorflow as tf
+            return tf.layers.dense(x, 3)
+        """)
     assert "def tf1_" not in result.output
-    [d] = result.manual_work
-    assert d.line == 5 and "no module-level TensorFlow import" in d.message
+    assert [d.line for d in result.manual_work] == [3, 7]
+    assert all("no module-level TensorFlow import" in d.message for d in result.manual_work)
 
 
 def test_notebook_functions_go_to_the_import_cell():

@@ -224,3 +224,82 @@ def test_queue_input_in_an_else_branch_is_found_too():
     assert "TFM301" not in result.rules_applied
     reason = next(d for d in manual(result) if "queue-based input pipeline" in d.message)
     assert reason.line == line_of(source, "feats, target = records_batch(")
+
+
+# TF1 layers in a job function that imports TensorFlow itself
+LOCAL_IMPORT_LAYERS = '''
+from absl import app
+from absl import flags
+import numpy as np
+
+flags.DEFINE_string("ps_hosts", "localhost:2222", "ps hosts")
+flags.DEFINE_string("worker_hosts", "localhost:2223", "worker hosts")
+flags.DEFINE_string("job_name", "worker", "ps or worker")
+flags.DEFINE_integer("task_index", 0, "task index")
+flags.DEFINE_integer("train_steps", 40, "steps")
+FLAGS = flags.FLAGS
+
+
+def main(_):
+    import tensorflow as tf
+    import time
+
+    cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
+    server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    if FLAGS.job_name == "ps":
+        server.join()
+        return
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        sample = tf.placeholder(tf.float32, [None, 5])
+        target = tf.placeholder(tf.float32, [None, 1])
+        mid = tf.layers.dense(sample, 4, activation=tf.nn.tanh)
+        pred = tf.layers.dense(mid, 1)
+        gap = tf.reduce_mean(tf.square(pred - target))
+        ticks = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(gap, global_step=ticks)
+    draws = np.random.RandomState(FLAGS.task_index)
+    hooks = [tf.train.StopAtStepHook(last_step=FLAGS.train_steps)]
+    began = time.time()
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=(FLAGS.task_index == 0),
+                                           hooks=hooks) as sess:
+        while not sess.should_stop():
+            rows = draws.rand(8, 5).astype(np.float32)
+            _, value = sess.run([train_op, gap], feed_dict={sample: rows, target: rows[:, :1]})
+            print("loss", value, time.time() - began)
+
+
+if __name__ == "__main__":
+    app.run(main)
+'''
+
+
+def test_tf1_layers_are_written_in_the_function_that_imports_tensorflow():
+    result = migrate(LOCAL_IMPORT_LAYERS)
+    assert {"TFM104", "TFM301"} <= set(result.rules_applied), [d.message for d in result.manual_work]
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    out = result.output
+    assert not undefined_names(ast.parse(out))
+    tree = ast.parse(out)
+    # the module still imports no TensorFlow; the layer is a function of main, after its imports
+    assert not any(isinstance(st, ast.Import) and any("tensorflow" in a.name for a in st.names) for st in tree.body)
+    assert {st.name for st in tree.body if isinstance(st, ast.FunctionDef)} == {"main"}
+    main = next(st for st in tree.body if isinstance(st, ast.FunctionDef))
+    nested = [i for i, st in enumerate(main.body) if isinstance(st, ast.FunctionDef) and st.name == "tf1_dense"]
+    imports = [i for i, st in enumerate(main.body) if isinstance(st, ast.Import)]
+    assert nested and imports and max(imports) < nested[0]
+    assert "tf1_dense(sample, 4" in out and "tf.layers.dense(" not in out
+    # written once, with no line holding only indentation
+    assert out.count("def tf1_dense(") == 1
+    assert not [line for line in out.splitlines() if line and not line.strip()]
+
+
+def test_tf1_layer_outside_the_importing_function_is_left_with_why():
+    source = LOCAL_IMPORT_LAYERS.replace(
+        "def main(_):",
+        "def head(tf, features):\n    return tf.layers.dense(features, 1)\n\n\ndef main(_):", 1)
+    result = migrate_source(dedent(source))
+    reason = next(d for d in result.manual_work if d.code == "TFM104")
+    assert reason.line == line_of(source, "return tf.layers.dense(features, 1)")
+    assert "TensorFlow is imported in `main` only" in reason.message
+    # the layers inside main are still written out there
+    assert "def tf1_dense(" in result.output
