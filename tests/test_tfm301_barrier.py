@@ -219,3 +219,24 @@ def test_barrier_read_otherwise_is_declined_where_it_is_read():
     reason = next(d for d in manual(result) if d.code == "TFM301")
     assert reason.line == line_of(read, "marker = ")
     assert "reads `barrier`, an update barrier" in reason.message
+
+
+# Inception's spelling: a group of the updates, and the loss re-read after it
+GROUP_BARRIER = program('''
+updates = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+updates_op = tf.group(*updates)
+with tf.control_dependencies([updates_op]):
+    total_loss = tf.identity(total_loss)
+pairs = sgd.compute_gradients(total_loss)
+train_op = sgd.apply_gradients(pairs, global_step=step)
+''')
+
+
+def test_group_barrier_and_the_loss_read_after_it_are_dropped():
+    result = migrate(GROUP_BARRIER)
+    assert "TFM301" in result.rules_applied, [d.message for d in manual(result)]
+    out = result.output
+    for gone in ("updates_op", "tf.group", "tf.identity", "UPDATE_OPS", "control_dependencies"):
+        assert gone not in out, gone
+    notes = _dropped_note(result)
+    assert len(notes) == 1 and notes[0].line == line_of(GROUP_BARRIER, "with tf.control_dependencies([updates_op])")

@@ -12,6 +12,8 @@ idiom from slim's ``create_train_op`` and the Keras-with-TensorFlow guides::
     with tf.control_dependencies([barrier]):
         grads = opt.compute_gradients(loss, variables)
     # or: total_loss = control_flow_ops.with_dependencies([barrier], total_loss)
+    # or: barrier = tf.group(*update_ops); with tf.control_dependencies([barrier]):
+    #         total_loss = tf.identity(total_loss)
     # or: with tf.control_dependencies(update_ops): train_op = opt.minimize(loss)
 
 The barrier is not a synchronization of the workers (each worker runs its own
@@ -54,8 +56,8 @@ def _last(func: cst.BaseExpression) -> str:
 
 def _names_update_ops(node: cst.CSTNode) -> bool:
     """`tf.GraphKeys.UPDATE_OPS` (any spelling) or the collection's string."""
-    if isinstance(node, cst.Attribute) and node.attr.value == "UPDATE_OPS":
-        return True
+    if isinstance(node, cst.Attribute) and node.attr.value in ("UPDATE_OPS", "UPDATE_OPS_COLLECTION"):
+        return True  # (the second: the collection of Inception's own slim)
     return isinstance(node, cst.SimpleString) and node.evaluated_value == "update_ops"
 
 
@@ -108,6 +110,13 @@ def classify(g, statement, qualname) -> list[cst.BaseStatement] | None:
         if found is not None and not isinstance(value, cst.Name):
             g.update_lists[names[0]] = found
             return []
+        # `barrier = tf.group(*update_ops)`
+        if (isinstance(value, cst.Call) and _last(value.func) == "group" and len(value.args) == 1
+                and value.args[0].star == "*"):
+            found = updates_of(value.args[0].value, g.update_lists, qualname)
+            if found is not None:
+                g.update_barriers[names[0]] = (found, statement)
+                return []
         # `total_loss = with_dependencies([barrier], total_loss)`: the same loss, after the barrier
         if isinstance(value, cst.Call) and _last(value.func) in _WITH_DEPENDENCIES and len(value.args) == 2:
             listed = _barrier_list(value.args[0].value, g.update_barriers)
@@ -134,8 +143,18 @@ def classify(g, statement, qualname) -> list[cst.BaseStatement] | None:
     listed = _barrier_list(guarded, g.update_barriers)
     if listed is not None:
         g.barrier_uses.append((statement, [g.update_barriers[b][0] for b in listed]))
+        if len(body) == 1 and _same_after(body[0]):
+            return []  # `total_loss = tf.identity(total_loss)`: the same loss, after the barrier
         return body
     return None
+
+
+def _same_after(statement) -> bool:
+    """`x = tf.identity(x)`."""
+    names, value, _ = C.assignment(statement)
+    return (len(names) == 1 and isinstance(value, cst.Call) and _last(value.func) == "identity"
+            and len(value.args) == 1 and isinstance(value.args[0].value, cst.Name)
+            and value.args[0].value.value == names[0])
 
 
 def plan(g, programs, qualname) -> tuple[cst.CSTNode, str, str] | None:
