@@ -41,7 +41,7 @@ FLAGS = tf.app.flags.FLAGS
 def layer(inputs, width, scope):
     with tf.variable_scope(scope):
         kernel = tf.get_variable("kernel", [inputs.shape[1], width],
-                                 initializer=tf.truncated_normal_initializer(stddev=0.1, seed=3))
+                                 initializer=tf.truncated_normal_initializer(stddev=0.1))
         bias = tf.get_variable("bias", [width], initializer=tf.zeros_initializer())
     return tf.nn.relu(tf.matmul(inputs, kernel) + bias)
 
@@ -240,3 +240,41 @@ def test_group_barrier_and_the_loss_read_after_it_are_dropped():
         assert gone not in out, gone
     notes = _dropped_note(result)
     assert len(notes) == 1 and notes[0].line == line_of(GROUP_BARRIER, "with tf.control_dependencies([updates_op])")
+
+
+# slim's create_train_op written out: the update barrier, then a train tensor whose
+# run applies the gradients and gives the loss
+SLIM_TRAIN_TENSOR = program('''
+with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+    barrier = tf.no_op(name="update_barrier")
+total_loss = control_flow_ops.with_dependencies([barrier], total_loss)
+pairs = sgd.compute_gradients(total_loss)
+apply_op = sgd.apply_gradients(pairs, global_step=step)
+train_op = control_flow_ops.with_dependencies([apply_op], total_loss, name="train_op")
+''').replace("_, value = sess.run([train_op, total_loss],", "value = sess.run(train_op,")
+
+
+def test_train_tensor_gives_the_loss_the_step_computes():
+    assert "value = sess.run(train_op," in SLIM_TRAIN_TENSOR
+    result = migrate(SLIM_TRAIN_TENSOR)
+    assert "TFM301" in result.rules_applied, [d.message for d in manual(result)]
+    out = result.output
+    for gone in ("with_dependencies", "apply_op", "barrier", "control_flow_ops"):
+        assert gone not in out, gone
+    # the step returns the loss, bound where the train tensor's value was
+    assert "return total_loss\n" in out
+    assert "value = step_results.fetch()[step_index]" in out or "value = run_train_step(" in out
+
+
+def test_train_tensor_whose_value_is_not_bound_returns_nothing_extra():
+    unbound = SLIM_TRAIN_TENSOR.replace("value = sess.run(train_op,", "_, value = sess.run([train_op, total_loss],")
+    out = migrate(unbound).output
+    assert "return total_loss, total_loss" not in out and "return total_loss\n" in out
+
+
+def test_identity_spelling_of_the_train_tensor():
+    identity = SLIM_TRAIN_TENSOR.replace(
+        '        train_op = control_flow_ops.with_dependencies([apply_op], total_loss, name="train_op")',
+        '        with tf.control_dependencies([apply_op]):\n            train_op = tf.identity(total_loss, name="train_op")')
+    assert identity != SLIM_TRAIN_TENSOR
+    assert migrate(identity).output == migrate(SLIM_TRAIN_TENSOR).output

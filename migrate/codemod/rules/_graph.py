@@ -140,6 +140,9 @@ class Graph:
     update_lists: dict[str, tuple[str, str]] = field(default_factory=dict)
     update_barriers: dict[str, tuple[tuple[str, str], cst.BaseStatement]] = field(default_factory=dict)
     barrier_uses: list[tuple[cst.BaseStatement, list[tuple[str, str]]]] = field(default_factory=list)
+    # `train_tensor = with_dependencies([apply_op], loss)` (slim's create_train_op): the train op
+    # is `train_tensor`, and a session run fetching it got `loss` (its value before the update)
+    train_value: str | None = None
 
     @property
     def placeholder_names(self) -> list[str]:
@@ -313,6 +316,10 @@ def _classify(g: Graph, statement, qualname) -> None:
     if guarded is not None:  # part of an update barrier: what it guards is analysed as unwrapped
         for inner in guarded:
             _classify(g, inner, qualname)
+        return
+    found = _update_barriers.train_tensor(statement, g.train_op)
+    if found is not None:
+        g.train_op, g.train_value = found
         return
     names, value, _ = C.assignment(statement)
     lone = C.single_expr(statement)

@@ -29,7 +29,9 @@ TFM301 writes runs the forward computation it sees, nothing else. So:
   barrier, saying what it runs and how TF2 makes those updates.
 
 :func:`classify` recognises the statements while the block is analysed
-(``_graph``); :func:`plan` decides, with the program in view.
+(``_graph``); :func:`plan` decides, with the program in view. The same
+idiom's train tensor (``train_tensor = with_dependencies([apply_op], loss)``),
+whose run applied the update and gave the loss, is :func:`train_tensor`.
 """
 
 from __future__ import annotations
@@ -198,3 +200,34 @@ def _filler(programs, qualname) -> str | None:
             if last in _COLLECTION_ADDS and any(_names_update_ops(n) for n in C.walk(node)):
                 return f"`{_shown(node)}`"
     return None
+
+
+def train_tensor(statement, train_op: str | None) -> tuple[str, str] | None:
+    """(the train tensor, the value it fetches) of
+    `train_tensor = with_dependencies([train_op], loss)` or
+    `with tf.control_dependencies([train_op]): train_tensor = tf.identity(loss)`
+    (slim's create_train_op, written out): a session run of it applied the
+    update and returned the loss, computed before the update."""
+    if train_op is None:
+        return None
+    names, value, _ = C.assignment(statement)
+    guarded = _dependencies(statement)
+    if guarded is not None:
+        body = list(C.body_of(statement.body))
+        if _barrier_list(guarded, {train_op}) is None or len(body) != 1:
+            return None
+        names, value, _ = C.assignment(body[0])
+        if not (isinstance(value, cst.Call) and _last(value.func) == "identity" and value.args
+                and value.args[0].keyword is None
+                and all(a.keyword is not None and a.keyword.value == "name" for a in value.args[1:])):
+            return None
+        loss = value.args[0].value
+    elif isinstance(value, cst.Call) and _last(value.func) in _WITH_DEPENDENCIES and len(value.args) >= 2 and (
+            _barrier_list(value.args[0].value, {train_op}) is not None) and all(
+            a.keyword is None or a.keyword.value == "name" for a in value.args[2:]):
+        loss = value.args[1].value
+    else:
+        return None
+    if len(names) != 1 or not isinstance(loss, cst.Name) or names[0] in (train_op, loss.value):
+        return None
+    return names[0], loss.value

@@ -274,7 +274,11 @@ class GraphToStrategy(Rule):
     the train op, or a ``no_op`` barrier on them the gradients or the loss
     wait for) over the UPDATE_OPS collection that nothing in the program
     fills is dropped: it ran nothing; one over a Keras model's ``updates`` or
-    a filled collection is declined (``_update_barriers.py``). The restore
+    a filled collection is declined (``_update_barriers.py``). A train
+    tensor (``train_tensor = with_dependencies([apply_op], loss)``, or
+    ``tf.identity(loss)`` under ``control_dependencies([apply_op])``: slim's
+    create_train_op) is the train op, and a run binding its value gets the
+    loss the step computes. The restore
     helper is defined in the function that imports TensorFlow where the
     module does not (a launcher's job function).
     Anything the rule cannot map (a placeholder created inside a helper that
