@@ -143,6 +143,7 @@ class Graph:
     # `train_tensor = with_dependencies([apply_op], loss)` (slim's create_train_op): the train op
     # is `train_tensor`, and a session run fetching it got `loss` (its value before the update)
     train_value: str | None = None
+    follow_barriers: bool = False  # see analyze()
 
     @property
     def placeholder_names(self) -> list[str]:
@@ -189,7 +190,7 @@ def _is_optimizer(q: str | None) -> bool:
 
 
 def analyze(statements, qualname, dropped=(), variable_helpers=frozenset(), schedules=False,
-            inputs=None, choose_branch=None) -> Graph:
+            inputs=None, choose_branch=None, barriers=False) -> Graph:
     """`dropped`: names of graph plumbing built before the block (a "done"
     queue on the ps) whose ops the block derives; `variable_helpers`: module
     functions that create variables (their calls build the model, whatever
@@ -197,8 +198,11 @@ def analyze(statements, qualname, dropped=(), variable_helpers=frozenset(), sche
     (``Graph.schedules``) and Keras optimizers built in the block as state,
     for a rule that rebuilds them, instead of as forward computation;
     `inputs`: follow tf.data one-shot iterators (``Graph.inputs``), given the
-    module functions that return one's ``get_next()`` (None: do not)."""
+    module functions that return one's ``get_next()`` (None: do not);
+    `barriers`: take update barriers and train tensors (``_update_barriers``)
+    apart, for a rule that plans them."""
     g = Graph()
+    g.follow_barriers = barriers
     g.dropped.update(dropped)
     g.variable_helpers = frozenset(variable_helpers)
     g.keep_schedules = schedules
@@ -312,15 +316,16 @@ def extend(g: Graph, statement, qualname) -> None:
 
 
 def _classify(g: Graph, statement, qualname) -> None:
-    guarded = _update_barriers.classify(g, statement, qualname)
-    if guarded is not None:  # part of an update barrier: what it guards is analysed as unwrapped
-        for inner in guarded:
-            _classify(g, inner, qualname)
-        return
-    found = _update_barriers.train_tensor(statement, g.train_op)
-    if found is not None:
-        g.train_op, g.train_value = found
-        return
+    if g.follow_barriers:
+        guarded = _update_barriers.classify(g, statement, qualname)
+        if guarded is not None:  # part of an update barrier: what it guards is analysed as unwrapped
+            for inner in guarded:
+                _classify(g, inner, qualname)
+            return
+        found = _update_barriers.train_tensor(statement, g.train_op)
+        if found is not None:
+            g.train_op, g.train_value = found
+            return
     names, value, _ = C.assignment(statement)
     lone = C.single_expr(statement)
 

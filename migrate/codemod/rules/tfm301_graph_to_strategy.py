@@ -761,7 +761,7 @@ class GraphToStrategy(Rule):
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
                         | signal_names | followed,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
-                        inputs=self._input_helpers(), choose_branch=self._default_branch)
+                        inputs=self._input_helpers(), choose_branch=self._default_branch, barriers=True)
         reported = len(self.ctx.reports)
         # host work built no graph (a dataset reader): it runs once, before the strategy
         hoisted = _dataflow.host_statements(graph, self.qualname)
