@@ -157,7 +157,7 @@ def test_tensorflow_imported_in_a_function_only_writes_the_layer_there():
     assert "\n    def tf1_dense(" in main and main.rstrip().endswith("return tf1_dense(x, 3)")
 
 
-def test_tensorflow_imported_in_two_functions_declines():
+def test_tensorflow_imported_in_two_functions_writes_each_the_layers_it_calls():
     result = run("""
         def train():
             import tensorflow as tf
@@ -165,11 +165,21 @@ def test_tensorflow_imported_in_two_functions_declines():
 
         def evaluate():
             import tensorflow as tf
-            return tf.layers.dense(x, 3)
+            return tf.layers.flatten(x)
+
+        def summary(tf):
+            return tf.layers.dense(x, 1)
         """)
-    assert "def tf1_" not in result.output
-    assert [d.line for d in result.manual_work] == [3, 7]
-    assert all("no module-level TensorFlow import" in d.message for d in result.manual_work)
+    out = result.output
+    train, _, rest = out.partition("def evaluate():")[0], None, out.partition("def evaluate():")[2]
+    evaluate = rest.partition("def summary(tf):")[0]
+    assert "def tf1_dense(" in train and "def tf1_flatten(" not in train
+    assert "def tf1_flatten(" in evaluate and "def tf1_dense(" not in evaluate
+    assert "\nimport tensorflow" not in out
+    # a call in neither function is left, saying where TensorFlow is
+    [d] = result.manual_work
+    assert d.line == 10 and "TensorFlow is imported in `evaluate`, `train` only" in d.message
+    assert "return tf.layers.dense(x, 1)" in out
 
 
 def test_notebook_functions_go_to_the_import_cell():

@@ -534,7 +534,10 @@ class TfLayers(Rule):
                                if (self._canonical(call.func) or "").startswith("contrib.")
                                and (self._canonical(call.func) or "").endswith("arg_scope")), None)
         self.taken = C.all_names(module)
-        self.local_owner = None  # the function importing TensorFlow, where the module does not
+        # where the module does not import TensorFlow: the functions that do (innermost first
+        # for each call: id(call) -> function) and the layers each one's calls use
+        self.local_owners: dict[int, cst.FunctionDef] | None = None
+        self.local_used: dict[int, list[str]] = {}
         self.tf_alias, self.tf_import, self.insert_at = self._tensorflow_alias(module)
 
     def _canonical(self, func: cst.BaseExpression) -> str | None:
@@ -585,10 +588,11 @@ class TfLayers(Rule):
             # layers are written in that function, after its import, where `tf` is TensorFlow
             owners = [n for n in C.walk(module) if type(n) is cst.FunctionDef
                       and any(_binds(st, alias) for st in C.body_of(n.body) if isinstance(st, cst.SimpleStatementLine))]
-            if len(owners) != 1:
+            if not owners:
                 return None, False, after
-            self.local_owner = owners[0]
-            self.local_calls = {id(n) for n in C.walk(owners[0]) if type(n) is cst.Call}
+            self.local_owners = {}
+            for owner in owners:  # outer functions first (a walk's order): inner ones take their calls over
+                self.local_owners.update((id(n), owner) for n in C.walk(owner) if type(n) is cst.Call)
             return alias, False, after
         return alias, False, max(after, binding + 1)
 
@@ -639,15 +643,19 @@ class TfLayers(Rule):
         why = self._problem(original_node, module, function, self.shims[shim_name])
         if why is None and self.tf_alias is None:
             why = "the module has no module-level TensorFlow import to write TF1's layer with"
-        if why is None and self.local_owner is not None and id(original_node) not in self.local_calls:
-            why = (f"TensorFlow is imported in `{self.local_owner.name.value}` only, where TF1's layer is written"
-                   " out, and this call is outside it")
+        owner = None if self.local_owners is None else self.local_owners.get(id(original_node))
+        if why is None and self.local_owners is not None and owner is None:
+            importing = sorted({f.name.value for f in self.local_owners.values()})
+            why = (f"TensorFlow is imported in {', '.join(f'`{n}`' for n in importing)} only, where TF1's layer"
+                   " is written out, and this call is outside")
         if why is not None:
             self.report(original_node, f"`{spelled}` left as it is: {why}",
                         hint="migrate this layer by hand (a Keras 3 layer created once and reused at every step)",
                         fixed=False)
             return updated_node
         name = self._name_for(shim_name)
+        if owner is not None:
+            self.local_used.setdefault(id(owner), []).append(shim_name)
         if shim_name not in self.reported:
             self.reported.add(shim_name)
             self.report(original_node, f"`{spelled}` -> `{name}`, TF1's layer written out in this module (Keras 3"
@@ -680,16 +688,17 @@ class TfLayers(Rule):
     def _copy(self, name: str, rename: dict[str, str]) -> cst.FunctionDef:
         return copied_function(name, self.tf_alias or "tf", rename)
 
-    def _functions(self) -> list[cst.FunctionDef]:
+    def _functions(self, used: list[str]) -> list[cst.FunctionDef]:
         rename = {n: self.rename[n] for n in self.used}
-        return [self._copy(n, rename) for n in _closure(self.used, self.shims) if n not in self.existing]
+        return [self._copy(n, rename) for n in _closure(used, self.shims) if n not in self.existing]
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
-        """The function importing TensorFlow (``local_owner``) gets the layers'
-        functions right after its import of it."""
-        if original_node is not self.__dict__.get("local_owner") or not self.used:
+        """A function importing TensorFlow where the module does not gets the
+        layers its calls use, right after its import of it."""
+        used = self.__dict__.get("local_used", {}).get(id(original_node))
+        if not used:
             return updated_node
-        functions = self._functions()
+        functions = self._functions(used)
         if not functions:
             return updated_node
         body = list(updated_node.body.body)
@@ -709,9 +718,9 @@ class TfLayers(Rule):
     def _insert_functions(self, module: cst.Module) -> cst.Module:
         if self.tf_import:
             self.ctx.require_import("tensorflow", None, "tf")
-        if self.local_owner is not None:
-            return module  # written in that function (leave_FunctionDef)
-        functions = self._functions()
+        if self.local_owners is not None:
+            return module  # written in the functions importing TensorFlow (leave_FunctionDef)
+        functions = self._functions(self.used)
         if not functions:
             return module
         body = list(module.body)
