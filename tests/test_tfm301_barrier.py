@@ -278,3 +278,44 @@ def test_identity_spelling_of_the_train_tensor():
         '        with tf.control_dependencies([apply_op]):\n            train_op = tf.identity(total_loss, name="train_op")')
     assert identity != SLIM_TRAIN_TENSOR
     assert migrate(identity).output == migrate(SLIM_TRAIN_TENSOR).output
+
+
+# a Keras model on the block's tensors, no barrier: the optimizer trains the model's own variables
+KERAS_MODEL_ONLY = _CLUSTER.replace('''        hidden = layer(features, 5, "hidden")
+        guess = layer(hidden, 1, "out")
+        total_loss = tf.reduce_mean(tf.square(guess - wanted))
+''', '''        model = tf.keras.Sequential([tf.keras.layers.Dense(5), tf.keras.layers.Dense(1)])
+        total_loss = tf.reduce_mean(tf.square(model(features) - wanted))
+''').replace("{TRAIN}", '''        pairs = sgd.compute_gradients(total_loss, model.trainable_weights)
+        train_op = sgd.apply_gradients(pairs, global_step=step)''')
+
+
+def test_keras_model_without_barrier_is_declined_at_the_variables_it_trains():
+    plain = KERAS_MODEL_ONLY
+    assert "layer(features" not in plain and "{TRAIN}" not in plain
+    result = migrate_source(dedent(plain))
+    assert "TFM301" not in result.rules_applied
+    reason = next(d for d in manual(result) if d.code == "TFM301")
+    assert reason.line == line_of(plain, "pairs = sgd.compute_gradients(total_loss, model.trainable_weights)")
+    assert "it trains `model.trainable_weights`, the variables of `model`" in reason.message
+    assert "strategy.scope()" in reason.hint
+    # no note about a barrier of a training that stays TF1
+    assert not _dropped_note(result)
+
+
+def test_barrier_nothing_waits_for_is_dropped_with_a_note():
+    unused = program('''
+    with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+        barrier = tf.no_op(name="update_barrier")
+    train_op = sgd.minimize(total_loss, global_step=step)
+    ''')
+    result = migrate(unused)
+    assert "TFM301" in result.rules_applied, [d.message for d in manual(result)]
+    assert "barrier" not in result.output
+    note = next(d for d in result.diagnostics if d.fixed and "nothing waits for it" in d.message)
+    assert note.line == line_of(unused, "with tf.control_dependencies(tf.get_collection(")
+
+
+def test_declined_training_says_nothing_was_dropped():
+    result = migrate_source(dedent(KERAS_MODEL_BARRIER))
+    assert not [d for d in result.diagnostics if d.fixed and ("dropped" in d.message and "barrier" in d.message)]

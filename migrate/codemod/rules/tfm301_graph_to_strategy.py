@@ -794,6 +794,18 @@ class GraphToStrategy(Rule):
         if not self._plan_schedules(graph):
             return body
         self.creates_plain_variables = False
+        # a model object's own variables (`model.trainable_weights`: a Keras model on the block's tensors)
+        owned = isinstance(graph.var_list, cst.Attribute) and graph.var_list.attr.value in _MODEL_WEIGHTS and (
+            self._keras_model(graph, graph.var_list.value))
+        if owned and not graph.variables and not self._wants_template(graph):
+            owner = C.code_of(graph.var_list.value)
+            self.report(graph.var_list, f"training not migrated: it trains `{C.code_of(graph.var_list)}`, the"
+                        f" variables of `{owner}`, which its layers create themselves (a Keras model built on the"
+                        " block's tensors and fed through them), not variables this rule builds under the strategy;"
+                        " this training was left as TF1", hint=f"build `{owner}` once under strategy.scope() and call"
+                        " it on the batch in a tf.function step (training=True), by hand",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return body
         if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
                 self._report_unseen_variables(graph)):
             return body
@@ -867,6 +879,8 @@ class GraphToStrategy(Rule):
         self.class_rewrites.update(rewrites)
         if self.strategy == PSS:
             self._report_task_sharded_data(before, after)
+        for node, note in self.barrier_notes:
+            self.report(node, note, fixed=True, severity="info", reference=REFERENCE[self.strategy])
         for nested in graph.unwrapped_devices:
             device = ", ".join(C.code_of(a.value) for a in nested.items[0].item.args)
             self.report(nested, f"`with tf.device({device}):` inside the device-setter block was"
@@ -1318,10 +1332,23 @@ class GraphToStrategy(Rule):
             self.iterator_names[id(pipeline)] = pipeline.iterator or self._fresh("iterator")
         return True
 
+    def _keras_model(self, graph: Graph, owner: cst.BaseExpression) -> bool:
+        """``owner`` is bound in the block to a Keras model (`Model(inputs, outputs)`,
+        `Sequential([...])`, `keras.models.Model(...)`)."""
+        if not isinstance(owner, cst.Name):
+            return False
+        for statement in [*graph.state, *(st for _, st in graph.compute)]:
+            names, value, _ = C.assignment(statement)
+            if names == [owner.value] and isinstance(value, cst.Call):
+                spelled = C.code_of(value.func)
+                return spelled.rsplit(".", 1)[-1] in ("Model", "Sequential") or "keras" in spelled.split(".")
+        return False
+
     def _plan_update_barriers(self, graph: Graph) -> bool:
         """Update barriers (`_update_barriers`) that ran nothing are dropped,
         said once; False, with a report, where one ran updates the step
         would not make, or where its barrier is read otherwise."""
+        self.barrier_notes: list[tuple[cst.CSTNode, str]] = []
         if not (graph.update_barriers or graph.barrier_uses):
             return True
         kept = [st for _, st in graph.compute] + graph.state
@@ -1365,11 +1392,17 @@ class GraphToStrategy(Rule):
             node, why, hint = declined
             self.report(node, why, hint=hint, reference=REFERENCE[self.strategy], fixed=False)
             return False
-        where = graph.barrier_uses[0][0] if graph.barrier_uses else next(iter(graph.update_barriers.values()))[1]
-        self.report(where, "the update barrier (the UPDATE_OPS collection's ops run before the gradients) is"
-                    " dropped: nothing in this program puts an op in that collection (no batch normalization, no"
-                    " add_to_collection of it), so it ran nothing", fixed=True, severity="info",
-                    reference=REFERENCE[self.strategy])
+        # said once the block is migrated (with the rule's other notes on it)
+        if graph.barrier_uses:
+            self.barrier_notes.append((graph.barrier_uses[0][0], (
+                "the update barrier (the UPDATE_OPS collection's ops run before the gradients) is dropped: nothing"
+                " in this program puts an op in that collection (no batch normalization, no add_to_collection of"
+                " it), so it ran nothing")))
+        for name, ((kind, code), statement) in graph.update_barriers.items():
+            if not any(name in C.names_used(st) for st, _ in graph.barrier_uses):
+                runs = f"`{code}.updates`" if kind == "layers" else f"`{code}`"
+                self.barrier_notes.append((statement, (f"`{name}` (a no-op run after {runs}) is dropped: nothing"
+                                                       " waits for it, so TF1 never ran it in a step")))
         return True
 
     def _report_inputs_read_once(self, graph: Graph) -> bool:
@@ -2409,6 +2442,9 @@ class GraphToStrategy(Rule):
         )
         return [fn]
 
+
+# a model object's variables (Keras models and layers, tf.Module)
+_MODEL_WEIGHTS = frozenset({"trainable_weights", "trainable_variables", "weights", "variables"})
 
 # Layer modules whose functions create variables of their own (initializers and
 # regularizers there do not): TF1's tf.layers, Keras layers, contrib/slim layers.
