@@ -9,6 +9,7 @@ from migrate.codemod.fastcst import transform
 from migrate.codemod.program import callers
 from migrate.codemod.program.project import index_for
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _server_flow
 from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, serves_only
 from migrate.codemod.rules._standard_server import rewrite_standard_servers
 
@@ -140,7 +141,58 @@ class ServerRoles(Rule):
             return module
         self.has_resolver = "cluster_resolver" in C.all_names(module)
         self.role_under_condition = self._roles_under_condition(module)
+        self.flow_refusals: dict[int, _server_flow.Refusal] = {}
+        module = self._carry_handed_servers(module)
         return transform(module, self)
+
+    def _carry_handed_servers(self, module: cst.Module) -> cst.Module:
+        """Servers built in a function without the role branching after them
+        and handed on to other functions of the module (returned, passed as
+        arguments, their target given to a session): the resolver TFM201 built
+        next to each takes its place on those paths (_server_flow). Where it
+        cannot, the reason is kept for the server's diagnostic."""
+        if not self.has_resolver:
+            return module
+        while True:
+            for statement in self._unbranched_servers(module):
+                if id(statement) in self.flow_refusals:
+                    continue
+                found = _server_flow.plan(module, statement, self.strategy, lambda fn, m=module: callers.callers(
+                    self.ctx.path, m, fn, other_files_only=True))
+                if isinstance(found, _server_flow.Refusal):
+                    self.flow_refusals[id(statement)] = found
+                    continue
+                module, dropped = _server_flow.apply(module, found, self.strategy)
+                what = (" its ps's `join()` becomes the serving branch (ps and worker tasks start"
+                        " tf.distribute.Server from the resolver and join it; the chief runs training)"
+                        if self.strategy == PSS else " MultiWorkerMirroredStrategy starts each worker's server"
+                        " itself and has no ps tasks: the server and the ps's `join()` go")
+                gone = f"; `{'()`, `'.join(dropped)}()`, which only sent the ps to join, removed" if dropped else ""
+                self.report(statement, "the task's server is handed on to "
+                            + ", ".join(f"`{name}()`" for name in found.functions[1:])
+                            + f": the cluster resolver takes its place there (it carries the same role);{what}{gone}",
+                            fixed=True, severity="info", reference="legacy_reference/async_ps.py"
+                            if self.strategy == PSS else "legacy_reference/sync_replicas.py")
+                break
+            else:
+                return module
+
+    def _unbranched_servers(self, module: cst.Module) -> list[cst.BaseStatement]:
+        """Server statements in a block with no `if <job> == "ps":` after them."""
+        out = []
+        for block in C.walk(module):
+            if not isinstance(block, cst.IndentedBlock):
+                continue
+            for i, statement in enumerate(block.body):
+                found = self._server_statement(statement)
+                if found is None or id(statement) in self.role_under_condition:
+                    continue
+                job = C.arg(found[1], 1, "job_name")
+                if job is None or any(isinstance(st, cst.If) and self._is_ps_test(st.test, C.code_of(job))
+                                      for st in block.body[i + 1:]):
+                    continue
+                out.append(statement)
+        return out
 
     def _report_server_handed_over(self, module: cst.Module) -> None:
         """A driver that trains nothing itself and gives its TF1 server to a

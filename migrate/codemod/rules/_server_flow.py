@@ -1,0 +1,454 @@
+"""The task's server built in one function and handed to the others.
+
+Many TF1 programs build the cluster in a helper and pass what it made on:
+
+    def define_cluster():
+        cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+        server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+        return cluster, server
+
+    def start_server(server):
+        if FLAGS.job_name == "ps":
+            server.join()
+
+    def main(_):
+        cluster, server = define_cluster()
+        start_server(server)
+        train(cluster, server)          # or train(server.target): a session's master
+
+The server carries this task's role (its job name and index) to the
+training, which connects its session to ``server.target``. In TF2 the cluster
+resolver TFM201 builds next to the server carries the same role, and the
+strategy takes it: so the resolver takes the server's place on every path the
+server went (returned, unpacked, passed as an argument, a parameter), the
+ps's ``server.join()`` becomes the serving branch of the strategy (ps and
+worker tasks start ``tf.distribute.Server`` from the resolver and join it
+under ParameterServerStrategy; nothing under MultiWorkerMirroredStrategy,
+which starts each worker's server itself), and the sessions given its target
+are left to TFM301, which replaces them.
+
+The server may only go where that holds: every use of it, followed through
+the functions of this module, must be one of those (a return, an argument of
+a function of this module, ``join()`` in a ``== "ps"`` branch, its target
+given to a TF1 session or to a function of this module that gives it to
+one). Otherwise nothing changes and :func:`plan` says which use stops it.
+
+Analysis (:func:`plan`) only decides; :func:`apply` rewrites.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrate.codemod.fastcst import children, code_of, transform
+from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._program import MWMS, PSS
+
+RESOLVER = "cluster_resolver"
+
+# calls that connect a TF1 session to a master (TFM301 replaces them with the strategy's loop)
+SESSION_SINKS = frozenset({"Session", "InteractiveSession", "MonitoredTrainingSession", "prepare_or_wait_for_session",
+                           "managed_session", "ChiefSessionCreator", "WorkerSessionCreator"})
+
+_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
+
+
+@dataclass
+class Flow:
+    """What carrying the resolver in the server's place changes."""
+
+    server_statement: cst.CSTNode
+    renamed: set[int] = field(default_factory=set)  # id() of Name nodes (params, reads, keywords) -> RESOLVER
+    targets: set[int] = field(default_factory=set)  # id() of `server.target` nodes -> RESOLVER
+    ps_joins: dict[int, cst.CSTNode] = field(default_factory=dict)  # id(if) -> the `server.join()` statement
+    functions: list[str] = field(default_factory=list)  # the functions it reaches, in order
+    sessions: int = 0
+
+
+@dataclass
+class Refusal:
+    node: cst.CSTNode
+    why: str
+
+
+class _Index:
+    """Parents, scopes and the module's functions (one walk)."""
+
+    def __init__(self, module: cst.Module):
+        self.module = module
+        self.parent: dict[int, cst.CSTNode] = {}
+        stack = [module]
+        while stack:
+            node = stack.pop()
+            for child in children(node):
+                self.parent[id(child)] = node
+                stack.append(child)
+        defs: dict[str, list[cst.FunctionDef]] = {}
+        for statement in module.body:
+            if isinstance(statement, cst.FunctionDef):
+                defs.setdefault(statement.name.value, []).append(statement)
+        self.functions = {name: found[0] for name, found in defs.items() if len(found) == 1}
+
+    def up(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self.parent.get(id(node))
+
+    def scope(self, node: cst.CSTNode) -> cst.CSTNode:
+        at = self.up(node)
+        while at is not None and not isinstance(at, (*_SCOPES, cst.Module)):
+            at = self.up(at)
+        return at if at is not None else self.module
+
+    def statement(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        at = node
+        while at is not None and not isinstance(at, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            at = self.up(at)
+        return at
+
+
+def _names_in(scope: cst.CSTNode, name: str) -> tuple[list[cst.Name], bool]:
+    """The Name nodes spelling ``name`` in ``scope``'s own code (its
+    parameters included, its own def name not), and whether a nested
+    function, lambda or class also spells it."""
+    own: list[cst.Name] = []
+    nested = False
+    start = scope.body if isinstance(scope, cst.FunctionDef) else scope
+    stack: list[tuple[cst.CSTNode, bool]] = [(start, False)]
+    if isinstance(scope, cst.FunctionDef):
+        stack.append((scope.params, False))
+    while stack:
+        node, inner = stack.pop()
+        if type(node) is cst.Name and node.value == name:
+            if inner:
+                nested = True
+            else:
+                own.append(node)
+        for child in children(node):
+            if type(child) is cst.Attribute or type(child) is cst.Arg:
+                # `x.server` is no read of `server`, nor is the keyword of `f(server=x)`
+                stack.append((child.value, inner))
+                continue
+            stack.append((child, inner or isinstance(node, _SCOPES)))
+    return own, nested
+
+
+def _ps_test(test: cst.BaseExpression) -> bool:
+    """``<job> == "ps"`` (either side)."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    target = test.comparisons[0]
+    sides = [test.left, target.comparator]
+    return isinstance(target.operator, cst.Equal) and [
+        s.evaluated_value for s in sides if isinstance(s, cst.SimpleString)] == ["ps"]
+
+
+def _callee(call: cst.Call) -> str | None:
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def _param_for(function: cst.FunctionDef, call: cst.Call, given: cst.Arg) -> cst.Param | None:
+    """The parameter of ``function`` that ``given`` (an argument of ``call``) binds."""
+    if any(a.star for a in call.args):
+        return None
+    params = function.params
+    if given.keyword is not None:
+        return next((p for p in (*params.posonly_params, *params.params, *params.kwonly_params)
+                     if p.name.value == given.keyword.value), None)
+    index = [a for a in call.args if a.keyword is None].index(given)
+    positional = [*params.posonly_params, *params.params]
+    return positional[index] if index < len(positional) else None
+
+
+class _Planner:
+    def __init__(self, module: cst.Module, index: _Index, strategy: str, other_callers):
+        self.module = module
+        self.index = index
+        self.strategy = strategy
+        self.other_callers = other_callers  # function -> call sites in other files
+        self.seen: set[tuple[int, str]] = set()
+
+    def carry(self, flow: Flow, scope: cst.CSTNode, name: str, binding: cst.CSTNode, kind: str) -> Refusal | None:
+        """Follow the value ``name`` holds in ``scope`` (the server, or its
+        target when ``kind`` is "target") to every place it is read."""
+        key = (id(scope), name)
+        if key in self.seen:
+            return None
+        self.seen.add(key)
+        if scope is not self.module and isinstance(scope, cst.FunctionDef) and scope.name.value not in flow.functions:
+            flow.functions.append(scope.name.value)
+        own, nested = _names_in(scope, name)
+        where = f"`{scope.name.value}()`" if isinstance(scope, cst.FunctionDef) else "the module"
+        if nested:
+            return Refusal(binding, f"a function nested in {where} reads `{name}`")
+        taken, _ = _names_in(scope, RESOLVER)
+        if taken and scope is not self.index.scope(flow.server_statement):
+            return Refusal(taken[0], f"{where} already has a `{RESOLVER}` of its own")
+        for node in own:
+            parent = self.index.up(node)
+            if isinstance(parent, cst.Param):
+                flow.renamed.add(id(node))
+                continue
+            holder = parent
+            while isinstance(holder, (cst.Element, cst.Tuple, cst.List)):
+                holder = self.index.up(holder)
+            if isinstance(holder, cst.AssignTarget):
+                statement = self.index.statement(node)
+                if statement is not binding:
+                    return Refusal(statement, f"`{name}` is bound again in {where}")
+                if binding is not flow.server_statement:
+                    flow.renamed.add(id(node))
+                continue
+            refusal = (self._server_use(flow, scope, node) if kind == "server"
+                       else self._target_use(flow, node))
+            if refusal is not None:
+                return refusal
+            if kind == "target" or id(node) not in flow.targets:
+                flow.renamed.add(id(node))
+        return None
+
+    def _server_use(self, flow: Flow, scope: cst.CSTNode, node: cst.Name) -> Refusal | None:
+        parent = self.index.up(node)
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            if parent.attr.value == "target":
+                refusal = self._target_use(flow, parent)
+                if refusal is None:
+                    flow.targets.add(id(parent))
+                return refusal
+            if parent.attr.value == "join":
+                return self._ps_join(flow, parent)
+            return Refusal(self.index.statement(node), f"the server is used as `{code_of(parent)}`")
+        if isinstance(parent, cst.Arg) and parent.value is node:
+            return self._argument(flow, parent, "server")
+        if isinstance(parent, cst.Return) or (
+                isinstance(parent, cst.Element) and isinstance(self.index.up(parent), cst.Tuple)
+                and isinstance(self.index.up(self.index.up(parent)), cst.Return)):
+            return self._returned(flow, scope, node)
+        statement = self.index.statement(node)
+        return Refusal(statement, f"the server is used in `{code_of(statement).strip()}`")
+
+    def _target_use(self, flow: Flow, node: cst.CSTNode) -> Refusal | None:
+        parent = self.index.up(node)
+        if isinstance(parent, cst.Arg) and parent.value is node:
+            call = self.index.up(parent)
+            if _callee(call) in SESSION_SINKS:
+                flow.sessions += 1
+                return None
+            return self._argument(flow, parent, "target")
+        statement = self.index.statement(node)
+        return Refusal(statement, f"the server's target is used in `{code_of(statement).strip()}`")
+
+    def _argument(self, flow: Flow, given: cst.Arg, kind: str) -> Refusal | None:
+        call = self.index.up(given)
+        name = call.func.value if isinstance(call.func, cst.Name) else None
+        function = self.index.functions.get(name) if name else None
+        what = "the server" if kind == "server" else "the server's target"
+        if function is None:
+            return Refusal(call, f"{what} is given to `{code_of(call.func)}(...)`, not a function of this module")
+        param = _param_for(function, call, given)
+        if param is None:
+            return Refusal(call, f"{what} is given to `{name}(...)` where no parameter of its takes it by name")
+        elsewhere = self.other_callers(function)
+        if elsewhere:
+            return Refusal(call, f"`{name}(...)` is also called from {elsewhere[0].describe()}, which this"
+                           " rewrite cannot change")
+        # calls naming the parameter by keyword follow its new name
+        for other in C.calls_in(self.module):
+            if isinstance(other.func, cst.Name) and other.func.value == name:
+                for a in other.args:
+                    if a.keyword is not None and a.keyword.value == param.name.value:
+                        flow.renamed.add(id(a.keyword))
+        return self.carry(flow, function, param.name.value, param, kind)
+
+    def _returned(self, flow: Flow, scope: cst.CSTNode, node: cst.Name) -> Refusal | None:
+        if not isinstance(scope, cst.FunctionDef):
+            return Refusal(self.index.statement(node), "the server is returned outside a function")
+        name = scope.name.value
+        parent = self.index.up(node)
+        position = None
+        if isinstance(parent, cst.Element):
+            position = list(self.index.up(parent).elements).index(parent)
+        sites = [c for c in C.calls_in(self.module) if isinstance(c.func, cst.Name) and c.func.value == name]
+        if not sites:
+            return Refusal(scope, f"`{name}()` returns the server and nothing in this module calls it")
+        elsewhere = self.other_callers(scope)
+        if elsewhere:
+            return Refusal(scope, f"`{name}()` returns the server and is also called from"
+                           f" {elsewhere[0].describe()}, which this rewrite cannot change")
+        for call in sites:
+            statement = self.index.statement(call)
+            names, value, assign = C.assignment(statement)
+            if value is not call or assign is None or len(assign.targets) != 1:
+                return Refusal(statement, f"the server `{name}()` returns is used as `{code_of(call)}`")
+            target = assign.targets[0].target
+            if position is None:
+                held = target if isinstance(target, cst.Name) else None
+            else:
+                elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+                held = elements[position].value if position < len(elements) else None
+            if not isinstance(held, cst.Name) or any(isinstance(e.value, cst.StarredElement) for e in getattr(
+                    target, "elements", ())):
+                return Refusal(statement, f"the server `{name}()` returns is unpacked as `{code_of(target)}`")
+            refusal = self.carry(flow, self.index.scope(call), held.value, statement, "server")
+            if refusal is not None:
+                return refusal
+        return None
+
+    def _ps_join(self, flow: Flow, attribute: cst.Attribute) -> Refusal | None:
+        call = self.index.up(attribute)
+        expr = self.index.up(call)
+        statement = self.index.up(expr)
+        block = self.index.up(statement)
+        branch = self.index.up(block)
+        if (isinstance(call, cst.Call) and not call.args and isinstance(expr, cst.Expr)
+                and isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1
+                and isinstance(block, cst.IndentedBlock) and isinstance(branch, cst.If) and branch.body is block
+                and _ps_test(branch.test)):
+            flow.ps_joins[id(branch)] = statement
+            return None
+        where = self.index.statement(attribute)
+        return Refusal(where, "the server is joined outside an `if <job> == \"ps\":` branch")
+
+
+def plan(module: cst.Module, server_statement: cst.SimpleStatementLine, strategy: str,
+         other_callers) -> Flow | Refusal:
+    """How the resolver takes the place of the server ``server_statement``
+    binds (``server = tf.train.Server(...)`` in a function of ``module``,
+    next to the resolver TFM201 built), or why it cannot."""
+    index = _Index(module)
+    scope = index.scope(server_statement)
+    names, _, _ = C.assignment(server_statement)
+    if not isinstance(scope, cst.FunctionDef):
+        return Refusal(server_statement, "the server is built outside a function")
+    bound, _ = _names_in(scope, RESOLVER)
+    if not any(isinstance(index.up(n), cst.AssignTarget) for n in bound):
+        return Refusal(server_statement, f"no cluster resolver is built in `{scope.name.value}()` next to it")
+    flow = Flow(server_statement)
+    refusal = _Planner(module, index, strategy, other_callers).carry(flow, scope, names[0], server_statement, "server")
+    if refusal is not None:
+        return refusal
+    if len(flow.functions) < 2:
+        return Refusal(server_statement, f"the server stays in `{scope.name.value}()`")
+    if strategy == PSS and not flow.ps_joins:
+        return Refusal(server_statement, "no `if <job> == \"ps\": server.join()` tells which tasks only serve")
+    return flow
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, flow: Flow, strategy: str, taken: set[str]):
+        super().__init__()
+        self.flow = flow
+        self.strategy = strategy
+        self.taken = taken
+        self.emptied: set[str] = set()
+
+    def leave_Name(self, original, updated):
+        return updated.with_changes(value=RESOLVER) if id(original) in self.flow.renamed else updated
+
+    def leave_Attribute(self, original, updated):
+        return cst.Name(RESOLVER) if id(original) in self.flow.targets else updated
+
+    def leave_FunctionDef(self, original, updated):
+        body = [st for st in C.body_of(updated.body) if not _docstring(st)]
+        if not body and any(not _docstring(st) for st in C.body_of(original.body)):
+            self.emptied.add(updated.name.value)
+            if not C.body_of(updated.body):
+                return updated.with_changes(body=C.indented([], updated.body))
+        return updated
+
+    def leave_IndentedBlock(self, original, updated):
+        out: list[cst.BaseStatement] = []
+        for before, after in zip(original.body, updated.body):
+            if before is self.flow.server_statement:
+                continue
+            if id(before) in self.flow.ps_joins:
+                out.extend(self._serving(before, after))
+                continue
+            out.append(after)
+        if len(original.body) != len(updated.body):
+            return updated
+        return updated.with_changes(body=out)
+
+    def _serving(self, original: cst.If, branch: cst.If) -> list[cst.BaseStatement]:
+        join = self.flow.ps_joins[id(original)]
+        if self.strategy == MWMS:  # no ps tasks: what the other roles ran stays
+            orelse = branch.orelse
+            if orelse is None:
+                return []
+            if isinstance(orelse, cst.If):
+                return [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse,
+                               leading_lines=branch.leading_lines)]
+            return list(C.body_of(orelse.body))
+        server = C.fresh("server", self.taken)
+        job = branch.test.left if not isinstance(branch.test.left, cst.SimpleString) else (
+            branch.test.comparisons[0].comparator)
+        body: list[cst.BaseStatement] = []
+        for before, after in zip(C.body_of(original.body), C.body_of(branch.body)):
+            if before is join:
+                body.extend(C.stmts(
+                    f"{server} = tf.distribute.Server(\n"
+                    f"    {RESOLVER}.cluster_spec(), job_name={RESOLVER}.task_type, task_index={RESOLVER}.task_id,\n"
+                    f"    protocol={RESOLVER}.rpc_layer or \"grpc\", start=True)\n"
+                    f"{server}.join()\n"))
+                body[-2] = body[-2].with_changes(leading_lines=after.leading_lines)
+            else:
+                body.append(after)
+        orelse = branch.orelse
+        if isinstance(orelse, cst.If) and isinstance(orelse.test, cst.Comparison) and [
+                s.evaluated_value for s in (orelse.test.left, orelse.test.comparisons[0].comparator)
+                if isinstance(s, cst.SimpleString)] == ["worker"]:
+            orelse = orelse.with_changes(test=C.expr(f'{code_of(job)} == "chief"'))
+        return [branch.with_changes(test=C.expr(f'{code_of(job)} in ("ps", "worker")'),
+                                    body=C.indented(body, branch.body), orelse=orelse)]
+
+
+def _docstring(statement: cst.BaseStatement) -> bool:
+    value = C.single_expr(statement)
+    return isinstance(value, (cst.SimpleString, cst.ConcatenatedString))
+
+
+def apply(module: cst.Module, flow: Flow, strategy: str) -> tuple[cst.Module, list[str]]:
+    """The module with the resolver in the server's place; the functions
+    left with nothing to do (a helper that only sent the ps to ``join()``,
+    under MultiWorkerMirroredStrategy) are removed with their calls, and
+    named in the second value."""
+    emit = _Apply(flow, strategy, C.all_names(module))
+    module = transform(module, emit)
+    if not emit.emptied:
+        return module, []
+    dropped = []
+    for name in sorted(emit.emptied):
+        calls = [c for c in C.calls_in(module) if isinstance(c.func, cst.Name) and c.func.value == name]
+        statements = [st for st in C.walk(module) if C.single_expr(st) is not None
+                      and any(C.single_expr(st) is c for c in calls)]
+        if len(statements) == len(calls):
+            dropped.append(name)
+    if dropped:
+        module = transform(module, _DropCalls(set(dropped)))
+    return module, dropped
+
+
+class _DropCalls(cst.CSTTransformer):
+    """Removes the functions ``names`` and the statements that only call them."""
+
+    def __init__(self, names: set[str]):
+        super().__init__()
+        self.names = names
+
+    def _keep(self, statement) -> bool:
+        if isinstance(statement, cst.FunctionDef):
+            return statement.name.value not in self.names
+        value = C.single_expr(statement)
+        return not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
+                    and value.func.value in self.names)
+
+    def leave_IndentedBlock(self, original, updated):
+        return updated.with_changes(body=[st for st in updated.body if self._keep(st)])
+
+    def leave_Module(self, original, updated):
+        return updated.with_changes(body=[st for st in updated.body if self._keep(st)])
