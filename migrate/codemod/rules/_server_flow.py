@@ -42,15 +42,13 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from migrate.codemod.engine import SESSION_SINKS
 from migrate.codemod.fastcst import children, code_of, transform
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._program import MWMS, PSS
 
 RESOLVER = "cluster_resolver"
 
-# calls that connect a TF1 session to a master (TFM301 replaces them with the strategy's loop)
-SESSION_SINKS = frozenset({"Session", "InteractiveSession", "MonitoredTrainingSession", "prepare_or_wait_for_session",
-                           "managed_session", "ChiefSessionCreator", "WorkerSessionCreator"})
 
 _SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
 
@@ -65,6 +63,7 @@ class Flow:
     ps_joins: dict[int, cst.CSTNode] = field(default_factory=dict)  # id(if) -> the `server.join()` statement
     functions: list[str] = field(default_factory=list)  # the functions it reaches, in order
     sessions: int = 0
+    taken: dict[int, set[str]] = field(default_factory=dict)  # id(if) -> names its function has
 
 
 @dataclass
@@ -282,7 +281,7 @@ class _Planner:
                            f" {elsewhere[0].describe()}, which this rewrite cannot change")
         for call in sites:
             statement = self.index.statement(call)
-            names, value, assign = C.assignment(statement)
+            _, value, assign = C.assignment(statement)
             if value is not call or assign is None or len(assign.targets) != 1:
                 return Refusal(statement, f"the server `{name}()` returns is used as `{code_of(call)}`")
             target = assign.targets[0].target
@@ -310,26 +309,39 @@ class _Planner:
                 and isinstance(block, cst.IndentedBlock) and isinstance(branch, cst.If) and branch.body is block
                 and _ps_test(branch.test)):
             flow.ps_joins[id(branch)] = statement
+            scope = self.index.scope(branch)
+            flow.taken[id(branch)] = (_all_names(scope) - {code_of(attribute.value)}) | {RESOLVER}
             return None
         where = self.index.statement(attribute)
         return Refusal(where, "the server is joined outside an `if <job> == \"ps\":` branch")
 
 
+def _all_names(scope: cst.CSTNode) -> set[str]:
+    return {n.value for n in C.walk(scope) if type(n) is cst.Name}
+
+
 def plan(module: cst.Module, server_statement: cst.SimpleStatementLine, strategy: str,
          other_callers) -> Flow | Refusal:
     """How the resolver takes the place of the server ``server_statement``
-    binds (``server = tf.train.Server(...)`` in a function of ``module``,
-    next to the resolver TFM201 built), or why it cannot."""
+    makes (``server = tf.train.Server(...)`` or ``return tf.train.Server(...)``
+    in a function of ``module``, next to the resolver TFM201 built), or why
+    it cannot. A server that stays in its function is refused: TFM202's
+    branching rewrite is for it."""
     index = _Index(module)
     scope = index.scope(server_statement)
-    names, _, _ = C.assignment(server_statement)
     if not isinstance(scope, cst.FunctionDef):
         return Refusal(server_statement, "the server is built outside a function")
     bound, _ = _names_in(scope, RESOLVER)
     if not any(isinstance(index.up(n), cst.AssignTarget) for n in bound):
         return Refusal(server_statement, f"no cluster resolver is built in `{scope.name.value}()` next to it")
     flow = Flow(server_statement)
-    refusal = _Planner(module, index, strategy, other_callers).carry(flow, scope, names[0], server_statement, "server")
+    planner = _Planner(module, index, strategy, other_callers)
+    names, _, _ = C.assignment(server_statement)
+    if names:
+        refusal = planner.carry(flow, scope, names[0], server_statement, "server")
+    else:  # `return tf.train.Server(...)`
+        flow.functions.append(scope.name.value)
+        refusal = planner._returned(flow, scope, server_statement.body[0].value)
     if refusal is not None:
         return refusal
     if len(flow.functions) < 2:
@@ -340,12 +352,12 @@ def plan(module: cst.Module, server_statement: cst.SimpleStatementLine, strategy
 
 
 class _Apply(cst.CSTTransformer):
-    def __init__(self, flow: Flow, strategy: str, taken: set[str]):
+    def __init__(self, flow: Flow, strategy: str):
         super().__init__()
         self.flow = flow
         self.strategy = strategy
-        self.taken = taken
         self.emptied: set[str] = set()
+        self.created: set[int] = set()  # id() of the serving branches' server statements
 
     def leave_Name(self, original, updated):
         return updated.with_changes(value=RESOLVER) if id(original) in self.flow.renamed else updated
@@ -365,6 +377,9 @@ class _Apply(cst.CSTTransformer):
         out: list[cst.BaseStatement] = []
         for before, after in zip(original.body, updated.body):
             if before is self.flow.server_statement:
+                if C.assignment(before)[0]:
+                    continue
+                out.append(C.stmt(f"return {RESOLVER}\n"))  # it returned the server
                 continue
             if id(before) in self.flow.ps_joins:
                 out.extend(self._serving(before, after))
@@ -384,7 +399,7 @@ class _Apply(cst.CSTTransformer):
                 return [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse,
                                leading_lines=branch.leading_lines)]
             return list(C.body_of(orelse.body))
-        server = C.fresh("server", self.taken)
+        server = C.fresh("server", set(self.flow.taken[id(original)]))
         job = branch.test.left if not isinstance(branch.test.left, cst.SimpleString) else (
             branch.test.comparisons[0].comparator)
         body: list[cst.BaseStatement] = []
@@ -396,6 +411,7 @@ class _Apply(cst.CSTTransformer):
                     f"    protocol={RESOLVER}.rpc_layer or \"grpc\", start=True)\n"
                     f"{server}.join()\n"))
                 body[-2] = body[-2].with_changes(leading_lines=after.leading_lines)
+                self.created.add(id(body[-2]))
             else:
                 body.append(after)
         orelse = branch.orelse
@@ -412,15 +428,16 @@ def _docstring(statement: cst.BaseStatement) -> bool:
     return isinstance(value, (cst.SimpleString, cst.ConcatenatedString))
 
 
-def apply(module: cst.Module, flow: Flow, strategy: str) -> tuple[cst.Module, list[str]]:
+def apply(module: cst.Module, flow: Flow, strategy: str) -> tuple[cst.Module, list[str], set[int]]:
     """The module with the resolver in the server's place; the functions
     left with nothing to do (a helper that only sent the ps to ``join()``,
     under MultiWorkerMirroredStrategy) are removed with their calls, and
-    named in the second value."""
-    emit = _Apply(flow, strategy, C.all_names(module))
+    named in the second value; the third holds id() of the TF2 servers the
+    serving branches now start."""
+    emit = _Apply(flow, strategy)
     module = transform(module, emit)
     if not emit.emptied:
-        return module, []
+        return module, [], emit.created
     dropped = []
     for name in sorted(emit.emptied):
         calls = [c for c in C.calls_in(module) if isinstance(c.func, cst.Name) and c.func.value == name]
@@ -430,7 +447,7 @@ def apply(module: cst.Module, flow: Flow, strategy: str) -> tuple[cst.Module, li
             dropped.append(name)
     if dropped:
         module = transform(module, _DropCalls(set(dropped)))
-    return module, dropped
+    return module, dropped, emit.created
 
 
 class _DropCalls(cst.CSTTransformer):

@@ -178,7 +178,9 @@ class ClusterResolver(Rule):
         ):
             self.server_statement = None
             return
-        self.spec_name = specs[0]
+        # in another block (a `create_server(cluster_spec)` helper) the spec has the name the Server reads
+        chosen = self._server_cluster(module) if server_block is not spec_block else None
+        self.spec_name = chosen.value if isinstance(chosen, cst.Name) else specs[0]
 
     def _server_cluster(self, module: cst.Module) -> cst.BaseExpression | None:
         """The cluster argument of the Server call whose job and index the resolver takes."""

@@ -153,16 +153,19 @@ class ServerRoles(Rule):
         cannot, the reason is kept for the server's diagnostic."""
         if not self.has_resolver:
             return module
+        self.carried_servers: set[int] = set()  # the serving branches' servers, made here
+        servers = {id(st) for st in self._function_servers(module)}
         while True:
-            for statement in self._unbranched_servers(module):
-                if id(statement) in self.flow_refusals:
+            for statement in self._function_servers(module):
+                if id(statement) in self.flow_refusals or id(statement) not in servers:
                     continue
                 found = _server_flow.plan(module, statement, self.strategy, lambda fn, m=module: callers.callers(
                     self.ctx.path, m, fn, other_files_only=True))
                 if isinstance(found, _server_flow.Refusal):
                     self.flow_refusals[id(statement)] = found
                     continue
-                module, dropped = _server_flow.apply(module, found, self.strategy)
+                module, dropped, created = _server_flow.apply(module, found, self.strategy)
+                self.carried_servers |= created
                 what = (" its ps's `join()` becomes the serving branch (ps and worker tasks start"
                         " tf.distribute.Server from the resolver and join it; the chief runs training)"
                         if self.strategy == PSS else " MultiWorkerMirroredStrategy starts each worker's server"
@@ -177,22 +180,27 @@ class ServerRoles(Rule):
             else:
                 return module
 
-    def _unbranched_servers(self, module: cst.Module) -> list[cst.BaseStatement]:
-        """Server statements in a block with no `if <job> == "ps":` after them."""
+    def _function_servers(self, module: cst.Module) -> list[cst.BaseStatement]:
+        """Server statements (``server = tf.train.Server(...)``, ``return
+        tf.train.Server(...)``) in the body of a function."""
         out = []
         for block in C.walk(module):
             if not isinstance(block, cst.IndentedBlock):
                 continue
-            for i, statement in enumerate(block.body):
-                found = self._server_statement(statement)
-                if found is None or id(statement) in self.role_under_condition:
+            for statement in block.body:
+                if id(statement) in self.role_under_condition:
                     continue
-                job = C.arg(found[1], 1, "job_name")
-                if job is None or any(isinstance(st, cst.If) and self._is_ps_test(st.test, C.code_of(job))
-                                      for st in block.body[i + 1:]):
-                    continue
-                out.append(statement)
+                if self._server_statement(statement) is not None or self._server_returned(statement) is not None:
+                    out.append(statement)
         return out
+
+    def _server_returned(self, statement) -> cst.Call | None:
+        if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1:
+            small = statement.body[0]
+            if (isinstance(small, cst.Return) and isinstance(small.value, cst.Call)
+                    and self.qualname(small.value.func) in _SERVERS):
+                return small.value
+        return None
 
     def _report_server_handed_over(self, module: cst.Module) -> None:
         """A driver that trains nothing itself and gives its TF1 server to a
@@ -272,6 +280,8 @@ class ServerRoles(Rule):
             if found is None:
                 continue
             server_name, call = found
+            if id(statement) in self.carried_servers:
+                continue
             if id(statement) in self.role_under_condition:
                 continue  # reported (by TFM201 when the role is what the condition computes)
             job = C.arg(call, 1, "job_name")
@@ -299,9 +309,13 @@ class ServerRoles(Rule):
                         if moved is not None:
                             return body[:i] + moved + body[j + 1 :]
                     return body[:i] + kept + replacement + body[j + 1 :]
+            refusal = self.flow_refusals.get(id(statement))
+            handed = (f"; it is handed on to other functions of this module, and the cluster resolver cannot take"
+                      f" its place there: {refusal.why}") if refusal is not None and (
+                          not refusal.why.startswith("the server stays")) else ""
             self.report(
                 statement,
-                "tf.train.Server without the usual `if job_name == \"ps\": server.join()` branching",
+                f"tf.train.Server without the usual `if job_name == \"ps\": server.join()` branching{handed}",
                 hint="ps and worker tasks should only run tf.distribute.Server(...).join(); the chief coordinates",
                 reference="legacy_reference/async_ps.py",
                 fixed=False,
