@@ -64,6 +64,12 @@ class Flow:
     functions: list[str] = field(default_factory=list)  # the functions it reaches, in order
     sessions: int = 0
     taken: dict[int, set[str]] = field(default_factory=dict)  # id(if) -> names its function has
+    refusals: list[Refusal] = field(default_factory=list)  # the uses that keep the server, in order found
+
+    @property
+    def carried(self) -> bool:
+        """Whether the resolver can take the server's place: it goes somewhere, every use allows it."""
+        return len(self.functions) > 1 and not self.refusals
 
 
 @dataclass
@@ -172,22 +178,25 @@ class _Planner:
         self.other_callers = other_callers  # function -> call sites in other files
         self.seen: set[tuple[int, str]] = set()
 
-    def carry(self, flow: Flow, scope: cst.CSTNode, name: str, binding: cst.CSTNode, kind: str) -> Refusal | None:
+    def carry(self, flow: Flow, scope: cst.CSTNode, name: str, binding: cst.CSTNode, kind: str) -> None:
         """Follow the value ``name`` holds in ``scope`` (the server, or its
-        target when ``kind`` is "target") to every place it is read."""
+        target when ``kind`` is "target") to every place it is read; the uses
+        that do not allow the resolver go to ``flow.refusals``."""
         key = (id(scope), name)
         if key in self.seen:
-            return None
+            return
         self.seen.add(key)
         if scope is not self.module and isinstance(scope, cst.FunctionDef) and scope.name.value not in flow.functions:
             flow.functions.append(scope.name.value)
         own, nested = _names_in(scope, name)
         where = f"`{scope.name.value}()`" if isinstance(scope, cst.FunctionDef) else "the module"
         if nested:
-            return Refusal(binding, f"a function nested in {where} reads `{name}`")
+            flow.refusals.append(Refusal(binding, f"a function nested in {where} reads `{name}`"))
+            return
         taken, _ = _names_in(scope, RESOLVER)
         if taken and scope is not self.index.scope(flow.server_statement):
-            return Refusal(taken[0], f"{where} already has a `{RESOLVER}` of its own")
+            flow.refusals.append(Refusal(taken[0], f"{where} already has a `{RESOLVER}` of its own"))
+            return
         for node in own:
             parent = self.index.up(node)
             if isinstance(parent, cst.Param):
@@ -199,17 +208,16 @@ class _Planner:
             if isinstance(holder, cst.AssignTarget):
                 statement = self.index.statement(node)
                 if statement is not binding:
-                    return Refusal(statement, f"`{name}` is bound again in {where}")
+                    flow.refusals.append(Refusal(statement, f"`{name}` is bound again in {where}"))
                 if binding is not flow.server_statement:
                     flow.renamed.add(id(node))
                 continue
             refusal = (self._server_use(flow, scope, node) if kind == "server"
                        else self._target_use(flow, node))
             if refusal is not None:
-                return refusal
-            if kind == "target" or id(node) not in flow.targets:
+                flow.refusals.append(refusal)
+            elif kind == "target" or id(node) not in flow.targets:
                 flow.renamed.add(id(node))
-        return None
 
     def _server_use(self, flow: Flow, scope: cst.CSTNode, node: cst.Name) -> Refusal | None:
         parent = self.index.up(node)
@@ -262,7 +270,8 @@ class _Planner:
                 for a in other.args:
                     if a.keyword is not None and a.keyword.value == param.name.value:
                         flow.renamed.add(id(a.keyword))
-        return self.carry(flow, function, param.name.value, param, kind)
+        self.carry(flow, function, param.name.value, param, kind)
+        return None
 
     def _returned(self, flow: Flow, scope: cst.CSTNode, node: cst.Name) -> Refusal | None:
         if not isinstance(scope, cst.FunctionDef):
@@ -283,7 +292,8 @@ class _Planner:
             statement = self.index.statement(call)
             _, value, assign = C.assignment(statement)
             if value is not call or assign is None or len(assign.targets) != 1:
-                return Refusal(statement, f"the server `{name}()` returns is used as `{code_of(call)}`")
+                flow.refusals.append(Refusal(statement, f"the server `{name}()` returns is used as `{code_of(call)}`"))
+                continue
             target = assign.targets[0].target
             if position is None:
                 held = target if isinstance(target, cst.Name) else None
@@ -292,10 +302,10 @@ class _Planner:
                 held = elements[position].value if position < len(elements) else None
             if not isinstance(held, cst.Name) or any(isinstance(e.value, cst.StarredElement) for e in getattr(
                     target, "elements", ())):
-                return Refusal(statement, f"the server `{name}()` returns is unpacked as `{code_of(target)}`")
-            refusal = self.carry(flow, self.index.scope(call), held.value, statement, "server")
-            if refusal is not None:
-                return refusal
+                flow.refusals.append(Refusal(statement, f"the server `{name}()` returns is unpacked as"
+                                             f" `{code_of(target)}`"))
+                continue
+            self.carry(flow, self.index.scope(call), held.value, statement, "server")
         return None
 
     def _ps_join(self, flow: Flow, attribute: cst.Attribute) -> Refusal | None:
@@ -321,33 +331,36 @@ def _all_names(scope: cst.CSTNode) -> set[str]:
 
 
 def plan(module: cst.Module, server_statement: cst.SimpleStatementLine, strategy: str,
-         other_callers) -> Flow | Refusal:
+         other_callers, resolver_built: bool = True) -> Flow:
     """How the resolver takes the place of the server ``server_statement``
     makes (``server = tf.train.Server(...)`` or ``return tf.train.Server(...)``
-    in a function of ``module``, next to the resolver TFM201 built), or why
-    it cannot. A server that stays in its function is refused: TFM202's
-    branching rewrite is for it."""
+    in a function of ``module``, next to the resolver TFM201 built unless
+    ``resolver_built`` is False), and the uses of the server that keep it
+    (``Flow.refusals``). A server that stays in its function is not carried:
+    TFM202's branching rewrite is for it."""
     index = _Index(module)
     scope = index.scope(server_statement)
-    if not isinstance(scope, cst.FunctionDef):
-        return Refusal(server_statement, "the server is built outside a function")
-    bound, _ = _names_in(scope, RESOLVER)
-    if not any(isinstance(index.up(n), cst.AssignTarget) for n in bound):
-        return Refusal(server_statement, f"no cluster resolver is built in `{scope.name.value}()` next to it")
     flow = Flow(server_statement)
+    if not isinstance(scope, cst.FunctionDef):
+        flow.refusals.append(Refusal(server_statement, "the server is built outside a function"))
+        return flow
+    bound, _ = _names_in(scope, RESOLVER)
+    if resolver_built and not any(isinstance(index.up(n), cst.AssignTarget) for n in bound):
+        flow.refusals.append(Refusal(server_statement, f"no cluster resolver is built in `{scope.name.value}()`"
+                                     " next to it"))
+        return flow
     planner = _Planner(module, index, strategy, other_callers)
     names, _, _ = C.assignment(server_statement)
     if names:
-        refusal = planner.carry(flow, scope, names[0], server_statement, "server")
+        planner.carry(flow, scope, names[0], server_statement, "server")
     else:  # `return tf.train.Server(...)`
         flow.functions.append(scope.name.value)
         refusal = planner._returned(flow, scope, server_statement.body[0].value)
-    if refusal is not None:
-        return refusal
-    if len(flow.functions) < 2:
-        return Refusal(server_statement, f"the server stays in `{scope.name.value}()`")
-    if strategy == PSS and not flow.ps_joins:
-        return Refusal(server_statement, "no `if <job> == \"ps\": server.join()` tells which tasks only serve")
+        if refusal is not None:
+            flow.refusals.append(refusal)
+    if strategy == PSS and len(flow.functions) > 1 and not flow.ps_joins:
+        flow.refusals.append(Refusal(server_statement, "no `if <job> == \"ps\": server.join()` tells which tasks"
+                                     " only serve"))
     return flow
 
 

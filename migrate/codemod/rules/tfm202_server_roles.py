@@ -142,6 +142,7 @@ class ServerRoles(Rule):
         self.has_resolver = "cluster_resolver" in C.all_names(module)
         self.role_under_condition = self._roles_under_condition(module)
         self.flow_refusals: dict[int, _server_flow.Refusal] = {}
+        self.carried_servers: set[int] = set()  # the serving branches' servers, made here
         module = self._carry_handed_servers(module)
         return transform(module, self)
 
@@ -153,7 +154,6 @@ class ServerRoles(Rule):
         cannot, the reason is kept for the server's diagnostic."""
         if not self.has_resolver:
             return module
-        self.carried_servers: set[int] = set()  # the serving branches' servers, made here
         servers = {id(st) for st in self._function_servers(module)}
         while True:
             for statement in self._function_servers(module):
@@ -161,8 +161,9 @@ class ServerRoles(Rule):
                     continue
                 found = _server_flow.plan(module, statement, self.strategy, lambda fn, m=module: callers.callers(
                     self.ctx.path, m, fn, other_files_only=True))
-                if isinstance(found, _server_flow.Refusal):
-                    self.flow_refusals[id(statement)] = found
+                if not found.carried:
+                    if found.refusals and len(found.functions) > 1:
+                        self.flow_refusals[id(statement)] = found.refusals[0]
                     continue
                 module, dropped, created = _server_flow.apply(module, found, self.strategy)
                 self.carried_servers |= created
@@ -311,8 +312,7 @@ class ServerRoles(Rule):
                     return body[:i] + kept + replacement + body[j + 1 :]
             refusal = self.flow_refusals.get(id(statement))
             handed = (f"; it is handed on to other functions of this module, and the cluster resolver cannot take"
-                      f" its place there: {refusal.why}") if refusal is not None and (
-                          not refusal.why.startswith("the server stays")) else ""
+                      f" its place there: {refusal.why}") if refusal is not None else ""
             self.report(
                 statement,
                 f"tf.train.Server without the usual `if job_name == \"ps\": server.join()` branching{handed}",
