@@ -152,16 +152,14 @@ class ServerRoles(Rule):
         arguments, their target given to a session): the resolver TFM201 built
         next to each takes its place on those paths (_server_flow). Where it
         cannot, the reason is kept for the server's diagnostic."""
-        if not self.has_resolver:
-            return module
         servers = {id(st) for st in self._function_servers(module)}
         while True:
             for statement in self._function_servers(module):
                 if id(statement) in self.flow_refusals or id(statement) not in servers:
                     continue
                 found = _server_flow.plan(module, statement, self.strategy, lambda fn, m=module: callers.callers(
-                    self.ctx.path, m, fn, other_files_only=True))
-                if not found.carried:
+                    self.ctx.path, m, fn, other_files_only=True), resolver_built=self.has_resolver)
+                if not found.carried or not self.has_resolver:
                     if found.refusals and len(found.functions) > 1:
                         self.flow_refusals[id(statement)] = found.refusals[0]
                     continue

@@ -30,6 +30,7 @@ from migrate.codemod.rules import (
     _outer_placeholders,
     _placement,
     _rebinding,
+    _server_flow,
 )
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
@@ -834,6 +835,10 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        if self._report_server_not_carried(device_with):
+            del self.ctx.reports[reported:]
+            self._report_server_not_carried(device_with, report=True)
+            return body
         if self._report_resolver_out_of_reach(device_with):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
@@ -916,6 +921,43 @@ class GraphToStrategy(Rule):
                                                          export, self.ctx.module), hint=hint, reference=REFERENCE[self.strategy],
                         fixed=False)
         return True
+
+    def _report_server_not_carried(self, device_with, report: bool = False) -> bool:
+        """This task's TF1 server is built in another function of the module
+        and reaches the one that trains here through returns and parameters,
+        where TFM202 puts the cluster resolver in its place (_server_flow). A
+        use of the server on that way the resolver cannot stand in for (its
+        target printed, the server kept in an object, a helper of another
+        module given it) keeps the TF1 server, whose port a strategy built here
+        would find taken: decline, at that use."""
+        functions = getattr(self, "functions_in", None)
+        if not functions or "Server" not in self.ctx.source:
+            return False
+        here = functions[-1].name.value
+        module = self.ctx.module
+        for statement in C.walk(module):
+            if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+                continue
+            small = statement.body[0]
+            made = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
+            if not (isinstance(made, cst.Call) and self.qualname(made.func) in ("train.Server", "distribute.Server")):
+                continue
+            flow = _server_flow.plan(module, statement, self.strategy, lambda fn: callers.callers(
+                self.ctx.path, module, fn, other_files_only=True), resolver_built=self.has_resolver)
+            if here not in flow.functions[1:] or not flow.refusals:
+                continue
+            if report:
+                refusal = flow.refusals[0]
+                self.report(refusal.node, f"training not migrated: this task's TF1 server is built in"
+                            f" `{flow.functions[0]}()` and reaches `{here}()`, which trains, through parameters"
+                            f" and return values; the cluster resolver takes its place on such a way only where"
+                            f" the server is returned, passed on, joined by the ps or given to a session as its"
+                            f" master, and here {refusal.why}: the TF1 server stays and would keep this task's port"
+                            f" from the strategy's own; this training was left as TF1", hint="use the server there"
+                            " only in those ways (or build the cluster in the function that trains), then migrate"
+                            " again", reference=REFERENCE[self.strategy], fixed=False)
+            return True
+        return False
 
     def _report_resolver_out_of_reach(self, device_with, report: bool = False) -> bool:
         """The cluster resolver TFM201 made of the program's ClusterSpec is a
