@@ -93,6 +93,21 @@ def test_server_returned_alone_and_its_target_passed_as_master_become_the_resolv
     assert "if FLAGS.job_name in ('ps', 'worker'):" in main
 
 
+def test_spec_returned_by_get_cluster_and_target_passed_as_master_train_on_the_resolver():
+    """``return tf.train.ClusterSpec(...)``: the resolver is built where the
+    caller named the spec, next to the server, and carried with the target."""
+    result = _migrated("spec_from_get_cluster_target_as_master.py")
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    assert '"chief": FLAGS.chief_hosts.split(",")})' in ast.unparse(_function(out, "get_cluster")).replace("'", '"')
+    main = ast.unparse(_function(out, "main"))
+    assert "cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(cluster, task_type=" in main
+    assert "fit(cluster, cluster_resolver)" in main and "tf.train.Server" not in out
+    fit = _function(out, "fit")
+    assert _params(fit) == ["cluster", "cluster_resolver"]
+    assert _strategy_resolver(fit) == "cluster_resolver"
+
+
 def test_synchronous_define_cluster_shape_trains_on_multi_worker_mirrored_from_the_resolver():
     result = _migrated("sync_cluster_from_define_cluster.py")
     out = result.output
@@ -199,7 +214,8 @@ def test_synchronous_shape_trains_the_same_on_two_workers(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["helper_returns_cluster_and_server.py", "server_alone_target_as_master.py"])
+@pytest.mark.parametrize("name", ["helper_returns_cluster_and_server.py", "server_alone_target_as_master.py",
+                                  "spec_from_get_cluster_target_as_master.py"])
 def test_asynchronous_shapes_train_the_same_with_their_own_chief(name, tmp_path):
     legacy = DATA / name
     report = _check(legacy, _migrated(name).output, tmp_path, "--steps", "4", "--workers", "1")
