@@ -950,12 +950,12 @@ class GraphToStrategy(Rule):
                 refusal = flow.refusals[0]
                 self.report(refusal.node, f"training not migrated: this task's TF1 server is built in"
                             f" `{flow.functions[0]}()` and reaches `{here}()`, which trains, through parameters"
-                            f" and return values; the cluster resolver takes its place on such a way only where"
-                            f" the server is returned, passed on, joined by the ps or given to a session as its"
-                            f" master, and here {refusal.why}: the TF1 server stays and would keep this task's port"
-                            f" from the strategy's own; this training was left as TF1", hint="use the server there"
-                            " only in those ways (or build the cluster in the function that trains), then migrate"
-                            " again", reference=REFERENCE[self.strategy], fixed=False)
+                            f" and return values, and the cluster resolver cannot take its place on that way:"
+                            f" {refusal.why}; the TF1 server stays and would keep this task's port from the"
+                            " strategy's own; this training was left as TF1", hint="on its way to the training use"
+                            " the server only as a return value, an argument, the ps's `if job_name == \"ps\":"
+                            " server.join()` or a session's master (or build the cluster in the function that"
+                            " trains), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
             return True
         return False
 
