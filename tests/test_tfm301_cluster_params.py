@@ -108,6 +108,18 @@ def test_spec_returned_by_get_cluster_and_target_passed_as_master_train_on_the_r
     assert _strategy_resolver(fit) == "cluster_resolver"
 
 
+def test_spec_handed_on_as_cluster_spec_gets_its_resolver_by_that_name():
+    """The Server is built in the training function from its `cluster_spec`
+    parameter: the resolver reads that name, not the caller's `cluster`."""
+    result = _migrated("spec_passed_as_cluster_spec.py")
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    train = _function(out, "train")
+    assert "SimpleClusterResolver(cluster_spec, task_type=FLAGS.job_name" in ast.unparse(train)
+    assert _strategy_resolver(train) == "cluster_resolver"
+    assert "if FLAGS.job_name in ('ps', 'worker'):" in ast.unparse(train)
+
+
 def test_synchronous_define_cluster_shape_trains_on_multi_worker_mirrored_from_the_resolver():
     result = _migrated("sync_cluster_from_define_cluster.py")
     out = result.output
@@ -215,7 +227,7 @@ def test_synchronous_shape_trains_the_same_on_two_workers(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["helper_returns_cluster_and_server.py", "server_alone_target_as_master.py",
-                                  "spec_from_get_cluster_target_as_master.py"])
+                                  "spec_from_get_cluster_target_as_master.py", "spec_passed_as_cluster_spec.py"])
 def test_asynchronous_shapes_train_the_same_with_their_own_chief(name, tmp_path):
     legacy = DATA / name
     report = _check(legacy, _migrated(name).output, tmp_path, "--steps", "4", "--workers", "1")

@@ -994,7 +994,8 @@ class GraphToStrategy(Rule):
                         f" through parameters and return values; the strategy made here needs the cluster resolver"
                         f" TFM201 makes of that ClusterSpec in `{owner}()`, where `{here}()` cannot read it{server};"
                         " this training was left as TF1", hint=f"build the cluster (its ClusterSpec, server and the"
-                        f" ps's join) in `{here}()` or in the function calling it, then migrate again",
+                        f" ps's join) in `{here}()`, or hand `{here}()` the server (TFM202 then carries the cluster"
+                        " resolver in its place), then migrate again",
                         reference=REFERENCE[self.strategy], fixed=False)
         return True
 
