@@ -33,7 +33,7 @@ a function of this module, ``join()`` in a ``== "ps"`` branch, its target
 given to a TF1 session or to a function of this module that gives it to
 one). Otherwise nothing changes and :func:`plan` says which use stops it.
 
-Analysis (:func:`plan`) only decides; :func:`apply` rewrites.
+This module decides (:func:`plan`); ``_server_flow_emit.apply`` rewrites.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.codemod.engine import SESSION_SINKS
-from migrate.codemod.fastcst import children, code_of, transform
+from migrate.codemod.fastcst import children, code_of
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._program import MWMS, PSS
+from migrate.codemod.rules._program import PSS
 
 RESOLVER = "cluster_resolver"
 
@@ -62,7 +62,6 @@ class Flow:
     targets: set[int] = field(default_factory=set)  # id() of `server.target` nodes -> RESOLVER
     ps_joins: dict[int, cst.CSTNode] = field(default_factory=dict)  # id(if) -> the `server.join()` statement
     functions: list[str] = field(default_factory=list)  # the functions it reaches, in order
-    sessions: int = 0
     taken: dict[int, set[str]] = field(default_factory=dict)  # id(if) -> names its function has
     refusals: list[Refusal] = field(default_factory=list)  # the uses that keep the server, in order found
 
@@ -244,8 +243,7 @@ class _Planner:
         if isinstance(parent, cst.Arg) and parent.value is node:
             call = self.index.up(parent)
             if _callee(call) in SESSION_SINKS:
-                flow.sessions += 1
-                return None
+                return None  # TFM301 replaces the session
             return self._argument(flow, parent, "target")
         statement = self.index.statement(node)
         return Refusal(statement, f"the server's target is used in `{code_of(statement).strip()}`")
@@ -362,123 +360,3 @@ def plan(module: cst.Module, server_statement: cst.SimpleStatementLine, strategy
         flow.refusals.append(Refusal(server_statement, "no `if <job> == \"ps\": server.join()` tells which tasks"
                                      " only serve"))
     return flow
-
-
-class _Apply(cst.CSTTransformer):
-    def __init__(self, flow: Flow, strategy: str):
-        super().__init__()
-        self.flow = flow
-        self.strategy = strategy
-        self.emptied: set[str] = set()
-        self.created: set[int] = set()  # id() of the serving branches' server statements
-
-    def leave_Name(self, original, updated):
-        return updated.with_changes(value=RESOLVER) if id(original) in self.flow.renamed else updated
-
-    def leave_Attribute(self, original, updated):
-        return cst.Name(RESOLVER) if id(original) in self.flow.targets else updated
-
-    def leave_FunctionDef(self, original, updated):
-        body = [st for st in C.body_of(updated.body) if not _docstring(st)]
-        if not body and any(not _docstring(st) for st in C.body_of(original.body)):
-            self.emptied.add(updated.name.value)
-            if not C.body_of(updated.body):
-                return updated.with_changes(body=C.indented([], updated.body))
-        return updated
-
-    def leave_IndentedBlock(self, original, updated):
-        out: list[cst.BaseStatement] = []
-        for before, after in zip(original.body, updated.body):
-            if before is self.flow.server_statement:
-                if C.assignment(before)[0]:
-                    continue
-                out.append(C.stmt(f"return {RESOLVER}\n"))  # it returned the server
-                continue
-            if id(before) in self.flow.ps_joins:
-                out.extend(self._serving(before, after))
-                continue
-            out.append(after)
-        if len(original.body) != len(updated.body):
-            return updated
-        return updated.with_changes(body=out)
-
-    def _serving(self, original: cst.If, branch: cst.If) -> list[cst.BaseStatement]:
-        join = self.flow.ps_joins[id(original)]
-        if self.strategy == MWMS:  # no ps tasks: what the other roles ran stays
-            orelse = branch.orelse
-            if orelse is None:
-                return []
-            if isinstance(orelse, cst.If):
-                return [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse,
-                               leading_lines=branch.leading_lines)]
-            return list(C.body_of(orelse.body))
-        server = C.fresh("server", set(self.flow.taken[id(original)]))
-        job = branch.test.left if not isinstance(branch.test.left, cst.SimpleString) else (
-            branch.test.comparisons[0].comparator)
-        body: list[cst.BaseStatement] = []
-        for before, after in zip(C.body_of(original.body), C.body_of(branch.body)):
-            if before is join:
-                body.extend(C.stmts(
-                    f"{server} = tf.distribute.Server(\n"
-                    f"    {RESOLVER}.cluster_spec(), job_name={RESOLVER}.task_type, task_index={RESOLVER}.task_id,\n"
-                    f"    protocol={RESOLVER}.rpc_layer or \"grpc\", start=True)\n"
-                    f"{server}.join()\n"))
-                body[-2] = body[-2].with_changes(leading_lines=after.leading_lines)
-                self.created.add(id(body[-2]))
-            else:
-                body.append(after)
-        orelse = branch.orelse
-        if isinstance(orelse, cst.If) and isinstance(orelse.test, cst.Comparison) and [
-                s.evaluated_value for s in (orelse.test.left, orelse.test.comparisons[0].comparator)
-                if isinstance(s, cst.SimpleString)] == ["worker"]:
-            orelse = orelse.with_changes(test=C.expr(f'{code_of(job)} == "chief"'))
-        return [branch.with_changes(test=C.expr(f'{code_of(job)} in ("ps", "worker")'),
-                                    body=C.indented(body, branch.body), orelse=orelse)]
-
-
-def _docstring(statement: cst.BaseStatement) -> bool:
-    value = C.single_expr(statement)
-    return isinstance(value, (cst.SimpleString, cst.ConcatenatedString))
-
-
-def apply(module: cst.Module, flow: Flow, strategy: str) -> tuple[cst.Module, list[str], set[int]]:
-    """The module with the resolver in the server's place; the functions
-    left with nothing to do (a helper that only sent the ps to ``join()``,
-    under MultiWorkerMirroredStrategy) are removed with their calls, and
-    named in the second value; the third holds id() of the TF2 servers the
-    serving branches now start."""
-    emit = _Apply(flow, strategy)
-    module = transform(module, emit)
-    if not emit.emptied:
-        return module, [], emit.created
-    dropped = []
-    for name in sorted(emit.emptied):
-        calls = [c for c in C.calls_in(module) if isinstance(c.func, cst.Name) and c.func.value == name]
-        statements = [st for st in C.walk(module) if C.single_expr(st) is not None
-                      and any(C.single_expr(st) is c for c in calls)]
-        if len(statements) == len(calls):
-            dropped.append(name)
-    if dropped:
-        module = transform(module, _DropCalls(set(dropped)))
-    return module, dropped, emit.created
-
-
-class _DropCalls(cst.CSTTransformer):
-    """Removes the functions ``names`` and the statements that only call them."""
-
-    def __init__(self, names: set[str]):
-        super().__init__()
-        self.names = names
-
-    def _keep(self, statement) -> bool:
-        if isinstance(statement, cst.FunctionDef):
-            return statement.name.value not in self.names
-        value = C.single_expr(statement)
-        return not (isinstance(value, cst.Call) and isinstance(value.func, cst.Name)
-                    and value.func.value in self.names)
-
-    def leave_IndentedBlock(self, original, updated):
-        return updated.with_changes(body=[st for st in updated.body if self._keep(st)])
-
-    def leave_Module(self, original, updated):
-        return updated.with_changes(body=[st for st in updated.body if self._keep(st)])

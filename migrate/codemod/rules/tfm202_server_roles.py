@@ -9,7 +9,7 @@ from migrate.codemod.fastcst import transform
 from migrate.codemod.program import callers
 from migrate.codemod.program.project import index_for
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _server_flow
+from migrate.codemod.rules import _server_flow, _server_flow_emit
 from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, serves_only
 from migrate.codemod.rules._standard_server import rewrite_standard_servers
 
@@ -163,7 +163,7 @@ class ServerRoles(Rule):
                     if found.refusals and len(found.functions) > 1:
                         self.flow_refusals[id(statement)] = found.refusals[0]
                     continue
-                module, dropped, created = _server_flow.apply(module, found, self.strategy)
+                module, dropped, created = _server_flow_emit.apply(module, found, self.strategy)
                 self.carried_servers |= created
                 what = (" its ps's `join()` becomes the serving branch (ps and worker tasks start"
                         " tf.distribute.Server from the resolver and join it; the chief runs training)"
