@@ -137,6 +137,24 @@ def _names_in(scope: cst.CSTNode, name: str) -> tuple[list[cst.Name], bool]:
     return own, nested
 
 
+def may_leave(function: cst.FunctionDef, name: str) -> bool:
+    """Whether ``function`` returns what ``name`` holds or gives it, or its
+    ``.target``, to a plain function call (``train(server)``,
+    ``fit(cluster, server.target)``): the cheap test before :func:`plan`."""
+    for node in C.walk(function):
+        kind = type(node)
+        if kind is cst.Return and node.value is not None and name in C.names_used(node.value):
+            return True
+        if kind is cst.Call and type(node.func) is cst.Name:
+            for given in node.args:
+                value = given.value
+                if type(value) is cst.Attribute and value.attr.value == "target":
+                    value = value.value
+                if type(value) is cst.Name and value.value == name:
+                    return True
+    return False
+
+
 def _ps_test(test: cst.BaseExpression) -> bool:
     """``<job> == "ps"`` (either side)."""
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:

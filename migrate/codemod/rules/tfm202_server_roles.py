@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
-from migrate.codemod.fastcst import transform
+from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers
 from migrate.codemod.program.project import index_for
 from migrate.codemod.rules import _cst as C
@@ -180,17 +180,22 @@ class ServerRoles(Rule):
                 return module
 
     def _function_servers(self, module: cst.Module) -> list[cst.BaseStatement]:
-        """Server statements (``server = tf.train.Server(...)``, ``return
-        tf.train.Server(...)``) in the body of a function."""
+        """Server statements in a function that may hand the server on:
+        ``return tf.train.Server(...)``, or ``server = tf.train.Server(...)``
+        where the function returns the server or gives it (or its target) to
+        a function of its own module."""
         out = []
-        for block in C.walk(module):
-            if not isinstance(block, cst.IndentedBlock):
+        for statement, function in walk_in_functions(module):
+            if function is None or type(statement) is not cst.SimpleStatementLine:
                 continue
-            for statement in block.body:
-                if id(statement) in self.role_under_condition:
-                    continue
-                if self._server_statement(statement) is not None or self._server_returned(statement) is not None:
-                    out.append(statement)
+            if id(statement) in self.role_under_condition:
+                continue
+            if self._server_returned(statement) is not None:
+                out.append(statement)
+                continue
+            found = self._server_statement(statement)
+            if found is not None and _server_flow.may_leave(function, found[0]):
+                out.append(statement)
         return out
 
     def _server_returned(self, statement) -> cst.Call | None:

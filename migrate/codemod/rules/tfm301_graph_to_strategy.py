@@ -935,12 +935,15 @@ class GraphToStrategy(Rule):
             return False
         here = functions[-1].name.value
         module = self.ctx.module
-        for statement in C.walk(module):
-            if type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+        for statement, function in walk_in_functions(module):
+            if function is None or type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
                 continue
             small = statement.body[0]
             made = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
             if not (isinstance(made, cst.Call) and self.qualname(made.func) in ("train.Server", "distribute.Server")):
+                continue
+            if isinstance(small, cst.Assign) and not _server_flow.may_leave(
+                    function, C.code_of(small.targets[0].target)):
                 continue
             flow = _server_flow.plan(module, statement, self.strategy, lambda fn: callers.callers(
                 self.ctx.path, module, fn, other_files_only=True), resolver_built=self.has_resolver)
