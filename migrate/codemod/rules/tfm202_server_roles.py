@@ -106,6 +106,17 @@ class ServerRoles(Rule):
     What the TF1 branching ran for the other roles (``elif job_name ==
     "worker":``, now the chief, or ``else:``) follows the graph.
 
+    A server built in one function and handed to others (``cluster, server
+    = define_cluster()``, ``start_server(server)``, ``train(cluster, server)``
+    or ``train(server.target)`` as the session's master) gets the resolver
+    TFM201 builds beside it in its place on every way it goes: returned,
+    unpacked, passed on, a parameter (renamed ``cluster_resolver``); its
+    ``if job_name == "ps": server.join()`` becomes the serving branch above,
+    or goes under MultiWorkerMirroredStrategy with a helper that did only
+    that; the sessions given its target are TFM301's to replace. A use the
+    resolver cannot stand in for (the target printed, the server kept in an
+    object) leaves the server, with that use named.
+
     A program that only serves (its server built and joined, no training:
     a standard server for a cluster whose clients are other programs) keeps
     its server, spelled ``tf.distribute.Server``; TF 1.x's
