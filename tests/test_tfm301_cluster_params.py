@@ -173,6 +173,18 @@ def test_other_uses_of_the_handed_server_are_named(change, why):
         d.message for d in result.manual_work]
 
 
+def test_a_call_giving_the_training_something_else_than_the_server_keeps_it():
+    """``train("", ...)`` runs in-process when no cluster is given: the
+    parameter cannot become the resolver for that call."""
+    source = (DATA / "server_alone_target_as_master.py").read_text().replace(
+        "def main(_):\n", 'def main(_):\n    if not FLAGS.ps_hosts:\n        return train("", cluster_spec=None)\n')
+    result = migrate_source(source, path=str(DATA / "local_run.py"))
+    compile(result.output, "<migrated>", "exec")
+    assert "train.Server(cluster_spec" in result.output and "cluster_resolver" not in result.output
+    reasons = [d.message for d in result.manual_work if d.code in ("TFM202", "TFM301")]
+    assert any("""`train("", cluster_spec=None)` gives `train()` `""` for `master`""" in m for m in reasons), reasons
+
+
 def test_a_tf1_session_left_on_the_carried_resolver_keeps_the_whole_cluster_tf1():
     """A helper of the program opens its own TF1 session on the server's
     target, which TFM301 does not migrate: the resolver would stand where a

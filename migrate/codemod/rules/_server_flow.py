@@ -194,6 +194,24 @@ class _Planner:
         self.strategy = strategy
         self.other_callers = other_callers  # function -> call sites in other files
         self.seen: set[tuple[int, str]] = set()
+        self.parameters: list[tuple[cst.FunctionDef, cst.Param]] = []  # the parameters the server goes to
+
+    def check_other_calls(self, flow: Flow) -> None:
+        """Every call of a function whose parameter now takes the resolver
+        must give it the resolver: a call giving something else there (a local
+        run's ``run(target="")``, a default) would hand the strategy that."""
+        carried = flow.renamed | flow.targets
+        for function, param in self.parameters:
+            name = function.name.value
+            for call in C.calls_in(self.module):
+                if not (isinstance(call.func, cst.Name) and call.func.value == name):
+                    continue
+                given = next((a for a in call.args if _param_for(function, call, a) is param), None)
+                if given is None or id(given.value) not in carried:
+                    what = f"`{code_of(given.value)}`" if given is not None else "its default"
+                    flow.refusals.append(Refusal(self.index.statement(call), f"`{code_of(call)}` gives"
+                                                 f" `{name}()` {what} for `{param.name.value}`, where the others"
+                                                 " give the server"))
 
     def carry(self, flow: Flow, scope: cst.CSTNode, name: str, binding: cst.CSTNode, kind: str) -> None:
         """Follow the value ``name`` holds in ``scope`` (the server, or its
@@ -286,6 +304,7 @@ class _Planner:
                 for a in other.args:
                     if a.keyword is not None and a.keyword.value == param.name.value:
                         flow.renamed.add(id(a.keyword))
+        self.parameters.append((function, param))
         self.carry(flow, function, param.name.value, param, kind)
         return None
 
@@ -374,6 +393,7 @@ def plan(module: cst.Module, server_statement: cst.SimpleStatementLine, strategy
         refusal = planner._returned(flow, scope, server_statement.body[0].value)
         if refusal is not None:
             flow.refusals.append(refusal)
+    planner.check_other_calls(flow)
     if strategy == PSS and len(flow.functions) > 1 and not flow.ps_joins:
         flow.refusals.append(Refusal(server_statement, "no `if <job> == \"ps\": server.join()` tells which tasks"
                                      " only serve"))
