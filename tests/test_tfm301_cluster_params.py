@@ -93,6 +93,51 @@ def test_server_returned_alone_and_its_target_passed_as_master_become_the_resolv
     assert "if FLAGS.job_name in ('ps', 'worker'):" in main
 
 
+def _with_serving_helper(source: str) -> str:
+    """The ps sent to a helper that only serves (`run_ps(server)`), called in
+    main()'s own `if job_name == "ps":` branch."""
+    return source.replace('''def serve_if_ps(server):
+    if FLAGS.job_name == "ps":
+        print("parameter server %d serving" % FLAGS.task_index)
+        server.join()
+''', '''def run_ps(server):
+    print("parameter server %d serving" % FLAGS.task_index)
+    server.join()
+''').replace("    serve_if_ps(server)\n    fit(cluster, server)",
+              '    if FLAGS.job_name == "ps":\n        run_ps(server)\n    else:\n        fit(cluster, server)')
+
+
+def test_a_helper_that_only_serves_the_ps_starts_the_tf2_server_for_ps_and_workers():
+    source = _with_serving_helper((DATA / "helper_returns_cluster_and_server.py").read_text())
+    assert "run_ps(server)" in source
+    result = migrate(source)
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    run_ps = ast.unparse(_function(out, "run_ps"))
+    assert "server = tf.distribute.Server(cluster_resolver.cluster_spec()" in run_ps
+    assert run_ps.rstrip().endswith("server.join()")
+    main = ast.unparse(_function(out, "main"))
+    assert "if FLAGS.job_name in ('ps', 'worker'):\n        run_ps(cluster_resolver)\n    else:" in main
+    assert _strategy_resolver(_function(out, "fit")) == "cluster_resolver"
+
+
+def test_under_multi_worker_mirrored_the_serving_helper_goes_with_the_ps():
+    source = _with_serving_helper((DATA / "helper_returns_cluster_and_server.py").read_text()).replace(
+        "train_op = tf.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=global_step)",
+        "opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.05), replicas_to_aggregate=2,"
+        " total_num_replicas=2)\n        train_op = opt.minimize(loss, global_step=global_step)").replace(
+        "hooks = [tf.train.StopAtStepHook", "hooks = [opt.make_session_run_hook(FLAGS.task_index == 0),"
+        " tf.train.StopAtStepHook")
+    result = migrate(source)
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    assert "run_ps" not in out and "job_name ==" not in ast.unparse(_function(out, "main"))
+    assert "fit(cluster, cluster_resolver)" in out
+    assert "MultiWorkerMirroredStrategy(cluster_resolver=cluster_resolver)" in out
+    assert any(d.code == "TFM202" and "`run_ps()`, which only sent the ps to join, removed" in d.message
+               for d in result.diagnostics)
+
+
 def test_spec_returned_by_get_cluster_and_target_passed_as_master_train_on_the_resolver():
     """``return tf.train.ClusterSpec(...)``: the resolver is built where the
     caller named the spec, next to the server, and carried with the target."""

@@ -60,7 +60,11 @@ class Flow:
     server_statement: cst.CSTNode
     renamed: set[int] = field(default_factory=set)  # id() of Name nodes (params, reads, keywords) -> RESOLVER
     targets: set[int] = field(default_factory=set)  # id() of `server.target` nodes -> RESOLVER
-    ps_joins: dict[int, cst.CSTNode] = field(default_factory=dict)  # id(if) -> the `server.join()` statement
+    # id(if <job> == "ps") -> the `server.join()` statement in it, or None where it calls a serving helper
+    ps_joins: dict[int, cst.CSTNode | None] = field(default_factory=dict)
+    # id() of `server.join()` statements of serving helpers (`def run_ps(server): server.join()`)
+    helper_joins: set[int] = field(default_factory=set)
+    serving_helpers: set[str] = field(default_factory=set)
     functions: list[str] = field(default_factory=list)  # the functions it reaches, in order
     taken: dict[int, set[str]] = field(default_factory=dict)  # id(if) -> names its function has
     refusals: list[Refusal] = field(default_factory=list)  # the uses that keep the server, in order found
@@ -355,10 +359,39 @@ class _Planner:
                 and _ps_test(branch.test)):
             flow.ps_joins[id(branch)] = statement
             scope = self.index.scope(branch)
-            flow.taken[id(branch)] = (_all_names(scope) - {code_of(attribute.value)}) | {RESOLVER}
+            flow.taken[id(statement)] = (_all_names(scope) - {code_of(attribute.value)}) | {RESOLVER}
             return None
         where = self.index.statement(attribute)
+        helper = self.index.scope(attribute)
+        if (isinstance(call, cst.Call) and not call.args and isinstance(expr, cst.Expr)
+                and isinstance(helper, cst.FunctionDef) and helper is self.index.functions.get(helper.name.value)
+                and statement in C.body_of(helper.body)):
+            # `def run_ps(server): server.join()`, every call of it in a ps branch
+            branches = self._ps_branches_calling(helper.name.value)
+            if branches is not None:
+                flow.helper_joins.add(id(statement))
+                flow.serving_helpers.add(helper.name.value)
+                flow.taken[id(statement)] = (_all_names(helper) - {code_of(attribute.value)}) | {RESOLVER}
+                for branch in branches:
+                    flow.ps_joins.setdefault(id(branch), None)
+                return None
         return Refusal(where, "the server is joined outside an `if <job> == \"ps\":` branch")
+
+    def _ps_branches_calling(self, name: str) -> list[cst.If] | None:
+        """The `if <job> == "ps":` branches holding the calls of ``name``, when
+        every call of it is a statement of such a branch's own block."""
+        branches = []
+        for call in C.calls_in(self.module):
+            if not (isinstance(call.func, cst.Name) and call.func.value == name):
+                continue
+            statement = self.index.statement(call)
+            block = self.index.up(statement)
+            branch = self.index.up(block)
+            if not (C.single_expr(statement) is call and isinstance(branch, cst.If) and branch.body is block
+                    and _ps_test(branch.test)):
+                return None
+            branches.append(branch)
+        return branches or None
 
 
 def _all_names(scope: cst.CSTNode) -> set[str]:

@@ -44,6 +44,9 @@ class _Apply(cst.CSTTransformer):
             if id(before) in self.flow.ps_joins:
                 out.extend(self._serving(before, after))
                 continue
+            if id(before) in self.flow.helper_joins and self.strategy != MWMS:
+                out.extend(self._serve(before, after))
+                continue
             out.append(after)
         if len(original.body) != len(updated.body):
             return updated
@@ -59,21 +62,11 @@ class _Apply(cst.CSTTransformer):
                 return [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse,
                                leading_lines=branch.leading_lines)]
             return list(C.body_of(orelse.body))
-        server = C.fresh("server", set(self.flow.taken[id(original)]))
         job = branch.test.left if not isinstance(branch.test.left, cst.SimpleString) else (
             branch.test.comparisons[0].comparator)
         body: list[cst.BaseStatement] = []
         for before, after in zip(C.body_of(original.body), C.body_of(branch.body)):
-            if before is join:
-                body.extend(C.stmts(
-                    f"{server} = tf.distribute.Server(\n"
-                    f"    {RESOLVER}.cluster_spec(), job_name={RESOLVER}.task_type, task_index={RESOLVER}.task_id,\n"
-                    f"    protocol={RESOLVER}.rpc_layer or \"grpc\", start=True)\n"
-                    f"{server}.join()\n"))
-                body[-2] = body[-2].with_changes(leading_lines=after.leading_lines)
-                self.created.add(id(body[-2]))
-            else:
-                body.append(after)
+            body.extend(self._serve(before, after) if before is join else [after])
         orelse = branch.orelse
         if isinstance(orelse, cst.If) and isinstance(orelse.test, cst.Comparison) and [
                 s.evaluated_value for s in (orelse.test.left, orelse.test.comparisons[0].comparator)
@@ -81,6 +74,19 @@ class _Apply(cst.CSTTransformer):
             orelse = orelse.with_changes(test=C.expr(f'{code_of(job)} == "chief"'))
         return [branch.with_changes(test=C.expr(f'{code_of(job)} in ("ps", "worker")'),
                                     body=C.indented(body, branch.body), orelse=orelse)]
+
+    def _serve(self, join: cst.BaseStatement, updated: cst.BaseStatement) -> list[cst.BaseStatement]:
+        """``server.join()`` of a ps task as TF2 serves: a server started
+        from the resolver (ps and worker tasks alike), joined."""
+        server = C.fresh("server", set(self.flow.taken[id(join)]))
+        started, joined = C.stmts(
+            f"{server} = tf.distribute.Server(\n"
+            f"    {RESOLVER}.cluster_spec(), job_name={RESOLVER}.task_type, task_index={RESOLVER}.task_id,\n"
+            f"    protocol={RESOLVER}.rpc_layer or \"grpc\", start=True)\n"
+            f"{server}.join()\n")
+        started = started.with_changes(leading_lines=updated.leading_lines)
+        self.created.add(id(started))
+        return [started, joined]
 
 
 def _docstring(statement: cst.BaseStatement) -> bool:
@@ -96,9 +102,13 @@ def apply(module: cst.Module, flow: Flow, strategy: str) -> tuple[cst.Module, li
     serving branches now start."""
     emit = _Apply(flow, strategy)
     module = transform(module, emit)
-    if not emit.emptied:
-        return module, [], emit.created
     dropped = []
+    if strategy == MWMS and flow.serving_helpers:  # no ps: the helpers that served it are called no more
+        module = C.drop_unreferenced(module, flow.serving_helpers)
+        kept = {st.name.value for st in module.body if isinstance(st, cst.FunctionDef)}
+        dropped = sorted(flow.serving_helpers - kept)
+    if not emit.emptied:
+        return module, dropped, emit.created
     for name in sorted(emit.emptied):
         calls = [c for c in C.calls_in(module) if isinstance(c.func, cst.Name) and c.func.value == name]
         statements = [st for st in C.walk(module) if C.single_expr(st) is not None
@@ -107,7 +117,7 @@ def apply(module: cst.Module, flow: Flow, strategy: str) -> tuple[cst.Module, li
             dropped.append(name)
     if dropped:
         module = transform(module, _DropCalls(set(dropped)))
-    return module, dropped, emit.created
+    return module, sorted(dropped), emit.created
 
 
 class _DropCalls(cst.CSTTransformer):
