@@ -88,9 +88,29 @@ SPELLINGS: dict[str, Spelling] = {
                                                             "data_format", "dilations"),
                                     ("input", "filter", "strides", "padding", "data_format", "dilations", "name"),
                                     {"rate": "dilations"}),
+    # TF2 reads the rank from the input (TF 1.x took 4-D only): the same kernel for 4-D inputs,
+    # an error where the rank is unknown
+    **{f"nn.{op}": Spelling(f"nn.{op}", ("value", "ksize", "strides", "padding", "data_format", "name", "input"),
+                            ("input", "ksize", "strides", "padding", "data_format", "name"), {"value": "input"})
+       for op in ("max_pool", "avg_pool")},
     "set_random_seed": Spelling("random.set_seed", ("seed",), ("seed",)),
     "random.set_random_seed": Spelling("random.set_seed", ("seed",), ("seed",)),
+    # tf.gfile's functions call tf.io.gfile's
+    **{f"gfile.{old}": Spelling(f"io.gfile.{new}", (v1,), (v2,), {v1: v2}) for old, new, v1, v2 in (
+        ("Exists", "exists", "filename", "path"), ("MakeDirs", "makedirs", "dirname", "path"),
+        ("MkDir", "mkdir", "dirname", "path"), ("IsDirectory", "isdir", "dirname", "path"),
+        ("ListDirectory", "listdir", "dirname", "path"), ("DeleteRecursively", "rmtree", "dirname", "path"),
+        ("Remove", "remove", "filename", "path"), ("Glob", "glob", "filename", "pattern"))},
+    "gfile.Copy": Spelling("io.gfile.copy", ("oldpath", "newpath", "overwrite"), ("src", "dst", "overwrite"),
+                           {"oldpath": "src", "newpath": "dst"}),
+    "gfile.Rename": Spelling("io.gfile.rename", ("oldname", "newname", "overwrite"), ("src", "dst", "overwrite"),
+                             {"oldname": "src", "newname": "dst"}),
+    "gfile.Walk": Spelling("io.gfile.walk", ("top", "in_order"), ("top", "topdown", "onerror"),
+                           {"in_order": "topdown"}),
 }
+# a number filling the shape: TF 1.x and TF2 fill it alike
+_CONSTANT_FILL = Spelling("constant", ("value", "dtype", "shape", "name", "verify_shape"),
+                          ("value", "dtype", "shape", "name"), refuses=frozenset({"verify_shape"}))
 
 # TF 1.x casts: to_X(x, name) is cast(x, X, name)
 _CASTS = {"to_float": "float32", "to_double": "float64", "to_int32": "int32", "to_int64": "int64",
@@ -206,9 +226,11 @@ class Tf2Spellings(Rule):
         gradient into the labels, which the rewrite keeps with
         ``tf.stop_gradient``. A call is left as it is when its arguments cannot
         all be read (``*args``, ``**kwargs``), when it passes a parameter whose
-        TF 1.x meaning TF2 lacks (``constant(shape=...)``, which TF 1.x fills from
-        a shorter list; ``conv2d(use_cudnn_on_gpu=...)``), or lacks one TF2
-        requires. Only op names change (``ToFloat`` -> ``Cast``), never
+        TF 1.x meaning TF2 lacks (``constant(shape=...)`` of a list, which TF 1.x
+        fills from a shorter list; ``conv2d(use_cudnn_on_gpu=...)``), or lacks one TF2
+        requires. ``nn.max_pool``/``avg_pool`` in TF2 read the rank from the
+        input, and raise where it is unknown (the kernel is TF 1.x's for the 4-D
+        inputs TF 1.x took). Only op names change (``ToFloat`` -> ``Cast``), never
         variable names.
     """
 
@@ -306,6 +328,8 @@ class Tf2Spellings(Rule):
             return updated
         name = full[len(_V1):]
         spelling = SPELLINGS.get(name)
+        if name == "constant" and updated.args and _is_number(updated.args[0].value):
+            spelling = _CONSTANT_FILL
         if spelling is not None:
             args = _arguments(updated, spelling)
             new = None if args is None else updated.with_changes(func=self._tf(spelling.to), args=args)
@@ -366,6 +390,12 @@ class Tf2Spellings(Rule):
             args.append(arg)
         return call.with_changes(func=self._tf("nn.softmax_cross_entropy_with_logits"),
                                  args=_last_comma(args, call))
+
+
+def _is_number(node: cst.BaseExpression) -> bool:
+    if type(node) is cst.UnaryOperation and type(node.operator) in (cst.Minus, cst.Plus):
+        node = node.expression
+    return type(node) in (cst.Integer, cst.Float)
 
 
 def _plain(arg: cst.Arg, comma: bool = False) -> cst.Arg:
