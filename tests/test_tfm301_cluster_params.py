@@ -165,6 +165,32 @@ def test_spec_handed_on_as_cluster_spec_gets_its_resolver_by_that_name():
     assert "if FLAGS.job_name in ('ps', 'worker'):" in ast.unparse(train)
 
 
+def test_a_returned_target_becomes_the_returned_resolver():
+    result = _migrated("target_returned_with_spec.py")
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    helper = _function(out, "cluster_and_target")
+    assert ast.unparse(helper.body[-1]) == "return (cluster_spec, cluster_resolver)"
+    assert "if FLAGS.job_name in ('ps', 'worker'):" in ast.unparse(helper)
+    main = _function(out, "main")
+    assert "cluster, cluster_resolver = cluster_and_target()" in ast.unparse(main)
+    assert _strategy_resolver(main) == "cluster_resolver"
+
+
+def test_another_return_of_something_else_keeps_the_server():
+    """`return None, ""` for a single-machine run: the caller would get no
+    resolver on that path."""
+    source = (DATA / "target_returned_with_spec.py").read_text().replace(
+        "    cluster_spec = tf.train.ClusterSpec", '    if not FLAGS.ps_hosts:\n        return None, ""\n'
+        "    cluster_spec = tf.train.ClusterSpec")
+    result = migrate_source(source, path=str(DATA / "local_return.py"))
+    compile(result.output, "<migrated>", "exec")
+    assert "cluster_resolver" not in result.output
+    [reason] = [d for d in result.manual_work if d.code == "TFM301"]
+    assert '`return None, ""` returns `""` where `cluster_and_target()` otherwise returns' in reason.message
+    assert reason.line == next(i for i, t in enumerate(source.splitlines(), 1) if 'return None, ""' in t)
+
+
 def test_synchronous_define_cluster_shape_trains_on_multi_worker_mirrored_from_the_resolver():
     result = _migrated("sync_cluster_from_define_cluster.py")
     out = result.output
@@ -284,7 +310,8 @@ def test_synchronous_shape_trains_the_same_on_two_workers(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["helper_returns_cluster_and_server.py", "server_alone_target_as_master.py",
-                                  "spec_from_get_cluster_target_as_master.py", "spec_passed_as_cluster_spec.py"])
+                                  "spec_from_get_cluster_target_as_master.py", "spec_passed_as_cluster_spec.py",
+                                  "target_returned_with_spec.py"])
 def test_asynchronous_shapes_train_the_same_with_their_own_chief(name, tmp_path):
     legacy = DATA / name
     report = _check(legacy, _migrated(name).output, tmp_path, "--steps", "4", "--workers", "1")

@@ -44,6 +44,7 @@ import libcst as cst
 
 from migrate.codemod.engine import SESSION_SINKS
 from migrate.codemod.fastcst import children, code_of
+from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._program import PSS
 
@@ -199,12 +200,25 @@ class _Planner:
         self.other_callers = other_callers  # function -> call sites in other files
         self.seen: set[tuple[int, str]] = set()
         self.parameters: list[tuple[cst.FunctionDef, cst.Param]] = []  # the parameters the server goes to
+        self.returns: list[tuple[cst.FunctionDef, int | None]] = []  # functions returning it (tuple position)
 
     def check_other_calls(self, flow: Flow) -> None:
         """Every call of a function whose parameter now takes the resolver
         must give it the resolver: a call giving something else there (a local
         run's ``run(target="")``, a default) would hand the strategy that."""
-        carried = flow.renamed | flow.targets
+        carried = flow.renamed | flow.targets | {id(flow.server_statement.body[0].value)}
+        for function, position in self.returns:
+            for node in own_scope(function):
+                if type(node) is not cst.Return:
+                    continue
+                value = node.value
+                if position is not None:
+                    elements = value.elements if isinstance(value, cst.Tuple) else ()
+                    value = elements[position].value if position < len(elements) else None
+                if value is None or id(value) not in carried:
+                    flow.refusals.append(Refusal(node, f"`{code_of(node).strip()}` returns"
+                                                 f" {'nothing' if value is None else f'`{code_of(value)}`'} where"
+                                                 f" `{function.name.value}()` otherwise returns the server or its target"))
         for function, param in self.parameters:
             name = function.name.value
             for call in C.calls_in(self.module):
@@ -271,10 +285,8 @@ class _Planner:
             return Refusal(self.index.statement(node), f"the server is used as `{code_of(parent)}`")
         if isinstance(parent, cst.Arg) and parent.value is node:
             return self._argument(flow, parent, "server")
-        if isinstance(parent, cst.Return) or (
-                isinstance(parent, cst.Element) and isinstance(self.index.up(parent), cst.Tuple)
-                and isinstance(self.index.up(self.index.up(parent)), cst.Return)):
-            return self._returned(flow, scope, node)
+        if self._is_returned(node):
+            return self._returned(flow, scope, node, "server")
         statement = self.index.statement(node)
         return Refusal(statement, f"the server is used in `{code_of(statement).strip()}`")
 
@@ -285,8 +297,17 @@ class _Planner:
             if _callee(call) in SESSION_SINKS:
                 return None  # TFM301 replaces the session
             return self._argument(flow, parent, "target")
+        if self._is_returned(node):
+            return self._returned(flow, self.index.scope(node), node, "target")
         statement = self.index.statement(node)
         return Refusal(statement, f"the server's target is used in `{code_of(statement).strip()}`")
+
+    def _is_returned(self, node: cst.CSTNode) -> bool:
+        """``return node`` or ``return ..., node, ...``."""
+        parent = self.index.up(node)
+        return isinstance(parent, cst.Return) or (
+            isinstance(parent, cst.Element) and isinstance(self.index.up(parent), cst.Tuple)
+            and isinstance(self.index.up(self.index.up(parent)), cst.Return))
 
     def _argument(self, flow: Flow, given: cst.Arg, kind: str) -> Refusal | None:
         call = self.index.up(given)
@@ -312,7 +333,7 @@ class _Planner:
         self.carry(flow, function, param.name.value, param, kind)
         return None
 
-    def _returned(self, flow: Flow, scope: cst.CSTNode, node: cst.Name) -> Refusal | None:
+    def _returned(self, flow: Flow, scope: cst.CSTNode, node: cst.CSTNode, kind: str) -> Refusal | None:
         if not isinstance(scope, cst.FunctionDef):
             return Refusal(self.index.statement(node), "the server is returned outside a function")
         name = scope.name.value
@@ -320,6 +341,7 @@ class _Planner:
         position = None
         if isinstance(parent, cst.Element):
             position = list(self.index.up(parent).elements).index(parent)
+        self.returns.append((scope, position))
         sites = [c for c in C.calls_in(self.module) if isinstance(c.func, cst.Name) and c.func.value == name]
         if not sites:
             return Refusal(scope, f"`{name}()` returns the server and nothing in this module calls it")
@@ -344,7 +366,7 @@ class _Planner:
                 flow.refusals.append(Refusal(statement, f"the server `{name}()` returns is unpacked as"
                                              f" `{code_of(target)}`"))
                 continue
-            self.carry(flow, self.index.scope(call), held.value, statement, "server")
+            self.carry(flow, self.index.scope(call), held.value, statement, kind)
         return None
 
     def _ps_join(self, flow: Flow, attribute: cst.Attribute) -> Refusal | None:
@@ -423,7 +445,7 @@ def plan(module: cst.Module, server_statement: cst.SimpleStatementLine, strategy
         planner.carry(flow, scope, names[0], server_statement, "server")
     else:  # `return tf.train.Server(...)`
         flow.functions.append(scope.name.value)
-        refusal = planner._returned(flow, scope, server_statement.body[0].value)
+        refusal = planner._returned(flow, scope, server_statement.body[0].value, "server")
         if refusal is not None:
             flow.refusals.append(refusal)
     planner.check_other_calls(flow)
