@@ -282,7 +282,7 @@ class ClusterResolver(Rule):
                 out.append(self._resolver_statement(originals[i], self.spec_name))
                 out.append(statement)
                 continue
-            returned = self._returned_spec(statement)
+            returned = self._returned_spec(statement) if self.server_statement is not None else None
             if returned is not None:  # its caller names it: the resolver is built near the Server
                 out.append(self._fix_cluster_dict(statement, returned))
                 continue

@@ -158,11 +158,13 @@ class ServerRoles(Rule):
         return transform(module, self)
 
     def _carry_handed_servers(self, module: cst.Module) -> cst.Module:
-        """Servers built in a function without the role branching after them
-        and handed on to other functions of the module (returned, passed as
-        arguments, their target given to a session): the resolver TFM201 built
-        next to each takes its place on those paths (_server_flow). Where it
-        cannot, the reason is kept for the server's diagnostic."""
+        """Servers built in a function and handed on to other functions of
+        the module (returned, passed as arguments, their target given to a
+        session there): the resolver TFM201 built next to each takes its place
+        on those ways (_server_flow), the ps's join becoming the serving
+        branch wherever it is. Where it cannot, the reason is kept for the
+        server's diagnostic, and a server with its branching in its own block
+        gets the rewrite below."""
         servers = {id(st) for st in self._function_servers(module)}
         while True:
             for statement in self._function_servers(module):
