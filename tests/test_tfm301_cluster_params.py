@@ -204,6 +204,10 @@ def test_synchronous_define_cluster_shape_trains_on_multi_worker_mirrored_from_t
     assert _strategy_resolver(run_worker) == "cluster_resolver"
     assert "tf.distribute.MultiWorkerMirroredStrategy" in ast.unparse(run_worker)
     assert "cluster, cluster_resolver, num_workers = define_cluster()" in out
+    # its docstring's entry for the server describes what is returned in its place
+    doc = ast.get_docstring(_function(out, "define_cluster"))
+    assert "cluster_resolver: the cluster, and this task's job name and index in it." in doc
+    assert "server" not in doc
 
 
 _PRINTED_TARGET = (DATA / "helper_returns_cluster_and_server.py").read_text().replace(

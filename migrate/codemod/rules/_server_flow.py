@@ -67,6 +67,7 @@ class Flow:
     helper_joins: set[int] = field(default_factory=set)
     serving_helpers: set[str] = field(default_factory=set)
     functions: list[str] = field(default_factory=list)  # the functions it reaches, in order
+    held_as: dict[int, str] = field(default_factory=dict)  # id(function) -> the name it held the server by
     taken: dict[int, set[str]] = field(default_factory=dict)  # id(if) -> names its function has
     refusals: list[Refusal] = field(default_factory=list)  # the uses that keep the server, in order found
 
@@ -241,6 +242,8 @@ class _Planner:
         self.seen.add(key)
         if scope is not self.module and isinstance(scope, cst.FunctionDef) and scope.name.value not in flow.functions:
             flow.functions.append(scope.name.value)
+        if isinstance(scope, cst.FunctionDef):
+            flow.held_as.setdefault(id(scope), name)
         own, nested = _names_in(scope, name)
         where = f"`{scope.name.value}()`" if isinstance(scope, cst.FunctionDef) else "the module"
         if nested:

@@ -3,6 +3,8 @@ of a server handed on through returns and parameters (see _server_flow)."""
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from migrate.codemod.fastcst import code_of, transform
@@ -26,6 +28,9 @@ class _Apply(cst.CSTTransformer):
         return cst.Name(RESOLVER) if id(original) in self.flow.targets else updated
 
     def leave_FunctionDef(self, original, updated):
+        held = self.flow.held_as.get(id(original))
+        if held is not None:
+            updated = _docstring_entry(updated, held)
         body = [st for st in C.body_of(updated.body) if not _docstring(st)]
         if not body and any(not _docstring(st) for st in C.body_of(original.body)):
             self.emptied.add(updated.name.value)
@@ -87,6 +92,22 @@ class _Apply(cst.CSTTransformer):
         started = started.with_changes(leading_lines=updated.leading_lines)
         self.created.add(id(started))
         return [started, joined]
+
+
+def _docstring_entry(function: cst.FunctionDef, name: str) -> cst.FunctionDef:
+    """``function`` whose docstring's ``Args:``/``Returns:`` entry for the
+    server it held by ``name`` (``server: the TF1 server ...``) describes the
+    resolver now there."""
+    body = list(C.body_of(function.body))
+    if not body or not isinstance(C.single_expr(body[0]), cst.SimpleString):
+        return function
+    string = C.single_expr(body[0])
+    entry = re.compile(rf"^([ \t]*){re.escape(name)}([ \t]*\([^)\n]*\))?[ \t]*:.*$", re.MULTILINE)
+    text = entry.sub(lambda m: f"{m.group(1)}{RESOLVER}: the cluster, and this task's job name and index in it.",
+                     string.value, count=1)
+    if text == string.value:
+        return function
+    return function.deep_replace(string, string.with_changes(value=text))
 
 
 def _docstring(statement: cst.BaseStatement) -> bool:

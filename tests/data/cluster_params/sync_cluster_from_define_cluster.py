@@ -36,6 +36,13 @@ def train_on(server, num_workers, is_chief):
 
 
 def define_cluster():
+    """The cluster of this job.
+
+    Returns:
+        cluster: the ClusterSpec of the ps and worker tasks.
+        server: this task's server.
+        num_workers: how many workers train.
+    """
     workers = FLAGS.worker_hosts.split(",")
     cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": workers})
     server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
