@@ -215,6 +215,20 @@ _PRINTED_TARGET = (DATA / "helper_returns_cluster_and_server.py").read_text().re
     "    hooks = [tf.train.StopAtStepHook")
 
 
+def test_the_target_kept_in_a_local_first_goes_with_the_session():
+    """``master = server.target`` then ``MonitoredTrainingSession(master=master)``."""
+    source = (DATA / "helper_returns_cluster_and_server.py").read_text().replace(
+        "    with tf.train.MonitoredTrainingSession(master=server.target,",
+        "    master = server.target\n    with tf.train.MonitoredTrainingSession(master=master,")
+    assert "master = server.target" in source
+    result = migrate(source)
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    fit = _function(out, "fit")
+    assert _strategy_resolver(fit) == "cluster_resolver"
+    assert "master" not in ast.unparse(fit) and "cluster_resolver = cluster_resolver" not in out
+
+
 def test_a_use_the_resolver_cannot_stand_in_for_keeps_the_cluster_and_says_where():
     result = migrate_source(_PRINTED_TARGET, path=str(DATA / "printed_target.py"))
     out = result.output

@@ -68,6 +68,7 @@ class Flow:
     serving_helpers: set[str] = field(default_factory=set)
     functions: list[str] = field(default_factory=list)  # the functions it reaches, in order
     held_as: dict[int, str] = field(default_factory=dict)  # id(function) -> the name it held the server by
+    aliases: set[int] = field(default_factory=set)  # id() of `target = server.target` statements (they go)
     taken: dict[int, set[str]] = field(default_factory=dict)  # id(if) -> names its function has
     refusals: list[Refusal] = field(default_factory=list)  # the uses that keep the server, in order found
 
@@ -302,6 +303,14 @@ class _Planner:
             return self._argument(flow, parent, "target")
         if self._is_returned(node):
             return self._returned(flow, self.index.scope(node), node, "target")
+        statement = self.index.statement(node)
+        names, value, assign = C.assignment(statement)
+        if value is node and len(names) == 1 and len(assign.targets) == 1 and isinstance(
+                assign.targets[0].target, cst.Name):
+            # `target = server.target`: the name holds the target (and goes: it would hold the resolver)
+            flow.aliases.add(id(statement))
+            self.carry(flow, self.index.scope(node), names[0], statement, "target")
+            return None
         statement = self.index.statement(node)
         return Refusal(statement, f"the server's target is used in `{code_of(statement).strip()}`")
 

@@ -41,6 +41,8 @@ class _Apply(cst.CSTTransformer):
     def leave_IndentedBlock(self, original, updated):
         out: list[cst.BaseStatement] = []
         for before, after in zip(original.body, updated.body):
+            if id(before) in self.flow.aliases:
+                continue
             if before is self.flow.server_statement:
                 if C.assignment(before)[0]:
                     continue
