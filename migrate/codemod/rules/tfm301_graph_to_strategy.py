@@ -31,6 +31,7 @@ from migrate.codemod.rules import (
     _outer_placeholders,
     _placement,
     _rebinding,
+    _server_flow,
     _serving_export,
     _update_barriers,
 )
@@ -905,6 +906,10 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        if self._report_server_not_carried(device_with):
+            del self.ctx.reports[reported:]
+            self._report_server_not_carried(device_with, report=True)
+            return body
         if self._report_resolver_out_of_reach(device_with):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
@@ -1022,6 +1027,46 @@ class GraphToStrategy(Rule):
                         reference=REFERENCE[self.strategy], fixed=False)
         return True
 
+    def _report_server_not_carried(self, device_with, report: bool = False) -> bool:
+        """This task's TF1 server is built in another function of the module
+        and reaches the one that trains here through returns and parameters,
+        where TFM202 puts the cluster resolver in its place (_server_flow). A
+        use of the server on that way the resolver cannot stand in for (its
+        target printed, the server kept in an object, a helper of another
+        module given it) keeps the TF1 server, whose port a strategy built here
+        would find taken: decline, at that use."""
+        functions = getattr(self, "functions_in", None)
+        if not functions or "Server" not in self.ctx.source:
+            return False
+        here = functions[-1].name.value
+        module = self.ctx.module
+        for statement, function in walk_in_functions(module):
+            if function is None or type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+                continue
+            small = statement.body[0]
+            made = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
+            if not (isinstance(made, cst.Call) and self.qualname(made.func) in ("train.Server", "distribute.Server")):
+                continue
+            if isinstance(small, cst.Assign) and not _server_flow.may_leave(
+                    function, C.code_of(small.targets[0].target)):
+                continue
+            flow = _server_flow.plan(module, statement, self.strategy, lambda fn: callers.callers(
+                self.ctx.path, module, fn, other_files_only=True), resolver_built=self.has_resolver)
+            if here not in flow.functions[1:] or not flow.refusals:
+                continue
+            if report:
+                refusal = flow.refusals[0]
+                self.report(refusal.node, f"training not migrated: this task's TF1 server is built in"
+                            f" `{flow.functions[0]}()` and reaches `{here}()`, which trains, through parameters"
+                            f" and return values, and the cluster resolver cannot take its place on that way:"
+                            f" {refusal.why}; the TF1 server stays and would keep this task's port from the"
+                            " strategy's own; this training was left as TF1", hint="on its way to the training use"
+                            " the server only as a return value, an argument, the ps's `if job_name == \"ps\":"
+                            " server.join()` or a session's master (or build the cluster in the function that"
+                            " trains), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return True
+        return False
+
     def _report_resolver_out_of_reach(self, device_with, report: bool = False) -> bool:
         """The cluster resolver TFM201 made of the program's ClusterSpec is a
         local of another function (`cluster, server, n = define_cluster()`,
@@ -1057,7 +1102,8 @@ class GraphToStrategy(Rule):
                         f" through parameters and return values; the strategy made here needs the cluster resolver"
                         f" TFM201 makes of that ClusterSpec in `{owner}()`, where `{here}()` cannot read it{server};"
                         " this training was left as TF1", hint=f"build the cluster (its ClusterSpec, server and the"
-                        f" ps's join) in `{here}()` or in the function calling it, then migrate again",
+                        f" ps's join) in `{here}()`, or hand `{here}()` the server (TFM202 then carries the cluster"
+                        " resolver in its place), then migrate again",
                         reference=REFERENCE[self.strategy], fixed=False)
         return True
 
