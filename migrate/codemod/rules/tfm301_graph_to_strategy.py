@@ -2124,8 +2124,7 @@ class GraphToStrategy(Rule):
         if self.template is not None and graph.grads_name:
             backward = [(n, st) for n, st in graph.slice_for(C.names_used(graph.apply_arg))
                         if graph.grads_name in C.names_used(st)]
-        state_fetches = [n for n in fetch.values
-                         if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
+        state_fetches = self._replica_state_fetches(fetch, graph)
         reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
         # `params = tf.trainable_variables()`: the variables the step trains (TF2 keeps no collection)
         step_reads = set().union(*(C.names_used(st) for _, st in statements), C.names_used(graph.apply_arg or graph.loss))
@@ -2141,9 +2140,18 @@ class GraphToStrategy(Rule):
         return self._assemble(graph, fetch, session, params, statements, forward, backward, reads, ret,
                               step_name, run_name, tape, grads, loss_code)
 
+    def _replica_state_fetches(self, fetch: _Fetch, graph: Graph) -> list[str]:
+        """The fetched variables and schedules the replica function reads
+        before the step's update (see `_state_read`)."""
+        return [n for n in fetch.values
+                if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
+
     def _state_read(self, name: str) -> str:
         """The value a TF1 fetch of a variable or schedule gave before the
-        step's update: a schedule's rate is that of the step's own update."""
+        step's update: a schedule's rate is that of the step's own update.
+        A worker fetching its ps-held global step with the train op got the
+        step before the update, reference variable or not (see
+        _step_variable): `while step < N` runs N steps in both programs."""
         return self.schedule_reads.get(name) or f"{name}.read_value()"
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
