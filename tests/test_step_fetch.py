@@ -173,3 +173,42 @@ def test_ps_loop_trains_the_same_steps_with_the_same_cadence(tmp_path):
     assert legacy == ["report at step 0", "report at step 3", "report at step 6", "report at step 9",
                       "trained 10 steps"]
     assert lines(Path(report["migrated"]["runs"][0]["log_dir"]) / "chief-0.log") == legacy
+
+
+# ------------------------------------------------------------------ a step of each worker's own
+
+STEP_BEFORE_BLOCK = '''\
+import numpy as np
+import tensorflow as tf
+
+
+def train(cluster, server, task_index):
+    {step} = {creation}
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 3])
+        w = tf.Variable(tf.zeros([3, 1]))
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - 1.0))
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step={step})
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=task_index == 0) as sess:
+        step = 0
+        while step < 10:
+            _, step = sess.run([train_op, {step}], feed_dict={{x: np.ones([4, 3])}})
+'''
+
+
+@pytest.mark.parametrize("step, creation", [
+    ("global_step", 'tf.Variable(0, name="global_step", trainable=False)'),
+    ("counter", "tf.train.get_or_create_global_step()"),
+])
+def test_step_made_before_the_device_block_is_declined_where_it_is_made(step, creation):
+    """Made before the device-setter block, the step was a variable of each
+    worker's own (fetched after its update); a strategy's step is shared. The
+    migration used to keep it outside strategy.scope() and the chief's steps
+    failed on the workers, retried forever."""
+    source = STEP_BEFORE_BLOCK.format(step=step, creation=creation)
+    result = migrate_source(source, path="train.py")
+    reasons = [d for d in result.diagnostics if d.code == "TFM301"]
+    assert [(d.line, d.fixed) for d in reasons] == [(6, False)], reasons
+    assert f"the global step `{step}` the train op advances is made before the device-setter block" in (
+        reasons[0].message)
+    assert "Strategy" not in result.output
