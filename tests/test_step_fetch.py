@@ -152,27 +152,50 @@ def test_towers_loop_trains_the_same_steps_with_the_same_cadence(kind, tmp_path)
     assert _run(migration) == expected
 
 
+def _cadence(log: Path) -> list[str]:
+    return [line for line in log.read_text(errors="replace").splitlines()
+            if re.match(r"(report at step \d+|trained \d+ steps)$", line)]
+
+
+# the fetched steps were 0, 1, ..., 9: `while step < 9` ran ten steps
+PS_CADENCE = ["report at step 0", "report at step 3", "report at step 6", "report at step 9", "trained 10 steps"]
+
+
+def _check(legacy: Path, workers: int, tmp_path: Path) -> dict:
+    out = tmp_path / "out"
+    code = check.main([str(legacy), "--workers", str(workers), "--steps", "9", "--out", str(out),
+                       "--timeout", "240"])
+    report = json.loads((out / "report.json").read_text())
+    assert code == 0, report["reason"]
+    return report
+
+
 def test_ps_loop_trains_the_same_steps_with_the_same_cadence(tmp_path):
     """check on the loopback cluster: one worker (legacy) and the chief
     (ParameterServerStrategy) train the same steps, bit for bit, and their
     cadence fires at the same global steps."""
-    out = tmp_path / "out"
-    code = check.main([str(PS), "--workers", "1", "--steps", "9", "--out", str(out), "--timeout", "240"])
-    report = json.loads((out / "report.json").read_text())
-    assert code == 0, report["reason"]
-    # the fetched steps were 0, 1, ..., 9: `while step < 9` ran ten steps
+    report = _check(PS, 1, tmp_path)
     assert report["comparison"]["steps_compared"] == 10
     assert report["comparison"]["max_abs_diff"] == 0
     assert report["legacy"]["runs"][0]["steps"] == report["migrated"]["runs"][0]["steps"] == 10
+    assert _cadence(Path(report["legacy"]["runs"][0]["log_dir"]) / "worker-0.log") == PS_CADENCE
+    assert _cadence(Path(report["migrated"]["runs"][0]["log_dir"]) / "chief-0.log") == PS_CADENCE
 
-    def lines(log: Path) -> list[str]:
-        return [line for line in log.read_text(errors="replace").splitlines()
-                if re.match(r"(report at step \d+|trained \d+ steps)$", line)]
 
-    legacy = lines(Path(report["legacy"]["runs"][0]["log_dir"]) / "worker-0.log")
-    assert legacy == ["report at step 0", "report at step 3", "report at step 6", "report at step 9",
-                      "trained 10 steps"]
-    assert lines(Path(report["migrated"]["runs"][0]["log_dir"]) / "chief-0.log") == legacy
+@pytest.mark.slow
+def test_sync_loop_trains_the_same_steps_with_the_same_cadence(tmp_path):
+    """SyncReplicasOptimizer, two workers: the chief's queue runner advances
+    the ps-held step after both gradients arrived, and each worker fetched the
+    step it trained, before that update; MultiWorkerMirroredStrategy's
+    workers train and report the same steps."""
+    report = _check(FIXTURES / "sync_cadence.py", 2, tmp_path)
+    assert report["strategy"] == "multi_worker_mirrored"
+    assert report["comparison"]["steps_compared"] == 10
+    assert report["legacy"]["runs"][0]["steps"] == report["migrated"]["runs"][0]["steps"] == 10
+    for side in ("legacy", "migrated"):
+        for task in (0, 1):
+            assert _cadence(Path(report[side]["runs"][0]["log_dir"]) / f"worker-{task}.log") == PS_CADENCE, (
+                side, task)
 
 
 # ------------------------------------------------------------------ a step of each worker's own
