@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _hand_checkpoints, _legacy_restore, _moving_average
+from migrate.codemod.rules import (
+    _dataflow,
+    _hand_checkpoints,
+    _legacy_restore,
+    _moving_average,
+    _serving_export,
+)
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -76,6 +82,20 @@ class _Fetch:
         return ",".join(str(n) for n in self.names) + ("+token" if self.token_used else "")
 
     def bind(self, target: cst.BaseExpression, graph: Graph) -> None:
+        if self.train and graph.train_value is not None:
+            # a train tensor (`with_dependencies([apply], loss)`) bound to a name gave the loss
+            # the step computes: fetch that there
+            if self.shape == "single":
+                bound = [0] if isinstance(target, cst.Name) and target.value != "_" else []
+            elif isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(self.names):
+                bound = [k for k, el in enumerate(target.elements) if self.names[k] == graph.train_op
+                         and not (isinstance(el.value, cst.Name) and el.value.value == "_")]
+            else:
+                bound = [k for k, n in enumerate(self.names) if n == graph.train_op]
+            for k in bound:
+                self.names[k] = graph.train_value
+            self.values = [n for n in self.names if n != graph.train_op and n not in graph.dropped]
+            return
         if not self.train or graph.sync is None:
             return
         if self.shape == "single":
@@ -207,6 +227,11 @@ class _SessionRegion:
         self.saver_declines: list[tuple[cst.CSTNode, str]] = []
         self.checkpoint_name: str | None = None
         self.save_functions: dict[str, str] = {}  # saver name -> the emitted function saving as it did
+        # the trained model exported for serving: the statement writing it -> its plan; the
+        # ids of the other statements making it
+        self.serving_exports: dict[int, _serving_export.ServingExport] = {}
+        self.serving_removed: set[int] = set()
+        self.serving_outputs: list[str] = []  # the graph values the exports serve
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one

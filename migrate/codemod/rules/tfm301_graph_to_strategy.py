@@ -2,6 +2,7 @@
 
 analysis
     _graph.py (the device-setter block: variables, optimizer, train op, placeholders),
+    _update_barriers.py (update ops the gradients wait for),
     _rebinding.py, _dataflow.py (what the block and the code around it bind and read),
     _flag_choice.py, ../program/ (tracing through helpers and sibling modules),
     _tfm301_session.py (what the session runs, its hooks, checkpoints and loop bounds)
@@ -30,6 +31,9 @@ from migrate.codemod.rules import (
     _outer_placeholders,
     _placement,
     _rebinding,
+    _server_flow,
+    _serving_export,
+    _update_barriers,
 )
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
@@ -154,6 +158,11 @@ class GraphToStrategy(Rule):
     into loop bounds (``StopAtStepHook``) and ``tf.train.Checkpoint`` +
     ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``),
     also of the TF1 job's own name-based checkpoint there (``_legacy_restore``).
+    The trained model's export for serving after training (a session bundle's
+    ``Exporter``, a ``SavedModelBuilder``, ``simple_save``) becomes
+    ``tf.saved_model.save`` of a ``tf.function`` signature computing the same
+    outputs from the same inputs, at the same place, into the same directory
+    (``_serving_export``).
 
     Asynchronous ps/worker training maps to ``ParameterServerStrategy`` with a
     ``ClusterCoordinator``: the chief queues each step for a free worker and
@@ -269,6 +278,17 @@ class GraphToStrategy(Rule):
     may come from ``compute_gradients(loss)`` (also unzipped:
     ``grads, params = zip(*...)``) or ``tf.gradients(loss, params)``, then
     statements on them (``clip_by_global_norm``) that run after the tape.
+    An update barrier (``with tf.control_dependencies(update_ops):`` around
+    the train op, or a ``no_op`` barrier on them the gradients or the loss
+    wait for) over the UPDATE_OPS collection that nothing in the program
+    fills is dropped: it ran nothing; one over a Keras model's ``updates`` or
+    a filled collection is declined (``_update_barriers.py``). A train
+    tensor (``train_tensor = with_dependencies([apply_op], loss)``, or
+    ``tf.identity(loss)`` under ``control_dependencies([apply_op])``: slim's
+    create_train_op) is the train op, and a run binding its value gets the
+    loss the step computes. The restore
+    helper is defined in the function that imports TensorFlow where the
+    module does not (a launcher's job function).
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
@@ -368,10 +388,14 @@ class GraphToStrategy(Rule):
                 scope = "".join(C.code_of(function).split())
                 if any(block in scope for block in self.declined_blocks):
                     continue
-            self.report(node, why, hint="build the graph in a `with tf.device(tf.train.replica_device_setter(...)):`"
-                        " block of the function that runs its session loop (or migrate to"
-                        f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again",
-                        reference=REFERENCE[self.strategy], fixed=False)
+            hint = ("build the graph in a `with tf.device(tf.train.replica_device_setter(...)):` block of the"
+                    " function that runs its session loop (or migrate to"
+                    f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again")
+            if why.startswith("single-machine"):
+                hint = ("write its training as a tf.function step (GradientTape + apply_gradients) called in the"
+                        " Python loop, by hand (TF2's custom training guide), or train this path through the"
+                        " distributed code on a cluster of one worker, then migrate again")
+            self.report(node, why, hint=hint, reference=REFERENCE[self.strategy], fixed=False)
             covered.append(text)
 
     def _device_functions(self) -> tuple[set[str], dict[str, str]]:
@@ -457,7 +481,14 @@ class GraphToStrategy(Rule):
         q = self.qualname(call.func)
         if q in ("Session", "InteractiveSession"):
             if not call.args:
-                return None  # a local session (evaluation, export): no training on the cluster
+                # a local session (evaluation, export): no training on the cluster, unless it trains
+                trained = self._local_training(function)
+                if trained is None:
+                    return None
+                return (f"single-machine TF1 training session `{C.code_of(call.func)}()` left as TF1 (it runs"
+                        f" `{trained}`, an optimizer's update built without a device setter): TFM301 migrates"
+                        " between-graph replicated training (a device-setter block and the session loop running"
+                        " its train op); this one trains on this process alone")
         elif q not in SESSION_CLASSES | {"train.Supervisor"}:
             return None
         kind = C.code_of(call.func)
@@ -470,6 +501,22 @@ class GraphToStrategy(Rule):
         return (f"TF1 training session `{kind}(...)` left as TF1{what}: TFM301 migrates a session loop that runs the"
                 " train op of a device-setter block migrated in the same function, and no such block builds what"
                 " this one runs")
+
+    def _local_training(self, function) -> str | None:
+        """The train op a plain session of ``function`` runs (a name bound to an
+        optimizer's minimize/apply_gradients there), if any."""
+        if function is None:
+            return None
+        updates = set()
+        for node in C.walk(function):
+            names, value, _ = C.assignment(node)
+            if len(names) == 1 and isinstance(value, cst.Call) and _method(value) in ("minimize", "apply_gradients"):
+                updates.add(names[0])
+        for inner in C.calls_in(function):
+            if _method(inner) == "run" and inner.args and isinstance(inner.args[0].value, cst.Name) and (
+                    inner.args[0].value.value in updates):
+                return inner.args[0].value.value
+        return None
 
     def _report_sync_left(self, module: cst.Module) -> None:
         """Every SyncReplicasOptimizer still in the output gets a TFM301
@@ -599,18 +646,27 @@ class GraphToStrategy(Rule):
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
         if getattr(self, "restore_helper_code", None):
             updated = self._add_restore_helper(updated)
+        if getattr(self, "serving_exported", False):  # the session bundle's import goes with its last use
+            updated = _serving_export.without_bundle_imports(updated)
         return updated
 
     def _add_restore_helper(self, module: cst.Module) -> cst.Module:
         """The checkpoint restore function (`_legacy_restore`), defined before
-        the first top-level statement that calls it."""
-        body = list(module.body)
+        the first top-level statement that calls it. Where the program imports
+        TensorFlow inside a function (a job function a launcher runs, the
+        driver never importing TensorFlow itself), the helper is defined in
+        that function, after the import, where its `tf` is TensorFlow."""
+        owner = None if "tf" in _dataflow._bound(module.body) else _importing_function(module, self.restore_helper)
+        body = list(module.body if owner is None else C.body_of(owner.body))
         for i, statement in enumerate(body):
             if self.restore_helper in C.names_used(statement):
-                helper = C.stmt(self.restore_helper_code).with_changes(
-                    leading_lines=[cst.EmptyLine(indent=False)] * 2)
-                body.insert(i, helper)
-                return module.with_changes(body=body)
+                blank = [cst.EmptyLine(indent=False)] * (2 if owner is None else 1)
+                body.insert(i, C.stmt(self.restore_helper_code).with_changes(leading_lines=blank))
+                if owner is None:
+                    return module.with_changes(body=body)
+                if not statement.leading_lines:  # a blank line after the nested helper too
+                    body[i + 1] = statement.with_changes(leading_lines=blank)
+                return module.deep_replace(owner, owner.with_changes(body=owner.body.with_changes(body=body)))
         return module
 
     def _drop_moved_placeholders(self, original, updated):
@@ -743,7 +799,7 @@ class GraphToStrategy(Rule):
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
                         | signal_names | followed,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
-                        inputs=self._input_helpers(), choose_branch=self._default_branch)
+                        inputs=self._input_helpers(), choose_branch=self._default_branch, barriers=True)
         reported = len(self.ctx.reports)
         # host work built no graph (a dataset reader): it runs once, before the strategy
         hoisted = _dataflow.host_statements(graph, self.qualname)
@@ -755,6 +811,8 @@ class GraphToStrategy(Rule):
                         hint="create variables at the top of the graph block (or in a tf.Module) so they can be built"
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
+            return body
+        if not self._plan_update_barriers(graph):
             return body
         self.moving_average = _moving_average.plan(graph, inner, self.qualname, chief_only_ok=self.strategy != PSS)
         if isinstance(self.moving_average, tuple):
@@ -774,6 +832,18 @@ class GraphToStrategy(Rule):
         if not self._plan_schedules(graph):
             return body
         self.creates_plain_variables = False
+        # a model object's own variables (`model.trainable_weights`: a Keras model on the block's tensors)
+        owned = isinstance(graph.var_list, cst.Attribute) and graph.var_list.attr.value in _MODEL_WEIGHTS and (
+            self._keras_model(graph, graph.var_list.value))
+        if owned and not graph.variables and not self._wants_template(graph):
+            owner = C.code_of(graph.var_list.value)
+            self.report(graph.var_list, f"training not migrated: it trains `{C.code_of(graph.var_list)}`, the"
+                        f" variables of `{owner}`, which its layers create themselves (a Keras model built on the"
+                        " block's tensors and fed through them), not variables this rule builds under the strategy;"
+                        " this training was left as TF1", hint=f"build `{owner}` once under strategy.scope() and call"
+                        " it on the batch in a tf.function step (training=True), by hand",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return body
         if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
                 self._report_unseen_variables(graph)):
             return body
@@ -820,6 +890,8 @@ class GraphToStrategy(Rule):
                             " restore with tf.train.Checkpoint.restore by hand, then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        if self._plan_serving_exports(graph, session, inner, after, reported):
+            return body
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
@@ -838,6 +910,10 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        if self._report_server_not_carried(device_with):
+            del self.ctx.reports[reported:]
+            self._report_server_not_carried(device_with, report=True)
+            return body
         if self._report_resolver_out_of_reach(device_with):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
@@ -849,6 +925,8 @@ class GraphToStrategy(Rule):
         self.class_rewrites.update(rewrites)
         if self.strategy == PSS:
             self._report_task_sharded_data(before, after)
+        for node, note in self.barrier_notes:
+            self.report(node, note, fixed=True, severity="info", reference=REFERENCE[self.strategy])
         for nested in graph.unwrapped_devices:
             device = ", ".join(C.code_of(a.value) for a in nested.items[0].item.args)
             self.report(nested, f"`with tf.device({device}):` inside the device-setter block was"
@@ -896,6 +974,34 @@ class GraphToStrategy(Rule):
                                          [*session_inside, *body[i + 1:]])
         return before + out
 
+    def _plan_serving_exports(self, graph: Graph, session, inner, after, reported: int) -> bool:
+        """The trained model exported for serving in the session's code (its
+        signature or builder maybe made in the graph block): planned onto
+        tf.saved_model.save of a signature (_serving_export), or declined with
+        the statement and why (True: the training stays TF1)."""
+        exports, declines = _serving_export.find([*inner, *after], self.qualname)
+        for export in exports:
+            declined = _serving_export.plan(export, graph, self, self._wants_template(graph))
+            if declined is not None:
+                declines.append(declined)
+        if not declines:
+            session.serving_exports = {id(export.save_at): export for export in exports}
+            session.serving_removed = {k for export in exports for k in export.removed}
+            # made in the graph block, they go with the export
+            graph.state = [st for st in graph.state if id(st) not in session.serving_removed]
+            graph.compute = [(n, st) for n, st in graph.compute if id(st) not in session.serving_removed]
+            session.serving_outputs = [name for export in exports for signature in export.signatures
+                                       for _, name in signature.outputs]
+            self.serving_exported = getattr(self, "serving_exported", False) or bool(exports)
+            return False
+        del self.ctx.reports[reported:]
+        for node, why in declines:
+            self.report(node, f"training not migrated: it exports the trained model for serving and {why}; this"
+                        " training was left as TF1", hint="export with tf.saved_model.save(module, export_dir,"
+                        " signatures=...) of a tf.Module holding the variables, by hand (or move the export out"
+                        " of the training code), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+        return True
+
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
         """Decline, with the statement that reads it, a rewrite that would
         leave a name read but no longer bound (a graph value or a session the
@@ -912,14 +1018,58 @@ class GraphToStrategy(Rule):
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
         for reader, names in by_reader.values():
             export = _dataflow.graph_export(reader, self.qualname)
+            helper = _dataflow.helper_export(reader, self.ctx.module, self.qualname) if export is None else None
             hint = ("export with tf.saved_model.save(module, export_dir, signatures=...) of a tf.Module holding the"
                     " variables, by hand (or move the export out of the training code), then migrate again"
                     if export is not None else "migrate this use by hand (or build it in the step function's"
                     " results), then migrate again; the training was left as TF1")
+            if helper is not None:
+                hint = (f"write the export of `{helper[0]}()` in the training function after its loop, then migrate"
+                        " again (or export with tf.saved_model.save(module, export_dir, signatures=...) by hand)")
             self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader,
-                                                         export, self.ctx.module), hint=hint, reference=REFERENCE[self.strategy],
-                        fixed=False)
+                                                         export, self.ctx.module, helper), hint=hint,
+                        reference=REFERENCE[self.strategy], fixed=False)
         return True
+
+    def _report_server_not_carried(self, device_with, report: bool = False) -> bool:
+        """This task's TF1 server is built in another function of the module
+        and reaches the one that trains here through returns and parameters,
+        where TFM202 puts the cluster resolver in its place (_server_flow). A
+        use of the server on that way the resolver cannot stand in for (its
+        target printed, the server kept in an object, a helper of another
+        module given it) keeps the TF1 server, whose port a strategy built here
+        would find taken: decline, at that use."""
+        functions = getattr(self, "functions_in", None)
+        if not functions or "Server" not in self.ctx.source:
+            return False
+        here = functions[-1].name.value
+        module = self.ctx.module
+        for statement, function in walk_in_functions(module):
+            if function is None or type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+                continue
+            small = statement.body[0]
+            made = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
+            if not (isinstance(made, cst.Call) and self.qualname(made.func) in ("train.Server", "distribute.Server")):
+                continue
+            if isinstance(small, cst.Assign) and not _server_flow.may_leave(
+                    function, C.code_of(small.targets[0].target)):
+                continue
+            flow = _server_flow.plan(module, statement, self.strategy, lambda fn: callers.callers(
+                self.ctx.path, module, fn, other_files_only=True), resolver_built=self.has_resolver)
+            if here not in flow.functions[1:] or not flow.refusals:
+                continue
+            if report:
+                refusal = flow.refusals[0]
+                self.report(refusal.node, f"training not migrated: this task's TF1 server is built in"
+                            f" `{flow.functions[0]}()` and reaches `{here}()`, which trains, through parameters"
+                            f" and return values, and the cluster resolver cannot take its place on that way:"
+                            f" {refusal.why}; the TF1 server stays and would keep this task's port from the"
+                            " strategy's own; this training was left as TF1", hint="on its way to the training use"
+                            " the server only as a return value, an argument, the ps's `if job_name == \"ps\":"
+                            " server.join()` or a session's master (or build the cluster in the function that"
+                            " trains), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return True
+        return False
 
     def _report_resolver_out_of_reach(self, device_with, report: bool = False) -> bool:
         """The cluster resolver TFM201 made of the program's ClusterSpec is a
@@ -956,7 +1106,8 @@ class GraphToStrategy(Rule):
                         f" through parameters and return values; the strategy made here needs the cluster resolver"
                         f" TFM201 makes of that ClusterSpec in `{owner}()`, where `{here}()` cannot read it{server};"
                         " this training was left as TF1", hint=f"build the cluster (its ClusterSpec, server and the"
-                        f" ps's join) in `{here}()` or in the function calling it, then migrate again",
+                        f" ps's join) in `{here}()`, or hand `{here}()` the server (TFM202 then carries the cluster"
+                        " resolver in its place), then migrate again",
                         reference=REFERENCE[self.strategy], fixed=False)
         return True
 
@@ -1324,6 +1475,79 @@ class GraphToStrategy(Rule):
             self.iterator_names[id(pipeline)] = pipeline.iterator or self._fresh("iterator")
         return True
 
+    def _keras_model(self, graph: Graph, owner: cst.BaseExpression) -> bool:
+        """``owner`` is bound in the block to a Keras model (`Model(inputs, outputs)`,
+        `Sequential([...])`, `keras.models.Model(...)`)."""
+        if not isinstance(owner, cst.Name):
+            return False
+        for statement in [*graph.state, *(st for _, st in graph.compute)]:
+            names, value, _ = C.assignment(statement)
+            if names == [owner.value] and isinstance(value, cst.Call):
+                spelled = C.code_of(value.func)
+                return spelled.rsplit(".", 1)[-1] in ("Model", "Sequential") or "keras" in spelled.split(".")
+        return False
+
+    def _plan_update_barriers(self, graph: Graph) -> bool:
+        """Update barriers (`_update_barriers`) that ran nothing are dropped,
+        said once; False, with a report, where one ran updates the step
+        would not make, or where its barrier is read otherwise."""
+        self.barrier_notes: list[tuple[cst.CSTNode, str]] = []
+        if not (graph.update_barriers or graph.barrier_uses):
+            return True
+        kept = [st for _, st in graph.compute] + graph.state
+        for name in [*graph.update_barriers, *graph.update_lists]:
+            reader = next((st for st in kept if name in C.names_used(st)), None)
+            if reader is not None:
+                what = ("an update barrier (a no-op run after the model's update ops)" if name in
+                        graph.update_barriers else "the model's update ops")
+                listed = f"[{name}]" if name in graph.update_barriers else name
+                self.report(reader, f"training not migrated: it reads `{name}`, {what}, other than as what the"
+                            " gradients or the loss wait for; this training was left as TF1", hint="compute the"
+                            f" gradients or the loss in `with tf.control_dependencies({listed}):` only, or migrate"
+                            " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+                return False
+        programs, opaque = [self.ctx.module], None
+        tracer = self._program().tracer
+        stack = [call for st in kept for call in C.calls_in(st)]
+        seen: set[int] = set()
+        while stack:
+            found = tracer.callee(stack.pop(), tracer.root)
+            if found is None:
+                continue
+            if found[0] == "opaque":
+                opaque = opaque or found
+            elif id(found[1]) not in seen:
+                seen.add(id(found[1]))
+                programs.append(found[1])
+                stack.extend(C.calls_in(found[1]))
+        declined = _update_barriers.plan(graph, programs, self.qualname)
+        if declined is None and opaque is not None and any(
+                kind == "collection" for _, kinds in graph.barrier_uses for kind, _ in kinds):
+            where = graph.barrier_uses[0][0]
+            declined = where, (
+                f"the gradients are computed after the UPDATE_OPS collection's ops run (an update barrier, not a"
+                f" synchronization of the workers), and the model calls `{opaque[2]}` of `{opaque[1].name}`, a"
+                " module not in this project whose code cannot be read: it may put update ops (batch"
+                " normalization's) in that collection, which the step this rule writes would not run; this"
+                " training was left as TF1"), ("run tfmigrate on a directory holding that module, then migrate"
+                                               " again")
+        if declined is not None:
+            node, why, hint = declined
+            self.report(node, why, hint=hint, reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        # said once the block is migrated (with the rule's other notes on it)
+        if graph.barrier_uses:
+            self.barrier_notes.append((graph.barrier_uses[0][0], (
+                "the update barrier (the UPDATE_OPS collection's ops run before the gradients) is dropped: nothing"
+                " in this program puts an op in that collection (no batch normalization, no add_to_collection of"
+                " it), so it ran nothing")))
+        for name, ((kind, code), statement) in graph.update_barriers.items():
+            if not any(name in C.names_used(st) for st, _ in graph.barrier_uses):
+                runs = f"`{code}.updates`" if kind == "layers" else f"`{code}`"
+                self.barrier_notes.append((statement, (f"`{name}` (a no-op run after {runs}) is dropped: nothing"
+                                                       " waits for it, so TF1 never ran it in a step")))
+        return True
+
     def _report_inputs_read_once(self, graph: Graph) -> bool:
         """Values the step computes with that the block got from a call
         building a TF1 queue-based input pipeline (`tf.train.shuffle_batch`,
@@ -1333,7 +1557,7 @@ class GraphToStrategy(Rule):
         train every step on the same values."""
         read = set().union(*(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss))
         program = self._program()
-        for statement in graph.state:
+        for statement in _assignments_within(graph.state):
             names, value, _ = C.assignment(statement)
             if not (names and isinstance(value, cst.Call) and set(names) & read):
                 continue
@@ -1346,13 +1570,16 @@ class GraphToStrategy(Rule):
                 continue
             how, where = found
             bound = ", ".join(f"`{n}`" for n in names if n in read)
+            opaque = how.startswith("takes from")
             self.report(statement, f"training not migrated: the step computes with {bound} from"
                         f" `{C.code_of(value.func)}(...)`, which {how}{where}: in TF1 each session run evaluated"
                         " them anew (the next batch), while the migration would compute them once, under the"
                         " strategy, and train every step on the same values; this training was left as TF1",
                         hint="make the input a tf.data pipeline the block reads with"
-                        " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that),"
-                        " or run tfmigrate on a directory holding the module, then migrate again",
+                        " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that)"
+                        + (", or run tfmigrate on a directory holding the module, then migrate again" if opaque else
+                           " (files read by a queue and a reader: tf.data.TextLineDataset or TFRecordDataset over"
+                           " the same files, .map() of the parsing, .batch()), then migrate again"),
                         reference=REFERENCE[self.strategy], fixed=False)
             return True
         return False
@@ -1365,7 +1592,8 @@ class GraphToStrategy(Rule):
             current, chain = stack.pop()
             q = self.qualname(current.func) or ""
             if q in QUEUE_INPUTS or q.rsplit(".", 1)[-1] in QUEUE_READERS:
-                return f"builds a TF1 queue-based input pipeline (`{C.code_of(current.func)}`)", _through(chain)
+                # spelled as TF1 wrote it (an earlier rule may have moved it to tf.compat.v1)
+                return f"builds a TF1 queue-based input pipeline (`tf.{q}`)", _through(chain)
             callee = program.tracer.callee(current, program.tracer.root)
             if opaque and callee is not None and callee[0] == "opaque":
                 return (f"takes from `{callee[1].name}`, a module not in this project whose code cannot be read",
@@ -2094,32 +2322,74 @@ class GraphToStrategy(Rule):
                         reference=REFERENCE[self.strategy])
 
     def _model_function(self, graph: Graph, session):
-        """All forward statements as one function of the placeholders."""
+        """All forward statements as one function of the placeholders. When
+        a value is wanted from fewer placeholders than the whole (a prediction
+        evaluated or served without the labels), the function computes the
+        model up to those values and what follows them (the loss, metrics)
+        runs in the step and evaluation functions on its results."""
         exports: list[str] = []
         if isinstance(graph.loss, cst.Name):
             exports.append(graph.loss.value)
         for fetch in [*session.train_fetches.values(), *session.eval_fetches.values()]:
             exports += [n for n in fetch.values if n in graph.compute_names and n not in exports]
+        exports += [n for n in session.serving_outputs if n in graph.compute_names and n not in exports]
         wanted = set(exports) | C.names_used(graph.loss)
         statements = [(n, st) for n, st in graph.slice_for(wanted)
                       if not (graph.grads_name and graph.grads_name in C.names_used(st))]
-        self.model_params = graph.params_for(statements)
-        self.model_exports = exports
+        everything = set(graph.params_for(statements))
+        predictions = set()
+        for values in [session.serving_outputs, *(fetch.values for fetch in session.eval_fetches.values())]:
+            values = {n for n in values if n in graph.compute_names}
+            if values and set(graph.params_for(graph.slice_for(values))) < everything:
+                predictions |= values
+        built = {id(st) for _, st in statements}
+        if predictions:
+            creating = [st for _, st in statements if self._creates_variables(graph, st)]
+            made = {n for names, st in statements if any(st is c for c in creating) for n in names}
+            built = {id(st) for _, st in graph.slice_for(predictions | made)} | {id(st) for st in creating}
+        inside = [(n, st) for n, st in statements if id(st) in built]
+        self.model_outside = [(n, st) for n, st in statements if id(st) not in built]
+        read_after = set().union(set(), *(C.names_used(st) for _, st in self.model_outside))
+        self.model_params = graph.params_for(inside)
+        self.model_exports = exports if not self.model_outside else list(dict.fromkeys(
+            n for names, _ in inside for n in names if n in read_after or n in wanted))
         self.model_fn = self._fresh("model_fn")
-        ret = exports[0] if len(exports) == 1 else ", ".join(exports)
+        ret = ", ".join(self.model_exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
         fn = fn.with_changes(
-            body=fn.body.with_changes(body=[s for _, s in statements] + list(fn.body.body)),
+            body=fn.body.with_changes(body=[s for _, s in inside] + list(fn.body.body)),
             leading_lines=[cst.EmptyLine(indent=False)],
         )
         return [fn]
+
+    def _creates_variables(self, graph: Graph, statement) -> bool:
+        helpers, _ = self._variable_helpers()
+        qualnames = {self.qualname(c.func) for c in C.calls_in(statement)}
+        return bool(C.names_used(statement) & helpers or qualnames & VARIABLE_CREATORS
+                    or self._model_builders(graph, statement))
 
     def _forward(self, graph: Graph, wanted: set[str]):
         """(statements computing `wanted`, their placeholder parameters)."""
         if self.template is not None:
             targets = ", ".join(self.model_exports)
             call = C.stmt(f"{targets} = {self.template}({', '.join(self.model_params)})\n")
-            return [([*self.model_exports], call)], list(self.model_params)
+            if self.__dict__.get("model_outside") is None:  # (TFM303's model function computes everything)
+                return [([*self.model_exports], call)], list(self.model_params)
+            # the model's call, then what the wanted values need of the statements after it
+            need, chosen = set(wanted), []
+            for names, statement in reversed(self.model_outside):
+                if need & set(names):
+                    chosen.append((names, statement))
+                    need |= C.names_used(statement)
+            chosen.reverse()
+            outside_params = graph.params_for(chosen)
+            uses_model = bool(need & set(self.model_exports))
+            statements = ([([*self.model_exports], call)] if uses_model else []) + chosen
+            params = [p for p in graph.placeholder_names
+                      if p in outside_params or (uses_model and p in self.model_params)]
+            params += [p for p in self.model_params if uses_model and p not in params]
+            params += [p for p in outside_params if p not in params]
+            return statements, params
         statements = graph.slice_for(wanted)
         params = graph.params_for(statements)
         for pipeline in graph.inputs:
@@ -2366,6 +2636,9 @@ class GraphToStrategy(Rule):
         return [fn]
 
 
+# a model object's variables (Keras models and layers, tf.Module)
+_MODEL_WEIGHTS = frozenset({"trainable_weights", "trainable_variables", "weights", "variables"})
+
 # Layer modules whose functions create variables of their own (initializers and
 # regularizers there do not): TF1's tf.layers, Keras layers, contrib/slim layers.
 _LAYER_MODULES = ("layers.", "keras.layers.", "contrib.layers.", "contrib.slim.")
@@ -2380,6 +2653,39 @@ QUEUE_INPUTS = {
 }
 QUEUE_READERS = {"FixedLengthRecordReader", "TFRecordReader", "TextLineReader", "WholeFileReader", "IdentityReader",
                  "LMDBReader"}
+
+
+def _importing_function(module: cst.Module, helper: str) -> cst.FunctionDef | None:
+    """The function whose own statements import TensorFlow as `tf` before the
+    first of them that calls ``helper`` (`def train(args, ctx): import
+    tensorflow as tf ...`), if one does."""
+    for node in C.walk(module):
+        if type(node) is not cst.FunctionDef:
+            continue
+        for statement in C.body_of(node.body):
+            if helper in C.names_used(statement):
+                break
+            if isinstance(statement, cst.SimpleStatementLine) and any(
+                    isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+            ) and "tf" in _dataflow._bound([statement]):
+                return node
+    return None
+
+
+def _assignments_within(statements):
+    """The simple statements of ``statements`` and of the blocks nested in
+    them (`if fmt == "csv": x, y = read_csv(...)`), not those of functions
+    or classes defined there."""
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield statement
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            for block in (getattr(statement, "body", None), getattr(statement, "orelse", None),
+                          *(getattr(statement, "handlers", None) or ()), getattr(statement, "finalbody", None)):
+                if isinstance(block, (cst.Else, cst.If, cst.ExceptHandler, cst.Finally)):
+                    yield from _assignments_within([block] if isinstance(block, cst.If) else C.body_of(block.body))
+                elif isinstance(block, cst.BaseSuite):
+                    yield from _assignments_within(C.body_of(block))
 
 
 def _through(chain: list[str]) -> str:
