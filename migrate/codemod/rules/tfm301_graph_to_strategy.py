@@ -45,6 +45,7 @@ from migrate.codemod.rules._equivalents import (
 )
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
+    GLOBAL_STEP_CREATORS,
     ITERATOR_MAKERS,
     QUEUE_CLASSES,
     VARIABLE_CREATORS,
@@ -292,7 +293,8 @@ class GraphToStrategy(Rule):
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
     iterators, an asynchronous pipeline sharded per task, a
-    SyncReplicasOptimizer outside a device-setter block) is reported for
+    SyncReplicasOptimizer outside a device-setter block, a global step made
+    before the block: each worker's own) is reported for
     manual work, located on the construct, and so is every device-setter
     block and TF1 training session left in the output, with the reason.
     """
@@ -851,6 +853,8 @@ class GraphToStrategy(Rule):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
+        if self._report_step_made_before(graph, before):
+            return body
         self._report_pinned_before(before)
         after = carry_summaries(self, graph, inner, session_inside + body[i + 1 :], REFERENCE[self.strategy])
         rewrites, self.class_rewrites = self.class_rewrites, {}
@@ -1297,6 +1301,30 @@ class GraphToStrategy(Rule):
                     " apply_gradients) under the strategy, then its loop, by hand",
                     reference=REFERENCE[self.strategy], fixed=False)
         return True
+
+    def _report_step_made_before(self, graph: Graph, statements) -> bool:
+        """`global_step = tf.Variable(0)` before the device-setter block, the
+        train op advancing it in the block: the device setter never placed the
+        step, so each TF1 worker counted in a variable of its own on its own
+        task (and fetched it after its update, not before: a local reference
+        variable). A strategy's step is one shared variable: decline, located
+        on the step's creation."""
+        step = graph.advanced_step
+        if step is None or any(step in C.assignment(st)[0] for st in graph.state):
+            return False
+        creators = VARIABLE_CREATORS | GLOBAL_STEP_CREATORS
+        for statement in statements:
+            names, value, _ = C.assignment(statement)
+            if names == [step] and isinstance(value, cst.Call) and self.qualname(value.func) in creators:
+                self.report(statement, f"the global step `{step}` the train op advances is made before the"
+                            " device-setter block, outside it: the device setter does not place it, so each TF1"
+                            " worker counted its steps in a variable of its own on its own task (a strategy's step"
+                            " is one variable the workers share: another program); this training was left as TF1",
+                            hint=f"make `{step}` inside the `with tf.device(tf.train.replica_device_setter(...)):`"
+                            " block if the workers were meant to share it, then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+                return True
+        return False
 
     def _report_pinned_before(self, statements) -> None:
         """`with tf.device("/job:worker/task:%d" % i): v = tf.get_variable(...)`
@@ -2394,8 +2422,7 @@ class GraphToStrategy(Rule):
         if self.template is not None and graph.grads_name:
             backward = [(n, st) for n, st in graph.slice_for(C.names_used(graph.apply_arg))
                         if graph.grads_name in C.names_used(st)]
-        state_fetches = [n for n in fetch.values
-                         if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
+        state_fetches = self._replica_state_fetches(fetch, graph)
         reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
         # `params = tf.trainable_variables()`: the variables the step trains (TF2 keeps no collection)
         step_reads = set().union(*(C.names_used(st) for _, st in statements), C.names_used(graph.apply_arg or graph.loss))
@@ -2411,9 +2438,18 @@ class GraphToStrategy(Rule):
         return self._assemble(graph, fetch, session, params, statements, forward, backward, reads, ret,
                               step_name, run_name, tape, grads, loss_code)
 
+    def _replica_state_fetches(self, fetch: _Fetch, graph: Graph) -> list[str]:
+        """The fetched variables and schedules the replica function reads
+        before the step's update (see `_state_read`)."""
+        return [n for n in fetch.values
+                if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
+
     def _state_read(self, name: str) -> str:
         """The value a TF1 fetch of a variable or schedule gave before the
-        step's update: a schedule's rate is that of the step's own update."""
+        step's update: a schedule's rate is that of the step's own update.
+        A worker fetching its ps-held global step with the train op got the
+        step before the update, reference variable or not (see
+        _step_variable): `while step < N` runs N steps in both programs."""
         return self.schedule_reads.get(name) or f"{name}.read_value()"
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
@@ -3029,6 +3065,22 @@ GraphToStrategy.INVALID = [
         """,
         None,
         diagnostics=('TFM301',),
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+
+        global_step = tf.train.get_or_create_global_step()
+        with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+            x = tf.placeholder(tf.float32, [None, 3])
+            w = tf.get_variable("w", [3, 1])
+            loss = tf.reduce_mean(tf.matmul(x, w))
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        with tf.train.MonitoredTrainingSession() as sess:
+            _, step = sess.run([train_op, global_step], feed_dict={x: [[1.0, 2.0, 3.0]]})
+        """,
+        None,
+        diagnostics=('TFM301', 'TFM301'),
     ),
     Invalid(
         """
