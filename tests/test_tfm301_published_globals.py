@@ -261,6 +261,13 @@ def test_a_helper_also_called_outside_the_session_code_is_declined():
     assert "migrate `report()` by hand" in reason.hint
 
 
+def test_a_helper_run_leaving_a_placeholder_unfed_is_declined_there():
+    source = PASSED.replace("error = sess.run(error_tensor, {x_ph: xs, y_ph: ys})",
+                            "error = sess.run(error_tensor, {x_ph: xs})")
+    reason = _declined(source, "error = sess.run(error_tensor, {x_ph: xs})")
+    assert "`report()` runs `error` feeding no `labels`, which it needs" in reason.message
+
+
 def test_a_helper_passed_on_as_a_value_is_declined():
     source = PASSED.replace("        for local in range(1000):\n",
                             "        callbacks = [report]\n        for local in range(1000):\n")
