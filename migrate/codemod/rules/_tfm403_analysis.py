@@ -100,6 +100,19 @@ class EstimatorJob:
     shuffled: list[cst.CSTNode] = field(default_factory=list)  # numpy_input_fn(shuffle=True) calls
     evaluation: Call | None = None  # est.evaluate(...) after est.train(...), and its statement
     notes: list[tuple[cst.CSTNode, str]] = field(default_factory=list)  # what was dropped, and why it may be
+    # TrainSpec(hooks=[LoggingTensorHook(...)]): what the loop logs from the step
+    logging: LoggedTensors | None = None
+
+
+@dataclass
+class LoggedTensors:
+    """``tf.train.LoggingTensorHook(tensors={tag: name}, every_n_iter=N)`` of the
+    training hooks: the model_fn's tensors named ``name``, logged as ``tag`` on
+    the first step and every N steps after."""
+
+    node: cst.Call
+    tensors: dict[str, str]  # tag -> the graph name of the tensor (op name, ":0" dropped)
+    every_n_iter: cst.BaseExpression
 
 
 def bind(call: cst.Call, params: tuple[str, ...], what: str) -> dict[str, cst.BaseExpression]:
@@ -354,10 +367,17 @@ class Finder:
             config = self._resolve(block, estimator.args["config"], "estimator.RunConfig", RUN_CONFIG_ARGS,
                                    "RunConfig", estimator.statement or trains)
         job_notes: list[tuple[cst.CSTNode, str]] = []
+        logged = None
+        hooks = train_spec.get("hooks")
+        if hooks is not None and not _empty(hooks):
+            logged, bindings = self._logging_hook(block, hooks, train_spec.statement or trains)
+            removed += bindings
         for c in (estimator, config, train_spec, eval_spec):
             if c is None:
                 continue
             for key, value in c.args.items():
+                if key == "hooks" and c is train_spec:
+                    continue  # the logging hook, above
                 if key == "session_config" and isinstance(value, cst.Call) and (
                         self.qualname(value.func) or "").endswith("ConfigProto"):
                     job_notes.append((value, ("RunConfig(session_config=ConfigProto(...)) configured the Estimator's"
@@ -387,10 +407,60 @@ class Finder:
             if eval_input is None:
                 raise Decline(evaluate, "evaluate() without an input_fn")
         job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
-                           eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes)
+                           eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes,
+                           logging=logged)
         for node in (train_input, eval_input):
             self._numpy_input(job, node)
         return job
+
+    def _bound_once(self, block, node: cst.BaseExpression, used_at) -> tuple[cst.BaseExpression, list]:
+        """What a name of the block is bound to (once, read only at ``used_at``), and its statement."""
+        if not isinstance(node, cst.Name):
+            return node, []
+        bound = [st for st in self._statements(block) if node.value in C.assignment(st)[0]]
+        if len(bound) != 1 or C.assignment(bound[0])[0] != [node.value]:
+            raise Decline(node, f"`{node.value}` is not bound once, by itself, where the job is built")
+        self._read_once(block, node.value, bound[0], used_at)
+        return C.assignment(bound[0])[1], [bound[0]]
+
+    def _logging_hook(self, block, hooks: cst.BaseExpression, used_at) -> tuple[LoggedTensors, list]:
+        """``hooks=[tf.train.LoggingTensorHook(tensors={...}, every_n_iter=N)]``: the one
+        training hook the loop carries (it logs the step's tensors at that cadence)."""
+        hooks, bindings = self._bound_once(block, hooks, used_at)
+        if not isinstance(hooks, (cst.List, cst.Tuple)) or len(hooks.elements) != 1:
+            raise Decline(hooks, "`hooks`: SessionRunHooks run by the Estimator's MonitoredTrainingSession, not"
+                          " carried by the migration (one tf.train.LoggingTensorHook is)",
+                          hint="drop them, or migrate this job by hand")
+        hook, more = self._bound_once(block, hooks.elements[0].value, bindings[0] if bindings else used_at)
+        bindings += more
+        if not (isinstance(hook, cst.Call) and self.is_(hook.func, "train.LoggingTensorHook", "estimator.LoggingTensorHook")):
+            raise Decline(hook, "`hooks`: SessionRunHooks run by the Estimator's MonitoredTrainingSession"
+                          f" (`{C.code_of(hook)}`), not carried by the migration (tf.train.LoggingTensorHook is)",
+                          hint="call what it did from the migrated training loop, by hand")
+        args = bind(hook, ("tensors", "every_n_iter", "every_n_secs", "at_end", "formatter"), "LoggingTensorHook")
+        for key in ("every_n_secs", "at_end", "formatter"):
+            if key in args and not _empty(args[key]):
+                raise Decline(args[key], f"`LoggingTensorHook({key}=...)`: the migrated loop logs every_n_iter steps"
+                              " only", hint="log by steps (every_n_iter), or migrate the hook by hand")
+        if args.get("every_n_iter") is None or _empty(args["every_n_iter"]):
+            raise Decline(hook, "LoggingTensorHook without every_n_iter")
+        tensors, more = self._bound_once(block, args.get("tensors", cst.Name("None")), bindings[-1]
+                                         if bindings else used_at)
+        bindings += more
+        named: dict[str, str] = {}
+        strings = (cst.SimpleString,)
+        if isinstance(tensors, cst.Dict) and all(
+                isinstance(el, cst.DictElement) and isinstance(el.key, strings) and isinstance(el.value, strings)
+                for el in tensors.elements):
+            named = {el.key.evaluated_value: el.value.evaluated_value for el in tensors.elements}
+        elif isinstance(tensors, (cst.List, cst.Tuple)) and all(
+                isinstance(el.value, strings) for el in tensors.elements):
+            named = {el.value.evaluated_value: el.value.evaluated_value for el in tensors.elements}
+        if not named:
+            raise Decline(tensors, "LoggingTensorHook's tensors are not a dict or list of tensor names written here",
+                          hint="name the tensors with string literals")
+        tensors_by_op = {tag: name.removesuffix(":0") for tag, name in named.items()}
+        return LoggedTensors(hook, tensors_by_op, args["every_n_iter"]), bindings
 
     def _numpy_input(self, job: EstimatorJob, node: cst.BaseExpression | None) -> None:
         """``name = tf.estimator.inputs.numpy_input_fn(x, y, ...)`` -> ``def name():

@@ -72,6 +72,13 @@ def _is_mode(node: cst.BaseExpression, key: str, qualname) -> bool:
     return qualname(node) == f"estimator.ModeKeys.{key}"
 
 
+def _is_mode_test(test: cst.BaseExpression, key: str, qualname) -> bool:
+    """``mode == tf.estimator.ModeKeys.<key>`` (either side)."""
+    return (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)
+            and any(_is_mode(side, key, qualname) for side in (test.left, test.comparisons[0].comparator)))
+
+
 class _ModeStrings(cst.CSTTransformer):
     def __init__(self, qualname):
         super().__init__()
@@ -109,7 +116,95 @@ class _Replace(cst.CSTTransformer):
         return updated
 
 
-def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
+class _WithoutUpdateDeps(cst.CSTTransformer):
+    """``with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)): <body>``
+    (also through ``update_ops = tf.get_collection(...)``) -> ``<body>``: the TF1
+    layers' updates (batch normalization's moving averages) run with the step."""
+
+    def __init__(self, qualname, update_names: set[str]):
+        super().__init__()
+        self.qualname = qualname
+        self.update_names = update_names
+        self.unwrapped = False
+
+    def is_update_ops(self, node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Name):
+            return node.value in self.update_names
+        return (isinstance(node, cst.Call) and self.qualname(node.func) == "get_collection" and len(node.args) == 1
+                and self.qualname(node.args[0].value) == "GraphKeys.UPDATE_OPS")
+
+    def leave_IndentedBlock(self, original, updated):
+        body = []
+        for st in updated.body:
+            if (isinstance(st, cst.With) and len(st.items) == 1 and isinstance(st.items[0].item, cst.Call)
+                    and self.qualname(st.items[0].item.func) == "control_dependencies"
+                    and len(st.items[0].item.args) == 1 and self.is_update_ops(st.items[0].item.args[0].value)
+                    and st.items[0].asname is None):
+                inner = list(C.body_of(st.body))
+                inner[0] = inner[0].with_changes(leading_lines=[*st.leading_lines, *inner[0].leading_lines])
+                body += inner
+                self.unwrapped = True
+            else:
+                body.append(st)
+        return updated.with_changes(body=body)
+
+
+def without_update_deps(fn: cst.FunctionDef, qualname) -> cst.FunctionDef:
+    """The model_fn without its control dependencies on UPDATE_OPS (and the
+    statement binding that collection, when nothing else reads it)."""
+    names = set()
+    for st in C.walk(fn):
+        if isinstance(st, cst.SimpleStatementLine):
+            targets, value, _ = C.assignment(st)
+            if len(targets) == 1 and _WithoutUpdateDeps(qualname, set()).is_update_ops(value):
+                names.add(targets[0])
+    unwrap = _WithoutUpdateDeps(qualname, names)
+    new = fn.visit(unwrap)
+    if not unwrap.unwrapped:
+        return fn
+    # the statement binding the collection goes with its last reader
+    binders = [st for st in C.walk(new) if isinstance(st, cst.SimpleStatementLine)
+               and len(C.assignment(st)[0]) == 1 and C.assignment(st)[0][0] in names]
+    unused = [st for st in binders if sum(isinstance(n, cst.Name) and n.value == C.assignment(st)[0][0]
+                                          for n in C.walk(new.body)) == 1]
+    return new.visit(_Replace({id(st): None for st in unused})) if unused else new
+
+
+def _logged_values(fn: cst.FunctionDef, statements, tensors: dict[str, str], train_branch) -> cst.Dict:
+    """``{tag: the expression the model_fn binds the tensor named so to}`` (LoggingTensorHook's tensors)."""
+    elements = []
+    for tag, op_name in tensors.items():
+        found = []
+        for st, parent in statements:
+            if not isinstance(st, cst.SimpleStatementLine) or parent not in (None, train_branch):
+                continue
+            for call in C.calls_in(st):
+                if any(a.keyword is not None and a.keyword.value == "name" and isinstance(a.value, cst.SimpleString)
+                       and a.value.evaluated_value == op_name for a in call.args):
+                    found.append((st, call))
+        if len(found) != 1:
+            raise Decline(fn, f"LoggingTensorHook logs `{op_name}`, which is not one tensor named so in the model_fn's"
+                          " own statements (outside with blocks and helpers, where TF1 scoped the name)",
+                          hint="log it from the migrated loop by hand")
+        st, call = found[0]
+        targets, value, _ = C.assignment(st)
+        code = None
+        if len(targets) == 1 and value is call:
+            code = targets[0]
+        elif len(targets) == 1 and isinstance(value, cst.Dict):
+            key = next((el.key for el in value.elements if isinstance(el, cst.DictElement) and el.value is call
+                        and isinstance(el.key, cst.SimpleString)), None)
+            if key is not None:
+                code = f"{targets[0]}[{key.value}]"
+        if code is None:
+            raise Decline(call, f"the tensor `{op_name}` LoggingTensorHook logs is not bound to a name (or a dict's"
+                          " entry) the step can return", hint="bind it to a name in the model_fn")
+        elements.append(cst.DictElement(cst.SimpleString(repr(tag).replace("'", '"')), C.expr(code)))
+    return cst.Dict(elements)
+
+
+def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[str, str] | None = None) -> ModelPlan:
+    fn = without_update_deps(fn, qualname)
     params = tuple(p.name.value for p in fn.params.params)
     if fn.params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) or fn.params.star_kwarg or fn.params.kwonly_params:
         raise Decline(fn, "the model_fn takes *args/**kwargs or keyword-only parameters")
@@ -252,7 +347,15 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
                 raise Decline(train_op, "the EstimatorSpec's train_op is not the optimizer's minimize()")
             if "loss" in args:
                 value = args["loss"]
-                if _given(args.get("eval_metric_ops")):
+                if logged and _given(args.get("train_op")):
+                    # the TRAIN mode's return: the loss and the tensors the loop logs
+                    if not (parent is not None and _is_mode_test(parent.test, "TRAIN", qualname)
+                            and any(inner is st for inner in C.body_of(parent.body))):
+                        raise Decline(ret, "the model_fn's TRAIN return is not in an `if mode == TRAIN:` branch of"
+                                      " its own, where the step can take the tensors LoggingTensorHook logs")
+                    values = _logged_values(fn, statements, logged, parent)
+                    value = cst.Tuple([cst.Element(value), cst.Element(values)], lpar=[], rpar=[])
+                elif _given(args.get("eval_metric_ops")):
                     inputs = _metric_inputs(args["eval_metric_ops"], locals_bound, qualname, removed, metrics)
                     value = cst.Tuple([cst.Element(value), cst.Element(inputs)], lpar=[], rpar=[])
                 removed[id(ret)] = ret.with_changes(value=value)

@@ -327,7 +327,8 @@ class EstimatorToStrategy(Rule):
     def _migrate(self, module: cst.Module, finder: Finder, job: EstimatorJob) -> cst.Module:
         predicts = any(
             isinstance(n, cst.Attribute) and n.attr.value in _PREDICTS for n in C.walk(module))
-        plan = plan_model_fn(job.model_fn, self.qualname, predicts)
+        plan = plan_model_fn(job.model_fn, self.qualname, predicts,
+                             job.logging.tensors if job.logging is not None else None)
         if not plan.keras_optimizer and plan.hoisted:
             raise Decline(plan.hoisted[0], "a learning-rate schedule for a TF1 optimizer kept in tf.compat.v1")
         taken = _taken(module, job.block)
@@ -396,6 +397,7 @@ class EstimatorToStrategy(Rule):
             throttle=get(job.eval_spec, "throttle_secs"),
             model_call_args=E.model_call_args(plan.params, params_name),
             train_dataset_fn=f"lambda: {train_input}",
+            log_tensors_every=C.code_of(job.logging.every_n_iter) if job.logging is not None else None,
         )
         if "params" in plan.params and job.estimator.get("params") is None:
             settings.params = "{}"  # the Estimator passed an empty dict
