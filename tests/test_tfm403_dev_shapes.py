@@ -302,3 +302,57 @@ def test_check_says_equivalent_against_the_legacy_batch_norm_job_on_tf215(tmp_pa
     report = json.loads((out / "report.json").read_text())
     assert report["legacy"]["tensorflow"]["version"] == "2.15.1"
     assert proc.returncode == 0 and report["verdict"] == "equivalent", report.get("reason")
+
+
+SPEC_HOOK = textwrap.dedent(
+    """\
+    import tensorflow as tf
+
+
+    def model_fn(features, labels, mode, params):
+        logits = tf.layers.dense(features["x"], 2)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        if mode == tf.estimator.ModeKeys.TRAIN:
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+            hook = tf.train.LoggingTensorHook(TENSORS, EVERY)
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op, training_hooks=[hook])
+        return tf.estimator.EstimatorSpec(mode, loss=loss)
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [1])).repeat().batch(1)
+
+
+    est = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/m", params={"log_every": 4})
+    est.train(input_fn, max_steps=10)
+    """
+)
+
+
+def spec_hook(tensors: str, every: str) -> str:
+    return SPEC_HOOK.replace("TENSORS", tensors).replace("EVERY", every)
+
+
+def test_a_logging_hook_of_the_estimator_spec_is_carried_with_its_tensors_and_cadence():
+    source = spec_hook('{"loss": loss, "mean_logit": tf.reduce_mean(logits)}', 'every_n_iter=params["log_every"]')
+    result = migrate_source(source, path="job.py")
+    assert manual(result) == []
+    out = result.output
+    assert '        return loss, {"loss": loss, "mean_logit": tf.compat.v1.reduce_mean(logits)}\n' in out
+    assert "train.LoggingTensorHook(" not in out and "hook" not in out.split("def input_fn")[0]
+    assert 'if (step - first_step) % params["log_every"] == 0:' in out
+
+
+@pytest.mark.parametrize(
+    "tensors, every, line, why",
+    [
+        ('{"loss": loss}', "every_n_secs=60", 9, "`LoggingTensorHook(every_n_secs=...)`"),
+        ('{"accuracy": tf.metrics.accuracy(labels, tf.argmax(logits, 1))[1]}', "every_n_iter=5", 9,
+         "which has no counterpart in the migrated step"),
+        ('{"loss": loss}', "every_n_iter=int(loss)", 9, "every_n_iter reads `loss`"),
+    ],
+)
+def test_estimator_spec_hooks_the_loop_cannot_carry_are_declined(tensors, every, line, why):
+    result = migrate_source(spec_hook(tensors, every), path="job.py")
+    found = [(d.line, d.message) for d in result.manual_work if d.code == "TFM403"]
+    assert found and found[0][0] == line and why in found[0][1], found

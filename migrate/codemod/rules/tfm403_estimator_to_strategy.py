@@ -397,7 +397,9 @@ class EstimatorToStrategy(Rule):
             throttle=get(job.eval_spec, "throttle_secs"),
             model_call_args=E.model_call_args(plan.params, params_name),
             train_dataset_fn=f"lambda: {train_input}",
-            log_tensors_every=C.code_of(job.logging.every_n_iter) if job.logging is not None else None,
+            log_tensors_every=(C.code_of(job.logging.every_n_iter) if job.logging is not None
+                               else C.code_of(rename(plan.log_every, {"params": params_name}))
+                               if plan.log_every is not None else None),
         )
         if "params" in plan.params and job.estimator.get("params") is None:
             settings.params = "{}"  # the Estimator passed an empty dict
