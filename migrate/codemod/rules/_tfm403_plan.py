@@ -243,7 +243,7 @@ def _spec_logging_hook(fn, hooks, statements, locals_bound, qualname, removed, t
         raise Decline(hook, "LoggingTensorHook without every_n_iter")
     local = (set(locals_bound) | model_params) & C.names_used(every)
     if local:
-        raise Decline(every, f"every_n_iter reads `{sorted(local)[0]}`, which the model_fn computes per call")
+        raise Decline(every, f"every_n_iter reads `{min(local)}`, which the model_fn computes per call")
     tensors = args.get("tensors")
     if isinstance(tensors, cst.Name) and tensors.value in locals_bound:
         tensors = bound(tensors)
