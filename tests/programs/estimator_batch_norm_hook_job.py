@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 tf.app.flags.DEFINE_integer("steps", 30, "Training steps")
-tf.app.flags.DEFINE_float("learning_rate", 0.05, "Learning rate of Adam")
+tf.app.flags.DEFINE_float("learning_rate", 0.1, "Learning rate")
 tf.app.flags.DEFINE_string("model_dir", "/tmp/estimator_batch_norm_hook_job", "Checkpoints")
 FLAGS = tf.app.flags.FLAGS
 
@@ -37,7 +37,7 @@ def shapes_model_fn(features, labels, mode):
         return tf.estimator.EstimatorSpec(mode=mode, predictions=outputs)
     loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
     if mode == tf.estimator.ModeKeys.TRAIN:
-        optimizer = tf.train.AdamOptimizer(FLAGS.learning_rate)
+        optimizer = tf.train.GradientDescentOptimizer(FLAGS.learning_rate)
         with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
             train_op = optimizer.minimize(loss=loss, global_step=tf.train.get_global_step())
         return tf.estimator.EstimatorSpec(mode=mode, loss=loss, train_op=train_op)
