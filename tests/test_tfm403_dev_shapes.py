@@ -356,3 +356,85 @@ def test_estimator_spec_hooks_the_loop_cannot_carry_are_declined(tensors, every,
     result = migrate_source(spec_hook(tensors, every), path="job.py")
     found = [(d.line, d.message) for d in result.manual_work if d.code == "TFM403"]
     assert found and found[0][0] == line and why in found[0][1], found
+
+
+# --- the Estimator chosen by a flag (tests/programs/estimator_flag_choice_job.py)
+
+FLAG_CHOICE = PROGRAMS / "estimator_flag_choice_job.py"
+
+
+def test_an_estimator_chosen_in_branches_becomes_the_model_fn_and_params_each_branch_binds():
+    result = migrate_source(FLAG_CHOICE.read_text(), path=str(FLAG_CHOICE))
+    assert manual(result) == []
+    out = result.output
+    assert (
+        '    if FLAGS.model_type == "conv":\n'
+        "        model_fn = conv_model\n"
+        '        model_params = {"learning_rate": FLAGS.learning_rate, "classes": 3}\n'
+        '    elif FLAGS.model_type == "mlp":\n'
+        '        model_params = {"learning_rate": FLAGS.learning_rate, "classes": 3, "hidden_units": 12}\n'
+        "        model_fn = mlp_model\n"
+        "    else:\n"
+        '        print(f"No such model type: {FLAGS.model_type}")\n'
+        "        sys.exit(1)\n"
+    ) in out
+    assert 'model = tf.compat.v1.make_template("model", model_fn)' in out
+    assert 'loss = model(features, labels, mode="train", params=model_params)' in out
+    # both model_fns lost their EstimatorSpec and optimizer, kept their layers
+    code = [ast.unparse(n) for n in ast.walk(ast.parse(out)) if isinstance(n, ast.Attribute)]
+    assert not [c for c in code if c.startswith("tf.estimator")], code
+    assert out.splitlines().count("    return loss") == 2
+    # the training loop comes after the choice
+    assert out.index("sys.exit(1)") < out.index("cluster_resolver = ")
+    assert migrate_source(out, path="job.py").output == out
+
+
+def test_each_choice_of_the_migrated_job_trains_on_tf221(tmp_path):
+    program = tmp_path / "job.py"
+    program.write_text(migrate_source(FLAG_CHOICE.read_text(), path=str(FLAG_CHOICE)).output)
+    for model_type in ("mlp", "conv"):
+        model_dir = tmp_path / model_type
+        proc = subprocess.run(
+            [sys.executable, str(program), "--model_type", model_type, "--steps", "10", "--model_dir", str(model_dir)],
+            capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert (model_dir / "ckpt-10.index").exists()
+    proc = subprocess.run([sys.executable, str(program), "--model_type", "tree"], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert proc.returncode == 1 and "No such model type: tree" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "old, new, line, why",
+    [
+        ('tf.train.GradientDescentOptimizer(learning_rate=params["learning_rate"])',
+         'tf.train.AdamOptimizer(learning_rate=params["learning_rate"])', 49,
+         "the model_fns the if statement chooses between (`conv_model`, `mlp_model`) differ in their optimizer"),
+        ('        sys.exit(1)\n', '        model_params = None\n', 55,
+         "a branch of the if statement choosing `classifier` neither builds the Estimator nor ends the program"),
+        ('model_fn=mlp_model, config=config,', 'model_fn=mlp_model, config=config, model_dir="/tmp/mlp",', 54,
+         "the Estimators the if statement chooses between differ in `model_dir`"),
+    ],
+)
+def test_choices_one_loop_cannot_carry_are_declined_where_they_are(old, new, line, why):
+    source = FLAG_CHOICE.read_text()
+    assert old in source
+    head, _, tail = source.rpartition(old)  # the last one: mlp_model's
+    result = migrate_source(head + new + tail, path="job.py")
+    found = [(d.line, d.message) for d in result.manual_work if d.code == "TFM403"]
+    assert found and found[0][0] == line and why in found[0][1], found
+
+
+@pytest.mark.slow
+def test_check_says_equivalent_against_the_legacy_flag_choice_job_on_tf215(tmp_path):
+    migrated = tmp_path / "migrated.py"
+    migrated.write_text(migrate_source(FLAG_CHOICE.read_text(), path=str(FLAG_CHOICE)).output)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "migrate", "check", str(FLAG_CHOICE), str(migrated), "--steps", "30",
+         "--workers", "1", "--out", str(out), "--no-plot"],
+        cwd=REPO, capture_output=True, text=True, timeout=3600, check=False,
+    )
+    report = json.loads((out / "report.json").read_text())
+    assert report["legacy"]["tensorflow"]["version"] == "2.15.1"
+    assert proc.returncode == 0 and report["verdict"] == "equivalent", report.get("reason")

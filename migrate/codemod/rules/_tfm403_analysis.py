@@ -102,6 +102,10 @@ class EstimatorJob:
     notes: list[tuple[cst.CSTNode, str]] = field(default_factory=list)  # what was dropped, and why it may be
     # TrainSpec(hooks=[LoggingTensorHook(...)]): what the loop logs from the step
     logging: LoggedTensors | None = None
+    # the Estimator chosen in the branches of an if statement of the block (a flag picks the
+    # model): that statement, and each branch's Estimator call with its model_fn
+    chosen_in: cst.If | None = None
+    choices: list[tuple[Call, cst.FunctionDef]] = field(default_factory=list)
 
 
 @dataclass
@@ -341,8 +345,9 @@ class Finder:
             args = bind(call, ("estimator", "train_spec", "eval_spec"), "train_and_evaluate")
             if "estimator" not in args or "train_spec" not in args:
                 raise Decline(call, "train_and_evaluate without an estimator and a TrainSpec")
-            estimator = self._resolve(block, args["estimator"], "estimator.Estimator", ESTIMATOR_ARGS,
-                                      "Estimator", trains)
+            chosen = self._chosen(block, args["estimator"], trains)
+            estimator = chosen[1][0] if chosen else self._resolve(
+                block, args["estimator"], "estimator.Estimator", ESTIMATOR_ARGS, "Estimator", trains)
             train_spec = self._resolve(block, args["train_spec"], "estimator.TrainSpec", TRAIN_SPEC_ARGS,
                                        "TrainSpec", trains)
             if "eval_spec" in args:
@@ -351,8 +356,9 @@ class Finder:
             max_steps = train_spec.get("max_steps")
             train_input = train_spec.get("input_fn")
         else:
-            estimator = self._resolve(block, call.func.value, "estimator.Estimator", ESTIMATOR_ARGS,
-                                      "Estimator", trains)
+            chosen = self._chosen(block, call.func.value, trains)
+            estimator = chosen[1][0] if chosen else self._resolve(
+                block, call.func.value, "estimator.Estimator", ESTIMATOR_ARGS, "Estimator", trains)
             train_spec = Call(call, bind(call, TRAIN_ARGS, "Estimator.train"))
             max_steps = train_spec.get("max_steps")
             extra_steps = train_spec.get("steps")
@@ -365,7 +371,7 @@ class Finder:
         config = None
         if estimator.get("config") is not None:
             config = self._resolve(block, estimator.args["config"], "estimator.RunConfig", RUN_CONFIG_ARGS,
-                                   "RunConfig", estimator.statement or trains)
+                                   "RunConfig", chosen[0] if chosen else estimator.statement or trains)
         job_notes: list[tuple[cst.CSTNode, str]] = []
         logged = None
         hooks = train_spec.get("hooks")
@@ -387,9 +393,10 @@ class Finder:
                 if key in _NOT_CARRIED and not _empty(value):
                     raise Decline(value, f"`{key}`: {_NOT_CARRIED[key]}, not carried by the migration",
                                   hint="drop it, or migrate this job by hand")
-            if c.statement is not None:
+            if c.statement is not None and not (chosen and c is estimator):
                 removed.append(c.statement)
         model_fn = self.function(estimator.get("model_fn"), "model_fn", block)
+        choices = [(c, self.function(c.get("model_fn"), "model_fn", block)) for c in chosen[1]] if chosen else []
         for node in (train_input, eval_spec.get("input_fn") if eval_spec is not None else None):
             self.foreign(node, "input_fn")
         eval_input = eval_spec.get("input_fn") if eval_spec is not None else None
@@ -408,10 +415,73 @@ class Finder:
                 raise Decline(evaluate, "evaluate() without an input_fn")
         job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
                            eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes,
-                           logging=logged)
+                           logging=logged, chosen_in=chosen[0] if chosen else None, choices=choices)
         for node in (train_input, eval_input):
             self._numpy_input(job, node)
         return job
+
+    def _chosen(self, block, node: cst.BaseExpression, used_at) -> tuple[cst.If, list[Call]] | None:
+        """``if flag == "a": est = Estimator(model_fn=a_fn, ...) elif ...: est = Estimator(
+        model_fn=b_fn, ...) else: sys.exit(...)``: the if statement and each branch's
+        Estimator call, which differ in model_fn and params only. None when the
+        name is not bound in the branches of one if statement of the block."""
+        if not isinstance(node, cst.Name):
+            return None
+        name = node.value
+        statements = self._statements(block)
+        if any(name in C.assignment(st)[0] for st in statements):
+            return None
+        ifs = [st for st in statements if isinstance(st, cst.If) and any(
+            name in C.assignment(inner)[0] for inner in C.walk(st) if isinstance(inner, cst.SimpleStatementLine))]
+        if len(ifs) != 1:
+            return None
+        choice = ifs[0]
+        calls: list[Call] = []
+        branches: list[cst.CSTNode] = []
+        branch: cst.CSTNode | None = choice
+        while isinstance(branch, cst.If):
+            branches.append(branch)
+            branch = branch.orelse
+        if isinstance(branch, cst.Else):
+            branches.append(branch)
+        for branch in branches:
+            body = list(C.body_of(branch.body))
+            binders = [st for st in body if name in C.assignment(st)[0]]
+            nested = [st for st in C.walk(branch.body) if isinstance(st, cst.SimpleStatementLine)
+                      and name in C.assignment(st)[0] and st not in binders]
+            if nested or len(binders) > 1:
+                raise Decline((nested or binders)[-1], f"`{name}`, the Estimator this job runs, is bound more than"
+                              " once in a branch of the if statement choosing it",
+                              hint="build the Estimator once per branch, or migrate by hand")
+            if binders:
+                targets, value, _ = C.assignment(binders[0])
+                q = self.qualname(value.func) if isinstance(value, cst.Call) else None
+                if targets != [name] or q is None:
+                    raise Decline(binders[0], f"`{name}`, the Estimator this job runs, is not built by a"
+                                  " tf.estimator call in this branch")
+                if q != "estimator.Estimator":
+                    raise Decline(value, f"`{name}` is a premade `tf.{q}` in one of the if/else branches choosing the"
+                                  " job's Estimator: a premade Estimator has no model_fn for the migrated loop to"
+                                  " call (its model, loss head and default optimizer are Estimator internals)",
+                                  hint="give that choice a custom model_fn, or migrate this job by hand")
+                calls.append(Call(value, bind(value, ESTIMATOR_ARGS, "Estimator"), binders[0], name))
+            elif not _ends_program(body):
+                raise Decline(branch, f"a branch of the if statement choosing `{name}` neither builds the Estimator"
+                              " nor ends the program", hint="migrate this job by hand")
+        if not calls:
+            return None
+        first = calls[0]
+        for other in calls[1:]:
+            for key in set(first.args) | set(other.args):
+                if key in ("model_fn", "params"):
+                    continue
+                mine, theirs = first.args.get(key), other.args.get(key)
+                if (C.code_of(mine) if mine is not None else None) != (C.code_of(theirs) if theirs is not None
+                                                                       else None):
+                    raise Decline(other.node, f"the Estimators the if statement chooses between differ in `{key}`,"
+                                  " not only in model_fn and params", hint="migrate this job by hand")
+        self._read_once(block, name, choice, used_at)
+        return choice, calls
 
     def _bound_once(self, block, node: cst.BaseExpression, used_at) -> tuple[cst.BaseExpression, list]:
         """What a name of the block is bound to (once, read only at ``used_at``), and its statement."""
@@ -509,6 +579,19 @@ class Finder:
         job.input_defs[id(binders[0])] = new.with_changes(leading_lines=lines)
         self.functions_here[node.value] = new
 
+
+
+def _ends_program(body: list[cst.BaseStatement]) -> bool:
+    """Whether a branch ends in ``raise``, ``return`` or ``sys.exit(...)`` (a choice the
+    program refuses)."""
+    last = body[-1] if body else None
+    if not isinstance(last, cst.SimpleStatementLine):
+        return False
+    small = last.body[-1]
+    if isinstance(small, (cst.Raise, cst.Return)):
+        return True
+    call = small.value if isinstance(small, cst.Expr) else None
+    return isinstance(call, cst.Call) and C.code_of(call.func) in ("sys.exit", "exit", "quit", "os._exit")
 
 
 # TF1 input plumbing the migrated loop cannot take: it wants the tf.data.Dataset itself
