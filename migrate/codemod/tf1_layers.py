@@ -217,7 +217,7 @@ def tf1_batch_normalization(
         raise NotImplementedError(
             "tf1_batch_normalization: regularizers, constraints, renorm, virtual batches and"
             " adjustments are not reproduced")
-    inputs = tf.compat.v1.convert_to_tensor(inputs)
+    inputs = tf.convert_to_tensor(inputs)
     rank = inputs.shape.rank
     if axis not in (-1, rank - 1) or rank == 5:
         raise NotImplementedError("tf1_batch_normalization: only the last axis of non-5-D inputs is reproduced")
@@ -242,8 +242,8 @@ def tf1_batch_normalization(
             trainable=False, aggregation=tf.compat.v1.VariableAggregation.MEAN)
         decided = tf.get_static_value(training)
         if fused:
-            gamma = gamma if scale else tf.compat.v1.constant(1.0, dtype, [channels])
-            beta = beta if center else tf.compat.v1.constant(0.0, dtype, [channels])
+            gamma = gamma if scale else tf.constant(1.0, dtype, [channels])
+            beta = beta if center else tf.constant(0.0, dtype, [channels])
 
             def normalized(is_training):
                 if is_training:
@@ -258,27 +258,26 @@ def tf1_batch_normalization(
                     training, lambda: normalized(True), lambda: normalized(False))
                 # TF1 moved the averages by 0 when not training
                 momentum = tf.compat.v1.cond(
-                    training, lambda: tf.compat.v1.constant(momentum), lambda: tf.compat.v1.constant(1.0))
+                    training, lambda: tf.constant(momentum), lambda: tf.constant(1.0))
             else:
                 outputs, mean, variance = normalized(bool(decided))
-                momentum = tf.compat.v1.convert_to_tensor(momentum)
+                momentum = tf.convert_to_tensor(momentum)
         else:
             axes = list(range(rank - 1))
             if decided is None:
-                batch_mean, batch_variance = tf.compat.v1.nn.moments(inputs, axes)
-                mean = tf.compat.v1.cond(
-                    training, lambda: batch_mean, lambda: tf.compat.v1.convert_to_tensor(moving_mean))
+                batch_mean, batch_variance = tf.nn.moments(inputs, axes)
+                mean = tf.compat.v1.cond(training, lambda: batch_mean, lambda: tf.convert_to_tensor(moving_mean))
                 variance = tf.compat.v1.cond(
-                    training, lambda: batch_variance, lambda: tf.compat.v1.convert_to_tensor(moving_variance))
+                    training, lambda: batch_variance, lambda: tf.convert_to_tensor(moving_variance))
             elif decided:
-                mean, variance = tf.compat.v1.nn.moments(inputs, axes)
+                mean, variance = tf.nn.moments(inputs, axes)
             else:
                 mean, variance = moving_mean, moving_variance
             outputs = tf.nn.batch_normalization(inputs, mean, variance, beta, gamma, epsilon)
         if (decided is None or decided) and not tf.compat.v1.executing_eagerly():
             def moved(average, value):
                 with tf.compat.v1.name_scope("AssignMovingAvg"):
-                    decay = tf.cast(tf.compat.v1.convert_to_tensor(1.0 - momentum), dtype)
+                    decay = tf.cast(tf.convert_to_tensor(1.0 - momentum), dtype)
                     return average.assign_sub((average - tf.cast(value, dtype)) * decay)
 
             def updates():
