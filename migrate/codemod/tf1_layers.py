@@ -38,8 +38,6 @@ import tensorflow as tf
 def tf1_initializer(initializer):
     if initializer == "zeros":
         return tf.compat.v1.zeros_initializer()
-    if initializer == "ones":
-        return tf.compat.v1.ones_initializer()
     if initializer == "glorot_uniform":
         return tf.compat.v1.glorot_uniform_initializer()
     raise NotImplementedError(f"initializer {initializer!r}: pass an initializer object")
@@ -222,8 +220,9 @@ def tf1_batch_normalization(
     if axis not in (-1, rank - 1) or rank == 5:
         raise NotImplementedError("tf1_batch_normalization: only the last axis of non-5-D inputs is reproduced")
     fused = rank == 4 and fused is not False
-    initializers = [tf1_initializer(i) if isinstance(i, str) else i for i in (
-        gamma_initializer, beta_initializer, moving_mean_initializer, moving_variance_initializer)]
+    initializers = [
+        tf.compat.v1.ones_initializer() if i == "ones" else tf1_initializer(i) if isinstance(i, str) else i
+        for i in (gamma_initializer, beta_initializer, moving_mean_initializer, moving_variance_initializer)]
     channels = inputs.shape.as_list()[-1]
     dtype = inputs.dtype.base_dtype
     scope = name or ("batch_normalization" if reuse else None)

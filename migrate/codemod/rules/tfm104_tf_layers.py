@@ -65,7 +65,7 @@ _NOT_REPRODUCED = {
 # initializers TF1 also accepted by Keras name, which the functions map to TF1's objects
 _INITIALIZERS = ("kernel_initializer", "bias_initializer", "weights_initializer", "biases_initializer",
                  "beta_initializer", "gamma_initializer", "moving_mean_initializer", "moving_variance_initializer")
-_INITIALIZER_NAMES = ("zeros", "ones", "glorot_uniform")
+_INITIALIZER_NAMES = ("zeros", "glorot_uniform")
 # the channels-last spellings each data_format parameter may take (None: the argument may be None)
 _CHANNELS_LAST = {"layers": ("channels_last",), "conv": (None, "NHWC"), "pool": ("NHWC",)}
 
@@ -624,7 +624,8 @@ class TfLayers(Rule):
             if param in _NOT_REPRODUCED and not _is_none(value):
                 return f"`{param}` is not reproduced ({_NOT_REPRODUCED[param]})"
             strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
-            if param in _INITIALIZERS and isinstance(value, strings) and _string(value) not in _INITIALIZER_NAMES:
+            names = (*_INITIALIZER_NAMES, "ones") if function == "batch_normalization" else _INITIALIZER_NAMES
+            if param in _INITIALIZERS and isinstance(value, strings) and _string(value) not in names:
                 return (f"`{param}={C.code_of(value)}`: TF1 looked that name up in Keras 2's initializers;"
                         " pass an initializer object")
             if function == "batch_normalization" and param in ("renorm", "axis", "training"):
