@@ -439,3 +439,43 @@ def test_check_says_equivalent_against_the_legacy_flag_choice_job_on_tf215(tmp_p
     report = json.loads((out / "report.json").read_text())
     assert report["legacy"]["tensorflow"]["version"] == "2.15.1"
     assert proc.returncode == 0 and report["verdict"] == "equivalent", report.get("reason")
+
+
+@pytest.mark.parametrize(
+    "model, line, where",
+    [
+        ('logits = tf.keras.layers.Dense(2)(features["x"])', 9, ""),
+        ('logits = build_head()(features["x"])', 5, " (in `build_head()`, which the model_fn calls)"),
+    ],
+)
+def test_a_model_fn_building_keras_layers_is_declined_where_it_does(model, line, where):
+    """The Estimator called the model_fn once per graph; the migrated step calls it at
+    every step, and Keras 3 layers keep variables make_template does not share."""
+    source = textwrap.dedent(
+        """\
+        import tensorflow as tf
+
+
+        def build_head():
+            return tf.keras.Sequential([tf.keras.layers.Dense(2, name="head")])
+
+
+        def model_fn(features, labels, mode):
+            MODEL
+            loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+            return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+        def input_fn():
+            return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [1])).repeat().batch(1)
+
+
+        est = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/m")
+        est.train(input_fn, max_steps=10)
+        """).replace("MODEL", model)
+    result = migrate_source(source, path="job.py")
+    found = [(d.line, d.message) for d in result.manual_work if d.code == "TFM403"]
+    assert found and found[0][0] == line, found
+    assert "the model_fn builds a Keras layer or model" in found[0][1] and where in found[0][1], found
+    assert "est.train(" in result.output

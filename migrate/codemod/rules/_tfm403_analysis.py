@@ -396,7 +396,10 @@ class Finder:
             if c.statement is not None and not (chosen and c is estimator):
                 removed.append(c.statement)
         model_fn = self.function(estimator.get("model_fn"), "model_fn", block)
+        self._no_keras_layers(model_fn)
         choices = [(c, self.function(c.get("model_fn"), "model_fn", block)) for c in chosen[1]] if chosen else []
+        for _, fn in choices:
+            self._no_keras_layers(fn)
         for node in (train_input, eval_spec.get("input_fn") if eval_spec is not None else None):
             self.foreign(node, "input_fn")
         eval_input = eval_spec.get("input_fn") if eval_spec is not None else None
@@ -419,6 +422,31 @@ class Finder:
         for node in (train_input, eval_input):
             self._numpy_input(job, node)
         return job
+
+    def _no_keras_layers(self, model_fn: cst.FunctionDef) -> None:
+        """Decline a model_fn that builds Keras layers or models (itself or through the
+        module's functions it calls): the Estimator called it once per graph, the
+        migrated step calls it at every step, and make_template shares only the
+        variables of get_variable, not those a Keras 3 layer makes for itself."""
+        seen: set[str] = set()
+        todo = [model_fn]
+        while todo:
+            fn = todo.pop()
+            for call in C.calls_in(fn):
+                q = self.qualname(call.func) or ""
+                last = q.rpartition(".")[2]
+                if (q.startswith(("keras.layers.", "keras.models.", "keras.applications.")) and last[:1].isupper()
+                        or q in ("keras.Sequential", "keras.Model")):
+                    where = "" if fn is model_fn else f" (in `{fn.name.value}()`, which the model_fn calls)"
+                    raise Decline(call, f"the model_fn builds a Keras layer or model, `tf.{q}`{where}: the migrated"
+                                  " step calls the model_fn at every step, and make_template shares only the"
+                                  " variables of tf.compat.v1.get_variable, not those a Keras 3 layer makes",
+                                  hint="build the Keras model once under the strategy and call it in the step,"
+                                  " by hand (TF2 guide: migrate/migrating_estimator)")
+                if isinstance(call.func, cst.Name) and call.func.value in self.functions and (
+                        call.func.value not in seen):
+                    seen.add(call.func.value)
+                    todo.append(self.functions[call.func.value])
 
     def _chosen(self, block, node: cst.BaseExpression, used_at) -> tuple[cst.If, list[Call]] | None:
         """``if flag == "a": est = Estimator(model_fn=a_fn, ...) elif ...: est = Estimator(
