@@ -479,3 +479,49 @@ def test_a_model_fn_building_keras_layers_is_declined_where_it_does(model, line,
     assert found and found[0][0] == line, found
     assert "the model_fn builds a Keras layer or model" in found[0][1] and where in found[0][1], found
     assert "est.train(" in result.output
+
+
+UPDATE_OPS_JOB = textwrap.dedent(
+    """\
+    import tensorflow as tf
+
+
+    def block(x, training):
+        return tf.layers.batch_normalization(x, training=training BN_ARGS)
+
+
+    def model_fn(features, labels, mode):
+        logits = tf.layers.dense(block(features["x"], mode == tf.estimator.ModeKeys.TRAIN), 2)
+        loss = tf.losses.sparse_softmax_cross_entropy(labels=labels, logits=logits)
+        update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+        with tf.control_dependencies(update_ops):
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"x": [[1.0, 2.0]]}, [1])).repeat().batch(1)
+
+
+    est = tf.estimator.Estimator(model_fn=model_fn, model_dir="/tmp/m")
+    est.train(input_fn, max_steps=10)
+    """
+)
+
+
+def test_update_ops_bound_to_a_name_go_with_the_control_dependencies_they_fed():
+    result = migrate_source(UPDATE_OPS_JOB.replace(" BN_ARGS", ""), path="job.py")
+    assert manual(result) == []
+    model_fn = result.output.split("def model_fn(")[1].split("\n\n\n")[0]
+    assert "update_ops" not in model_fn and "control_dependencies" not in model_fn, model_fn
+    assert "return tf1_batch_normalization(x, training=training)" in result.output
+
+
+def test_a_model_fn_running_a_layer_tfm104_left_is_declined_at_that_layer():
+    result = migrate_source(UPDATE_OPS_JOB.replace(" BN_ARGS", ", renorm=True"), path="job.py")
+    found = [(d.line, d.message) for d in result.manual_work if d.code == "TFM403"]
+    assert found == [(5, ("Estimator job not migrated: the model_fn runs `tf.layers.batch_normalization` (in `block()`,"
+                         " which the model_fn calls), which TF 2.21 does not have and which is left as TF1 code (see"
+                         " its own diagnostic)"))], found
+    assert any(d.code == "TFM104" and d.line == 5 and "`renorm` is not reproduced" in d.message
+               for d in result.diagnostics)

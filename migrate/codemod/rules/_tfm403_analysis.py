@@ -427,7 +427,8 @@ class Finder:
         """Decline a model_fn that builds Keras layers or models (itself or through the
         module's functions it calls): the Estimator called it once per graph, the
         migrated step calls it at every step, and make_template shares only the
-        variables of get_variable, not those a Keras 3 layer makes for itself."""
+        variables of get_variable, not those a Keras 3 layer makes for itself. So
+        is one still running tf.layers / tf.contrib code (a layer TFM104 left)."""
         seen: set[str] = set()
         todo = [model_fn]
         while todo:
@@ -443,6 +444,11 @@ class Finder:
                                   " variables of tf.compat.v1.get_variable, not those a Keras 3 layer makes",
                                   hint="build the Keras model once under the strategy and call it in the step,"
                                   " by hand (TF2 guide: migrate/migrating_estimator)")
+                if q.startswith(("layers.", "contrib.")):
+                    where = "" if fn is model_fn else f" (in `{fn.name.value}()`, which the model_fn calls)"
+                    raise Decline(call, f"the model_fn runs `tf.{q}`{where}, which TF 2.21 does not have and"
+                                  " which is left as TF1 code (see its own diagnostic)",
+                                  hint="replace it by TF 2 code with the same numerics, then migrate the job")
                 if isinstance(call.func, cst.Name) and call.func.value in self.functions and (
                         call.func.value not in seen):
                     seen.add(call.func.value)
