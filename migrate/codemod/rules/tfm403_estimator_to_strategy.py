@@ -121,7 +121,18 @@ class EstimatorToStrategy(Rule):
           end; a TF_CONFIG ``evaluator`` task evaluates the chief's checkpoints as
           they come; ``est.train(...)`` then ``results = est.evaluate(...)`` ->
           the loop, then ``results = evaluate()``; ``save_summary_steps`` -> the
-          loss summary; an inline ``session_config`` is dropped with a note.
+          loss summary; an inline ``session_config`` is dropped with a note;
+        - a ``tf.train.LoggingTensorHook(tensors, every_n_iter=N)`` of the TrainSpec
+          (or ``train(hooks=...)``; tensors by graph name) or of the TRAIN branch's
+          ``EstimatorSpec(training_hooks=...)`` -> the TRAIN mode returns those
+          tensors and the loop logs them on the first step and every N after;
+          ``with tf.control_dependencies(tf.get_collection(UPDATE_OPS)):``
+          around ``minimize`` goes (TFM104's batch normalization moves its
+          averages with the step);
+        - an Estimator chosen in the branches of an if statement (``if flag ==
+          "cnn": est = Estimator(model_fn=cnn_fn, params=p) elif ...: ... else:
+          sys.exit(1)``) -> each branch binds the model_fn and params it chose,
+          one loop trains it (when the model_fns train alike).
 
     Why:
         Estimator left TensorFlow in 2.16: such jobs do not run on TF 2.21.
@@ -134,13 +145,15 @@ class EstimatorToStrategy(Rule):
 
     Fix safety:
         Only what is carried exactly is migrated (``numpy_input_fn(shuffle=True)``
-        draws another random order, reported); anything else (hooks, exporters
+        draws another random order, reported); anything else (other hooks, exporters
         and ``export_savedmodel``, other metrics, summaries in the model_fn, a
         model_fn reading its RunConfig, queue-based input, a model_fn or input_fn
         of another module (``model.model_fn`` of ``trainer/model.py``: its rewrite
         would have to happen there, in the same run), the train op built
         otherwise than ``minimize(loss, global_step)``, an Estimator trained in a
-        loop or chosen in branches) is reported where it is, and the job is left
+        loop, a premade Estimator among the branches' choices, a model_fn building
+        Keras layers (made anew at every step) or running a tf.layers / tf.contrib
+        layer TFM104 left) is reported where it is, and the job is left
         as it was (TFM401 then names the replacements).
     """
 
