@@ -217,6 +217,8 @@ def tf1_batch_normalization(
             " adjustments are not reproduced")
     inputs = tf.convert_to_tensor(inputs)
     rank = inputs.shape.rank
+    if rank is None or inputs.shape[-1] is None:
+        raise ValueError(f"tf1_batch_normalization: inputs need a known rank and last dimension: {inputs.shape}")
     if axis not in (-1, rank - 1) or rank == 5:
         raise NotImplementedError("tf1_batch_normalization: only the last axis of non-5-D inputs is reproduced")
     fused = rank == 4 and fused is not False
