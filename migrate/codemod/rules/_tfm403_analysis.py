@@ -44,8 +44,12 @@ NUMPY_INPUT_ARGS = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capa
 
 # what an Estimator's other methods did, for the reason a job using them is declined
 _USES = {
-    "export_savedmodel": "exporting a SavedModel of the serving signature (serving_input_receiver_fn)",
-    "export_saved_model": "exporting a SavedModel of the serving signature (serving_input_receiver_fn)",
+    "export_savedmodel": ("exporting a SavedModel of the serving signature (the model_fn's PREDICT mode fed by the"
+                          " serving_input_receiver_fn's placeholders, into a new timestamped directory under the"
+                          " export directory)"),
+    "export_saved_model": ("exporting a SavedModel of the serving signature (the model_fn's PREDICT mode fed by the"
+                           " serving_input_receiver_fn's placeholders, into a new timestamped directory under the"
+                           " export directory)"),
     "predict": "prediction with the model_fn's PREDICT mode",
     "evaluate": "an evaluation besides the one after est.train()",
     "train": "a second training call",
@@ -266,7 +270,8 @@ class Finder:
                 what = next((_USES[m] for m in methods if m in _USES), None)
                 if what is not None:
                     raise Decline(st, f"`{name}.{methods[0]}(...)`: {what}, not carried by the migration",
-                                  hint="export with tf.saved_model.save from the migrated loop's model, by hand"
+                                  hint="after the loop, tf.saved_model.save a tf.function whose input signature"
+                                  " has the receiver's TensorSpecs and which calls the model in PREDICT mode, by hand"
                                   if "SavedModel" in what else "migrate this part by hand")
                 raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
                               hint="keep the Estimator objects to the statements that build and run the job")
