@@ -383,17 +383,19 @@ if __name__ == "__main__":
 '''
 
 
-def test_a_cluster_built_by_a_helper_out_of_the_trainings_reach_is_said_to_be_one():
+def test_a_cluster_built_by_a_helper_reaches_the_training_as_a_resolver():
+    """The cluster and server a helper builds (or main() builds) and hands to
+    the function that trains: the cluster resolver takes the server's place on
+    that way (rules/_server_flow.py), and the training migrates."""
     source = dedent(CLUSTER_FROM_HELPER)
     result = migrate_source(source)
-    assert result.output.count("replica_device_setter") == 1 and "Strategy" not in result.output
-    [reason] = [d for d in manual(result) if "its cluster is built in" in d.message]
-    assert reason.line == line_of(source, "with tf.device(tf.train.replica_device_setter(cluster=spec)):")
-    assert "built in `make_cluster()` (a ClusterSpec and a tf.train.Server there) and reaches `work()`" in \
-        reason.message
-    assert "would keep this task's port" in reason.message
-    assert not any("used but no longer defined" in d.message for d in result.diagnostics)
-    # built by main() and handed to the function that trains: the same reason, naming main()
+    out = result.output
+    assert "replica_device_setter" not in out and "tf.train.Server" not in out
+    assert "strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=cluster_resolver)" in out
+    assert "    return spec, cluster_resolver, len(workers)\n" in out
+    assert manual(result) == []
+    compile(out, "<migrated>", "exec")
+    # built by main() and handed to the function that trains: the same
     inline = source.replace("    spec, node, count = make_cluster()\n    serve_if_ps(node)\n", (
         "    workers = FLAGS.worker_hosts.split(\",\")\n"
         "    spec = tf.train.ClusterSpec({\"ps\": FLAGS.ps_hosts.split(\",\"), \"worker\": workers})\n"
@@ -403,8 +405,6 @@ def test_a_cluster_built_by_a_helper_out_of_the_trainings_reach_is_said_to_be_on
         "        node.join()\n"))
     inline = inline[:inline.index("def make_cluster():")] + inline[inline.index("def build_and_train("):]
     result = migrate_source(inline)
-    assert "Strategy" not in result.output
-    [reason] = [d for d in manual(result) if "its cluster is built in" in d.message]
-    # (the server there, with its ps branch, is TFM202's to remove: no port is said to be kept)
-    assert "built in `main()` (a ClusterSpec there) and reaches `work()`" in reason.message
-    assert "port" not in reason.message
+    assert "tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=cluster_resolver)" in result.output
+    assert manual(result) == [] and "node.join()" not in result.output
+    assert "replica_device_setter" not in result.output
