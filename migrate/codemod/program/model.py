@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.codemod.fastcst import code_of
+from migrate.codemod.program.collections import CollectionFills, collection_fills
 from migrate.codemod.program.project import ProjectModule, index_for
 from migrate.codemod.program.tracing import Pick, Tracer, Unit, creates_variables, own_scope
 from migrate.codemod.tfnames import TFNames
@@ -98,6 +99,14 @@ class ProgramModel:
                 if creates:
                     out.append(ModelBuilder(node, plain, found[2].project, found[1].name.value))
         return out
+
+    def collections_filled(self, builder: ModelBuilder) -> CollectionFills | None:
+        """The collections a present builder fills (at each call, when it
+        creates variables, or unknown); None for an opaque one."""
+        found = self.tracer.callee(builder.call, self.tracer.root)
+        if found is None or found[0] != "function":
+            return None
+        return collection_fills(self.tracer, found[1], found[2])
 
     def sibling_functions(self, driver_bindings: dict[str, str]):
         """(module alias, function name, function with the sibling's module

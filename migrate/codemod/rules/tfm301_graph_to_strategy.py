@@ -21,8 +21,8 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
-from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import (
+    _collection_reads,
     _dataflow,
     _flag_choice,
     _foreign_placement,
@@ -31,6 +31,7 @@ from migrate.codemod.rules import (
     _placement,
     _rebinding,
 )
+from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -109,10 +110,6 @@ _MOMENTUM_NOTE = (
 )
 
 
-
-# reads of graph collections, which a model builder of another module may fill
-_COLLECTION_READS = frozenset({"get_collection", "get_collection_ref", "losses.get_regularization_loss",
-                               "losses.get_regularization_losses", "losses.get_losses", "losses.get_total_loss"})
 
 # tf.compat.v1.make_template reuses get_variable's variables only; a model whose
 # helpers call tf.Variable gets this recorder instead.
@@ -772,12 +769,13 @@ class GraphToStrategy(Rule):
         if not self._plan_schedules(graph):
             return body
         self.creates_plain_variables = False
+        self.traced_build = False
         if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
                 self._report_unseen_variables(graph)):
             return body
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
-        if not self._report_model_builders(graph, device_with):
+        if not self._report_model_builders(graph, device_with, inner):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
@@ -1398,6 +1396,9 @@ class GraphToStrategy(Rule):
         if not reads:
             return True
         other = self._regularization_source(graph, inner)
+        if other is None:
+            builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
+            other = _collection_reads.builder_regularization(self._program(), builders)
         first = graph.compute[reads[0][0]][1]
         if other is None and any(call.args for _, call in reads):
             other = (reads[0][1], "a regularization loss read with arguments (a scope or a name)")
@@ -1707,26 +1708,34 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
-    def _report_model_builders(self, graph: Graph, device_with: cst.With) -> bool:
+    def _report_model_builders(self, graph: Graph, device_with: cst.With, inner) -> bool:
         """A note for each model built by a sibling module's function: read
         there (present) or taken as an opaque builder (absent). A loss that
-        reads a collection such a builder may fill declines: TF2 fills no
-        collection at each step (the builder's terms would be lost)."""
+        reads a collection such a builder fills keeps its read in the step
+        when the builders are read and fill it at each call (the model's
+        first build is then traced: ``_collection_reads``); otherwise the
+        block declines, saying why."""
         builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
         if not builders:
             return True
-        for _, st in graph.compute:
-            for call in C.calls_in(st):
-                if self.qualname(call.func) in _COLLECTION_READS:
-                    builder = builders[0]
-                    self.report(call, f"the loss reads a collection (`{C.code_of(call)}`) that the model builder"
-                                f" `{builder.code}(...)` of `{builder.module.name}` may fill: TF2 fills no collection"
-                                " at each step (a tf.function step sees only what the model's first build left,"
-                                " and a variable's regularizer runs once), so its terms would be lost; this training"
-                                " was left as TF1", hint="return the penalty terms from the model code and add them"
-                                " to the loss explicitly, then migrate again", reference=REFERENCE[self.strategy],
-                                fixed=False)
-                    return False
+        reads = [(call, self.qualname(call.func)) for _, st in graph.compute for call in C.calls_in(st)
+                 if self.qualname(call.func) in _collection_reads.READS]
+        if reads:
+            own = None
+            if graph.regularized:
+                own = (graph.regularized[0][1], "the regularizer of a get_variable of this block")
+            declined = _collection_reads.decline(self._program(), builders, reads,
+                                                 own or self._regularization_source(graph, inner))
+            if declined is not None:
+                self.report(declined.at, f"{declined.why}; this training was left as TF1", hint=declined.hint,
+                            reference=REFERENCE[self.strategy], fixed=False)
+                return False
+            self.traced_build = True
+            self.report(reads[0][0], f"the loss reads `{C.code_of(reads[0][0])}` in the step: the model code"
+                        " adds its terms to that collection at each call, and in a tf.function the collection is"
+                        " the step's own, so the read sees the terms of that step's model call, as TF1's read saw"
+                        " those of its one build (the model's first build is traced too, so that it leaves none"
+                        " behind)", fixed=True, severity="info", reference=REFERENCE[self.strategy])
         for builder in builders:
                 if builder.opaque:
                     why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
@@ -1879,11 +1888,14 @@ class GraphToStrategy(Rule):
                 builder = f"{self.recorder}({self.model_fn})"
             else:
                 builder = f'tf.compat.v1.make_template("model", {self.model_fn})'
-            scope_body += C.stmts(
-                f"{self.template} = {builder}\n"
-                f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
-                f"{self.template}({', '.join(dummies)})\n"
-            )
+            if self.traced_build:
+                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did: traced,\n"
+                         f"# so that the terms the model adds to its collections stay in this build's graph.\n"
+                         f"tf.function({self.template})({', '.join(dummies)})\n")
+            else:
+                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
+                         f"{self.template}({', '.join(dummies)})\n")
+            scope_body += C.stmts(f"{self.template} = {builder}\n" + build)
         scope = device_with.with_changes(
             items=[cst.WithItem(C.expr(f"{self.strategy_name}.scope()"))],
             body=C.indented(scope_body, device_with.body),

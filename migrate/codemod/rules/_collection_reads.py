@@ -1,0 +1,123 @@
+"""A loss reading a graph collection that the model builders fill (analysis
+for TFM301).
+
+    y = model_def.inference(x, regularizer)   # tf.add_to_collection('losses', regularizer(w))
+    loss = xent + tf.add_n(tf.get_collection('losses'))
+
+In a ``tf.function`` the v1 collections belong to the function's graph: the
+migrated step calls the model, whose code adds its terms to the step's own
+collection, and the read that follows sees exactly those, as TF1's read saw
+the terms of the graph's one build. The model's first build (under the
+strategy's scope) must then be traced as well: an eager build would leave
+its terms in the global graph, which every later trace copies in.
+
+That carries over what the builders add *at each call*. It cannot carry
+over what they add when a variable is *created* (a ``get_variable`` or
+``variable_scope`` regularizer: once, by the first build, which the steps
+would not see), what a module that is not in the project may add (its code
+cannot be read), a key or scope the read computes, or a key the builder
+computes: those decline, with the reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.codemod.program.collections import REGULARIZATION, collection_key
+from migrate.codemod.program.model import ModelBuilder, ProgramModel
+from migrate.codemod.rules import _cst as C
+
+# the reads of a collection and the keys each reads (None: read by arguments)
+_READERS = {"get_collection": None, "get_collection_ref": None, "losses.get_losses": ("losses",),
+            "losses.get_total_loss": ("losses", REGULARIZATION),
+            "losses.get_regularization_loss": (REGULARIZATION,),
+            "losses.get_regularization_losses": (REGULARIZATION,)}
+READS = frozenset(_READERS)
+
+
+@dataclass(frozen=True)
+class Decline:
+    at: cst.Call  # the read
+    why: str
+    hint: str
+
+
+def read_keys(call: cst.Call, q: str) -> tuple[str, ...] | None:
+    """The collections a read reads; None when it is filtered by a scope or
+    names one the migration cannot know."""
+    keys = _READERS[q]
+    if keys is not None:
+        return keys if not call.args else None
+    arg = call.args[0] if len(call.args) == 1 else None
+    if arg is None or arg.star or (arg.keyword is not None and arg.keyword.value != "key"):
+        return None
+    key = collection_key(call.args[0].value)
+    return (key,) if key is not None else None
+
+
+_HINT = "return the penalty terms from the model code and add them to the loss explicitly, then migrate again"
+
+
+def decline(program: ProgramModel, builders: list[ModelBuilder], reads: list[tuple[cst.Call, str]],
+            own_creation: tuple[cst.CSTNode, str] | None) -> Decline | None:
+    """Why the collection ``reads`` of a loss (call, TF name) cannot be kept
+    in the migrated step, given the model ``builders`` the block calls and a
+    term the block's own code adds when it creates a variable; None when
+    they can: every builder is read and fills the keys read at each call."""
+    for call, q in reads:
+        read = f"the loss reads a collection (`{C.code_of(call)}`)"
+        keys = read_keys(call, q)
+        if keys is None:
+            builder = builders[0]
+            return Decline(call, f"{read} by a name or a scope the migration cannot follow, and the model builder"
+                           f" `{builder.code}(...)` of `{builder.module.name}` may fill it", _HINT)
+        if REGULARIZATION in keys and own_creation is not None:
+            node, what = own_creation
+            return Decline(call, f"{read} that {what} (`{C.code_of(node).strip()}`) fills when it creates its"
+                           " variable: TF1 added that term once, at creation, and a tf.function step would not"
+                           " see it", _HINT)
+        for builder in builders:
+            if builder.opaque:
+                path = builder.module.name.replace(".", "/") + ".py"
+                return Decline(call, f"{read} that the model builder `{builder.code}(...)` may fill: `{builder.module.name}`"
+                               f" is not in this project (no {path} beside this file), so what it adds cannot be read",
+                               f"put {path} beside this file: a model that adds its terms to the collection at each"
+                               " call is migrated with the read kept in the step; or " + _HINT)
+            fills = program.collections_filled(builder)
+            if fills is None:
+                continue
+            if fills.unknown:
+                node, why = fills.unknown[0]
+                return Decline(call, f"{read} that the model builder `{builder.code}(...)` may fill: {why}, which"
+                               " the migration cannot follow", _HINT)
+            for key in keys:
+                created = fills.created(key)
+                if created is not None:
+                    _, node, where = created
+                    return Decline(call, f"{read} that the model builder `{builder.code}(...)` fills when it"
+                                   f" creates a variable (`{C.code_of(node.func)}(...)` given a regularizer, in {where}):"
+                                   " TF1 added that term once, at creation, and a tf.function step would not see it",
+                                   _HINT)
+    return None
+
+
+def builder_regularization(program: ProgramModel, builders: list[ModelBuilder]) -> tuple[cst.CSTNode, str] | None:
+    """A REGULARIZATION_LOSSES term a model builder of another module adds
+    (or may: its module is absent, or it adds to a key it computes), which a
+    loss summing the block's own regularized variables would lose: (the
+    builder's call, what adds it)."""
+    for builder in builders:
+        if builder.opaque:
+            return builder.call, (f"what the model builder `{builder.code}(...)` of `{builder.module.name}`, which is"
+                                  " not in this project, may add")
+        fills = program.collections_filled(builder)
+        if fills is None:
+            continue
+        if fills.unknown:
+            return builder.call, f"what the model builder `{builder.code}(...)` may add ({fills.unknown[0][1]})"
+        entry = fills.created(REGULARIZATION) or next((e for e in fills.at_call if e[0] == REGULARIZATION), None)
+        if entry is not None:
+            _, node, where = entry
+            return builder.call, f"the term that `{C.code_of(node.func)}(...)` in {where} adds, through the model builder"
+    return None
