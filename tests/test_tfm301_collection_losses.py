@@ -130,7 +130,7 @@ def _book(tmp_path: Path, model: str = BOOK_MODEL, read: str = "tf.add_n(tf.get_
 
 
 def test_the_book_layout_with_tf_spelled_model_module_migrates(tmp_path):
-    path, result = _book(tmp_path)
+    _, result = _book(tmp_path)
     assert not result.manual_work, [d.message for d in result.manual_work]
     assert "tf.add_n(tf.compat.v1.get_collection('losses'))" in result.output
     assert TRACED_BUILD in result.output
@@ -164,7 +164,7 @@ def test_a_regularization_read_no_longer_drops_a_sibling_builders_terms(tmp_path
         'weights = tf.get_variable("weights", shape, initializer=tf.truncated_normal_initializer(stddev=0.1))',
         'weights = tf.get_variable("weights", shape, regularizer=regularizer)').replace(
         "    if regularizer != None:\n        tf.add_to_collection('losses', regularizer(weights))\n", "")
-    path, reason = _declined(tmp_path, model, "tf.losses.get_regularization_loss()")
+    _, reason = _declined(tmp_path, model, "tf.losses.get_regularization_loss()")
     assert "REGULARIZATION_LOSSES" in reason.message and "`get_weight_variable()` of `net_model`" in reason.message
 
 

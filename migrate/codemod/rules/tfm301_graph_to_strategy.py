@@ -276,6 +276,8 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
+    # the model's first build is traced (a loss reads a collection the model fills per call)
+    traced_build = False
     triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession",
                 "DeviceChooser", "job:ps")
 

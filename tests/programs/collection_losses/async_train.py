@@ -1,9 +1,8 @@
 """Asynchronous ps/worker training of layers_net; the loss adds the penalties
 the model put in its collection."""
+import layers_net
 import numpy as np
 import tensorflow as tf
-
-import layers_net
 
 flags = tf.app.flags
 flags.DEFINE_string("job_name", "worker", "ps or worker")
@@ -34,7 +33,7 @@ def main(_):
         server.join()
     rng = np.random.RandomState(FLAGS.task_index)
     with tf.device(tf.train.replica_device_setter(
-            worker_device="/job:worker/task:%d" % FLAGS.task_index, cluster=cluster)):
+            worker_device=f"/job:worker/task:{FLAGS.task_index}", cluster=cluster)):
         features = tf.placeholder(tf.float32, [None, layers_net.IN_UNITS])
         labels = tf.placeholder(tf.int64, [None])
         global_step, loss, train_op = build_model(features, labels)
@@ -45,7 +44,7 @@ def main(_):
             xs = rng.rand(BATCH, layers_net.IN_UNITS).astype(np.float32)
             ys = rng.randint(0, layers_net.OUT_UNITS, BATCH)
             _, loss_value, step = sess.run([train_op, loss, global_step], feed_dict={features: xs, labels: ys})
-            print("step %d loss %g" % (step, loss_value))
+            print(f"step {step} loss {loss_value:g}")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,9 @@
 """Synchronous ps/worker training of layers_net (SyncReplicasOptimizer), the
 model called in the device block itself; the loss adds the penalties the
 model put in its collection."""
+import layers_net
 import numpy as np
 import tensorflow as tf
-
-import layers_net
 
 flags = tf.app.flags
 flags.DEFINE_string("job_name", "worker", "ps or worker")
@@ -28,7 +27,7 @@ def main(_):
     is_chief = FLAGS.task_index == 0
     rng = np.random.RandomState(FLAGS.task_index)
     with tf.device(tf.train.replica_device_setter(
-            worker_device="/job:worker/task:%d" % FLAGS.task_index, cluster=cluster)):
+            worker_device=f"/job:worker/task:{FLAGS.task_index}", cluster=cluster)):
         features = tf.placeholder(tf.float32, [None, layers_net.IN_UNITS])
         labels = tf.placeholder(tf.int64, [None])
         scores = layers_net.classify(features, tf.contrib.layers.l2_regularizer(PENALTY_RATE))
@@ -45,7 +44,7 @@ def main(_):
             xs = rng.rand(BATCH, layers_net.IN_UNITS).astype(np.float32)
             ys = rng.randint(0, layers_net.OUT_UNITS, BATCH)
             _, loss_value, step = sess.run([train_op, loss, global_step], feed_dict={features: xs, labels: ys})
-            print("step %d loss %g" % (step, loss_value))
+            print(f"step {step} loss {loss_value:g}")
 
 
 if __name__ == "__main__":
