@@ -51,6 +51,8 @@ PAIRS = [
      "tf.io.gfile.exists(log_dir) or tf.io.gfile.makedirs(path=log_dir)"),
     ("tf.compat.v1.gfile.Glob(log_dir + '/*') + [w for w in tf.compat.v1.gfile.Walk(log_dir, in_order=False)]",
      "tf.io.gfile.glob(log_dir + '/*') + [w for w in tf.io.gfile.walk(log_dir, topdown=False)]"),
+    ("tf.compat.v1.Variable(tf.compat.v1.reduce_sum(x, 1), False, name='v') * 2",
+     "tf.Variable(tf.reduce_sum(x, 1), False, name='v') * 2"),
     # another expression in TF2
     ("tf.compat.v1.to_float(labels)", "tf.cast(labels, tf.float32)"),
     ("tf.compat.v1.to_int64(labels, name='l')", "tf.cast(labels, tf.int64, name='l')"),
@@ -77,6 +79,7 @@ def test_rewritten(before: str, after: str) -> None:
     "tf.compat.v1.expand_dims(x)",  # TF2 requires the axis (TF 1.x raised too)
     "tf.compat.v1.nn.dropout(x)",
     "tf.compat.v1.get_variable('w', [2])",  # not a function TF2 keeps
+    "tf.compat.v1.Variable(x, collections=['mine'])",
 ])
 def test_left_alone(expression: str) -> None:
     assert tfm105(expression) == expression
@@ -86,6 +89,18 @@ def test_needs_a_root_import() -> None:
     """With only ``tensorflow.compat.v1`` imported, no name spells TF2's API."""
     source = "import tensorflow.compat.v1 as tf\n\nresult = tf.reduce_mean(x, reduction_indices=1)\n"
     assert migrate_source(source, path="<test>", select=["TFM105"]).output == source
+
+
+def test_variables_stay_where_tf1_made_reference_variables() -> None:
+    source = dedent("""
+        import tensorflow as tf
+        tf.compat.v1.disable_v2_behavior()
+
+        w = tf.compat.v1.Variable(tf.zeros([2]))
+        m = tf.compat.v1.reduce_mean(w, keep_dims=True)
+    """)
+    out = migrate_source(source, path="<test>", select=["TFM105"]).output
+    assert "w = tf.compat.v1.Variable(tf.zeros([2]))" in out and "m = tf.reduce_mean(w, keepdims=True)" in out
 
 
 def test_one_info_diagnostic_per_file() -> None:

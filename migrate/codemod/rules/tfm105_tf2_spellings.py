@@ -108,6 +108,16 @@ SPELLINGS: dict[str, Spelling] = {
     "gfile.Walk": Spelling("io.gfile.walk", ("top", "in_order"), ("top", "topdown", "onerror"),
                            {"in_order": "topdown"}),
 }
+# TF 1.x's Variable makes the same resource variable as TF2's unless resource
+# variables are switched off (disable_v2_behavior, disable_resource_variables,
+# use_resource=False), or it is given what only graph collections had
+_VARIABLE = Spelling("Variable", (
+    "initial_value", "trainable", "collections", "validate_shape", "caching_device", "name", "variable_def",
+    "dtype", "expected_shape", "import_scope", "constraint", "use_resource", "synchronization", "aggregation",
+    "shape"), ("initial_value", "trainable", "validate_shape", "caching_device", "name", "variable_def", "dtype",
+               "import_scope", "constraint", "synchronization", "aggregation", "shape"),
+    refuses=frozenset({"collections", "variable_def", "expected_shape", "import_scope", "use_resource"}))
+_REFERENCE_VARIABLES = ("disable_v2_behavior", "disable_resource_variables", "use_resource=False")
 # a number filling the shape: TF 1.x and TF2 fill it alike
 _CONSTANT_FILL = Spelling("constant", ("value", "dtype", "shape", "name", "verify_shape"),
                           ("value", "dtype", "shape", "name"), refuses=frozenset({"verify_shape"}))
@@ -209,7 +219,8 @@ class Tf2Spellings(Rule):
         ``to_float(x)`` -> ``cast(x, tf.float32)``,
         ``nn.softmax_cross_entropy_with_logits(labels=y, ...)`` ->
         ``...(labels=tf.stop_gradient(y), ...)``, ``set_random_seed`` ->
-        ``random.set_seed``.
+        ``random.set_seed``, ``Variable(...)`` -> ``tf.Variable(...)`` where
+        TF 1.x made the same resource variable.
 
     Why:
         Code a TF2 engineer maintains reads like TF2's guides; ``tf.compat.v1``
@@ -228,7 +239,9 @@ class Tf2Spellings(Rule):
         all be read (``*args``, ``**kwargs``), when it passes a parameter whose
         TF 1.x meaning TF2 lacks (``constant(shape=...)`` of a list, which TF 1.x
         fills from a shorter list; ``conv2d(use_cudnn_on_gpu=...)``), or lacks one TF2
-        requires. ``nn.max_pool``/``avg_pool`` in TF2 read the rank from the
+        requires. ``Variable`` is left where the program switches resource
+        variables off (TF 1.x then made reference variables) or passes what only
+        graph collections had (``collections=``, ``use_resource=``). ``nn.max_pool``/``avg_pool`` in TF2 read the rank from the
         input, and raise where it is unknown (the kernel is TF 1.x's for the 4-D
         inputs TF 1.x took). Only op names change (``ToFloat`` -> ``Cast``), never
         variable names.
@@ -330,6 +343,8 @@ class Tf2Spellings(Rule):
         spelling = SPELLINGS.get(name)
         if name == "constant" and updated.args and _is_number(updated.args[0].value):
             spelling = _CONSTANT_FILL
+        elif name == "Variable" and not any(switch in self.ctx.source for switch in _REFERENCE_VARIABLES):
+            spelling = _VARIABLE
         if spelling is not None:
             args = _arguments(updated, spelling)
             new = None if args is None else updated.with_changes(func=self._tf(spelling.to), args=args)
