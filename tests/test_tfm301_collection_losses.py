@@ -67,8 +67,8 @@ def test_the_collection_read_stays_in_the_step_and_the_first_build_is_traced(tmp
     assert not result.manual_work, [d.message for d in result.manual_work]
     # the read is in the model function the step calls, after the model call
     model_fn = out[out.index("def model_fn("):out.index("return loss")]
-    assert model_fn.index("layers_net.classify(") < model_fn.index(
-        'tf.add_n(tf.compat.v1.get_collection("penalties"))')
+    assert model_fn.index('with tf.compat.v1.name_scope("forward") as model_scope:') < model_fn.index(
+        "layers_net.classify(") < model_fn.index('tf.add_n(tf.compat.v1.get_collection("penalties", model_scope))')
     # the first build traced, under the strategy's scope; no eager build besides
     scope = out[out.index("with strategy.scope():"):out.index("trainable_variables = model.trainable_variables")]
     assert TRACED_BUILD in scope
@@ -132,7 +132,7 @@ def _book(tmp_path: Path, model: str = BOOK_MODEL, read: str = "tf.add_n(tf.get_
 def test_the_book_layout_with_tf_spelled_model_module_migrates(tmp_path):
     _, result = _book(tmp_path)
     assert not result.manual_work, [d.message for d in result.manual_work]
-    assert "tf.add_n(tf.compat.v1.get_collection('losses'))" in result.output
+    assert "tf.add_n(tf.compat.v1.get_collection('losses', model_scope))" in result.output
     assert TRACED_BUILD in result.output
 
 
@@ -166,6 +166,16 @@ def test_a_regularization_read_no_longer_drops_a_sibling_builders_terms(tmp_path
         "    if regularizer != None:\n        tf.add_to_collection('losses', regularizer(weights))\n", "")
     _, reason = _declined(tmp_path, model, "tf.losses.get_regularization_loss()")
     assert "REGULARIZATION_LOSSES" in reason.message and "`get_weight_variable()` of `net_model`" in reason.message
+
+
+def test_a_model_of_plain_variables_declines(tmp_path):
+    """Reading the collection by the model's own name scope would rename
+    tf.Variable objects (get_variable's names are the variable scope's)."""
+    model = BOOK_MODEL.replace(
+        'weights = tf.get_variable("weights", shape, initializer=tf.truncated_normal_initializer(stddev=0.1))',
+        "weights = tf.Variable(tf.truncated_normal(shape, stddev=0.1))")
+    _, reason = _declined(tmp_path, model)
+    assert "creates tf.Variable objects" in reason.message and "get_variable" in reason.hint
 
 
 def test_a_collection_named_by_a_computed_key_declines(tmp_path):

@@ -121,3 +121,40 @@ def builder_regularization(program: ProgramModel, builders: list[ModelBuilder]) 
             _, node, where = entry
             return builder.call, f"the term that `{C.code_of(node.func)}(...)` in {where} adds, through the model builder"
     return None
+
+
+class _ScopeReads(cst.CSTTransformer):
+    """``get_collection(key)`` -> ``get_collection(key, scope)`` (and
+    ``scope=`` for the tf.compat.v1.losses readers)."""
+
+    def __init__(self, qualname, scope: str):
+        super().__init__()
+        self.qualname = qualname
+        self.scope = scope
+
+    def leave_Call(self, original, updated):
+        q = self.qualname(original.func)
+        if q not in READS:
+            return updated
+        if q in ("get_collection", "get_collection_ref"):
+            arg = cst.Arg(cst.Name(self.scope))
+        else:
+            arg = cst.Arg(cst.Name(self.scope), keyword=cst.Name("scope"),
+                          equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+        args = list(updated.args)
+        if args:
+            args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        return updated.with_changes(args=[*args, arg])
+
+
+def scoped(body: list, suite, qualname, scope: str) -> list:
+    """The model function's statements under a name scope of their own, the
+    collection reads filtered by it: with several replicas on a worker, each
+    runs the model in the same step graph (the second under ``replica_1/``),
+    and its read must see only the terms its own call added."""
+    block = C.stmt(f"with tf.compat.v1.name_scope(\"forward\") as {scope}:\n    pass\n")
+    comment = C.stmts("# Each replica runs the model under a name scope of its own (the second one's ops\n"
+                      "# are named replica_1/...): read by that scope, the collection gives the terms of its own call.\n"
+                      "pass\n")[0].leading_lines
+    statements = [st.visit(_ScopeReads(qualname, scope)) for st in body]
+    return [block.with_changes(body=C.indented(statements, suite), leading_lines=comment)]

@@ -1728,6 +1728,13 @@ class GraphToStrategy(Rule):
                 own = (graph.regularized[0][1], "the regularizer of a get_variable of this block")
             declined = _collection_reads.decline(self._program(), builders, reads,
                                                  own or self._regularization_source(graph, inner))
+            if declined is None and self.creates_plain_variables:
+                declined = _collection_reads.Decline(
+                    reads[0][0], f"the loss reads a collection (`{C.code_of(reads[0][0])}`) the model fills at each"
+                    " call, and the model creates tf.Variable objects: the step would read the collection by a name"
+                    " scope of the model's own (the replicas of a worker share the step's graph), which would rename"
+                    " those variables", "create the model's variables with tf.compat.v1.get_variable, or return the"
+                    " penalty terms from the model code and add them to the loss explicitly, then migrate again")
             if declined is not None:
                 self.report(declined.at, f"{declined.why}; this training was left as TF1", hint=declined.hint,
                             reference=REFERENCE[self.strategy], fixed=False)
@@ -1736,8 +1743,8 @@ class GraphToStrategy(Rule):
             self.report(reads[0][0], f"the loss reads `{C.code_of(reads[0][0])}` in the step: the model code"
                         " adds its terms to that collection at each call, and in a tf.function the collection is"
                         " the step's own, so the read sees the terms of that step's model call, as TF1's read saw"
-                        " those of its one build (the model's first build is traced too, so that it leaves none"
-                        " behind)", fixed=True, severity="info", reference=REFERENCE[self.strategy])
+                        " those of its one build (each replica reads it by a name scope of its own, and the model's"
+                        " first build is traced too, so that it leaves none behind)", fixed=True, severity="info", reference=REFERENCE[self.strategy])
         for builder in builders:
                 if builder.opaque:
                     why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
@@ -2094,10 +2101,10 @@ class GraphToStrategy(Rule):
         self.model_fn = self._fresh("model_fn")
         ret = exports[0] if len(exports) == 1 else ", ".join(exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
-        fn = fn.with_changes(
-            body=fn.body.with_changes(body=[s for _, s in statements] + list(fn.body.body)),
-            leading_lines=[cst.EmptyLine(indent=False)],
-        )
+        body = [s for _, s in statements] + list(fn.body.body)
+        if self.traced_build:
+            body = _collection_reads.scoped(body, fn.body, self.qualname, self._fresh("model_scope"))
+        fn = fn.with_changes(body=fn.body.with_changes(body=body), leading_lines=[cst.EmptyLine(indent=False)])
         return [fn]
 
     def _forward(self, graph: Graph, wanted: set[str]):
