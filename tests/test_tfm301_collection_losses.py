@@ -286,3 +286,71 @@ def test_the_migrated_losses_are_the_legacy_ones(tmp_path, driver, workers, stra
     code, report = _check(PROJECT / driver, migrated_dir / driver, tmp_path / "out", workers)
     assert code == 0 and report["verdict"] == "equivalent", report.get("reason")
     assert report["strategy"] == strategy
+
+
+# ---------------------------------------------------------------- reads elsewhere than the block
+DECAY_MODEL = '''
+import tensorflow as tf
+
+
+def _decayed_weights(name, shape, wd):
+    var = tf.get_variable(name, shape, initializer=tf.truncated_normal_initializer(stddev=0.1))
+    tf.add_to_collection('losses', tf.multiply(tf.nn.l2_loss(var), wd, name='weight_loss'))
+    return var
+
+
+def inference(images):
+    with tf.variable_scope('dense'):
+        return tf.matmul(images, _decayed_weights('weights', [16, 4], 0.004))
+
+
+def total_loss(logits, labels):
+    xent = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    tf.add_to_collection('losses', xent)
+    return tf.add_n(tf.get_collection('losses'), name='total_loss')
+'''
+
+DECAY_DRIVER = '''
+import tensorflow as tf
+
+{header}
+
+def train(cluster, server, steps):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        images = tf.placeholder(tf.float32, [None, 16])
+        labels = tf.placeholder(tf.int64, [None])
+        logits = {prefix}inference(images)
+        loss = {prefix}total_loss(logits, labels)
+        train_op = tf.train.GradientDescentOptimizer(0.05).minimize(loss)
+    with tf.train.MonitoredTrainingSession(master=server.target) as sess:
+        for _ in range(steps):
+            sess.run(train_op, feed_dict={{images: [[0.5] * 16], labels: [1]}})
+'''
+
+
+def test_a_read_in_the_model_modules_loss_function_gets_a_traced_build(tmp_path):
+    """cifar10's layout: `loss()` of the model module adds the cross entropy
+    and returns the sum of the collection. The read runs in the step (the
+    module's function is called there), so the first build must be traced,
+    or its terms would be counted in every step; the note says the read is
+    not filtered by replica."""
+    (tmp_path / "decay_net.py").write_text(dedent(DECAY_MODEL))
+    path = tmp_path / "train.py"
+    path.write_text(dedent(DECAY_DRIVER.format(header="import decay_net\n", prefix="decay_net.")))
+    result = migrate_source(path.read_text(), path=str(path))
+    assert "strategy.scope()" in result.output and not result.manual_work
+    assert TRACED_BUILD in result.output
+    [note] = [d for d in result.diagnostics if "in the step" in d.message]
+    assert "in `total_loss()` of `decay_net`" in note.message and "not filtered by replica" in note.message
+    assert note.line == _line(path.read_text(), "decay_net.total_loss(")
+
+
+def test_a_single_file_model_adding_to_a_collection_gets_a_traced_build(tmp_path):
+    """The model functions in the driver's own file: the same per-call fills,
+    the same traced build (an eager one used to be emitted)."""
+    path = tmp_path / "train.py"
+    path.write_text(dedent(DECAY_DRIVER.format(header=dedent(DECAY_MODEL).replace("import tensorflow as tf\n", ""),
+                                               prefix="")))
+    result = migrate_source(path.read_text(), path=str(path))
+    assert "strategy.scope()" in result.output and not result.manual_work
+    assert TRACED_BUILD in result.output and "\n        model(tf.zeros(" not in result.output

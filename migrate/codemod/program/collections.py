@@ -146,3 +146,32 @@ def _loss_collection(call: cst.Call) -> str | None:
     if isinstance(value, cst.Name) and value.value == "None":
         return ""
     return collection_key(value)
+
+
+# the reads of a collection and the keys each reads (None: named by its arguments)
+READERS = {"get_collection": None, "get_collection_ref": None, "losses.get_losses": ("losses",),
+           "losses.get_total_loss": ("losses", REGULARIZATION),
+           "losses.get_regularization_loss": (REGULARIZATION,),
+           "losses.get_regularization_losses": (REGULARIZATION,)}
+
+
+def collection_reads(tracer: Tracer, fn: cst.FunctionDef, unit: Unit,
+                     _seen: set[int] | None = None) -> list[tuple[cst.Call, str, str]]:
+    """(read, its TF name, where: "`fn()` of `module`") for each collection
+    read in ``fn`` and the program functions it calls."""
+    seen = _seen if _seen is not None else set()
+    if id(fn) in seen:
+        return []
+    seen.add(id(fn))
+    out: list[tuple[cst.Call, str, str]] = []
+    for node in own_scope(fn.body):
+        if not isinstance(node, cst.Call):
+            continue
+        q = tracer.qualname(node.func, unit) or ""
+        if q in READERS:
+            out.append((node, q, _where(fn, unit)))
+            continue
+        callee = tracer.callee(node, unit)
+        if callee is not None and callee[0] == "function":
+            out += collection_reads(tracer, callee[1], callee[2], seen)
+    return out

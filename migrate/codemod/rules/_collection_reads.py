@@ -24,16 +24,16 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from migrate.codemod.program.collections import REGULARIZATION, collection_key
+from migrate.codemod.program.collections import (
+    READERS,
+    REGULARIZATION,
+    CollectionFills,
+    collection_key,
+)
 from migrate.codemod.program.model import ModelBuilder, ProgramModel
 from migrate.codemod.rules import _cst as C
 
-# the reads of a collection and the keys each reads (None: read by arguments)
-_READERS = {"get_collection": None, "get_collection_ref": None, "losses.get_losses": ("losses",),
-            "losses.get_total_loss": ("losses", REGULARIZATION),
-            "losses.get_regularization_loss": (REGULARIZATION,),
-            "losses.get_regularization_losses": (REGULARIZATION,)}
-READS = frozenset(_READERS)
+READS = frozenset(READERS)
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ class Decline:
 def read_keys(call: cst.Call, q: str) -> tuple[str, ...] | None:
     """The collections a read reads; None when it is filtered by a scope or
     names one the migration cannot know."""
-    keys = _READERS[q]
+    keys = READERS[q]
     if keys is not None:
         return keys if not call.args else None
     arg = call.args[0] if len(call.args) == 1 else None
@@ -59,45 +59,54 @@ def read_keys(call: cst.Call, q: str) -> tuple[str, ...] | None:
 _HINT = "return the penalty terms from the model code and add them to the loss explicitly, then migrate again"
 
 
-def decline(program: ProgramModel, builders: list[ModelBuilder], reads: list[tuple[cst.Call, str]],
+@dataclass(frozen=True)
+class Read:
+    """A collection read the step makes: ``call``, reported at ``at`` (the
+    read itself, or the block's call of the function holding it)."""
+
+    at: cst.CSTNode
+    call: cst.Call
+    q: str
+    where: str = ""  # " in `loss()` of `net`" for a read in a function the block calls
+
+
+def decline(builders: list[ModelBuilder], fills: list[tuple[cst.Call, CollectionFills]], reads: list[Read],
             own_creation: tuple[cst.CSTNode, str] | None) -> Decline | None:
-    """Why the collection ``reads`` of a loss (call, TF name) cannot be kept
-    in the migrated step, given the model ``builders`` the block calls and a
-    term the block's own code adds when it creates a variable; None when
-    they can: every builder is read and fills the keys read at each call."""
-    for call, q in reads:
-        read = f"the loss reads a collection (`{C.code_of(call)}`)"
-        keys = read_keys(call, q)
+    """Why the collection ``reads`` of the step cannot be kept there, given
+    the model ``builders`` of other modules the block calls, what the program
+    functions it calls fill (``fills``: the block's call, what its function
+    fills) and a term the block's own code adds when it creates a variable;
+    None when they can: every collection read is filled at each call."""
+    for read in reads:
+        text = f"the loss reads a collection (`{C.code_of(read.call)}`{read.where})"
+        keys = read_keys(read.call, read.q)
         if keys is None:
-            builder = builders[0]
-            return Decline(call, f"{read} by a name or a scope the migration cannot follow, and the model builder"
-                           f" `{builder.code}(...)` of `{builder.module.name}` may fill it", _HINT)
+            return Decline(read.at, f"{text} by a name or a scope the migration cannot follow, and the model code"
+                           " may fill it at each call or when it creates a variable", _HINT)
         if REGULARIZATION in keys and own_creation is not None:
             node, what = own_creation
-            return Decline(call, f"{read} that {what} (`{C.code_of(node).strip()}`) fills when it creates its"
+            return Decline(read.at, f"{text} that {what} (`{C.code_of(node).strip()}`) fills when it creates its"
                            " variable: TF1 added that term once, at creation, and a tf.function step would not"
                            " see it", _HINT)
         for builder in builders:
             if builder.opaque:
                 path = builder.module.name.replace(".", "/") + ".py"
-                return Decline(call, f"{read} that the model builder `{builder.code}(...)` may fill: `{builder.module.name}`"
-                               f" is not in this project (no {path} beside this file), so what it adds cannot be read",
+                return Decline(read.at, f"{text} that the model builder `{builder.code}(...)` may fill:"
+                               f" `{builder.module.name}` is not in this project (no {path} beside this file), so"
+                               " what it adds cannot be read",
                                f"put {path} beside this file: a model that adds its terms to the collection at each"
                                " call is migrated with the read kept in the step; or " + _HINT)
-            fills = program.collections_filled(builder)
-            if fills is None:
-                continue
-            if fills.unknown:
-                node, why = fills.unknown[0]
-                return Decline(call, f"{read} that the model builder `{builder.code}(...)` may fill: {why}, which"
-                               " the migration cannot follow", _HINT)
+        for call, found in fills:
+            if found.unknown:
+                return Decline(read.at, f"{text} that `{C.code_of(call.func)}(...)` may fill: {found.unknown[0][1]},"
+                               " which the migration cannot follow", _HINT)
             for key in keys:
-                created = fills.created(key)
+                created = found.created(key)
                 if created is not None:
                     _, node, where = created
-                    return Decline(call, f"{read} that the model builder `{builder.code}(...)` fills when it"
-                                   f" creates a variable (`{C.code_of(node.func)}(...)` given a regularizer, in {where}):"
-                                   " TF1 added that term once, at creation, and a tf.function step would not see it",
+                    return Decline(read.at, f"{text} that `{C.code_of(call.func)}(...)` fills when it creates a"
+                                   f" variable (`{C.code_of(node.func)}(...)` given a regularizer, in {where}): TF1"
+                                   " added that term once, at creation, and a tf.function step would not see it",
                                    _HINT)
     return None
 

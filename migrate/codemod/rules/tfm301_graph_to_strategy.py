@@ -1718,33 +1718,8 @@ class GraphToStrategy(Rule):
         first build is then traced: ``_collection_reads``); otherwise the
         block declines, saying why."""
         builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
-        if not builders:
-            return True
-        reads = [(call, self.qualname(call.func)) for _, st in graph.compute for call in C.calls_in(st)
-                 if self.qualname(call.func) in _collection_reads.READS]
-        if reads:
-            own = None
-            if graph.regularized:
-                own = (graph.regularized[0][1], "the regularizer of a get_variable of this block")
-            declined = _collection_reads.decline(self._program(), builders, reads,
-                                                 own or self._regularization_source(graph, inner))
-            if declined is None and self.creates_plain_variables:
-                declined = _collection_reads.Decline(
-                    reads[0][0], f"the loss reads a collection (`{C.code_of(reads[0][0])}`) the model fills at each"
-                    " call, and the model creates tf.Variable objects: the step would read the collection by a name"
-                    " scope of the model's own (the replicas of a worker share the step's graph), which would rename"
-                    " those variables", "create the model's variables with tf.compat.v1.get_variable, or return the"
-                    " penalty terms from the model code and add them to the loss explicitly, then migrate again")
-            if declined is not None:
-                self.report(declined.at, f"{declined.why}; this training was left as TF1", hint=declined.hint,
-                            reference=REFERENCE[self.strategy], fixed=False)
-                return False
-            self.traced_build = True
-            self.report(reads[0][0], f"the loss reads `{C.code_of(reads[0][0])}` in the step: the model code"
-                        " adds its terms to that collection at each call, and in a tf.function the collection is"
-                        " the step's own, so the read sees the terms of that step's model call, as TF1's read saw"
-                        " those of its one build (each replica reads it by a name scope of its own, and the model's"
-                        " first build is traced too, so that it leaves none behind)", fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        if not self._plan_collection_reads(graph, inner, builders):
+            return False
         for builder in builders:
                 if builder.opaque:
                     why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
@@ -1762,6 +1737,53 @@ class GraphToStrategy(Rule):
                 source = "".join(self.ctx.source.split())
                 at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
                 self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        return True
+
+    def _plan_collection_reads(self, graph: Graph, inner, builders) -> bool:
+        """A step reading a collection (in the block or in a function it
+        calls) keeps the read where the code filling it does so at each call:
+        the model's first build is then traced, and the block's reads are
+        filtered by the model function's name scope (``_collection_reads``).
+        Otherwise the block declines, saying why."""
+        reads: list[_collection_reads.Read] = []
+        fills = []
+        for _, st in graph.compute:
+            for call in C.calls_in(st):
+                q = self.qualname(call.func)
+                if q in _collection_reads.READS:
+                    reads.append(_collection_reads.Read(call, call, q))
+            for call, filled, inside in self._program().step_collections(st):
+                fills.append((call, filled))
+                reads += [_collection_reads.Read(call, read, q, f" in {where}") for read, q, where in inside]
+        if not reads:
+            return True
+        own = None
+        if graph.regularized:
+            own = (graph.regularized[0][1], "the regularizer of a get_variable of this block")
+        declined = _collection_reads.decline(builders, fills, reads, own or self._regularization_source(graph, inner))
+        if declined is None and self.creates_plain_variables:
+            declined = _collection_reads.Decline(
+                reads[0].at, f"the loss reads a collection (`{C.code_of(reads[0].call)}`{reads[0].where}) the model"
+                " fills at each call, and the model creates tf.Variable objects: the step would read the collection"
+                " by a name scope of the model's own (the replicas of a worker share the step's graph), which would"
+                " rename those variables", "create the model's variables with tf.compat.v1.get_variable, or return"
+                " the penalty terms from the model code and add them to the loss explicitly, then migrate again")
+        if declined is not None:
+            self.report(declined.at, f"{declined.why}; this training was left as TF1", hint=declined.hint,
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        self.traced_build = True
+        read = reads[0]
+        outside = next((r for r in reads if r.where), None)
+        replicas = ("each replica of a worker reads it by a name scope of its own, " if outside is None else
+                    f"the read{outside.where} is not filtered by replica: with several replicas on one worker (GPUs)"
+                    " the later ones' loss values would also count the terms of those before, where TF1 ran one"
+                    " replica per worker; ")
+        self.report(read.at, f"the loss reads `{C.code_of(read.call)}`{read.where} in the step: the model code adds"
+                    " its terms to that collection at each call, and in a tf.function the collection is the step's"
+                    " own, so the read sees the terms of that step's model call, as TF1's read saw those of its one"
+                    f" build ({replicas}and the model's first build is traced too, so that it leaves none behind)",
+                    fixed=True, severity="info", reference=REFERENCE[self.strategy])
         return True
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
