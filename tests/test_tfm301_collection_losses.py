@@ -11,7 +11,8 @@ the global graph, which each later trace copies in: counted twice).
 
 Fixtures: tests/programs/collection_losses/ (a model module, an asynchronous
 driver building its train op in a helper, a synchronous one calling the model
-in the device block), and small projects written to tmp_path below."""
+in the device block; a model module whose own loss function reads the
+collection, and its driver), and small projects written to tmp_path below."""
 
 from __future__ import annotations
 
@@ -272,7 +273,8 @@ def _check(legacy: Path, migrated: Path, out: Path, workers: int) -> tuple[int, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("driver, workers, strategy", [("async_train.py", 1, "parameter_server"),
-                                                       ("sync_train.py", 2, "multi_worker_mirrored")])
+                                                       ("sync_train.py", 2, "multi_worker_mirrored"),
+                                                       ("decay_train.py", 1, "parameter_server")])
 def test_the_migrated_losses_are_the_legacy_ones(tmp_path, driver, workers, strategy):
     """tfmigrate check on the project (the migrated driver beside the migrated
     model module): the penalties counted once per step, as TF1 counted them;
