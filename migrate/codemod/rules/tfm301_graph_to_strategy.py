@@ -240,7 +240,12 @@ class GraphToStrategy(Rule):
     built on zeros shaped like a batch, taking none. A loss reading the
     REGULARIZATION_LOSSES collection gets the explicit sum of the block's
     ``get_variable(..., regularizer=r)`` terms; a term added another way
-    declines the block (TF2 fills no collection per step). TF1's
+    declines the block (TF2 fills no collection per step). A loss reading
+    a collection the model code fills at each call (``add_to_collection`` in
+    ``inference()``, in this file or a present sibling) keeps its read in the
+    step, where the collection is the step graph's own; the model's first
+    build is then traced, and terms added at variable creation or by an
+    absent module decline (``_collection_reads.py``). TF1's
     RMSPropOptimizer stays (``tf.compat.v1``, TF1's numerics under every
     strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. A
     placeholder a model helper makes and returns (``y, keep_prob =
