@@ -91,7 +91,8 @@ def collection_fills(tracer: Tracer, fn: cst.FunctionDef, unit: Unit,
             found.at_creation.append((REGULARIZATION, node, where))
             continue
         keyword = next((a.keyword.value for a in node.args
-                        if a.keyword is not None and a.keyword.value.endswith("_regularizer")), None)
+                        if a.keyword is not None and a.keyword.value.endswith("_regularizer")
+                        and not (isinstance(a.value, cst.Name) and a.value.value == "None")), None)
         if keyword is not None:
             found.at_creation.append((REGULARIZATION, node, where))
             continue
