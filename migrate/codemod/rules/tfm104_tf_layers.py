@@ -534,6 +534,10 @@ class TfLayers(Rule):
                                if (self._canonical(call.func) or "").startswith("contrib.")
                                and (self._canonical(call.func) or "").endswith("arg_scope")), None)
         self.taken = C.all_names(module)
+        # where the module does not import TensorFlow: the functions that do (innermost first
+        # for each call: id(call) -> function) and the layers each one's calls use
+        self.local_owners: dict[int, cst.FunctionDef] | None = None
+        self.local_used: dict[int, list[str]] = {}
         self.tf_alias, self.tf_import, self.insert_at = self._tensorflow_alias(module)
 
     def _canonical(self, func: cst.BaseExpression) -> str | None:
@@ -580,7 +584,16 @@ class TfLayers(Rule):
             return "tf", True, after
         binding = next((i for i, st in enumerate(body) if _binds(st, alias)), None)
         if binding is None:
-            return None, False, after  # TensorFlow imported in a function only
+            # TensorFlow imported in a function only (a job function a launcher runs): the
+            # layers are written in that function, after its import, where `tf` is TensorFlow
+            owners = [n for n in C.walk(module) if type(n) is cst.FunctionDef
+                      and any(_binds(st, alias) for st in C.body_of(n.body) if isinstance(st, cst.SimpleStatementLine))]
+            if not owners:
+                return None, False, after
+            self.local_owners = {}
+            for owner in owners:  # outer functions first (a walk's order): inner ones take their calls over
+                self.local_owners.update((id(n), owner) for n in C.walk(owner) if type(n) is cst.Call)
+            return alias, False, after
         return alias, False, max(after, binding + 1)
 
     def _problem(self, call: cst.Call, module: str, function: str, shim: _Shim) -> str | None:
@@ -630,12 +643,19 @@ class TfLayers(Rule):
         why = self._problem(original_node, module, function, self.shims[shim_name])
         if why is None and self.tf_alias is None:
             why = "the module has no module-level TensorFlow import to write TF1's layer with"
+        owner = None if self.local_owners is None else self.local_owners.get(id(original_node))
+        if why is None and self.local_owners is not None and owner is None:
+            importing = sorted({f.name.value for f in self.local_owners.values()})
+            why = (f"TensorFlow is imported in {', '.join(f'`{n}`' for n in importing)} only, where TF1's layer"
+                   " is written out, and this call is outside")
         if why is not None:
             self.report(original_node, f"`{spelled}` left as it is: {why}",
                         hint="migrate this layer by hand (a Keras 3 layer created once and reused at every step)",
                         fixed=False)
             return updated_node
         name = self._name_for(shim_name)
+        if owner is not None:
+            self.local_used.setdefault(id(owner), []).append(shim_name)
         if shim_name not in self.reported:
             self.reported.add(shim_name)
             self.report(original_node, f"`{spelled}` -> `{name}`, TF1's layer written out in this module (Keras 3"
@@ -668,11 +688,39 @@ class TfLayers(Rule):
     def _copy(self, name: str, rename: dict[str, str]) -> cst.FunctionDef:
         return copied_function(name, self.tf_alias or "tf", rename)
 
+    def _functions(self, used: list[str]) -> list[cst.FunctionDef]:
+        rename = {n: self.rename[n] for n in self.used}
+        return [self._copy(n, rename) for n in _closure(used, self.shims) if n not in self.existing]
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        """A function importing TensorFlow where the module does not gets the
+        layers its calls use, right after its import of it."""
+        used = self.__dict__.get("local_used", {}).get(id(original_node))
+        if not used:
+            return updated_node
+        functions = self._functions(used)
+        if not functions:
+            return updated_node
+        body = list(updated_node.body.body)
+        at = next(i for i, st in enumerate(body) if isinstance(st, cst.SimpleStatementLine)
+                  and _binds(st, self.tf_alias)) + 1
+        while at < len(body) and _imports_only(body[at]):
+            at += 1
+        # one blank line between nested functions, none carrying the module's indentation
+        functions = [fn.with_changes(leading_lines=[cst.EmptyLine(indent=False), *C.strip_blank_lines(
+            fn.leading_lines)]) for fn in functions]
+        rest = body[at:]
+        if rest:
+            lines = C.strip_blank_lines(rest[0].leading_lines)
+            rest[0] = rest[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *lines])
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=[*body[:at], *functions, *rest]))
+
     def _insert_functions(self, module: cst.Module) -> cst.Module:
         if self.tf_import:
             self.ctx.require_import("tensorflow", None, "tf")
-        rename = {n: self.rename[n] for n in self.used}
-        functions = [self._copy(n, rename) for n in _closure(self.used, self.shims) if n not in self.existing]
+        if self.local_owners is not None:
+            return module  # written in the functions importing TensorFlow (leave_FunctionDef)
+        functions = self._functions(self.used)
         if not functions:
             return module
         body = list(module.body)
