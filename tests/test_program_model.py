@@ -279,7 +279,8 @@ def test_a_loss_reading_a_collection_an_opaque_builder_fills_is_declined(tmp_pat
     assert result.output == dedent(source)
     [reason] = [d for d in result.manual_work if "collection" in d.message]
     assert reason.line == line_of(source, "tf.get_collection('penalties')")
-    assert "`shapes_net.forward(...)` of `shapes_net`" in reason.message
+    assert "`shapes_net.forward(...)` may fill: `shapes_net` is not in this project" in reason.message
+    assert "shapes_net.py beside this file" in reason.hint  # what would make it migrate
 
 
 # ---------------------------------------------------------------- device functions from helpers

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.codemod.fastcst import code_of
+from migrate.codemod.program.collections import CollectionFills, collection_fills, collection_reads
 from migrate.codemod.program.project import ProjectModule, index_for
 from migrate.codemod.program.tracing import Pick, Tracer, Unit, creates_variables, own_scope
 from migrate.codemod.tfnames import TFNames
@@ -98,6 +99,26 @@ class ProgramModel:
                 if creates:
                     out.append(ModelBuilder(node, plain, found[2].project, found[1].name.value))
         return out
+
+    def collections_filled(self, builder: ModelBuilder) -> CollectionFills | None:
+        """The collections a present builder fills (at each call, when it
+        creates variables, or unknown); None for an opaque one."""
+        found = self.tracer.callee(builder.call, self.tracer.root)
+        if found is None or found[0] != "function":
+            return None
+        return collection_fills(self.tracer, found[1], found[2])
+
+    def step_collections(self, statement: cst.CSTNode):
+        """For each call in ``statement`` of a program function (this file's
+        or a present sibling's): (the call, the collections its function
+        fills, the collection reads in it: (read, TF name, where))."""
+        tracer = self.tracer
+        for node in own_scope(statement):
+            if not isinstance(node, cst.Call):
+                continue
+            found = tracer.callee(node, tracer.root)
+            if found is not None and found[0] == "function":
+                yield node, collection_fills(tracer, found[1], found[2]), collection_reads(tracer, found[1], found[2])
 
     def sibling_functions(self, driver_bindings: dict[str, str]):
         """(module alias, function name, function with the sibling's module

@@ -25,8 +25,8 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
-from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import (
+    _collection_reads,
     _dataflow,
     _flag_choice,
     _foreign_placement,
@@ -40,6 +40,7 @@ from migrate.codemod.rules import (
     _session_helpers_emit,
     _update_barriers,
 )
+from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
     is_schedule,
@@ -119,10 +120,6 @@ _MOMENTUM_NOTE = (
 )
 
 
-
-# reads of graph collections, which a model builder of another module may fill
-_COLLECTION_READS = frozenset({"get_collection", "get_collection_ref", "losses.get_regularization_loss",
-                               "losses.get_regularization_losses", "losses.get_losses", "losses.get_total_loss"})
 
 # tf.compat.v1.make_template reuses get_variable's variables only; a model whose
 # helpers call tf.Variable gets this recorder instead.
@@ -251,7 +248,12 @@ class GraphToStrategy(Rule):
     built on zeros shaped like a batch, taking none. A loss reading the
     REGULARIZATION_LOSSES collection gets the explicit sum of the block's
     ``get_variable(..., regularizer=r)`` terms; a term added another way
-    declines the block (TF2 fills no collection per step). TF1's
+    declines the block (TF2 fills no collection per step). A loss reading
+    a collection the model code fills at each call (``add_to_collection`` in
+    ``inference()``, in this file or a present sibling) keeps its read in the
+    step, where the collection is the step graph's own; the model's first
+    build is then traced, and terms added at variable creation or by an
+    absent module decline (``_collection_reads.py``). TF1's
     RMSPropOptimizer stays (``tf.compat.v1``, TF1's numerics under every
     strategy): Keras 3 RMSprop starts its accumulator at 0, not 1. A
     placeholder a model helper makes and returns (``y, keep_prob =
@@ -316,6 +318,8 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
+    # the model's first build is traced (a loss reads a collection the model fills per call)
+    traced_build = False
     triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession",
                 "DeviceChooser", "job:ps")
 
@@ -847,6 +851,7 @@ class GraphToStrategy(Rule):
         if not self._plan_schedules(graph):
             return body
         self.creates_plain_variables = False
+        self.traced_build = False
         # a model object's own variables (`model.trainable_weights`: a Keras model on the block's tensors)
         owned = isinstance(graph.var_list, cst.Attribute) and graph.var_list.attr.value in _MODEL_WEIGHTS and (
             self._keras_model(graph, graph.var_list.value))
@@ -864,7 +869,7 @@ class GraphToStrategy(Rule):
             return body
         if self._wants_template(graph) and self._report_layers_in_template(graph):
             return body
-        if not self._report_model_builders(graph, device_with):
+        if not self._report_model_builders(graph, device_with, inner):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
@@ -1707,6 +1712,9 @@ class GraphToStrategy(Rule):
         if not reads:
             return True
         other = self._regularization_source(graph, inner)
+        if other is None:
+            builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
+            other = _collection_reads.builder_regularization(self._program(), builders)
         first = graph.compute[reads[0][0]][1]
         if other is None and any(call.args for _, call in reads):
             other = (reads[0][1], "a regularization loss read with arguments (a scope or a name)")
@@ -2018,26 +2026,16 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
-    def _report_model_builders(self, graph: Graph, device_with: cst.With) -> bool:
+    def _report_model_builders(self, graph: Graph, device_with: cst.With, inner) -> bool:
         """A note for each model built by a sibling module's function: read
         there (present) or taken as an opaque builder (absent). A loss that
-        reads a collection such a builder may fill declines: TF2 fills no
-        collection at each step (the builder's terms would be lost)."""
+        reads a collection such a builder fills keeps its read in the step
+        when the builders are read and fill it at each call (the model's
+        first build is then traced: ``_collection_reads``); otherwise the
+        block declines, saying why."""
         builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
-        if not builders:
-            return True
-        for _, st in graph.compute:
-            for call in C.calls_in(st):
-                if self.qualname(call.func) in _COLLECTION_READS:
-                    builder = builders[0]
-                    self.report(call, f"the loss reads a collection (`{C.code_of(call)}`) that the model builder"
-                                f" `{builder.code}(...)` of `{builder.module.name}` may fill: TF2 fills no collection"
-                                " at each step (a tf.function step sees only what the model's first build left,"
-                                " and a variable's regularizer runs once), so its terms would be lost; this training"
-                                " was left as TF1", hint="return the penalty terms from the model code and add them"
-                                " to the loss explicitly, then migrate again", reference=REFERENCE[self.strategy],
-                                fixed=False)
-                    return False
+        if not self._plan_collection_reads(graph, inner, builders):
+            return False
         for builder in builders:
                 if builder.opaque:
                     why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
@@ -2055,6 +2053,53 @@ class GraphToStrategy(Rule):
                 source = "".join(self.ctx.source.split())
                 at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
                 self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
+        return True
+
+    def _plan_collection_reads(self, graph: Graph, inner, builders) -> bool:
+        """A step reading a collection (in the block or in a function it
+        calls) keeps the read where the code filling it does so at each call:
+        the model's first build is then traced, and the block's reads are
+        filtered by the model function's name scope (``_collection_reads``).
+        Otherwise the block declines, saying why."""
+        reads: list[_collection_reads.Read] = []
+        fills = []
+        for _, st in graph.compute:
+            for call in C.calls_in(st):
+                q = self.qualname(call.func)
+                if q in _collection_reads.READS:
+                    reads.append(_collection_reads.Read(call, call, q))
+            for call, filled, inside in self._program().step_collections(st):
+                fills.append((call, filled))
+                reads += [_collection_reads.Read(call, read, q, f" in {where}") for read, q, where in inside]
+        if not reads:
+            return True
+        own = None
+        if graph.regularized:
+            own = (graph.regularized[0][1], "the regularizer of a get_variable of this block")
+        declined = _collection_reads.decline(builders, fills, reads, own or self._regularization_source(graph, inner))
+        if declined is None and self.creates_plain_variables:
+            declined = _collection_reads.Decline(
+                reads[0].at, f"the loss reads a collection (`{C.code_of(reads[0].call)}`{reads[0].where}) the model"
+                " fills at each call, and the model creates tf.Variable objects: the step would read the collection"
+                " by a name scope of the model's own (the replicas of a worker share the step's graph), which would"
+                " rename those variables", "create the model's variables with tf.compat.v1.get_variable, or return"
+                " the penalty terms from the model code and add them to the loss explicitly, then migrate again")
+        if declined is not None:
+            self.report(declined.at, f"{declined.why}; this training was left as TF1", hint=declined.hint,
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        self.traced_build = True
+        read = reads[0]
+        outside = next((r for r in reads if r.where), None)
+        replicas = ("each replica of a worker reads it by a name scope of its own, " if outside is None else
+                    f"the read{outside.where} is not filtered by replica: with several replicas on one worker (GPUs)"
+                    " the later ones' loss values would also count the terms of those before, where TF1 ran one"
+                    " replica per worker; ")
+        self.report(read.at, f"the loss reads `{C.code_of(read.call)}`{read.where} in the step: the model code adds"
+                    " its terms to that collection at each call, and in a tf.function the collection is the step's"
+                    " own, so the read sees the terms of that step's model call, as TF1's read saw those of its one"
+                    f" build ({replicas}and the model's first build is traced too, so that it leaves none behind)",
+                    fixed=True, severity="info", reference=REFERENCE[self.strategy])
         return True
 
     def _variable_helpers(self) -> tuple[set[str], set[str]]:
@@ -2190,11 +2235,14 @@ class GraphToStrategy(Rule):
                 builder = f"{self.recorder}({self.model_fn})"
             else:
                 builder = f'tf.compat.v1.make_template("model", {self.model_fn})'
-            scope_body += C.stmts(
-                f"{self.template} = {builder}\n"
-                f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
-                f"{self.template}({', '.join(dummies)})\n"
-            )
+            if self.traced_build:
+                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did: traced,\n"
+                         f"# so that the terms the model adds to its collections stay in this build's graph.\n"
+                         f"tf.function({self.template})({', '.join(dummies)})\n")
+            else:
+                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
+                         f"{self.template}({', '.join(dummies)})\n")
+            scope_body += C.stmts(f"{self.template} = {builder}\n" + build)
         scope = device_with.with_changes(
             items=[cst.WithItem(C.expr(f"{self.strategy_name}.scope()"))],
             body=C.indented(scope_body, device_with.body),
@@ -2411,10 +2459,10 @@ class GraphToStrategy(Rule):
         self.model_fn = self._fresh("model_fn")
         ret = ", ".join(self.model_exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
-        fn = fn.with_changes(
-            body=fn.body.with_changes(body=[s for _, s in inside] + list(fn.body.body)),
-            leading_lines=[cst.EmptyLine(indent=False)],
-        )
+        body = [s for _, s in inside] + list(fn.body.body)
+        if self.traced_build:
+            body = _collection_reads.scoped(body, fn.body, self.qualname, self._fresh("model_scope"))
+        fn = fn.with_changes(body=fn.body.with_changes(body=body), leading_lines=[cst.EmptyLine(indent=False)])
         return [fn]
 
     def _creates_variables(self, graph: Graph, statement) -> bool:
