@@ -14,6 +14,7 @@ from migrate.codemod.program.model import ProgramModel
 from migrate.codemod.program.project import ProjectModule
 from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _tutorial_mnist
 from migrate.codemod.rules._graph import _is_optimizer, is_device_item
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, SUPERVISOR_SESSION_METHODS
 
@@ -571,6 +572,7 @@ class InlineGraphBuilder(Rule):
 
     # ------------------------------------------------------------ driver
     def transform(self, module: cst.Module) -> cst.Module:
+        module = self._write_out_tutorial(module)
         # a procedure inlined brings the calls of the helpers it used into the block: those
         # are inlined in the next round
         for _ in range(3):
@@ -579,6 +581,19 @@ class InlineGraphBuilder(Rule):
                 break
             module = inlined
         return module
+
+    def _write_out_tutorial(self, module: cst.Module) -> cst.Module:
+        """The calls of TensorFlow's MNIST tutorial module (gone in TF 2)
+        written out as TensorFlow defined them (see _tutorial_mnist): its
+        train op is then built where TFM301 migrates it."""
+        expansion = _tutorial_mnist.expand(module, self.qualname, self.ctx.names)
+        if expansion is None:
+            return module
+        for statement, fn in expansion.expanded:
+            self.report(statement, f"`{fn}(...)` of TensorFlow's MNIST tutorial module"
+                        f" (`tensorflow.{_tutorial_mnist.MODULE}`, which TF 2 no longer ships) written out here as"
+                        f" TensorFlow 1.x defined it: {_tutorial_mnist.SUMMARY[fn]}", fixed=True, severity="info")
+        return expansion.module
 
     def _inline_round(self, module: cst.Module) -> cst.Module:
         helpers = self._helpers(module)
