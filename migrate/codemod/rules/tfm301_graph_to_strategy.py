@@ -24,6 +24,7 @@ from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import (
     _dataflow,
+    _device_modes,
     _flag_choice,
     _foreign_placement,
     _moving_average,
@@ -593,6 +594,8 @@ class GraphToStrategy(Rule):
         updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
+        if getattr(self, "migrated_mode_helpers", None):
+            updated = self._rewrite_mode_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
         if getattr(self, "restore_helper_code", None):
@@ -621,6 +624,32 @@ class GraphToStrategy(Rule):
             return updated
         dropped = {id(new) for old, new in zip(original.body, updated.body) if id(old) in moved}
         return updated.with_changes(body=_outer_placeholders.without(updated.body, dropped))
+
+    def _rewrite_mode_helpers(self, module: cst.Module) -> cst.Module:
+        """The helpers that chose between one machine and a cluster task now
+        return the cluster resolver of either (see _device_modes), the
+        in-process cluster's function defined before the first of them."""
+        in_process, defined = self._fresh("in_process_cluster_resolver"), False
+        helpers = {modes.function.name.value: modes for modes in self.migrated_mode_helpers}
+        body: list[cst.BaseStatement] = []
+        for statement in module.body:
+            modes = helpers.get(statement.name.value) if isinstance(statement, cst.FunctionDef) else None
+            if modes is None:
+                body.append(statement)
+                continue
+            rewritten = _device_modes.rewrite(statement, modes.index, self.mode_helper_name, in_process,
+                                              self.qualname)
+            if rewritten is None:  # checked before the block was taken: cannot happen
+                body.append(statement)
+                continue
+            if not defined:
+                body.append(_device_modes.in_process_function(in_process).with_changes(
+                    leading_lines=statement.leading_lines))
+                rewritten = rewritten.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2)
+                self.ctx.require_import("socket")
+                defined = True
+            body.append(rewritten)
+        return module.with_changes(body=body)
 
     def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
         """A function that only built the device setter of migrated blocks goes
@@ -653,10 +682,21 @@ class GraphToStrategy(Rule):
                     if helper is not None and helper.function is not None:
                         self.setter_helper = helper.function
                         return i, j
+                for j in range(i - 1, -1, -1):
+                    if target.value not in C.assignment(body[j])[0]:
+                        continue
+                    # `device, target = device_and_target()`: one machine or a cluster task
+                    modes = _device_modes.find(self.module_in, body[j], target.value, self.qualname)
+                    if modes is not None and modes.why is None and self.strategy == PSS and _device_modes.rewrite(
+                            modes.function, modes.index, "helper", "in_process", self.qualname) is not None:
+                        self.device_modes = modes
+                        return i, j
+                    break
         return None
 
     def _rewrite_body(self, body):
         self.setter_helper = None
+        self.device_modes = None
         found = self._device_block(body)
         if found is None:
             return self._rewrite_hand_placed(body)
@@ -664,6 +704,8 @@ class GraphToStrategy(Rule):
         out = self._rewrite_device_block(body, found)
         if out is not body and helper is not None:
             self.__dict__.setdefault("migrated_setter_helpers", []).append(helper)
+        if out is not body and self.device_modes is not None:
+            self.__dict__.setdefault("migrated_mode_helpers", []).append(self.device_modes)
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
@@ -781,6 +823,13 @@ class GraphToStrategy(Rule):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
+        modes = self.device_modes
+        if modes is not None:
+            # the helper now hands back the cluster this task's strategy runs on, in either mode
+            self.mode_helper_name = self.__dict__.get("mode_helper_name") or self._fresh("make_cluster_resolver")
+            call = C.stmt(f"{_device_modes.RESOLVER} = {self.mode_helper_name}()").with_changes(
+                leading_lines=body[setter_index].leading_lines)
+            before.insert(sum(1 for k in range(setter_index) if k not in queues), call)
         self._report_pinned_before(before)
         after = carry_summaries(self, graph, inner, session_inside + body[i + 1 :], REFERENCE[self.strategy])
         rewrites, self.class_rewrites = self.class_rewrites, {}
@@ -834,7 +883,7 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
-        if self._report_resolver_out_of_reach(device_with):
+        if modes is None and self._report_resolver_out_of_reach(device_with):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
             return body
