@@ -832,7 +832,7 @@ class _Harness:
             sys.modules[reader.__name__] = reader
             parent.input_data = reader
             # the tutorial's model module (mnist.inference/loss/training), gone with it
-            import tensorflow.compat.v1 as v1
+            from tensorflow.compat import v1
 
             model = mnist_standin.tutorial_model(v1)
             sys.modules[model.__name__] = model

@@ -39,7 +39,7 @@ def device_and_target():
     server = tf.train.Server(cluster_spec, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
     if FLAGS.job_name == "ps":
         server.join()
-    worker_device = "/job:worker/task:{}".format(FLAGS.task_index)
+    worker_device = f"/job:worker/task:{FLAGS.task_index}"
     return (tf.train.replica_device_setter(worker_device=worker_device, cluster=cluster_spec), server.target)
 
 
