@@ -62,6 +62,7 @@ class DeviceModes:
     call: cst.Call
     index: int | None  # the device's element of what the helper returns
     why: str | None = None
+    resolver: bool = False  # binds the task's cluster resolver at its top level
 
 
 def _element(value: cst.BaseExpression | None, index: int | None) -> cst.BaseExpression | None:
@@ -129,9 +130,8 @@ def find(module: cst.Module, statement: cst.BaseStatement, device: str, qualname
         found.why = f"`{name}()` takes arguments"
     elif fn.decorators or any(isinstance(n, (cst.Yield, cst.Global, cst.Nonlocal)) for n in own_scope(fn.body)):
         found.why = f"`{name}()` is not a plain function"
-    elif RESOLVER not in {n for st in C.body_of(fn.body) for n in C.assignment(st)[0]}:
-        found.why = (f"`{name}()` builds no cluster resolver at its top level (TFM201 makes one of a ClusterSpec"
-                     " built there)")
+    # TFM201 makes it of a ClusterSpec built there (not when the cluster rules stand back)
+    found.resolver = RESOLVER in {n for st in C.body_of(fn.body) for n in C.assignment(st)[0]}
     return found
 
 

@@ -329,3 +329,23 @@ def _drop_alias(small: cst.BaseSmallStatement, aliases: set[str]) -> cst.BaseSma
         return None
     names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
     return small.with_changes(names=names)
+
+
+def why_not(module: cst.Module, qualname, names) -> str | None:
+    """Why :func:`expand` cannot write the tutorial module out of this file
+    (the first use it leaves, located by its code); None when it can, or
+    the module is not imported."""
+    aliases = _aliases(module)
+    if not aliases or expand(module, qualname, names) is not None:
+        return None
+    if names.root_alias() is None and not any(names.is_v1_alias(local) for local in names.bindings):
+        return "the file binds no name to TensorFlow itself to spell the tutorial's code with"
+    if C.all_names(module) & set(CONSTANTS):
+        clash = min(C.all_names(module) & set(CONSTANTS))
+        return f"the file has a `{clash}` of its own, which the tutorial's constant would shadow"
+    for node in C.walk(module):
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in aliases:
+            if node.attr.value in CONSTANTS:
+                continue
+            return f"`{C.code_of(node)}` is used otherwise than as a statement `name = {C.code_of(node)}(...)`"
+    return "the module is used otherwise than through its functions and constants"

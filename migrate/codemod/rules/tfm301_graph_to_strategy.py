@@ -31,6 +31,7 @@ from migrate.codemod.rules import (
     _outer_placeholders,
     _placement,
     _rebinding,
+    _tutorial_mnist,
 )
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
@@ -418,6 +419,10 @@ class GraphToStrategy(Rule):
                 how = (f"its device function comes from `{C.code_of(target)}`, a function returning"
                        " replica_device_setter(...), which this rule does not follow")
             else:
+                modes = self._device_modes_left(target, function)
+                if modes is not None:
+                    removed = self._train_op_in_removed_module(node)
+                    return f"device-setter block left as TF1: {f'{removed}; besides, ' if removed else ''}{modes}"
                 how = explain_device(self._program(), target, function or self.ctx.module, node) if (
                     target is not None) else None
                 if how is None:
@@ -434,6 +439,31 @@ class GraphToStrategy(Rule):
                     " just before it) whose graph the same function's session loop runs")
         return None
 
+    def _device_modes_left(self, target, function) -> str | None:
+        """Why a block over a device function a helper chooses at run time
+        (one machine: None; a cluster task: the device setter) was left;
+        None when its device function is no such helper's."""
+        if not isinstance(target, cst.Name) or function is None:
+            return None
+        modes = next((m for st in C.body_of(function.body) if target.value in C.assignment(st)[0]
+                      for m in [_device_modes.find(self.ctx.module, st, target.value, self.qualname)] if m), None)
+        if modes is None:
+            return None
+        name = modes.function.name.value
+        text = (f"its device function `{target.value}` is the replica_device_setter(...) `{name}()` returns on a"
+                " cluster task, and None on one machine (modes chosen at run time); TFM301 carries both over under"
+                " ParameterServerStrategy, `" + name + "()` then returning the task's cluster resolver or, on one"
+                " machine, an in-process cluster of one ps and one worker")
+        if modes.why is not None:
+            return f"{text}, but {modes.why}"
+        if self.strategy != PSS:
+            return (f"{text}, and this training is synchronous (SyncReplicasOptimizer, MultiWorkerMirroredStrategy),"
+                    " where it does not")
+        if modes.resolver and _device_modes.rewrite(modes.function, modes.index, name, "in_process",
+                                                    self.qualname) is None:
+            return f"{text}, but `{name}()` would keep TF1 cluster code (a device setter, a server's target)"
+        return f"{text}, when the rest of the training migrates (its other diagnostics say what does not)"
+
     def _train_op_in_removed_module(self, block: cst.CSTNode) -> str | None:
         """Why the training of a block that builds no train op of its own is
         out of reach when a function of TensorFlow's tutorial modules builds
@@ -447,8 +477,17 @@ class GraphToStrategy(Rule):
             # the tutorial's train-op builder (`mnist.training`), not its model or data reader
             if q is not None and q.startswith("examples.") and "train" in q.rpartition(".")[2]:
                 module = "tensorflow." + q.rpartition(".")[0]
-                return (f"its training comes from `{C.code_of(call.func)}(...)` of `{module}`, which TF 2 no"
-                        " longer ships: the optimizer and loss are built there, where no rule can rewrite them")
+                text = f"its training comes from `{C.code_of(call.func)}(...)` of `{module}`, which TF 2 no longer ships"
+                if q.rpartition(".")[0] != _tutorial_mnist.MODULE:
+                    return f"{text}: the optimizer and loss are built there, where no rule can rewrite them"
+                why = _tutorial_mnist.why_not(self.ctx.module, self.qualname, self.ctx.names)
+                if why is None:
+                    return (f"{text}; TFM300 writes the tutorial's functions out here as TensorFlow 1.x defined them"
+                            " when the rest of the training migrates (the reasons found with its rewrite applied say"
+                            " what does not)")
+                return (f"{text}; TFM300 writes the tutorial's functions out as TensorFlow 1.x defined them where every"
+                        " use of the module is a statement `name = mnist.f(...)` (or `return mnist.f(...)`) or one of"
+                        f" its constants, and here {why}")
         return None
 
     def _session_left(self, call: cst.Call, function) -> str | None:
@@ -687,8 +726,9 @@ class GraphToStrategy(Rule):
                         continue
                     # `device, target = device_and_target()`: one machine or a cluster task
                     modes = _device_modes.find(self.module_in, body[j], target.value, self.qualname)
-                    if modes is not None and modes.why is None and self.strategy == PSS and _device_modes.rewrite(
-                            modes.function, modes.index, "helper", "in_process", self.qualname) is not None:
+                    if modes is not None and modes.why is None and modes.resolver and self.strategy == PSS and (
+                            _device_modes.rewrite(
+                            modes.function, modes.index, "helper", "in_process", self.qualname) is not None):
                         self.device_modes = modes
                         return i, j
                     break
