@@ -189,7 +189,8 @@ class _Expand(cst.CSTTransformer):
         self.qualname = qualname
         self.aliases = aliases
         self.spell = spell
-        self.taken = taken
+        self.top = taken  # the module's names: new names of a function avoid them and its own
+        self.scopes: list[set[str]] = [taken]
         self.expanded: list[tuple[cst.CSTNode, str]] = []
         self.constants: set[str] = set()
 
@@ -235,6 +236,17 @@ class _Expand(cst.CSTTransformer):
             out.extend(new if new is not None else [statement])
         return out
 
+    @property
+    def taken(self) -> set[str]:
+        return self.scopes[-1]
+
+    def visit_FunctionDef(self, node):
+        self.scopes.append(self.top | C.all_names(node))
+
+    def leave_FunctionDef(self, original, updated):
+        self.scopes.pop()
+        return updated
+
     def leave_IndentedBlock(self, original, updated):
         return updated.with_changes(body=self._block(updated.body))
 
@@ -266,7 +278,7 @@ def expand(module: cst.Module, qualname, names) -> Expansion | None:
     taken = C.all_names(module)
     if taken & set(CONSTANTS):
         return None  # names of the file's own the constants would shadow
-    expander = _Expand(qualname, aliases, _Spelling(alias, v1), taken)
+    expander = _Expand(qualname, aliases, _Spelling(alias, v1), _top_names(module) | set(CONSTANTS))
     expanded = module.visit(expander)
     if not expander.expanded:
         return None
@@ -275,6 +287,24 @@ def expand(module: cst.Module, qualname, names) -> Expansion | None:
            for n in C.walk(st)):
         return None
     return Expansion(_without_import(expanded, aliases, expander.constants), expander.expanded)
+
+
+def _top_names(module: cst.Module) -> set[str]:
+    """The names the module binds at its top (functions, classes, assignments, imports)."""
+    out: set[str] = set()
+    for statement in module.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            out.add(statement.name.value)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    for target in small.targets:
+                        out.update(C.target_names(target.target))
+                elif isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                    out.update(C.code_of((a.asname or a).name).split(".")[0] for a in small.names)
+        else:
+            out |= C.all_names(statement)  # bound in an `if`/`try` at the top: all taken
+    return out
 
 
 def _is_import(statement: cst.CSTNode) -> bool:
