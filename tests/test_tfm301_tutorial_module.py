@@ -276,3 +276,19 @@ def test_the_migrated_modes_program_trains_on_one_machine(tmp_path):
     proc = subprocess.run([sys.executable, str(migrated), "--train_steps=6"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=600, check=False, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_a_train_op_helper_in_a_block_over_a_mode_helper_is_inlined_and_migrated():
+    source = _program(PLACEMENT + '''
+
+def build_model(images, labels):
+    logits = mnist.inference(images, 24, 12)
+    loss = mnist.loss(logits, labels)
+    train_op = mnist.training(loss, 0.05)
+    return train_op
+''', "device", MODES_SETUP).replace(
+        "        logits = mnist.inference(images, 24, 12)\n        loss = mnist.loss(logits, labels)\n"
+        "        train_op = mnist.training(loss, 0.05)\n", "        train_op = build_model(images, labels)\n")
+    result = _migrated(source)
+    assert "def build_model(" not in result.output and "cluster_resolver = make_cluster_resolver()" in result.output
+    assert any(d.code == "TFM300" and d.message.startswith("`build_model(...)` inlined") for d in result.diagnostics)

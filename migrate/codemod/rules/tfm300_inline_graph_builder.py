@@ -14,7 +14,7 @@ from migrate.codemod.program.model import ProgramModel
 from migrate.codemod.program.project import ProjectModule
 from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _tutorial_mnist
+from migrate.codemod.rules import _device_modes, _tutorial_mnist
 from migrate.codemod.rules._graph import _is_optimizer, is_device_item
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, SUPERVISOR_SESSION_METHODS
 
@@ -787,7 +787,7 @@ class InlineGraphBuilder(Rule):
             if isinstance(node, (cst.Module, cst.IndentedBlock)):
                 body = node.body
                 for i, statement in enumerate(body):
-                    if self._is_setter_block(statement, body[:i]):
+                    if self._is_setter_block(statement, body[:i], module):
                         for found in self._calls_in_block(statement, helpers):
                             if isinstance(scope, (cst.Module, cst.FunctionDef)):
                                 sites.append(_Site(found[0], found[1], found[2], scope, chain))
@@ -797,7 +797,7 @@ class InlineGraphBuilder(Rule):
         visit(module, module, [])
         return sites
 
-    def _is_setter_block(self, statement, before) -> bool:
+    def _is_setter_block(self, statement, before, module: cst.Module | None = None) -> bool:
         """TFM301's device-setter block: `with tf.device(replica_device_setter(...)):`
         or `with tf.device(setter):` after `setter = replica_device_setter(...)`."""
         if not isinstance(statement, cst.With) or len(statement.items) != 1:
@@ -813,6 +813,11 @@ class InlineGraphBuilder(Rule):
                 names, value, _ = C.assignment(earlier)
                 if names == [target.value] and isinstance(value, cst.Call) and (
                         self.qualname(value.func) == "train.replica_device_setter" or self._setter_helper(value)):
+                    return True
+                # `device, target = device_and_target()`: a setter on a cluster task, None on one machine
+                modes = _device_modes.find(module, earlier, target.value, self.qualname) if (
+                    target.value in names and module is not None) else None
+                if modes is not None and modes.why is None:
                     return True
         return False
 
