@@ -190,7 +190,17 @@ class InlineGraphBuilder(Rule):
     the graph (and may run its session) and returns nothing, or that calls
     such a train-op builder, which the next round inlines; a block whose
     device function comes from a helper of this file that only builds the
-    setter (``with tf.device(placement(cluster)):``).
+    setter (``with tf.device(placement(cluster)):``), or that returns the
+    setter on a cluster task and None on one machine (``device, target =
+    device_and_target()``, which TFM301 carries over in both modes). First,
+    the calls of TensorFlow's MNIST tutorial module (``from
+    tensorflow.examples.tutorials.mnist import mnist``, not in TF 2) are
+    written out as TF 1.x defined them (see ``_tutorial_mnist``): each
+    ``name = mnist.inference/loss/training/evaluation(...)`` (or ``return``
+    of one) becomes the tutorial's statements (three layers' variables with
+    their TF1 names, the mean sparse cross-entropy, a GradientDescentOptimizer
+    with its own global step and the loss summary), its constants
+    (``mnist.IMAGE_PIXELS``) constants of the file, and the import goes.
 
     Why
     TFM301 migrates the train op an optimizer builds in the device-setter
@@ -225,7 +235,11 @@ class InlineGraphBuilder(Rule):
     only by its TF1 session's arguments (``is_chief``) is not bound, as the
     migrated training has no such session. Anything else is left as it is (TFM301
     then reports the train op coming from the helper). The engine keeps this
-    rewrite only when TFM301 migrates the training it prepares.
+    rewrite only when TFM301 migrates the training it prepares. The tutorial's
+    functions are written out only where every use of the module is such a
+    statement or a constant; they compute what TF 1.15's module computed
+    (its loss as ``tf.reduce_mean`` of the cross-entropy: the sum divided by
+    the count, as ``tf.losses`` did with weights 1).
     """
 
     code = "TFM300"
@@ -357,6 +371,55 @@ class InlineGraphBuilder(Rule):
         ),
     )
     INVALID = (
+        # TensorFlow's MNIST tutorial module, written out where the block calls it
+        Invalid(
+            """
+            import math
+            import tensorflow as tf
+            from tensorflow.examples.tutorials.mnist import mnist
+
+            def main(cluster, rate):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    images = tf.placeholder(tf.float32, [None, mnist.IMAGE_PIXELS])
+                    labels = tf.placeholder(tf.int32, [None])
+                    logits = mnist.inference(images, 32, 16)
+                    loss = mnist.loss(logits, labels)
+                    train_op = mnist.training(loss, rate)
+                return train_op
+            """,
+            expected="""
+            import math
+            import tensorflow as tf
+
+            # MNIST: 28x28 images of the digits 0 to 9
+            NUM_CLASSES = 10
+            IMAGE_SIZE = 28
+            IMAGE_PIXELS = IMAGE_SIZE * IMAGE_SIZE
+
+            def main(cluster, rate):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    images = tf.placeholder(tf.float32, [None, IMAGE_PIXELS])
+                    labels = tf.placeholder(tf.int32, [None])
+                    # The MNIST tutorial's model: two ReLU layers and a linear one giving the logits
+                    hidden1_weights = tf.Variable(tf.random.truncated_normal([IMAGE_PIXELS, 32], stddev=1.0 / math.sqrt(float(IMAGE_PIXELS))), name="hidden1/weights")
+                    hidden1_biases = tf.Variable(tf.zeros([32]), name="hidden1/biases")
+                    hidden1 = tf.nn.relu(tf.matmul(images, hidden1_weights) + hidden1_biases)
+                    hidden2_weights = tf.Variable(tf.random.truncated_normal([32, 16], stddev=1.0 / math.sqrt(float(32))), name="hidden2/weights")
+                    hidden2_biases = tf.Variable(tf.zeros([16]), name="hidden2/biases")
+                    hidden2 = tf.nn.relu(tf.matmul(hidden1, hidden2_weights) + hidden2_biases)
+                    softmax_linear_weights = tf.Variable(tf.random.truncated_normal([16, NUM_CLASSES], stddev=1.0 / math.sqrt(float(16))), name="softmax_linear/weights")
+                    softmax_linear_biases = tf.Variable(tf.zeros([NUM_CLASSES]), name="softmax_linear/biases")
+                    logits = tf.matmul(hidden2, softmax_linear_weights) + softmax_linear_biases
+                    # The mean cross-entropy of the batch
+                    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int64), logits=logits))
+                    # Plain gradient descent; the loss is also a summary
+                    tf.compat.v1.summary.scalar("loss", loss)
+                    optimizer = tf.compat.v1.train.GradientDescentOptimizer(rate)
+                    global_step = tf.Variable(0, name="global_step", trainable=False)
+                    train_op = optimizer.minimize(loss, global_step=global_step)
+                return train_op
+            """,
+        ),
         # tuple return, names coincide; the helper goes with its comments
         Invalid(
             """
