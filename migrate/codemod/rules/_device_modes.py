@@ -102,10 +102,11 @@ def find(module: cst.Module, statement: cst.BaseStatement, device: str, qualname
     block's device function) from a call of a function of this file that
     returns a device setter on one path and None on another; None when it
     is no such statement."""
-    names, value, _ = C.assignment(statement)
-    if device not in names or not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name):
+    names, value, assign = C.assignment(statement)
+    if device not in names or not isinstance(value, cst.Call) or not isinstance(value.func, cst.Name) or not (
+            isinstance(assign, cst.Assign) and len(assign.targets) == 1):
         return None
-    target = statement.body[0].targets[0].target
+    target = assign.targets[0].target
     if isinstance(target, cst.Name):
         index = None
     elif isinstance(target, cst.Tuple) and all(isinstance(e.value, cst.Name) for e in target.elements):
