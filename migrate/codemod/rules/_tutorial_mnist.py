@@ -66,7 +66,7 @@ def _tutorial_function(node: cst.CSTNode, qualname) -> str | None:
 
 
 def _simple(node: cst.BaseExpression) -> bool:
-    """A value read several times in the expansion reads the same each time:
+    """A value the expansion may read where the function read its parameter:
     a name, an attribute of one (`FLAGS.hidden1`), a number."""
     while isinstance(node, cst.Attribute):
         node = node.value
@@ -100,10 +100,6 @@ class _Spelling:
         self.v1 = alias if v1 else f"{alias}.compat.v1"
 
 
-def _code(node: cst.BaseExpression) -> str:
-    return C.code_of(node)
-
-
 def _statements(fn: str, args: dict[str, cst.BaseExpression], result: str, spell: _Spelling,
                 taken: set[str]) -> list[str]:
     """The statements of the tutorial's ``fn`` binding its value to ``result``."""
@@ -111,13 +107,12 @@ def _statements(fn: str, args: dict[str, cst.BaseExpression], result: str, spell
     lines: list[str] = []
     values: dict[str, str] = {}
     for param, value in args.items():
-        if _simple(value) or (fn, param) in (("inference", "images"), ("loss", "logits"), ("loss", "labels"),
-                                             ("training", "learning_rate"), ("evaluation", "logits"),
-                                             ("evaluation", "labels")):
-            values[param] = _code(value)  # read once in the expansion (or always the same)
+        if _simple(value):
+            values[param] = C.code_of(value)
         else:
+            # evaluated once, before the function's own statements, as the call evaluated it
             name = C.fresh(param, taken)
-            lines.append(f"{name} = {_code(value)}")
+            lines.append(f"{name} = {C.code_of(value)}")
             values[param] = name
     if fn == "inference":
         layer_in, units_in = values["images"], "IMAGE_PIXELS"
