@@ -292,3 +292,29 @@ def build_model(images, labels):
     result = _migrated(source)
     assert "def build_model(" not in result.output and "cluster_resolver = make_cluster_resolver()" in result.output
     assert any(d.code == "TFM300" and d.message.startswith("`build_model(...)` inlined") for d in result.diagnostics)
+
+
+def test_a_mode_helper_called_at_the_top_of_the_module_is_migrated_there():
+    source = dedent(HEADER + PLACEMENT + '''
+
+device, target = placement_and_target()
+with tf.device(device):
+    x = tf.placeholder(tf.float32, [None, 4])
+    y = tf.placeholder(tf.float32, [None, 1])
+    w = tf.Variable(tf.zeros([4, 1]))
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+    global_step = tf.train.get_or_create_global_step()
+    train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+with tf.train.MonitoredTrainingSession(master=target, is_chief=FLAGS.task_index == 0,
+                                       hooks=[tf.train.StopAtStepHook(last_step=50)]) as sess:
+    while not sess.should_stop():
+        xs, ys = next_batch()
+        sess.run(train_op, feed_dict={x: xs, y: ys})
+''').replace("from tensorflow.examples.tutorials.mnist import mnist\n", "")
+    out = _migrated(source).output
+    tree = ast.parse(out)
+    top = [ast.unparse(n) for n in tree.body if isinstance(n, ast.Assign)]
+    assert "cluster_resolver = make_cluster_resolver()" in top
+    assert "strategy = tf.distribute.ParameterServerStrategy(cluster_resolver)" in top
+    assert top.index("cluster_resolver = make_cluster_resolver()") < top.index(
+        "strategy = tf.distribute.ParameterServerStrategy(cluster_resolver)")
