@@ -207,5 +207,23 @@ def _without_unread(fn: cst.FunctionDef) -> cst.FunctionDef:
     return fn.with_changes(body=C.indented(body, fn.body))
 
 
+def why_left(modes: DeviceModes, device: str, asynchronous: bool, qualname) -> str:
+    """Why TFM301 left a block over the device function ``device`` that
+    ``modes``' helper chooses: what it carries over, and what stopped it."""
+    name = modes.function.name.value
+    text = (f"its device function `{device}` is the replica_device_setter(...) `{name}()` returns on a cluster task,"
+            " and None on one machine (modes chosen at run time); TFM301 carries both over under"
+            f" ParameterServerStrategy, `{name}()` then returning the task's cluster resolver or, on one machine, an"
+            " in-process cluster of one ps and one worker")
+    if modes.why is not None:
+        return f"{text}, but {modes.why}"
+    if not asynchronous:
+        return (f"{text}, and this training is synchronous (SyncReplicasOptimizer, MultiWorkerMirroredStrategy),"
+                " where it does not")
+    if modes.resolver and rewrite(modes.function, modes.index, name, "in_process", qualname) is None:
+        return f"{text}, but `{name}()` would keep TF1 cluster code (a device setter, a server's target)"
+    return f"{text}, when the rest of the training migrates (its other diagnostics say what does not)"
+
+
 def in_process_function(name: str) -> cst.FunctionDef:
     return C.stmt(IN_PROCESS.format(name=name).strip() + "\n")

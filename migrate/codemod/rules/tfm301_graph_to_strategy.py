@@ -443,26 +443,14 @@ class GraphToStrategy(Rule):
         """Why a block over a device function a helper chooses at run time
         (one machine: None; a cluster task: the device setter) was left;
         None when its device function is no such helper's."""
-        if not isinstance(target, cst.Name) or function is None:
+        if not isinstance(target, cst.Name):
             return None
-        modes = next((m for st in C.body_of(function.body) if target.value in C.assignment(st)[0]
+        body = C.body_of(function.body) if function is not None else self.ctx.module.body
+        modes = next((m for st in body if target.value in C.assignment(st)[0]
                       for m in [_device_modes.find(self.ctx.module, st, target.value, self.qualname)] if m), None)
         if modes is None:
             return None
-        name = modes.function.name.value
-        text = (f"its device function `{target.value}` is the replica_device_setter(...) `{name}()` returns on a"
-                " cluster task, and None on one machine (modes chosen at run time); TFM301 carries both over under"
-                " ParameterServerStrategy, `" + name + "()` then returning the task's cluster resolver or, on one"
-                " machine, an in-process cluster of one ps and one worker")
-        if modes.why is not None:
-            return f"{text}, but {modes.why}"
-        if self.strategy != PSS:
-            return (f"{text}, and this training is synchronous (SyncReplicasOptimizer, MultiWorkerMirroredStrategy),"
-                    " where it does not")
-        if modes.resolver and _device_modes.rewrite(modes.function, modes.index, name, "in_process",
-                                                    self.qualname) is None:
-            return f"{text}, but `{name}()` would keep TF1 cluster code (a device setter, a server's target)"
-        return f"{text}, when the rest of the training migrates (its other diagnostics say what does not)"
+        return _device_modes.why_left(modes, target.value, self.strategy == PSS, self.qualname)
 
     def _train_op_in_removed_module(self, block: cst.CSTNode) -> str | None:
         """Why the training of a block that builds no train op of its own is
@@ -726,9 +714,10 @@ class GraphToStrategy(Rule):
                         continue
                     # `device, target = device_and_target()`: one machine or a cluster task
                     modes = _device_modes.find(self.module_in, body[j], target.value, self.qualname)
+                    taken = {m.function.name.value for m in self.__dict__.get("migrated_mode_helpers", ())}
                     if modes is not None and modes.why is None and modes.resolver and self.strategy == PSS and (
-                            _device_modes.rewrite(
-                            modes.function, modes.index, "helper", "in_process", self.qualname) is not None):
+                            _device_modes.rewrite(modes.function, modes.index, "helper", "in_process",
+                                                  self.qualname) is not None) and taken <= {modes.function.name.value}:
                         self.device_modes = modes
                         return i, j
                     break
