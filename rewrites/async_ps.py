@@ -128,7 +128,7 @@ def main(_):
             with tf.GradientTape() as tape:
                 hid = tf.nn.relu(tf.matmul(x, hid_w) + hid_b)
                 prediction = tf.matmul(hid, out_w) + out_b
-                loss = tf.compat.v1.reduce_mean(tf.square(prediction - y))
+                loss = tf.reduce_mean(tf.square(prediction - y))
             gradients = tape.gradient(loss, trainable_variables)
             opt.apply_gradients(zip(gradients, trainable_variables))
             global_step.assign_add(1)

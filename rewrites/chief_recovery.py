@@ -133,7 +133,7 @@ def main(_):
     coordinator = tf.distribute.coordinator.ClusterCoordinator(strategy)
 
     def model_fn(inputs, targets):
-        loss = tf.compat.v1.reduce_mean(tf.square(mlp(inputs) - targets))
+        loss = tf.reduce_mean(tf.square(mlp(inputs) - targets))
         return loss
 
     with strategy.scope():

@@ -61,7 +61,7 @@ def inference(features):
 
 
 def tower_loss(features, labels):
-    return tf.compat.v1.reduce_mean(tf.square(inference(features) - labels))
+    return tf.reduce_mean(tf.square(inference(features) - labels))
 
 
 def tower_devices(run_metadata):

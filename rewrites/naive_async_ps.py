@@ -76,7 +76,7 @@ def main(_):
         }
         hidden = tf.nn.relu(tf.matmul(x, params["w1"]) + params["b1"])
         y = tf.matmul(hidden, params["w2"]) + params["b2"]
-        mse = tf.compat.v1.reduce_mean(tf.square(y - y_))
+        mse = tf.reduce_mean(tf.square(y - y_))
         return mse
 
     with strategy.scope():

@@ -93,7 +93,7 @@ def main(argv):
 
     def model_fn(x, y):
         hidden = dense(x, HIDDEN, "hidden", activation=tf.nn.relu, seed=1)
-        loss = tf.compat.v1.reduce_mean(tf.square(dense(hidden, 1, "output", seed=2) - y))
+        loss = tf.reduce_mean(tf.square(dense(hidden, 1, "output", seed=2) - y))
         return loss
 
     with strategy.scope():

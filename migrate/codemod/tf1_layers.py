@@ -15,8 +15,9 @@ creates the variables once and reuses them at every call.
 Rule TFM104 copies the functions a module calls (and the helpers they call)
 into that module, with its TensorFlow alias; ``tfmigrate check`` imports this
 module to run unmigrated legacy programs on Keras 3. So this module stays
-importable on its own, and every TensorFlow name in it is spelled as TFM101
-spells it (``tf.X`` where ``tf.compat.v1.X is tf.X``, else ``tf.compat.v1.X``)
+importable on its own, and every TensorFlow name in it is spelled as the
+codemod leaves it (``tf.X`` where ``tf.compat.v1.X is tf.X`` or, by TFM105, where
+TF2's ``X`` computes the same for the arguments given, else ``tf.compat.v1.X``)
 and exists both as ``tensorflow.X`` and ``tensorflow.compat.v1.X``: the copies
 mean the same under ``import tensorflow as tf`` and ``import
 tensorflow.compat.v1 as tf``, and no rule rewrites them. No default argument
@@ -66,7 +67,7 @@ def tf1_dense(
         kernel_initializer = tf1_initializer(kernel_initializer)
     if isinstance(bias_initializer, str):
         bias_initializer = tf1_initializer(bias_initializer)
-    inputs = tf.compat.v1.convert_to_tensor(inputs)
+    inputs = tf.convert_to_tensor(inputs)
     shape = inputs.shape.as_list()
     if len(shape) < 2 or shape[-1] is None:
         raise ValueError(f"tf1_dense: inputs need rank >= 2 and a known last dimension: {shape}")
@@ -109,14 +110,14 @@ def tf1_conv2d(
         kernel_initializer = tf1_initializer(kernel_initializer)
     if isinstance(bias_initializer, str):
         bias_initializer = tf1_initializer(bias_initializer)
-    inputs = tf.compat.v1.convert_to_tensor(inputs)
+    inputs = tf.convert_to_tensor(inputs)
     channels = inputs.shape.as_list()[-1]
     scope = name or ("conv2d" if reuse else None)
     with tf.compat.v1.variable_scope(scope, default_name="conv2d", reuse=reuse):
         kernel = tf.compat.v1.get_variable(
             "kernel", shape=[*tf1_pair(kernel_size), channels, filters],
             dtype=inputs.dtype.base_dtype, initializer=kernel_initializer, trainable=trainable)
-        outputs = tf.compat.v1.nn.convolution(
+        outputs = tf.nn.convolution(
             inputs, kernel, padding=padding.upper(), strides=list(tf1_pair(strides)),
             dilations=list(tf1_pair(dilation_rate)), data_format="NHWC")
         if use_bias:
@@ -158,10 +159,10 @@ def tf1_flatten(inputs, name=None, data_format="channels_last"):
     if data_format != "channels_last":
         raise NotImplementedError("tf1_flatten: only channels_last data is reproduced")
     with tf.compat.v1.variable_scope(name, default_name="flatten"):
-        inputs = tf.compat.v1.convert_to_tensor(inputs)
+        inputs = tf.convert_to_tensor(inputs)
         shape = inputs.shape.as_list()
         if len(shape) == 1:
-            return tf.compat.v1.expand_dims(inputs, axis=1)
+            return tf.expand_dims(inputs, axis=1)
         if None not in shape[1:]:
             size = 1
             for dim in shape[1:]:
@@ -169,20 +170,20 @@ def tf1_flatten(inputs, name=None, data_format="channels_last"):
             return tf.reshape(inputs, [-1, size])
         if shape[0] is not None:
             return tf.reshape(inputs, [shape[0], -1])
-        return tf.reshape(inputs, [tf.compat.v1.shape(inputs)[0], -1])
+        return tf.reshape(inputs, [tf.shape(inputs)[0], -1])
 
 
 # tf.layers.dropout of TF 1.x (Keras 3 removed tf.compat.v1.layers): the input
 # unchanged unless `training`; a tensor `training` decides at run time (tf.cond).
 def tf1_dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=None):
     with tf.compat.v1.variable_scope(name, default_name="dropout"):
-        inputs = tf.compat.v1.convert_to_tensor(inputs)
+        inputs = tf.convert_to_tensor(inputs)
         if noise_shape is not None:
-            dims = tf.compat.v1.shape(inputs)
+            dims = tf.shape(inputs)
             noise_shape = [dims[i] if n is None else n for i, n in enumerate(noise_shape)]
 
         def dropped():
-            return tf.compat.v1.nn.dropout(
+            return tf.nn.dropout(
                 inputs, rate=rate, noise_shape=noise_shape, seed=seed)
 
         decided = tf.get_static_value(training)
@@ -209,7 +210,7 @@ def tf1_fully_connected(
     if isinstance(biases_initializer, str):
         biases_initializer = tf1_initializer(biases_initializer)
     with tf.compat.v1.variable_scope(scope, default_name="fully_connected", reuse=reuse):
-        inputs = tf.compat.v1.convert_to_tensor(inputs)
+        inputs = tf.convert_to_tensor(inputs)
         shape = inputs.shape.as_list()
         if len(shape) < 2 or shape[-1] is None:
             raise ValueError(
@@ -253,14 +254,14 @@ def tf1_contrib_conv2d(
     if isinstance(biases_initializer, str):
         biases_initializer = tf1_initializer(biases_initializer)
     with tf.compat.v1.variable_scope(scope, default_name="Conv", reuse=reuse):
-        inputs = tf.compat.v1.convert_to_tensor(inputs)
+        inputs = tf.convert_to_tensor(inputs)
         shape = inputs.shape.as_list()
         if len(shape) != 4:
             raise ValueError(f"Convolution expects input with rank 4, got {len(shape)}")
         weights = tf.compat.v1.get_variable(
             "weights", shape=[*tf1_pair(kernel_size), shape[-1], num_outputs],
             dtype=inputs.dtype.base_dtype, initializer=weights_initializer, trainable=trainable)
-        outputs = tf.compat.v1.nn.convolution(
+        outputs = tf.nn.convolution(
             inputs, weights, padding=padding.upper(), strides=list(tf1_pair(stride)),
             dilations=list(tf1_pair(rate)), data_format="NHWC")
         if biases_initializer:
@@ -305,10 +306,10 @@ def tf1_contrib_flatten(inputs, outputs_collections=None, scope=None):
     if outputs_collections is not None:
         raise NotImplementedError("tf1_contrib_flatten: output collections are not reproduced")
     with tf.compat.v1.name_scope(scope, "Flatten", [inputs]):
-        inputs = tf.compat.v1.convert_to_tensor(inputs)
+        inputs = tf.convert_to_tensor(inputs)
         shape = inputs.shape.as_list()
         if len(shape) == 1:
-            return tf.compat.v1.expand_dims(inputs, axis=1)
+            return tf.expand_dims(inputs, axis=1)
         if None not in shape[1:]:
             size = 1
             for dim in shape[1:]:
@@ -316,7 +317,7 @@ def tf1_contrib_flatten(inputs, outputs_collections=None, scope=None):
             return tf.reshape(inputs, [-1, size])
         if shape[0] is not None:
             return tf.reshape(inputs, [shape[0], -1])
-        return tf.reshape(inputs, [tf.compat.v1.shape(inputs)[0], -1])
+        return tf.reshape(inputs, [tf.shape(inputs)[0], -1])
 
 
 # tf.contrib.layers.dropout / slim.dropout of TF 1.x (TF 2.0 removed tf.contrib):
@@ -328,13 +329,13 @@ def tf1_contrib_dropout(
     if outputs_collections is not None:
         raise NotImplementedError("tf1_contrib_dropout: output collections are not reproduced")
     with tf.compat.v1.variable_scope(scope, default_name="Dropout"):
-        inputs = tf.compat.v1.convert_to_tensor(inputs)
+        inputs = tf.convert_to_tensor(inputs)
         if noise_shape is not None:
-            dims = tf.compat.v1.shape(inputs)
+            dims = tf.shape(inputs)
             noise_shape = [dims[i] if n is None else n for i, n in enumerate(noise_shape)]
 
         def dropped():
-            return tf.compat.v1.nn.dropout(
+            return tf.nn.dropout(
                 inputs, rate=1 - keep_prob, noise_shape=noise_shape, seed=seed)
 
         decided = tf.get_static_value(is_training)

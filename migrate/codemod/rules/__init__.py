@@ -17,6 +17,7 @@ from migrate.codemod.rules.tfm101_tensorflow_import import TensorflowImport
 from migrate.codemod.rules.tfm102_absl_flags import AbslFlags
 from migrate.codemod.rules.tfm103_tf_logging import TfLogging
 from migrate.codemod.rules.tfm104_tf_layers import TfLayers
+from migrate.codemod.rules.tfm105_tf2_spellings import Tf2Spellings
 from migrate.codemod.rules.tfm201_cluster_resolver import ClusterResolver
 from migrate.codemod.rules.tfm202_server_roles import ServerRoles
 from migrate.codemod.rules.tfm300_inline_graph_builder import InlineGraphBuilder
@@ -47,6 +48,8 @@ REGISTRY: list[type[Rule]] = [
     EstimatorToStrategy,  # before TFM401: what it migrates is then no Estimator left to report
     Estimator,
     Contrib,
+    # after every rule that writes or keeps TF 1.x calls (TFM101 spells them tf.compat.v1)
+    Tf2Spellings,
     LegacyDistributedLeftover,  # last: whatever is still legacy gets reported
 ]
 

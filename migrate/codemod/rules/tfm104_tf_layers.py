@@ -317,10 +317,10 @@ class TfLayers(Rule):
                 if data_format != "channels_last":
                     raise NotImplementedError("tf1_flatten: only channels_last data is reproduced")
                 with tf.compat.v1.variable_scope(name, default_name="flatten"):
-                    inputs = tf.compat.v1.convert_to_tensor(inputs)
+                    inputs = tf.convert_to_tensor(inputs)
                     shape = inputs.shape.as_list()
                     if len(shape) == 1:
-                        return tf.compat.v1.expand_dims(inputs, axis=1)
+                        return tf.expand_dims(inputs, axis=1)
                     if None not in shape[1:]:
                         size = 1
                         for dim in shape[1:]:
@@ -328,7 +328,7 @@ class TfLayers(Rule):
                         return tf.reshape(inputs, [-1, size])
                     if shape[0] is not None:
                         return tf.reshape(inputs, [shape[0], -1])
-                    return tf.reshape(inputs, [tf.compat.v1.shape(inputs)[0], -1])
+                    return tf.reshape(inputs, [tf.shape(inputs)[0], -1])
 
 
             images = tf.placeholder(tf.float32, [None, 28, 28, 1])
