@@ -230,13 +230,16 @@ def test_a_rewrite_reading_a_name_bound_in_another_function_is_not_applied():
     strategy rewrite of the caller would read `cluster_resolver`, a local of
     another function (a scope-blind check sees it bound). TFM301 sees it out
     of the training function's reach and leaves that rewrite out itself; the
-    cluster then stays TF1 too, and without a resolver the training cannot
-    run next to the helper's TF1 server: the diagnostic is located there."""
+    cluster then stays TF1 too. The resolver cannot take the server's place on
+    its way to the training either (TFM202 carries it through returns and
+    parameters): no ps branch says which tasks only serve. The diagnostic is
+    located at the helper's server and says so."""
     result = migrate_source(CLUSTER_FROM_A_HELPER, path="helper.py")
     assert not undefined_names(ast.parse(result.output))
     assert not {"TFM201", "TFM202", "TFM301"} & set(result.rules_applied)
     [unsafe] = [d for d in result.manual_work if d.code == "TFM301"]
-    assert "still uses the TF1 cluster (`Server`)" in unsafe.message
+    assert "built in `join_cluster()` and reaches `train()`" in unsafe.message
+    assert 'no `if <job> == "ps": server.join()` tells which tasks only serve' in unsafe.message
     assert unsafe.line == 6  # the helper's tf.train.Server
     assert "replica_device_setter" in result.output
 

@@ -218,6 +218,25 @@ def describe(images):
     assert "also merged `tf.summary.histogram(...)` in `describe()`" in manual(result)[0]
 
 
+def test_summaries_of_the_other_branch_were_never_merged():
+    """A program training either on one machine or on the cluster builds one
+    graph or the other: merge_all() in the cluster branch never saw the
+    standalone branch's summaries, which stay as they are (not this block's)."""
+    head, body = SUMMARY_IMAGE.replace('        tf.summary.image("inputs", pixels)\n', "").split(
+        "def train(cluster, server, images, steps, log_dir):\n")
+    standalone = '        tf.summary.histogram("pixels", tf.placeholder(tf.float32, [None, 16]))\n'
+    source = (head + "def train(cluster, server, images, steps, log_dir):\n    if cluster is None:\n" + standalone
+              + "    else:\n" + "".join("    " + line if line.strip() else line for line in body.splitlines(True)))
+    result = migrate(source)
+    assert 'tf.summary.scalar("loss", loss_value, step=step)' in result.output
+    assert "also merged" not in "".join(d.message for d in result.diagnostics)
+    # outside an `if` that parts them, a summary built elsewhere still counts as merged
+    apart = source.replace("    if cluster is None:\n" + standalone + "    else:\n", "    if cluster is None:\n"
+                           + standalone + "    if cluster is not None:\n")
+    result = migrate(apart)
+    assert "also merged `tf.summary.histogram(...)` in `train()`" in manual(result)[0]
+
+
 def test_add_summary_without_a_step_is_reported():
     source = SUMMARY_IMAGE.replace('        tf.summary.image("inputs", pixels)\n', "").replace(
         "writer.add_summary(summary, step)", "writer.add_summary(summary)")

@@ -989,6 +989,10 @@ _TF1_CLUSTER_TRAINING = frozenset(
     {"replica_device_setter", "SyncReplicasOptimizer", "MonitoredTrainingSession", "Supervisor"}
 )
 _CLUSTER_RULES = ("TFM201", "TFM202")
+# calls connecting a TF1 session to a master: TFM202 hands them the resolver in a server's
+# place (rules/_server_flow.py) for TFM301 to replace; one left in the output is TF1 training
+SESSION_SINKS = frozenset({"Session", "InteractiveSession", "MonitoredTrainingSession", "prepare_or_wait_for_session",
+                            "managed_session", "ChiefSessionCreator", "WorkerSessionCreator"})
 _TRAINING_PREP_RULES = ("TFM300", "TFM304")
 _FOUND_WITH = re.compile(r" \(found with the rewrite of [A-Z0-9 and]+ applied\)$")
 _TRAINING_RULES = ("TFM301", "TFM303")
@@ -1060,6 +1064,15 @@ def _tf1_training_left(output: ast.Module, source: ast.Module) -> str | None:
         and isinstance(n.value, ast.Name)
         and n.value.id in servers
     ]
+    # a TF1 session given the resolver TFM202 carried in the place of a server handed on to it
+    found += [
+        n
+        for n in _ast_nodes(output)
+        if n.__class__ is ast.Call
+        and getattr(n.func, "attr", getattr(n.func, "id", None)) in SESSION_SINKS
+        and any(isinstance(a, ast.Name) and a.id == "cluster_resolver"
+                for a in [*n.args, *(k.value for k in n.keywords)])
+    ]
     first = _first_named(output, _TF1_CLUSTER_TRAINING)
     if first is not None:
         found.append(first)
@@ -1068,6 +1081,8 @@ def _tf1_training_left(output: ast.Module, source: ast.Module) -> str | None:
     first = min(found, key=lambda n: (n.lineno, n.col_offset))
     if isinstance(first, ast.Name):
         return first.id
+    if isinstance(first, ast.Call):
+        return ast.unparse(first.func)
     return f"{first.value.id}.target" if first.attr == "target" else first.attr
 
 

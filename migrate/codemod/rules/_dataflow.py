@@ -352,6 +352,18 @@ def graph_export(reader: cst.CSTNode, qualname) -> cst.Call | None:
     return None
 
 
+def helper_export(reader: cst.CSTNode, module: cst.Module, qualname) -> tuple[str, cst.Call] | None:
+    """(function, its export call) when ``reader`` calls a function of the
+    module that exports a TF1 graph for serving (`export_model(sess, ...)`)."""
+    functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef}
+    for call in C.calls_in(reader):
+        if isinstance(call.func, cst.Name) and call.func.value in functions:
+            export = graph_export(functions[call.func.value].body, qualname)
+            if export is not None:
+                return call.func.value, export
+    return None
+
+
 def global_readers(module: cst.Module, names, holder_code: str = "") -> list[str]:
     """The module's functions (methods included) reading any of ``names``
     as module globals (not binding them themselves)."""
@@ -369,7 +381,8 @@ def global_readers(module: cst.Module, names, holder_code: str = "") -> list[str
 
 
 def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: cst.CSTNode,
-                   export: cst.Call | None = None, module: cst.Module | None = None) -> str:
+                   export: cst.Call | None = None, module: cst.Module | None = None,
+                   exporting_helper: tuple[str, cst.Call] | None = None) -> str:
     """Why reading ``names`` in the statement ``reader`` stops the rewrite,
     in the program's terms; ``export`` is its call exporting the TF1 graph."""
     def listed(group):
@@ -415,6 +428,12 @@ def unbound_reason(names: list[str], graph: Graph, sessions: set[str], reader: c
                      " (a CheckpointManager saving at TF1's cadence and at the end), whose files a Saver neither"
                      " writes nor reads; it maps onto it only the statements `saver.save(sess, path, global_step=step)`"
                      " and `saver.restore(sess, path)` of a Saver of all the variables bound once in this function")
+    if exporting_helper is not None and export is None:
+        helper, call = exporting_helper
+        parts.insert(0, f"it hands the trained graph to `{helper}()`, which exports it for serving"
+                     f" (`{C.code_of(call.func)}(...)`) in a TF1 session; TFM301 carries over such an export"
+                     " (a session bundle, a SavedModelBuilder, simple_save) written in the function that trains, after"
+                     " its loop, not one in a function it calls")
     if export is not None:
         # what the statement does comes first: the names are what that export needs
         parts.insert(0, f"it exports the trained TF1 graph for serving (`{C.code_of(export.func)}(...)`), which"

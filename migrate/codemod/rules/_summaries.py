@@ -137,9 +137,24 @@ def summary_elsewhere(module, inner, qualname, seen=frozenset()) -> cst.Call | N
     helper the block calls, say), which merge_all() also merged."""
     own = {id(found[1]) for found in (_summary_call(st, qualname) for st in inner) if found is not None}
     for call in C.calls_in(module):
-        if qualname(call.func) in SUMMARY_OPS and id(call) not in seen and id(call) not in own:
+        if qualname(call.func) in SUMMARY_OPS and id(call) not in seen and id(call) not in own and not (
+                inner and _exclusive_branches(module, inner[0], call)):
             return call
     return None
+
+
+def _exclusive_branches(module, statement, call) -> bool:
+    """Whether ``statement`` and ``call`` lie in different branches of one
+    `if` (a program training either standalone or distributed builds one
+    graph or the other: merge_all() in one never saw the other's summaries)."""
+    for node in C.walk(module):
+        if not isinstance(node, cst.If) or node.orelse is None:
+            continue
+        body = {id(n) for n in C.walk(node.body)}
+        orelse = {id(n) for n in C.walk(node.orelse)}
+        if (id(statement) in body and id(call) in orelse) or (id(statement) in orelse and id(call) in body):
+            return True
+    return False
 
 
 class _Rewrite(cst.CSTTransformer):

@@ -11,7 +11,7 @@ import libcst as cst
 
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow
+from migrate.codemod.rules import _dataflow, _serving_export
 from migrate.codemod.rules._program import (
     MIRRORED,
     PSS,
@@ -180,6 +180,11 @@ class _SessionRewriter(cst.CSTTransformer):
         if id(original) in self.unfed_raises:
             return self.unfed_raises.pop(id(original)).with_changes(leading_lines=original.leading_lines)
         if id(original) in self.r.hook_growth:
+            return cst.RemovalSentinel.REMOVE
+        export = self.r.serving_exports.get(id(original))
+        if export is not None:  # the trained model's export for serving, as TF2 writes it
+            return cst.FlattenSentinel(_serving_export.emitted(export, self.r.graph, self.r.rule, original))
+        if id(original) in self.r.serving_removed:
             return cst.RemovalSentinel.REMOVE
         if self.r.checkpoint_name is not None:
             saved = self.r.hand_saver_statement(original, updated)

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _hand_checkpoints, _legacy_restore, _moving_average
+from migrate.codemod.rules import (
+    _dataflow,
+    _hand_checkpoints,
+    _legacy_restore,
+    _moving_average,
+    _serving_export,
+)
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -207,6 +213,11 @@ class _SessionRegion:
         self.saver_declines: list[tuple[cst.CSTNode, str]] = []
         self.checkpoint_name: str | None = None
         self.save_functions: dict[str, str] = {}  # saver name -> the emitted function saving as it did
+        # the trained model exported for serving: the statement writing it -> its plan; the
+        # ids of the other statements making it
+        self.serving_exports: dict[int, _serving_export.ServingExport] = {}
+        self.serving_removed: set[int] = set()
+        self.serving_outputs: list[str] = []  # the graph values the exports serve
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one

@@ -142,7 +142,7 @@ class ClusterResolver(Rule):
         if self.server_args is None or self.from_tf_config:
             return
         specs, server_block, spec_block = [], None, None
-        spec_at = server_at = 0
+        spec_at = server_at = returned = 0
         for block in C.walk(module):
             if not isinstance(block, (cst.Module, cst.IndentedBlock)):
                 continue
@@ -151,10 +151,18 @@ class ClusterResolver(Rule):
                 if len(names) == 1 and isinstance(value, cst.Call) and self.qualname(value.func) == "train.ClusterSpec":
                     specs.append(names[0])
                     spec_block, spec_at = block, at
+                returned += self._returned_spec(statement) is not None
                 if server_block is None and isinstance(statement, cst.SimpleStatementLine) and any(
                     any(arg.value is self.server_args[0] for arg in call.args) for call in C.calls_in(statement)
                 ):
                     server_block, self.server_statement, server_at = block, id(statement), at
+        if not specs and returned == 1 and server_block is not None:
+            # `return tf.train.ClusterSpec(...)` from a `get_cluster()` helper: the
+            # resolver goes before the Server, on the name its caller gave the spec
+            chosen = self._server_cluster(module)
+            if isinstance(chosen, cst.Name):
+                self.spec_name = chosen.value
+                return
         if len(specs) > 1 and server_block is not None:
             # several clusters (one per deployment, chosen by a flag): the resolver
             # describes the one the Server is given, where it is given
@@ -178,7 +186,18 @@ class ClusterResolver(Rule):
         ):
             self.server_statement = None
             return
-        self.spec_name = specs[0]
+        # in another block (a `create_server(cluster_spec)` helper) the spec has the name the Server reads
+        chosen = self._server_cluster(module) if server_block is not spec_block else None
+        self.spec_name = chosen.value if isinstance(chosen, cst.Name) else specs[0]
+
+    def _returned_spec(self, statement) -> cst.Call | None:
+        """The call of ``return tf.train.ClusterSpec(...)``."""
+        if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1:
+            small = statement.body[0]
+            if (isinstance(small, cst.Return) and isinstance(small.value, cst.Call)
+                    and self.qualname(small.value.func) == "train.ClusterSpec"):
+                return small.value
+        return None
 
     def _server_cluster(self, module: cst.Module) -> cst.BaseExpression | None:
         """The cluster argument of the Server call whose job and index the resolver takes."""
@@ -262,6 +281,10 @@ class ClusterResolver(Rule):
             if self.server_statement is not None and aligned and id(originals[i]) == self.server_statement:
                 out.append(self._resolver_statement(originals[i], self.spec_name))
                 out.append(statement)
+                continue
+            returned = self._returned_spec(statement) if self.server_statement is not None else None
+            if returned is not None:  # its caller names it: the resolver is built near the Server
+                out.append(self._fix_cluster_dict(statement, returned))
                 continue
             names, value, _ = C.assignment(statement)
             if (

@@ -5,10 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
-from migrate.codemod.fastcst import transform
+from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers
 from migrate.codemod.program.project import index_for
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _server_flow, _server_flow_emit
 from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, serves_only
 from migrate.codemod.rules._standard_server import rewrite_standard_servers
 
@@ -105,6 +106,17 @@ class ServerRoles(Rule):
     What the TF1 branching ran for the other roles (``elif job_name ==
     "worker":``, now the chief, or ``else:``) follows the graph.
 
+    A server built in one function and handed to others (``cluster, server
+    = define_cluster()``, ``start_server(server)``, ``train(cluster, server)``
+    or ``train(server.target)`` as the session's master) gets the resolver
+    TFM201 builds beside it in its place on every way it goes: returned,
+    unpacked, passed on, a parameter (renamed ``cluster_resolver``); its
+    ``if job_name == "ps": server.join()`` becomes the serving branch above,
+    or goes under MultiWorkerMirroredStrategy with a helper that did only
+    that; the sessions given its target are TFM301's to replace. A use the
+    resolver cannot stand in for (the target printed, the server kept in an
+    object) leaves the server, with that use named.
+
     A program that only serves (its server built and joined, no training:
     a standard server for a cluster whose clients are other programs) keeps
     its server, spelled ``tf.distribute.Server``; TF 1.x's
@@ -140,7 +152,72 @@ class ServerRoles(Rule):
             return module
         self.has_resolver = "cluster_resolver" in C.all_names(module)
         self.role_under_condition = self._roles_under_condition(module)
+        self.flow_refusals: dict[int, _server_flow.Refusal] = {}
+        self.carried_servers: set[int] = set()  # the serving branches' servers, made here
+        module = self._carry_handed_servers(module)
         return transform(module, self)
+
+    def _carry_handed_servers(self, module: cst.Module) -> cst.Module:
+        """Servers built in a function and handed on to other functions of
+        the module (returned, passed as arguments, their target given to a
+        session there): the resolver TFM201 built next to each takes its place
+        on those ways (_server_flow), the ps's join becoming the serving
+        branch wherever it is. Where it cannot, the reason is kept for the
+        server's diagnostic, and a server with its branching in its own block
+        gets the rewrite below."""
+        servers = {id(st) for st in self._function_servers(module)}
+        while True:
+            for statement in self._function_servers(module):
+                if id(statement) in self.flow_refusals or id(statement) not in servers:
+                    continue
+                found = _server_flow.plan(module, statement, self.strategy, lambda fn, m=module: callers.callers(
+                    self.ctx.path, m, fn, other_files_only=True), resolver_built=self.has_resolver)
+                if not found.carried or not self.has_resolver:
+                    if found.refusals and len(found.functions) > 1:
+                        self.flow_refusals[id(statement)] = found.refusals[0]
+                    continue
+                module, dropped, created = _server_flow_emit.apply(module, found, self.strategy)
+                self.carried_servers |= created
+                what = (" its ps's `join()` becomes the serving branch (ps and worker tasks start"
+                        " tf.distribute.Server from the resolver and join it; the chief runs training)"
+                        if self.strategy == PSS else " MultiWorkerMirroredStrategy starts each worker's server"
+                        " itself and has no ps tasks: the server and the ps's `join()` go")
+                gone = f"; `{'()`, `'.join(dropped)}()`, which only sent the ps to join, removed" if dropped else ""
+                self.report(statement, "the task's server is handed on to "
+                            + ", ".join(f"`{name}()`" for name in found.functions[1:])
+                            + f": the cluster resolver takes its place there (it carries the same role);{what}{gone}",
+                            fixed=True, severity="info", reference="legacy_reference/async_ps.py"
+                            if self.strategy == PSS else "legacy_reference/sync_replicas.py")
+                break
+            else:
+                return module
+
+    def _function_servers(self, module: cst.Module) -> list[cst.BaseStatement]:
+        """Server statements in a function that may hand the server on:
+        ``return tf.train.Server(...)``, or ``server = tf.train.Server(...)``
+        where the function returns the server or gives it (or its target) to
+        a function of its own module."""
+        out = []
+        for statement, function in walk_in_functions(module):
+            if function is None or type(statement) is not cst.SimpleStatementLine:
+                continue
+            if id(statement) in self.role_under_condition:
+                continue
+            if self._server_returned(statement) is not None:
+                out.append(statement)
+                continue
+            found = self._server_statement(statement)
+            if found is not None and _server_flow.may_leave(function, found[0]):
+                out.append(statement)
+        return out
+
+    def _server_returned(self, statement) -> cst.Call | None:
+        if type(statement) is cst.SimpleStatementLine and len(statement.body) == 1:
+            small = statement.body[0]
+            if (isinstance(small, cst.Return) and isinstance(small.value, cst.Call)
+                    and self.qualname(small.value.func) in _SERVERS):
+                return small.value
+        return None
 
     def _report_server_handed_over(self, module: cst.Module) -> None:
         """A driver that trains nothing itself and gives its TF1 server to a
@@ -220,6 +297,8 @@ class ServerRoles(Rule):
             if found is None:
                 continue
             server_name, call = found
+            if id(statement) in self.carried_servers:
+                continue
             if id(statement) in self.role_under_condition:
                 continue  # reported (by TFM201 when the role is what the condition computes)
             job = C.arg(call, 1, "job_name")
@@ -247,9 +326,12 @@ class ServerRoles(Rule):
                         if moved is not None:
                             return body[:i] + moved + body[j + 1 :]
                     return body[:i] + kept + replacement + body[j + 1 :]
+            refusal = self.flow_refusals.get(id(statement))
+            handed = (f"; it is handed on to other functions of this module, and the cluster resolver cannot take"
+                      f" its place there: {refusal.why}") if refusal is not None else ""
             self.report(
                 statement,
-                "tf.train.Server without the usual `if job_name == \"ps\": server.join()` branching",
+                f"tf.train.Server without the usual `if job_name == \"ps\": server.join()` branching{handed}",
                 hint="ps and worker tasks should only run tf.distribute.Server(...).join(); the chief coordinates",
                 reference="legacy_reference/async_ps.py",
                 fixed=False,

@@ -31,6 +31,8 @@ from migrate.codemod.rules import (
     _outer_placeholders,
     _placement,
     _rebinding,
+    _server_flow,
+    _serving_export,
     _tutorial_mnist,
 )
 from migrate.codemod.rules._equivalents import (
@@ -155,6 +157,11 @@ class GraphToStrategy(Rule):
     into loop bounds (``StopAtStepHook``) and ``tf.train.Checkpoint`` +
     ``CheckpointManager`` with restore-on-start (``checkpoint_dir``/``logdir``),
     also of the TF1 job's own name-based checkpoint there (``_legacy_restore``).
+    The trained model's export for serving after training (a session bundle's
+    ``Exporter``, a ``SavedModelBuilder``, ``simple_save``) becomes
+    ``tf.saved_model.save`` of a ``tf.function`` signature computing the same
+    outputs from the same inputs, at the same place, into the same directory
+    (``_serving_export``).
 
     Asynchronous ps/worker training maps to ``ParameterServerStrategy`` with a
     ``ClusterCoordinator``: the chief queues each step for a free worker and
@@ -368,10 +375,14 @@ class GraphToStrategy(Rule):
                 scope = "".join(C.code_of(function).split())
                 if any(block in scope for block in self.declined_blocks):
                     continue
-            self.report(node, why, hint="build the graph in a `with tf.device(tf.train.replica_device_setter(...)):`"
-                        " block of the function that runs its session loop (or migrate to"
-                        f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again",
-                        reference=REFERENCE[self.strategy], fixed=False)
+            hint = ("build the graph in a `with tf.device(tf.train.replica_device_setter(...)):` block of the"
+                    " function that runs its session loop (or migrate to"
+                    f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again")
+            if why.startswith("single-machine"):
+                hint = ("write its training as a tf.function step (GradientTape + apply_gradients) called in the"
+                        " Python loop, by hand (TF2's custom training guide), or train this path through the"
+                        " distributed code on a cluster of one worker, then migrate again")
+            self.report(node, why, hint=hint, reference=REFERENCE[self.strategy], fixed=False)
             covered.append(text)
 
     def _device_functions(self) -> tuple[set[str], dict[str, str]]:
@@ -483,7 +494,14 @@ class GraphToStrategy(Rule):
         q = self.qualname(call.func)
         if q in ("Session", "InteractiveSession"):
             if not call.args:
-                return None  # a local session (evaluation, export): no training on the cluster
+                # a local session (evaluation, export): no training on the cluster, unless it trains
+                trained = self._local_training(function)
+                if trained is None:
+                    return None
+                return (f"single-machine TF1 training session `{C.code_of(call.func)}()` left as TF1 (it runs"
+                        f" `{trained}`, an optimizer's update built without a device setter): TFM301 migrates"
+                        " between-graph replicated training (a device-setter block and the session loop running"
+                        " its train op); this one trains on this process alone")
         elif q not in SESSION_CLASSES | {"train.Supervisor"}:
             return None
         kind = C.code_of(call.func)
@@ -496,6 +514,22 @@ class GraphToStrategy(Rule):
         return (f"TF1 training session `{kind}(...)` left as TF1{what}: TFM301 migrates a session loop that runs the"
                 " train op of a device-setter block migrated in the same function, and no such block builds what"
                 " this one runs")
+
+    def _local_training(self, function) -> str | None:
+        """The train op a plain session of ``function`` runs (a name bound to an
+        optimizer's minimize/apply_gradients there), if any."""
+        if function is None:
+            return None
+        updates = set()
+        for node in C.walk(function):
+            names, value, _ = C.assignment(node)
+            if len(names) == 1 and isinstance(value, cst.Call) and _method(value) in ("minimize", "apply_gradients"):
+                updates.add(names[0])
+        for inner in C.calls_in(function):
+            if _method(inner) == "run" and inner.args and isinstance(inner.args[0].value, cst.Name) and (
+                    inner.args[0].value.value in updates):
+                return inner.args[0].value.value
+        return None
 
     def _report_sync_left(self, module: cst.Module) -> None:
         """Every SyncReplicasOptimizer still in the output gets a TFM301
@@ -627,6 +661,8 @@ class GraphToStrategy(Rule):
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
         if getattr(self, "restore_helper_code", None):
             updated = self._add_restore_helper(updated)
+        if getattr(self, "serving_exported", False):  # the session bundle's import goes with its last use
+            updated = _serving_export.without_bundle_imports(updated)
         return updated
 
     def _add_restore_helper(self, module: cst.Module) -> cst.Module:
@@ -894,6 +930,8 @@ class GraphToStrategy(Rule):
                             " restore with tf.train.Checkpoint.restore by hand, then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        if self._plan_serving_exports(graph, session, inner, after, reported):
+            return body
         endless = session.endless_loops(after)
         if endless:
             # what was said about migrating this block no longer applies: it stays TF1
@@ -911,6 +949,10 @@ class GraphToStrategy(Rule):
                             " was left as TF1", hint="give the session a tf.train.StopAtStepHook(last_step=...) or"
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
+            return body
+        if self._report_server_not_carried(device_with):
+            del self.ctx.reports[reported:]
+            self._report_server_not_carried(device_with, report=True)
             return body
         if modes is None and self._report_resolver_out_of_reach(device_with):
             del self.ctx.reports[reported:]
@@ -970,6 +1012,34 @@ class GraphToStrategy(Rule):
                                          [*session_inside, *body[i + 1:]])
         return before + out
 
+    def _plan_serving_exports(self, graph: Graph, session, inner, after, reported: int) -> bool:
+        """The trained model exported for serving in the session's code (its
+        signature or builder maybe made in the graph block): planned onto
+        tf.saved_model.save of a signature (_serving_export), or declined with
+        the statement and why (True: the training stays TF1)."""
+        exports, declines = _serving_export.find([*inner, *after], self.qualname)
+        for export in exports:
+            declined = _serving_export.plan(export, graph, self, self._wants_template(graph))
+            if declined is not None:
+                declines.append(declined)
+        if not declines:
+            session.serving_exports = {id(export.save_at): export for export in exports}
+            session.serving_removed = {k for export in exports for k in export.removed}
+            # made in the graph block, they go with the export
+            graph.state = [st for st in graph.state if id(st) not in session.serving_removed]
+            graph.compute = [(n, st) for n, st in graph.compute if id(st) not in session.serving_removed]
+            session.serving_outputs = [name for export in exports for signature in export.signatures
+                                       for _, name in signature.outputs]
+            self.serving_exported = getattr(self, "serving_exported", False) or bool(exports)
+            return False
+        del self.ctx.reports[reported:]
+        for node, why in declines:
+            self.report(node, f"training not migrated: it exports the trained model for serving and {why}; this"
+                        " training was left as TF1", hint="export with tf.saved_model.save(module, export_dir,"
+                        " signatures=...) of a tf.Module holding the variables, by hand (or move the export out"
+                        " of the training code), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+        return True
+
     def _report_unbound_reads(self, old, new, graph: Graph, session, reported: int) -> bool:
         """Decline, with the statement that reads it, a rewrite that would
         leave a name read but no longer bound (a graph value or a session the
@@ -986,14 +1056,58 @@ class GraphToStrategy(Rule):
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
         for reader, names in by_reader.values():
             export = _dataflow.graph_export(reader, self.qualname)
+            helper = _dataflow.helper_export(reader, self.ctx.module, self.qualname) if export is None else None
             hint = ("export with tf.saved_model.save(module, export_dir, signatures=...) of a tf.Module holding the"
                     " variables, by hand (or move the export out of the training code), then migrate again"
                     if export is not None else "migrate this use by hand (or build it in the step function's"
                     " results), then migrate again; the training was left as TF1")
+            if helper is not None:
+                hint = (f"write the export of `{helper[0]}()` in the training function after its loop, then migrate"
+                        " again (or export with tf.saved_model.save(module, export_dir, signatures=...) by hand)")
             self.report(reader, _dataflow.unbound_reason(names, graph, session.sessions | session.supervisors, reader,
-                                                         export, self.ctx.module), hint=hint, reference=REFERENCE[self.strategy],
-                        fixed=False)
+                                                         export, self.ctx.module, helper), hint=hint,
+                        reference=REFERENCE[self.strategy], fixed=False)
         return True
+
+    def _report_server_not_carried(self, device_with, report: bool = False) -> bool:
+        """This task's TF1 server is built in another function of the module
+        and reaches the one that trains here through returns and parameters,
+        where TFM202 puts the cluster resolver in its place (_server_flow). A
+        use of the server on that way the resolver cannot stand in for (its
+        target printed, the server kept in an object, a helper of another
+        module given it) keeps the TF1 server, whose port a strategy built here
+        would find taken: decline, at that use."""
+        functions = getattr(self, "functions_in", None)
+        if not functions or "Server" not in self.ctx.source:
+            return False
+        here = functions[-1].name.value
+        module = self.ctx.module
+        for statement, function in walk_in_functions(module):
+            if function is None or type(statement) is not cst.SimpleStatementLine or len(statement.body) != 1:
+                continue
+            small = statement.body[0]
+            made = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
+            if not (isinstance(made, cst.Call) and self.qualname(made.func) in ("train.Server", "distribute.Server")):
+                continue
+            if isinstance(small, cst.Assign) and not _server_flow.may_leave(
+                    function, C.code_of(small.targets[0].target)):
+                continue
+            flow = _server_flow.plan(module, statement, self.strategy, lambda fn: callers.callers(
+                self.ctx.path, module, fn, other_files_only=True), resolver_built=self.has_resolver)
+            if here not in flow.functions[1:] or not flow.refusals:
+                continue
+            if report:
+                refusal = flow.refusals[0]
+                self.report(refusal.node, f"training not migrated: this task's TF1 server is built in"
+                            f" `{flow.functions[0]}()` and reaches `{here}()`, which trains, through parameters"
+                            f" and return values, and the cluster resolver cannot take its place on that way:"
+                            f" {refusal.why}; the TF1 server stays and would keep this task's port from the"
+                            " strategy's own; this training was left as TF1", hint="on its way to the training use"
+                            " the server only as a return value, an argument, the ps's `if job_name == \"ps\":"
+                            " server.join()` or a session's master (or build the cluster in the function that"
+                            " trains), then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+            return True
+        return False
 
     def _report_resolver_out_of_reach(self, device_with, report: bool = False) -> bool:
         """The cluster resolver TFM201 made of the program's ClusterSpec is a
@@ -1030,7 +1144,8 @@ class GraphToStrategy(Rule):
                         f" through parameters and return values; the strategy made here needs the cluster resolver"
                         f" TFM201 makes of that ClusterSpec in `{owner}()`, where `{here}()` cannot read it{server};"
                         " this training was left as TF1", hint=f"build the cluster (its ClusterSpec, server and the"
-                        f" ps's join) in `{here}()` or in the function calling it, then migrate again",
+                        f" ps's join) in `{here}()`, or hand `{here}()` the server (TFM202 then carries the cluster"
+                        " resolver in its place), then migrate again",
                         reference=REFERENCE[self.strategy], fixed=False)
         return True
 
@@ -2144,32 +2259,74 @@ class GraphToStrategy(Rule):
                         reference=REFERENCE[self.strategy])
 
     def _model_function(self, graph: Graph, session):
-        """All forward statements as one function of the placeholders."""
+        """All forward statements as one function of the placeholders. When
+        a value is wanted from fewer placeholders than the whole (a prediction
+        evaluated or served without the labels), the function computes the
+        model up to those values and what follows them (the loss, metrics)
+        runs in the step and evaluation functions on its results."""
         exports: list[str] = []
         if isinstance(graph.loss, cst.Name):
             exports.append(graph.loss.value)
         for fetch in [*session.train_fetches.values(), *session.eval_fetches.values()]:
             exports += [n for n in fetch.values if n in graph.compute_names and n not in exports]
+        exports += [n for n in session.serving_outputs if n in graph.compute_names and n not in exports]
         wanted = set(exports) | C.names_used(graph.loss)
         statements = [(n, st) for n, st in graph.slice_for(wanted)
                       if not (graph.grads_name and graph.grads_name in C.names_used(st))]
-        self.model_params = graph.params_for(statements)
-        self.model_exports = exports
+        everything = set(graph.params_for(statements))
+        predictions = set()
+        for values in [session.serving_outputs, *(fetch.values for fetch in session.eval_fetches.values())]:
+            values = {n for n in values if n in graph.compute_names}
+            if values and set(graph.params_for(graph.slice_for(values))) < everything:
+                predictions |= values
+        built = {id(st) for _, st in statements}
+        if predictions:
+            creating = [st for _, st in statements if self._creates_variables(graph, st)]
+            made = {n for names, st in statements if any(st is c for c in creating) for n in names}
+            built = {id(st) for _, st in graph.slice_for(predictions | made)} | {id(st) for st in creating}
+        inside = [(n, st) for n, st in statements if id(st) in built]
+        self.model_outside = [(n, st) for n, st in statements if id(st) not in built]
+        read_after = set().union(set(), *(C.names_used(st) for _, st in self.model_outside))
+        self.model_params = graph.params_for(inside)
+        self.model_exports = exports if not self.model_outside else list(dict.fromkeys(
+            n for names, _ in inside for n in names if n in read_after or n in wanted))
         self.model_fn = self._fresh("model_fn")
-        ret = exports[0] if len(exports) == 1 else ", ".join(exports)
+        ret = ", ".join(self.model_exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
         fn = fn.with_changes(
-            body=fn.body.with_changes(body=[s for _, s in statements] + list(fn.body.body)),
+            body=fn.body.with_changes(body=[s for _, s in inside] + list(fn.body.body)),
             leading_lines=[cst.EmptyLine(indent=False)],
         )
         return [fn]
+
+    def _creates_variables(self, graph: Graph, statement) -> bool:
+        helpers, _ = self._variable_helpers()
+        qualnames = {self.qualname(c.func) for c in C.calls_in(statement)}
+        return bool(C.names_used(statement) & helpers or qualnames & VARIABLE_CREATORS
+                    or self._model_builders(graph, statement))
 
     def _forward(self, graph: Graph, wanted: set[str]):
         """(statements computing `wanted`, their placeholder parameters)."""
         if self.template is not None:
             targets = ", ".join(self.model_exports)
             call = C.stmt(f"{targets} = {self.template}({', '.join(self.model_params)})\n")
-            return [([*self.model_exports], call)], list(self.model_params)
+            if self.__dict__.get("model_outside") is None:  # (TFM303's model function computes everything)
+                return [([*self.model_exports], call)], list(self.model_params)
+            # the model's call, then what the wanted values need of the statements after it
+            need, chosen = set(wanted), []
+            for names, statement in reversed(self.model_outside):
+                if need & set(names):
+                    chosen.append((names, statement))
+                    need |= C.names_used(statement)
+            chosen.reverse()
+            outside_params = graph.params_for(chosen)
+            uses_model = bool(need & set(self.model_exports))
+            statements = ([([*self.model_exports], call)] if uses_model else []) + chosen
+            params = [p for p in graph.placeholder_names
+                      if p in outside_params or (uses_model and p in self.model_params)]
+            params += [p for p in self.model_params if uses_model and p not in params]
+            params += [p for p in outside_params if p not in params]
+            return statements, params
         statements = graph.slice_for(wanted)
         params = graph.params_for(statements)
         for pipeline in graph.inputs:

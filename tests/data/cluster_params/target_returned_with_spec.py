@@ -1,0 +1,48 @@
+"""Fixture (ours): `cluster_and_target()` builds the ClusterSpec and this
+task's server, keeps the ps serving in its own `if job_name == "ps":`
+branch, and returns the spec and the server's target, which the caller's
+session takes as its master."""
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.disable_eager_execution()
+
+tf.app.flags.DEFINE_string("ps_hosts", "localhost:2482", "parameter servers")
+tf.app.flags.DEFINE_string("worker_hosts", "localhost:2483,localhost:2484", "trainers")
+tf.app.flags.DEFINE_string("job_name", "worker", "ps or worker")
+tf.app.flags.DEFINE_integer("task_index", 0, "index of this task in its job")
+tf.app.flags.DEFINE_integer("train_steps", 12, "global steps to train")
+FLAGS = tf.app.flags.FLAGS
+
+
+def cluster_and_target():
+    cluster_spec = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
+    server = tf.train.Server(cluster_spec, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    if FLAGS.job_name == "ps":
+        server.join()
+    return cluster_spec, server.target
+
+
+def main(_):
+    cluster, target = cluster_and_target()
+    with tf.device(tf.train.replica_device_setter(
+            worker_device="/job:worker/task:%d" % FLAGS.task_index, cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 4])
+        y = tf.placeholder(tf.float32, [None, 1])
+        w = tf.get_variable("w", [4, 1], initializer=tf.zeros_initializer())
+        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=global_step)
+
+    hooks = [tf.train.StopAtStepHook(last_step=FLAGS.train_steps)]
+    with tf.train.MonitoredTrainingSession(master=target, is_chief=(FLAGS.task_index == 0), hooks=hooks) as sess:
+        while not sess.should_stop():
+            step = sess.run(global_step)
+            rng = np.random.RandomState(step)
+            xs = rng.randn(16, 4).astype(np.float32)
+            ys = xs.sum(axis=1, keepdims=True) * 0.5
+            sess.run(train_op, feed_dict={x: xs, y: ys})
+
+
+if __name__ == "__main__":
+    tf.app.run()
