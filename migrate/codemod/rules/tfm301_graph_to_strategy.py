@@ -950,7 +950,8 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
-        if self._report_server_not_carried(device_with):
+        # a helper choosing the mode hands back the resolver in place of its server's target (_device_modes)
+        if modes is None and self._report_server_not_carried(device_with):
             del self.ctx.reports[reported:]
             self._report_server_not_carried(device_with, report=True)
             return body
