@@ -364,13 +364,14 @@ def test_tf1_apis_keras_3_removed_are_refused_with_their_line_unless_provided(mo
     prepared = prepare(src("""
         import tensorflow as tf
         h = tf.layers.dense(x, 4)  # provided: TF1's code
-        h = tf.layers.batch_normalization(h, training=True)
+        h = tf.layers.batch_normalization(h, training=True)  # provided too
+        h = tf.layers.conv1d(h, 4, 3)
         cell = tf.nn.rnn_cell.BasicLSTMCell(8)
         outputs, state = tf.nn.dynamic_rnn(cell, h, dtype=tf.float32)  # in compat.v1 as it was
     """))
     assert [b.split(", which")[0] for b in prepared.blockers] == [
-        "line 3: uses tf.layers.batch_normalization",
-        "line 4: uses tf.nn.rnn_cell.BasicLSTMCell",
+        "line 4: uses tf.layers.conv1d",
+        "line 5: uses tf.nn.rnn_cell.BasicLSTMCell",
     ]
     assert "Keras 3 removed tf.compat.v1.layers; tfmigrate check provides tf.layers." in prepared.blockers[0]
     imported = prepare("import tensorflow.compat.v1 as tf\nfrom tensorflow.compat.v1.nn.rnn_cell import LSTMCell\n")

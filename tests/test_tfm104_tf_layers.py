@@ -140,7 +140,9 @@ def test_a_module_without_tensorflow_is_left_alone():
     assert migrate_source(dedent(src)).output == dedent(src)
 
 
-def test_tensorflow_imported_in_a_function_only_declines():
+def test_tensorflow_imported_in_a_function_only_writes_the_layer_there():
+    # a job function a launcher runs imports TensorFlow itself: the layer is written
+    # in it, after the import, and the module still imports no TensorFlow
     result = run("""
         import os
 
@@ -148,9 +150,36 @@ def test_tensorflow_imported_in_a_function_only_declines():
             import tensorflow as tf
             return tf.layers.dense(x, 3)
         """)
-    assert "def tf1_" not in result.output
+    assert not result.manual_work
+    assert "\nimport tensorflow" not in result.output
+    main = result.output.partition("def main():\n")[2]
+    assert main.startswith("    import tensorflow as tf\n\n")
+    assert "\n    def tf1_dense(" in main and main.rstrip().endswith("return tf1_dense(x, 3)")
+
+
+def test_tensorflow_imported_in_two_functions_writes_each_the_layers_it_calls():
+    result = run("""
+        def train():
+            import tensorflow as tf
+            return tf.layers.dense(x, 3)
+
+        def evaluate():
+            import tensorflow as tf
+            return tf.layers.flatten(x)
+
+        def summary(tf):
+            return tf.layers.dense(x, 1)
+        """)
+    out = result.output
+    train, _, rest = out.partition("def evaluate():")[0], None, out.partition("def evaluate():")[2]
+    evaluate = rest.partition("def summary(tf):")[0]
+    assert "def tf1_dense(" in train and "def tf1_flatten(" not in train
+    assert "def tf1_flatten(" in evaluate and "def tf1_dense(" not in evaluate
+    assert "\nimport tensorflow" not in out
+    # a call in neither function is left, saying where TensorFlow is
     [d] = result.manual_work
-    assert d.line == 5 and "no module-level TensorFlow import" in d.message
+    assert d.line == 10 and "TensorFlow is imported in `evaluate`, `train` only" in d.message
+    assert "return tf.layers.dense(x, 1)" in out
 
 
 def test_notebook_functions_go_to_the_import_cell():

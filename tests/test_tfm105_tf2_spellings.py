@@ -117,6 +117,23 @@ def test_one_info_diagnostic_per_file() -> None:
     assert "reduce_mean x2" in found[0].message and "to_float" in found[0].message
 
 
+def test_located_in_the_file_not_in_code_other_rules_wrote() -> None:
+    """TFM104 writes TF1's layer code (with calls TFM105 respells) above the
+    program; the diagnostic points at the program's own call."""
+    source = dedent("""
+        import tensorflow as tf
+
+        images = tf.placeholder(tf.float32, [None, 28, 28, 1])
+        features = tf.layers.flatten(images)
+        logits = tf.layers.dense(features, 10)
+        loss = tf.reduce_mean(logits, reduction_indices=1)
+    """)
+    result = migrate_source(source, path="<test>", select=["TFM104", "TFM101", "TFM105"])
+    assert "tf.reduce_mean(logits, axis=1)" in result.output
+    found = [d for d in result.diagnostics if d.code == "TFM105"]
+    assert [(d.line, d.column) for d in found] == [(6, 8)]
+
+
 def test_idempotent_and_compiles() -> None:
     source = HEADER + "\n".join(f"r{i} = {before}" for i, (before, _) in enumerate(PAIRS)) + "\n"
     once = migrate_source(source, path="<test>").output

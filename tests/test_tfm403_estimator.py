@@ -297,8 +297,8 @@ JOB_SHAPES = textwrap.dedent(
          "    else:\n"
          "        est = tf.estimator.Estimator(model_fn)\n"
          "    tf.estimator.train_and_evaluate(est, tf.estimator.TrainSpec(input_fn, 5), tf.estimator.EvalSpec(input_fn))"),
-         12, ("`est`, the Estimator this job runs, is bound in if/else branches or loops (tf.estimator.Estimator,"
-         " tf.estimator.LinearClassifier)")),
+         12, ("`est` is a premade `tf.estimator.LinearClassifier` in one of the if/else branches choosing the"
+         " job's Estimator: a premade Estimator has no model_fn for the migrated loop to call")),
         ("tf.estimator.train_and_evaluate(kind, tf.estimator.TrainSpec(input_fn, 5), tf.estimator.EvalSpec(input_fn))",
          10, "`kind`, the Estimator this job runs, is a parameter of `run()`: it is built by its callers"),
         (("est = tf.estimator.Estimator(model_fn, model_dir='/tmp/m')\n"

@@ -192,6 +192,108 @@ def tf1_dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, n
         return dropped() if decided else tf.identity(inputs)
 
 
+
+# tf.layers.batch_normalization of TF 1.x (Keras 3 removed tf.compat.v1.layers):
+# variables <scope>/batch_normalization[_N]/gamma, beta, moving_mean and
+# moving_variance; 4-D inputs through fused_batch_norm, others through
+# tf.nn.moments and tf.nn.batch_normalization, as TF1's layer chose. While
+# `training`, the batch's statistics normalize and the moving averages move
+# towards them (the fused kernel's variance with Bessel's correction, as TF1's):
+# in a TF1 graph the updates go to the UPDATE_OPS collection, run by the train
+# op that depends on them; in TF2 (a tf.function step) they run with the step. An
+# eager call is the migrated program building its variables once: it moves none.
+def tf1_batch_normalization(
+        inputs, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
+        beta_initializer="zeros", gamma_initializer="ones", moving_mean_initializer="zeros",
+        moving_variance_initializer="ones", beta_regularizer=None, gamma_regularizer=None,
+        beta_constraint=None, gamma_constraint=None, training=False, trainable=True, name=None,
+        reuse=None, renorm=False, renorm_clipping=None, renorm_momentum=0.99, fused=None,
+        virtual_batch_size=None, adjustment=None):
+    if any(x is not None for x in (
+            beta_regularizer, gamma_regularizer, beta_constraint, gamma_constraint,
+            renorm_clipping, virtual_batch_size, adjustment)) or renorm:
+        raise NotImplementedError(
+            "tf1_batch_normalization: regularizers, constraints, renorm, virtual batches and"
+            " adjustments are not reproduced")
+    inputs = tf.convert_to_tensor(inputs)
+    rank = inputs.shape.rank
+    if rank is None or inputs.shape[-1] is None:
+        raise ValueError(f"tf1_batch_normalization: inputs need a known rank and last dimension: {inputs.shape}")
+    if axis not in (-1, rank - 1) or rank == 5:
+        raise NotImplementedError("tf1_batch_normalization: only the last axis of non-5-D inputs is reproduced")
+    fused = rank == 4 and fused is not False
+    initializers = [
+        tf.compat.v1.ones_initializer() if i == "ones" else tf1_initializer(i) if isinstance(i, str) else i
+        for i in (gamma_initializer, beta_initializer, moving_mean_initializer, moving_variance_initializer)]
+    channels = inputs.shape.as_list()[-1]
+    dtype = inputs.dtype.base_dtype
+    scope = name or ("batch_normalization" if reuse else None)
+    with tf.compat.v1.variable_scope(scope, default_name="batch_normalization", reuse=reuse):
+        gamma = tf.compat.v1.get_variable(
+            "gamma", shape=[channels], dtype=dtype, initializer=initializers[0],
+            trainable=trainable) if scale else None
+        beta = tf.compat.v1.get_variable(
+            "beta", shape=[channels], dtype=dtype, initializer=initializers[1],
+            trainable=trainable) if center else None
+        moving_mean = tf.compat.v1.get_variable(
+            "moving_mean", shape=[channels], dtype=dtype, initializer=initializers[2],
+            trainable=False, aggregation=tf.compat.v1.VariableAggregation.MEAN)
+        moving_variance = tf.compat.v1.get_variable(
+            "moving_variance", shape=[channels], dtype=dtype, initializer=initializers[3],
+            trainable=False, aggregation=tf.compat.v1.VariableAggregation.MEAN)
+        decided = tf.get_static_value(training)
+        if fused:
+            gamma = gamma if scale else tf.constant(1.0, dtype, [channels])
+            beta = beta if center else tf.constant(0.0, dtype, [channels])
+
+            def normalized(is_training):
+                if is_training:
+                    return tf.compat.v1.nn.fused_batch_norm(
+                        inputs, gamma, beta, epsilon=epsilon, is_training=True, data_format="NHWC")
+                return tf.compat.v1.nn.fused_batch_norm(
+                    inputs, gamma, beta, mean=moving_mean, variance=moving_variance,
+                    epsilon=epsilon, is_training=False, data_format="NHWC")
+
+            if decided is None:
+                outputs, mean, variance = tf.compat.v1.cond(
+                    training, lambda: normalized(True), lambda: normalized(False))
+                # TF1 moved the averages by 0 when not training
+                momentum = tf.compat.v1.cond(
+                    training, lambda: tf.constant(momentum), lambda: tf.constant(1.0))
+            else:
+                outputs, mean, variance = normalized(bool(decided))
+                momentum = tf.convert_to_tensor(momentum)
+        else:
+            axes = list(range(rank - 1))
+            if decided is None:
+                batch_mean, batch_variance = tf.nn.moments(inputs, axes)
+                mean = tf.compat.v1.cond(training, lambda: batch_mean, lambda: tf.convert_to_tensor(moving_mean))
+                variance = tf.compat.v1.cond(
+                    training, lambda: batch_variance, lambda: tf.convert_to_tensor(moving_variance))
+            elif decided:
+                mean, variance = tf.nn.moments(inputs, axes)
+            else:
+                mean, variance = moving_mean, moving_variance
+            outputs = tf.nn.batch_normalization(inputs, mean, variance, beta, gamma, epsilon)
+        if (decided is None or decided) and not tf.compat.v1.executing_eagerly():
+            def moved(average, value):
+                with tf.compat.v1.name_scope("AssignMovingAvg"):
+                    decay = tf.cast(tf.convert_to_tensor(1.0 - momentum), dtype)
+                    return average.assign_sub((average - tf.cast(value, dtype)) * decay)
+
+            def updates():
+                return [moved(moving_mean, mean), moved(moving_variance, variance)]
+
+            if fused or decided:
+                update_ops = updates()
+            else:
+                update_ops = tf.compat.v1.cond(
+                    training, updates, lambda: [tf.identity(moving_mean), tf.identity(moving_variance)])
+            if not tf.compat.v1.executing_eagerly_outside_functions():
+                for op in update_ops:
+                    tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.UPDATE_OPS, op)
+    return outputs
+
 # tf.contrib.layers.fully_connected / slim.fully_connected of TF 1.x (TF 2.0
 # removed tf.contrib): variables <scope>/fully_connected[_N]/weights and biases,
 # a ReLU by default, no biases when biases_initializer is None.

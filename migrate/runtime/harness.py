@@ -768,7 +768,8 @@ class _Harness:
 
             provided = {
                 name: announced(name, getattr(tf1_layers, f"tf1_{name}"))
-                for name in ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout")
+                for name in ("dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
+                             "batch_normalization")
             }
 
             class Layers(types.ModuleType):

@@ -308,7 +308,9 @@ _WHY_NOT_PROVIDED = {
 
 # tf.compat.v1.layers functions check runs as TF1's code when Keras 3 left
 # them out (harness feature `tf1layers`, migrate/codemod/tf1_layers.py).
-TF1_LAYERS_PROVIDED = frozenset({"dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout"})
+TF1_LAYERS_PROVIDED = frozenset({
+    "dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout", "batch_normalization",
+})
 
 
 def _keras3_removed(name: str) -> str | None:

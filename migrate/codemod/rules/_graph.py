@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _update_barriers
 from migrate.codemod.rules._equivalents import is_schedule
 
 PLACEHOLDERS = {"placeholder", "placeholder_with_default"}
@@ -133,6 +134,16 @@ class Graph:
     regularized: list[tuple[str, cst.BaseExpression]] = field(default_factory=list)
     # `if <flag test>:` with training in both branches -> the branch the default run takes
     choose_branch: object = None
+    # update barriers (`_update_barriers`): names bound to a model's update ops -> what they
+    # are; barriers (`with tf.control_dependencies(updates): barrier = tf.no_op()`) -> (what
+    # they run, statement); statements the step computes after a barrier -> what it ran
+    update_lists: dict[str, tuple[str, str]] = field(default_factory=dict)
+    update_barriers: dict[str, tuple[tuple[str, str], cst.BaseStatement]] = field(default_factory=dict)
+    barrier_uses: list[tuple[cst.BaseStatement, list[tuple[str, str]]]] = field(default_factory=list)
+    # `train_tensor = with_dependencies([apply_op], loss)` (slim's create_train_op): the train op
+    # is `train_tensor`, and a session run fetching it got `loss` (its value before the update)
+    train_value: str | None = None
+    follow_barriers: bool = False  # see analyze()
 
     @property
     def placeholder_names(self) -> list[str]:
@@ -179,7 +190,7 @@ def _is_optimizer(q: str | None) -> bool:
 
 
 def analyze(statements, qualname, dropped=(), variable_helpers=frozenset(), schedules=False,
-            inputs=None, choose_branch=None) -> Graph:
+            inputs=None, choose_branch=None, barriers=False) -> Graph:
     """`dropped`: names of graph plumbing built before the block (a "done"
     queue on the ps) whose ops the block derives; `variable_helpers`: module
     functions that create variables (their calls build the model, whatever
@@ -187,8 +198,11 @@ def analyze(statements, qualname, dropped=(), variable_helpers=frozenset(), sche
     (``Graph.schedules``) and Keras optimizers built in the block as state,
     for a rule that rebuilds them, instead of as forward computation;
     `inputs`: follow tf.data one-shot iterators (``Graph.inputs``), given the
-    module functions that return one's ``get_next()`` (None: do not)."""
+    module functions that return one's ``get_next()`` (None: do not);
+    `barriers`: take update barriers and train tensors (``_update_barriers``)
+    apart, for a rule that plans them."""
     g = Graph()
+    g.follow_barriers = barriers
     g.dropped.update(dropped)
     g.variable_helpers = frozenset(variable_helpers)
     g.keep_schedules = schedules
@@ -302,6 +316,16 @@ def extend(g: Graph, statement, qualname) -> None:
 
 
 def _classify(g: Graph, statement, qualname) -> None:
+    if g.follow_barriers:
+        guarded = _update_barriers.classify(g, statement, qualname)
+        if guarded is not None:  # part of an update barrier: what it guards is analysed as unwrapped
+            for inner in guarded:
+                _classify(g, inner, qualname)
+            return
+        found = _update_barriers.train_tensor(statement, g.train_op)
+        if found is not None:
+            g.train_op, g.train_value = found
+            return
     names, value, _ = C.assignment(statement)
     lone = C.single_expr(statement)
 

@@ -82,6 +82,20 @@ class _Fetch:
         return ",".join(str(n) for n in self.names) + ("+token" if self.token_used else "")
 
     def bind(self, target: cst.BaseExpression, graph: Graph) -> None:
+        if self.train and graph.train_value is not None:
+            # a train tensor (`with_dependencies([apply], loss)`) bound to a name gave the loss
+            # the step computes: fetch that there
+            if self.shape == "single":
+                bound = [0] if isinstance(target, cst.Name) and target.value != "_" else []
+            elif isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(self.names):
+                bound = [k for k, el in enumerate(target.elements) if self.names[k] == graph.train_op
+                         and not (isinstance(el.value, cst.Name) and el.value.value == "_")]
+            else:
+                bound = [k for k, n in enumerate(self.names) if n == graph.train_op]
+            for k in bound:
+                self.names[k] = graph.train_value
+            self.values = [n for n in self.names if n != graph.train_op and n not in graph.dropped]
+            return
         if not self.train or graph.sync is None:
             return
         if self.shape == "single":

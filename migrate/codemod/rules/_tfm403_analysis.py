@@ -44,8 +44,12 @@ NUMPY_INPUT_ARGS = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capa
 
 # what an Estimator's other methods did, for the reason a job using them is declined
 _USES = {
-    "export_savedmodel": "exporting a SavedModel of the serving signature (serving_input_receiver_fn)",
-    "export_saved_model": "exporting a SavedModel of the serving signature (serving_input_receiver_fn)",
+    "export_savedmodel": ("exporting a SavedModel of the serving signature (the model_fn's PREDICT mode fed by the"
+                          " serving_input_receiver_fn's placeholders, into a new timestamped directory under the"
+                          " export directory)"),
+    "export_saved_model": ("exporting a SavedModel of the serving signature (the model_fn's PREDICT mode fed by the"
+                           " serving_input_receiver_fn's placeholders, into a new timestamped directory under the"
+                           " export directory)"),
     "predict": "prediction with the model_fn's PREDICT mode",
     "evaluate": "an evaluation besides the one after est.train()",
     "train": "a second training call",
@@ -100,6 +104,23 @@ class EstimatorJob:
     shuffled: list[cst.CSTNode] = field(default_factory=list)  # numpy_input_fn(shuffle=True) calls
     evaluation: Call | None = None  # est.evaluate(...) after est.train(...), and its statement
     notes: list[tuple[cst.CSTNode, str]] = field(default_factory=list)  # what was dropped, and why it may be
+    # TrainSpec(hooks=[LoggingTensorHook(...)]): what the loop logs from the step
+    logging: LoggedTensors | None = None
+    # the Estimator chosen in the branches of an if statement of the block (a flag picks the
+    # model): that statement, and each branch's Estimator call with its model_fn
+    chosen_in: cst.If | None = None
+    choices: list[tuple[Call, cst.FunctionDef]] = field(default_factory=list)
+
+
+@dataclass
+class LoggedTensors:
+    """``tf.train.LoggingTensorHook(tensors={tag: name}, every_n_iter=N)`` of the
+    training hooks: the model_fn's tensors named ``name``, logged as ``tag`` on
+    the first step and every N steps after."""
+
+    node: cst.Call
+    tensors: dict[str, str]  # tag -> the graph name of the tensor (op name, ":0" dropped)
+    every_n_iter: cst.BaseExpression
 
 
 def bind(call: cst.Call, params: tuple[str, ...], what: str) -> dict[str, cst.BaseExpression]:
@@ -249,7 +270,8 @@ class Finder:
                 what = next((_USES[m] for m in methods if m in _USES), None)
                 if what is not None:
                     raise Decline(st, f"`{name}.{methods[0]}(...)`: {what}, not carried by the migration",
-                                  hint="export with tf.saved_model.save from the migrated loop's model, by hand"
+                                  hint="after the loop, tf.saved_model.save a tf.function whose input signature"
+                                  " has the receiver's TensorSpecs and which calls the model in PREDICT mode, by hand"
                                   if "SavedModel" in what else "migrate this part by hand")
                 raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
                               hint="keep the Estimator objects to the statements that build and run the job")
@@ -328,8 +350,9 @@ class Finder:
             args = bind(call, ("estimator", "train_spec", "eval_spec"), "train_and_evaluate")
             if "estimator" not in args or "train_spec" not in args:
                 raise Decline(call, "train_and_evaluate without an estimator and a TrainSpec")
-            estimator = self._resolve(block, args["estimator"], "estimator.Estimator", ESTIMATOR_ARGS,
-                                      "Estimator", trains)
+            chosen = self._chosen(block, args["estimator"], trains)
+            estimator = chosen[1][0] if chosen else self._resolve(
+                block, args["estimator"], "estimator.Estimator", ESTIMATOR_ARGS, "Estimator", trains)
             train_spec = self._resolve(block, args["train_spec"], "estimator.TrainSpec", TRAIN_SPEC_ARGS,
                                        "TrainSpec", trains)
             if "eval_spec" in args:
@@ -338,8 +361,9 @@ class Finder:
             max_steps = train_spec.get("max_steps")
             train_input = train_spec.get("input_fn")
         else:
-            estimator = self._resolve(block, call.func.value, "estimator.Estimator", ESTIMATOR_ARGS,
-                                      "Estimator", trains)
+            chosen = self._chosen(block, call.func.value, trains)
+            estimator = chosen[1][0] if chosen else self._resolve(
+                block, call.func.value, "estimator.Estimator", ESTIMATOR_ARGS, "Estimator", trains)
             train_spec = Call(call, bind(call, TRAIN_ARGS, "Estimator.train"))
             max_steps = train_spec.get("max_steps")
             extra_steps = train_spec.get("steps")
@@ -352,12 +376,19 @@ class Finder:
         config = None
         if estimator.get("config") is not None:
             config = self._resolve(block, estimator.args["config"], "estimator.RunConfig", RUN_CONFIG_ARGS,
-                                   "RunConfig", estimator.statement or trains)
+                                   "RunConfig", chosen[0] if chosen else estimator.statement or trains)
         job_notes: list[tuple[cst.CSTNode, str]] = []
+        logged = None
+        hooks = train_spec.get("hooks")
+        if hooks is not None and not _empty(hooks):
+            logged, bindings = self._logging_hook(block, hooks, train_spec.statement or trains)
+            removed += bindings
         for c in (estimator, config, train_spec, eval_spec):
             if c is None:
                 continue
             for key, value in c.args.items():
+                if key == "hooks" and c is train_spec:
+                    continue  # the logging hook, above
                 if key == "session_config" and isinstance(value, cst.Call) and (
                         self.qualname(value.func) or "").endswith("ConfigProto"):
                     job_notes.append((value, ("RunConfig(session_config=ConfigProto(...)) configured the Estimator's"
@@ -367,9 +398,13 @@ class Finder:
                 if key in _NOT_CARRIED and not _empty(value):
                     raise Decline(value, f"`{key}`: {_NOT_CARRIED[key]}, not carried by the migration",
                                   hint="drop it, or migrate this job by hand")
-            if c.statement is not None:
+            if c.statement is not None and not (chosen and c is estimator):
                 removed.append(c.statement)
         model_fn = self.function(estimator.get("model_fn"), "model_fn", block)
+        self._no_keras_layers(model_fn)
+        choices = [(c, self.function(c.get("model_fn"), "model_fn", block)) for c in chosen[1]] if chosen else []
+        for _, fn in choices:
+            self._no_keras_layers(fn)
         for node in (train_input, eval_spec.get("input_fn") if eval_spec is not None else None):
             self.foreign(node, "input_fn")
         eval_input = eval_spec.get("input_fn") if eval_spec is not None else None
@@ -387,10 +422,154 @@ class Finder:
             if eval_input is None:
                 raise Decline(evaluate, "evaluate() without an input_fn")
         job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
-                           eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes)
+                           eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes,
+                           logging=logged, chosen_in=chosen[0] if chosen else None, choices=choices)
         for node in (train_input, eval_input):
             self._numpy_input(job, node)
         return job
+
+    def _no_keras_layers(self, model_fn: cst.FunctionDef) -> None:
+        """Decline a model_fn that builds Keras layers or models (itself or through the
+        module's functions it calls): the Estimator called it once per graph, the
+        migrated step calls it at every step, and make_template shares only the
+        variables of get_variable, not those a Keras 3 layer makes for itself. So
+        is one still running tf.layers / tf.contrib code (a layer TFM104 left)."""
+        seen: set[str] = set()
+        todo = [model_fn]
+        while todo:
+            fn = todo.pop()
+            for call in C.calls_in(fn):
+                q = self.qualname(call.func) or ""
+                last = q.rpartition(".")[2]
+                if (q.startswith(("keras.layers.", "keras.models.", "keras.applications.")) and last[:1].isupper()
+                        or q in ("keras.Sequential", "keras.Model")):
+                    where = "" if fn is model_fn else f" (in `{fn.name.value}()`, which the model_fn calls)"
+                    raise Decline(call, f"the model_fn builds a Keras layer or model, `tf.{q}`{where}: the migrated"
+                                  " step calls the model_fn at every step, and make_template shares only the"
+                                  " variables of tf.compat.v1.get_variable, not those a Keras 3 layer makes",
+                                  hint="build the Keras model once under the strategy and call it in the step,"
+                                  " by hand (TF2 guide: migrate/migrating_estimator)")
+                if q.startswith(("layers.", "contrib.")):
+                    where = "" if fn is model_fn else f" (in `{fn.name.value}()`, which the model_fn calls)"
+                    raise Decline(call, f"the model_fn runs `tf.{q}`{where}, which TF 2.21 does not have and"
+                                  " which is left as TF1 code (see its own diagnostic)",
+                                  hint="replace it by TF 2 code with the same numerics, then migrate the job")
+                if isinstance(call.func, cst.Name) and call.func.value in self.functions and (
+                        call.func.value not in seen):
+                    seen.add(call.func.value)
+                    todo.append(self.functions[call.func.value])
+
+    def _chosen(self, block, node: cst.BaseExpression, used_at) -> tuple[cst.If, list[Call]] | None:
+        """``if flag == "a": est = Estimator(model_fn=a_fn, ...) elif ...: est = Estimator(
+        model_fn=b_fn, ...) else: sys.exit(...)``: the if statement and each branch's
+        Estimator call, which differ in model_fn and params only. None when the
+        name is not bound in the branches of one if statement of the block."""
+        if not isinstance(node, cst.Name):
+            return None
+        name = node.value
+        statements = self._statements(block)
+        if any(name in C.assignment(st)[0] for st in statements):
+            return None
+        ifs = [st for st in statements if isinstance(st, cst.If) and any(
+            name in C.assignment(inner)[0] for inner in C.walk(st) if isinstance(inner, cst.SimpleStatementLine))]
+        if len(ifs) != 1:
+            return None
+        choice = ifs[0]
+        calls: list[Call] = []
+        branches: list[cst.CSTNode] = []
+        branch: cst.CSTNode | None = choice
+        while isinstance(branch, cst.If):
+            branches.append(branch)
+            branch = branch.orelse
+        if isinstance(branch, cst.Else):
+            branches.append(branch)
+        for branch in branches:
+            body = list(C.body_of(branch.body))
+            binders = [st for st in body if name in C.assignment(st)[0]]
+            nested = [st for st in C.walk(branch.body) if isinstance(st, cst.SimpleStatementLine)
+                      and name in C.assignment(st)[0] and st not in binders]
+            if nested or len(binders) > 1:
+                raise Decline((nested or binders)[-1], f"`{name}`, the Estimator this job runs, is bound more than"
+                              " once in a branch of the if statement choosing it",
+                              hint="build the Estimator once per branch, or migrate by hand")
+            if binders:
+                targets, value, _ = C.assignment(binders[0])
+                q = self.qualname(value.func) if isinstance(value, cst.Call) else None
+                if targets != [name] or q is None:
+                    raise Decline(binders[0], f"`{name}`, the Estimator this job runs, is not built by a"
+                                  " tf.estimator call in this branch")
+                if q != "estimator.Estimator":
+                    raise Decline(value, f"`{name}` is a premade `tf.{q}` in one of the if/else branches choosing the"
+                                  " job's Estimator: a premade Estimator has no model_fn for the migrated loop to"
+                                  " call (its model, loss head and default optimizer are Estimator internals)",
+                                  hint="give that choice a custom model_fn, or migrate this job by hand")
+                calls.append(Call(value, bind(value, ESTIMATOR_ARGS, "Estimator"), binders[0], name))
+            elif not _ends_program(body):
+                raise Decline(branch, f"a branch of the if statement choosing `{name}` neither builds the Estimator"
+                              " nor ends the program", hint="migrate this job by hand")
+        if not calls:
+            return None
+        first = calls[0]
+        for other in calls[1:]:
+            for key in set(first.args) | set(other.args):
+                if key in ("model_fn", "params"):
+                    continue
+                mine, theirs = first.args.get(key), other.args.get(key)
+                if (C.code_of(mine) if mine is not None else None) != (C.code_of(theirs) if theirs is not None
+                                                                       else None):
+                    raise Decline(other.node, f"the Estimators the if statement chooses between differ in `{key}`,"
+                                  " not only in model_fn and params", hint="migrate this job by hand")
+        self._read_once(block, name, choice, used_at)
+        return choice, calls
+
+    def _bound_once(self, block, node: cst.BaseExpression, used_at) -> tuple[cst.BaseExpression, list]:
+        """What a name of the block is bound to (once, read only at ``used_at``), and its statement."""
+        if not isinstance(node, cst.Name):
+            return node, []
+        bound = [st for st in self._statements(block) if node.value in C.assignment(st)[0]]
+        if len(bound) != 1 or C.assignment(bound[0])[0] != [node.value]:
+            raise Decline(node, f"`{node.value}` is not bound once, by itself, where the job is built")
+        self._read_once(block, node.value, bound[0], used_at)
+        return C.assignment(bound[0])[1], [bound[0]]
+
+    def _logging_hook(self, block, hooks: cst.BaseExpression, used_at) -> tuple[LoggedTensors, list]:
+        """``hooks=[tf.train.LoggingTensorHook(tensors={...}, every_n_iter=N)]``: the one
+        training hook the loop carries (it logs the step's tensors at that cadence)."""
+        hooks, bindings = self._bound_once(block, hooks, used_at)
+        if not isinstance(hooks, (cst.List, cst.Tuple)) or len(hooks.elements) != 1:
+            raise Decline(hooks, "`hooks`: SessionRunHooks run by the Estimator's MonitoredTrainingSession, not"
+                          " carried by the migration (one tf.train.LoggingTensorHook is)",
+                          hint="drop them, or migrate this job by hand")
+        hook, more = self._bound_once(block, hooks.elements[0].value, bindings[0] if bindings else used_at)
+        bindings += more
+        if not (isinstance(hook, cst.Call) and self.is_(hook.func, "train.LoggingTensorHook", "estimator.LoggingTensorHook")):
+            raise Decline(hook, "`hooks`: SessionRunHooks run by the Estimator's MonitoredTrainingSession"
+                          f" (`{C.code_of(hook)}`), not carried by the migration (tf.train.LoggingTensorHook is)",
+                          hint="call what it did from the migrated training loop, by hand")
+        args = bind(hook, ("tensors", "every_n_iter", "every_n_secs", "at_end", "formatter"), "LoggingTensorHook")
+        for key in ("every_n_secs", "at_end", "formatter"):
+            if key in args and not _empty(args[key]):
+                raise Decline(args[key], f"`LoggingTensorHook({key}=...)`: the migrated loop logs every_n_iter steps"
+                              " only", hint="log by steps (every_n_iter), or migrate the hook by hand")
+        if args.get("every_n_iter") is None or _empty(args["every_n_iter"]):
+            raise Decline(hook, "LoggingTensorHook without every_n_iter")
+        tensors, more = self._bound_once(block, args.get("tensors", cst.Name("None")), bindings[-1]
+                                         if bindings else used_at)
+        bindings += more
+        named: dict[str, str] = {}
+        strings = (cst.SimpleString,)
+        if isinstance(tensors, cst.Dict) and all(
+                isinstance(el, cst.DictElement) and isinstance(el.key, strings) and isinstance(el.value, strings)
+                for el in tensors.elements):
+            named = {el.key.evaluated_value: el.value.evaluated_value for el in tensors.elements}
+        elif isinstance(tensors, (cst.List, cst.Tuple)) and all(
+                isinstance(el.value, strings) for el in tensors.elements):
+            named = {el.value.evaluated_value: el.value.evaluated_value for el in tensors.elements}
+        if not named:
+            raise Decline(tensors, "LoggingTensorHook's tensors are not a dict or list of tensor names written here",
+                          hint="name the tensors with string literals")
+        tensors_by_op = {tag: name.removesuffix(":0") for tag, name in named.items()}
+        return LoggedTensors(hook, tensors_by_op, args["every_n_iter"]), bindings
 
     def _numpy_input(self, job: EstimatorJob, node: cst.BaseExpression | None) -> None:
         """``name = tf.estimator.inputs.numpy_input_fn(x, y, ...)`` -> ``def name():
@@ -439,6 +618,19 @@ class Finder:
         job.input_defs[id(binders[0])] = new.with_changes(leading_lines=lines)
         self.functions_here[node.value] = new
 
+
+
+def _ends_program(body: list[cst.BaseStatement]) -> bool:
+    """Whether a branch ends in ``raise``, ``return`` or ``sys.exit(...)`` (a choice the
+    program refuses)."""
+    last = body[-1] if body else None
+    if not isinstance(last, cst.SimpleStatementLine):
+        return False
+    small = last.body[-1]
+    if isinstance(small, (cst.Raise, cst.Return)):
+        return True
+    call = small.value if isinstance(small, cst.Expr) else None
+    return isinstance(call, cst.Call) and C.code_of(call.func) in ("sys.exit", "exit", "quit", "os._exit")
 
 
 # TF1 input plumbing the migrated loop cannot take: it wants the tf.data.Dataset itself

@@ -52,12 +52,20 @@ class Settings:
     throttle: str | None
     model_call_args: str  # how the step passes mode/params to the model_fn, "{mode}" for the mode
     train_dataset_fn: str  # what the coordinator / strategy calls per worker
+    # LoggingTensorHook(every_n_iter=N): the step also returns the model_fn's logged tensors
+    log_tensors_every: str | None = None
 
 
 def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimizer: str,
                   metrics: dict[str, str]) -> list[cst.BaseStatement]:
     n = names
     model_args = s.model_call_args
+    hooked = s.log_tensors_every is not None
+    # what the loop reads of a step's loss: the step returns (loss, logged) when a hook logs
+    out = n["step_outputs"] if hooked else "loss"
+    own_loss = f"{out}[0]" if hooked else "loss"
+    fetched = f"{out}.fetch()[0]" if hooked else "loss.fetch()"
+    fetched_loss = f"{fetched} if {n['coordinator']} is not None else {own_loss}"
     # an EvalSpec with the strategy read from TF_CONFIG: an evaluator task may be named
     sidecar = s.eval_in_loop and s.strategy is None and s.max_steps is not None
     lines: list[str] = []
@@ -121,15 +129,23 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     add(f"def {n['train_step']}(iterator):")
     add("    def replica_step(features, labels):")
     add("        with tf.GradientTape() as tape:")
-    add(f"            loss = {n['model']}(features, labels{model_args.format(mode='train')})")
+    add(f"            {'loss, logged' if hooked else 'loss'} = {n['model']}(features, labels{model_args.format(mode='train')})")
     add("            # the strategy sums the replicas' gradients; the Estimator averaged them")
     add(f"            scaled_loss = loss / {n['strategy']}.num_replicas_in_sync")
     add(f"        gradients = tape.gradient(scaled_loss, {n['trainable_variables']})")
     add(f"        {n['optimizer']}.apply_gradients(zip(gradients, {n['trainable_variables']}))")
     add(f"        {n['global_step']}.assign_add(1)")
-    add("        return loss")
-    add(f"    losses = {n['strategy']}.run(replica_step, args=next(iterator))")
-    add(f"    return {n['strategy']}.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)")
+    if hooked:
+        add("        return loss, logged")
+        add(f"    losses, logged = {n['strategy']}.run(replica_step, args=next(iterator))")
+        add("    # the tensors LoggingTensorHook logged, as this worker computed them")
+        add(f"    logged = tf.nest.map_structure(lambda value: {n['strategy']}.experimental_local_results(value)[0],"
+            " logged)")
+        add(f"    return {n['strategy']}.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None), logged")
+    else:
+        add("        return loss")
+        add(f"    losses = {n['strategy']}.run(replica_step, args=next(iterator))")
+        add(f"    return {n['strategy']}.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)")
     add("")
     add("")
     if s.eval_input is not None and metrics:
@@ -200,6 +216,8 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     add(f"{n['writer']} = tf.summary.create_file_writer({model_dir}) if {n['is_chief']} else"
         " tf.summary.create_noop_writer()")
     add(f"{n['step']} = int({n['global_step']}.numpy())")
+    if hooked:
+        add(f"{n['first_step']} = {n['step']}")
     if s.max_steps is None:
         add(f"{n['last_step']} = {n['step']} + {s.extra_steps}")
     if s.save_steps is None:
@@ -208,20 +226,25 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add(f"{n['next_eval']} = time.monotonic() + {s.start_delay or START_DELAY_SECS}")
     add(f"while {n['step']} < {n['last_step']}:")
     add(f"    if {n['coordinator']} is not None:")
-    add(f"        loss = {n['coordinator']}.schedule({n['train_step']}, args=({n['iterator']},))")
+    add(f"        {out} = {n['coordinator']}.schedule({n['train_step']}, args=({n['iterator']},))")
     add("    else:")
-    add(f"        loss = {n['train_step']}({n['iterator']})")
+    add(f"        {out} = {n['train_step']}({n['iterator']})")
+    if hooked:
+        add(f"    if ({n['step']} - {n['first_step']}) % {s.log_tensors_every} == 0:")
+        add("        # what the LoggingTensorHook of the TrainSpec logged, at its cadence")
+        add(f"        {n['logged']} = ({out}.fetch()[1] if {n['coordinator']} is not None")
+        add(f"                  else tf.nest.map_structure(lambda value: value.numpy(), {out}[1]))")
+        add(f'        logging.info("%s", ", ".join(f"{{tag}} = {{value}}" for tag, value in {n["logged"]}.items()))')
     add(f"    {n['step']} += 1")
     log_steps = s.log_steps or LOG_STEP_COUNT_STEPS
     indent = "    "
     if log_steps != "1":
         add(f"    if {n['step']} % {log_steps} == 0:")
         indent = "        "
-    add(indent + f'logging.info("loss = %s, step = %d", loss.fetch() if {n["coordinator"]} is not None else'
-        f" loss.numpy(), {n['step']})")
+    add(indent + f'logging.info("loss = %s, step = %d", {fetched_loss}.numpy(), {n["step"]})')
     add(f"    if {n['step']} % {s.summary_steps or SAVE_SUMMARY_STEPS} == 0:")
     add(f"        with {n['writer']}.as_default(step={n['step']}):")
-    add(f'            tf.summary.scalar("loss", loss.fetch() if {n["coordinator"]} is not None else loss)')
+    add(f'            tf.summary.scalar("loss", {fetched_loss})')
     if s.save_steps is not None:
         add(f"    if {n['step']} % {s.save_steps} == 0 and {n['step']} < {n['last_step']}:")
     else:
@@ -253,7 +276,8 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
 NAMES = (
     "strategy", "coordinator", "resolver", "is_chief", "params", "model_dir", "global_step", "optimizer", "model",
     "features", "labels", "trainable_variables", "train_step", "eval_step", "evaluate", "iterator", "checkpoint",
-    "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics", "writer",
+    "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics", "writer", "first_step", "step_outputs",
+    "logged", "model_fn",
 )
 _SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager", "writer": "summary_writer"}
 

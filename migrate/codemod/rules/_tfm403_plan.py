@@ -54,6 +54,9 @@ class ModelPlan:
     # eval_metric_ops key (code) -> its Keras metric; the model_fn's EVAL mode then
     # returns (loss, {key: the metric's update_state arguments})
     metrics: dict[str, str]
+    # EstimatorSpec(training_hooks=[LoggingTensorHook(..., every_n_iter=N)]): N; the
+    # model_fn's TRAIN mode then returns (loss, {tag: tensor})
+    log_every: cst.BaseExpression | None = None
 
 
 def _statements(block: cst.BaseSuite):
@@ -70,6 +73,13 @@ def _statements(block: cst.BaseSuite):
 
 def _is_mode(node: cst.BaseExpression, key: str, qualname) -> bool:
     return qualname(node) == f"estimator.ModeKeys.{key}"
+
+
+def _is_mode_test(test: cst.BaseExpression, key: str, qualname) -> bool:
+    """``mode == tf.estimator.ModeKeys.<key>`` (either side)."""
+    return (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)
+            and any(_is_mode(side, key, qualname) for side in (test.left, test.comparisons[0].comparator)))
 
 
 class _ModeStrings(cst.CSTTransformer):
@@ -109,7 +119,153 @@ class _Replace(cst.CSTTransformer):
         return updated
 
 
-def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
+class _WithoutUpdateDeps(cst.CSTTransformer):
+    """``with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)): <body>``
+    (also through ``update_ops = tf.get_collection(...)``) -> ``<body>``: the TF1
+    layers' updates (batch normalization's moving averages) run with the step."""
+
+    def __init__(self, qualname, update_names: set[str]):
+        super().__init__()
+        self.qualname = qualname
+        self.update_names = update_names
+        self.unwrapped = False
+
+    def is_update_ops(self, node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Name):
+            return node.value in self.update_names
+        return (isinstance(node, cst.Call) and self.qualname(node.func) == "get_collection" and len(node.args) == 1
+                and self.qualname(node.args[0].value) == "GraphKeys.UPDATE_OPS")
+
+    def leave_IndentedBlock(self, original, updated):
+        body = []
+        for st in updated.body:
+            if (isinstance(st, cst.With) and len(st.items) == 1 and isinstance(st.items[0].item, cst.Call)
+                    and self.qualname(st.items[0].item.func) == "control_dependencies"
+                    and len(st.items[0].item.args) == 1 and self.is_update_ops(st.items[0].item.args[0].value)
+                    and st.items[0].asname is None):
+                inner = list(C.body_of(st.body))
+                inner[0] = inner[0].with_changes(leading_lines=[*st.leading_lines, *inner[0].leading_lines])
+                body += inner
+                self.unwrapped = True
+            else:
+                body.append(st)
+        return updated.with_changes(body=body)
+
+
+def without_update_deps(fn: cst.FunctionDef, qualname) -> cst.FunctionDef:
+    """The model_fn without its control dependencies on UPDATE_OPS (and the
+    statement binding that collection, when nothing else reads it)."""
+    names = set()
+    for st in C.walk(fn):
+        if isinstance(st, cst.SimpleStatementLine):
+            targets, value, _ = C.assignment(st)
+            if len(targets) == 1 and _WithoutUpdateDeps(qualname, set()).is_update_ops(value):
+                names.add(targets[0])
+    unwrap = _WithoutUpdateDeps(qualname, names)
+    new = fn.visit(unwrap)
+    if not unwrap.unwrapped:
+        return fn
+    # the statement binding the collection goes with its last reader
+    binders = [st for st in C.walk(new) if isinstance(st, cst.SimpleStatementLine)
+               and len(C.assignment(st)[0]) == 1 and C.assignment(st)[0][0] in names]
+    unused = [st for st in binders if sum(isinstance(n, cst.Name) and n.value == C.assignment(st)[0][0]
+                                          for n in C.walk(new.body)) == 1]
+    return new.visit(_Replace({id(st): None for st in unused})) if unused else new
+
+
+def _logged_values(fn: cst.FunctionDef, statements, tensors: dict[str, str], train_branch) -> cst.Dict:
+    """``{tag: the expression the model_fn binds the tensor named so to}`` (LoggingTensorHook's tensors)."""
+    elements = []
+    for tag, op_name in tensors.items():
+        found = []
+        for st, parent in statements:
+            if not isinstance(st, cst.SimpleStatementLine) or parent not in (None, train_branch):
+                continue
+            for call in C.calls_in(st):
+                if any(a.keyword is not None and a.keyword.value == "name" and isinstance(a.value, cst.SimpleString)
+                       and a.value.evaluated_value == op_name for a in call.args):
+                    found.append((st, call))
+        if len(found) != 1:
+            raise Decline(fn, f"LoggingTensorHook logs `{op_name}`, which is not one tensor named so in the model_fn's"
+                          " own statements (outside with blocks and helpers, where TF1 scoped the name)",
+                          hint="log it from the migrated loop by hand")
+        st, call = found[0]
+        targets, value, _ = C.assignment(st)
+        code = None
+        if len(targets) == 1 and value is call:
+            code = targets[0]
+        elif len(targets) == 1 and isinstance(value, cst.Dict):
+            key = next((el.key for el in value.elements if isinstance(el, cst.DictElement) and el.value is call
+                        and isinstance(el.key, cst.SimpleString)), None)
+            if key is not None:
+                code = f"{targets[0]}[{key.value}]"
+        if code is None:
+            raise Decline(call, f"the tensor `{op_name}` LoggingTensorHook logs is not bound to a name (or a dict's"
+                          " entry) the step can return", hint="bind it to a name in the model_fn")
+        elements.append(cst.DictElement(cst.SimpleString(repr(tag).replace("'", '"')), C.expr(code)))
+    return cst.Dict(elements)
+
+
+def _spec_logging_hook(fn, hooks, statements, locals_bound, qualname, removed, train_branch, model_params):
+    """``EstimatorSpec(training_hooks=[tf.train.LoggingTensorHook({tag: tensor}, every_n_iter=N)])``
+    -> (``{tag: tensor}`` for the TRAIN return, N); the hook's statement goes."""
+
+    def bound(node):
+        if isinstance(node, cst.Name):
+            binders = locals_bound.get(node.value, [])
+            if len(binders) != 1 or C.assignment(binders[0])[0] != [node.value]:
+                raise Decline(node, f"`{node.value}` is not bound once in the model_fn")
+            others = [st for st, _ in statements if st is not binders[0] and node.value in C.names_used(st)
+                      and not any(isinstance(n, cst.Return) for n in C.walk(st))]
+            if others:
+                raise Decline(others[0], f"`{node.value}` (a training hook) is also read here")
+            removed[id(binders[0])] = None
+            return C.assignment(binders[0])[1]
+        return node
+
+    if not isinstance(hooks, (cst.List, cst.Tuple)) or len(hooks.elements) != 1:
+        raise Decline(hooks, "EstimatorSpec(training_hooks=...) other than one tf.train.LoggingTensorHook is not"
+                      " carried by the migrated training loop", hint="migrate this part by hand")
+    hook = bound(hooks.elements[0].value)
+    if not (isinstance(hook, cst.Call) and qualname(hook.func) in ("train.LoggingTensorHook",
+                                                                   "estimator.LoggingTensorHook")):
+        raise Decline(hook, "EstimatorSpec(training_hooks=...): a SessionRunHook other than tf.train.LoggingTensorHook"
+                      " is not carried by the migrated training loop", hint="migrate this part by hand")
+    args, why = bind_args(hook, ("tensors", "every_n_iter", "every_n_secs", "at_end", "formatter"))
+    if args is None:
+        raise Decline(hook, why)
+    for key in ("every_n_secs", "at_end", "formatter"):
+        if _given(args.get(key)) and C.code_of(args[key]) != "False":
+            raise Decline(args[key], f"`LoggingTensorHook({key}=...)`: the migrated loop logs every_n_iter steps"
+                          " only", hint="log by steps (every_n_iter), or migrate the hook by hand")
+    every = args.get("every_n_iter")
+    if not _given(every):
+        raise Decline(hook, "LoggingTensorHook without every_n_iter")
+    local = (set(locals_bound) | model_params) & C.names_used(every)
+    if local:
+        raise Decline(every, f"every_n_iter reads `{min(local)}`, which the model_fn computes per call")
+    tensors = args.get("tensors")
+    if isinstance(tensors, cst.Name) and tensors.value in locals_bound:
+        tensors = bound(tensors)
+    if not (isinstance(tensors, cst.Dict) and all(
+            isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) for el in tensors.elements)):
+        raise Decline(tensors or hook, "LoggingTensorHook's tensors are not a dict with string keys written in the"
+                      " model_fn")
+    elements = []
+    for el in tensors.elements:
+        value = el.value
+        if isinstance(value, cst.SimpleString):  # a tensor by its graph name
+            value = _logged_values(fn, statements, {el.key.evaluated_value: value.evaluated_value.removesuffix(":0")},
+                                   train_branch).elements[0].value
+        for call in C.calls_in(value):
+            if (qualname(call.func) or "").startswith(("metrics.", "train.get")):
+                raise Decline(call, f"the hook logs `{C.code_of(call)}`, which has no counterpart in the migrated step")
+        elements.append(cst.DictElement(el.key, value))
+    return cst.Dict(elements), every
+
+
+def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[str, str] | None = None) -> ModelPlan:
+    fn = without_update_deps(fn, qualname)
     params = tuple(p.name.value for p in fn.params.params)
     if fn.params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) or fn.params.star_kwarg or fn.params.kwonly_params:
         raise Decline(fn, "the model_fn takes *args/**kwargs or keyword-only parameters")
@@ -225,6 +381,7 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
             raise Decline(st, "a learning-rate statement reads the global step outside a tf.train schedule")
 
     # returns
+    log_every = None
     dropped_predict = False
     metrics: dict[str, str] = {}  # eval_metric_ops key (code) -> the Keras metric made for it
     for st, parent in statements:
@@ -242,6 +399,8 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
                     continue
                 if key == "eval_metric_ops" and "loss" in args and not _given(args.get("train_op")):
                     continue  # the evaluation's metrics: below
+                if key == "training_hooks" and "loss" in args and _given(args.get("train_op")):
+                    continue  # a logging hook: below
                 empty = isinstance(value, cst.Name) and value.value == "None"
                 if not empty:
                     raise Decline(value, f"EstimatorSpec({key}=...) is not carried by the migrated training loop",
@@ -252,7 +411,23 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
                 raise Decline(train_op, "the EstimatorSpec's train_op is not the optimizer's minimize()")
             if "loss" in args:
                 value = args["loss"]
-                if _given(args.get("eval_metric_ops")):
+                hooks = args.get("training_hooks")
+                spec_hook = _given(hooks) and not (isinstance(hooks, (cst.List, cst.Tuple)) and not hooks.elements)
+                if spec_hook and logged:
+                    raise Decline(hooks, "logging hooks both in the TrainSpec and in the EstimatorSpec")
+                if (logged or spec_hook) and _given(args.get("train_op")):
+                    # the TRAIN mode's return: the loss and the tensors the loop logs
+                    if not (parent is not None and _is_mode_test(parent.test, "TRAIN", qualname)
+                            and any(inner is st for inner in C.body_of(parent.body))):
+                        raise Decline(ret, "the model_fn's TRAIN return is not in an `if mode == TRAIN:` branch of"
+                                      " its own, where the step can take the tensors LoggingTensorHook logs")
+                    if spec_hook:
+                        values, log_every = _spec_logging_hook(fn, hooks, statements, locals_bound, qualname,
+                                                               removed, parent, set(params) - {"params"})
+                    else:
+                        values = _logged_values(fn, statements, logged, parent)
+                    value = cst.Tuple([cst.Element(value), cst.Element(values)], lpar=[], rpar=[])
+                elif _given(args.get("eval_metric_ops")):
                     inputs = _metric_inputs(args["eval_metric_ops"], locals_bound, qualname, removed, metrics)
                     value = cst.Tuple([cst.Element(value), cst.Element(inputs)], lpar=[], rpar=[])
                 removed[id(ret)] = ret.with_changes(value=value)
@@ -293,7 +468,7 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool) -> ModelPlan:
         if isinstance(node, cst.Call) and qualname(node.func) in ("Variable", "train.get_or_create_global_step"):
             raise Decline(node, "the model_fn creates a tf.Variable, which a model called at every step would"
                           " create again", hint="create it with tf.compat.v1.get_variable")
-    return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict, metrics)
+    return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict, metrics, log_every)
 
 
 def _merge_equal_returns(fn: cst.FunctionDef) -> cst.FunctionDef:

@@ -21,6 +21,7 @@ _TF_LAYERS = {
     "average_pooling2d": "tf1_average_pooling2d",
     "flatten": "tf1_flatten",
     "dropout": "tf1_dropout",
+    "batch_normalization": "tf1_batch_normalization",
 }
 _CONTRIB_LAYERS = {
     "fully_connected": "tf1_fully_connected",
@@ -49,13 +50,21 @@ _NOT_REPRODUCED = {
     "activity_regularizer": "its penalty went to the REGULARIZATION_LOSSES collection",
     "kernel_constraint": "TF1's optimizer projected the variable after each update",
     "bias_constraint": "TF1's optimizer projected the variable after each update",
+    "beta_regularizer": "its penalty went to the REGULARIZATION_LOSSES collection",
+    "gamma_regularizer": "its penalty went to the REGULARIZATION_LOSSES collection",
+    "beta_constraint": "TF1's optimizer projected the variable after each update",
+    "gamma_constraint": "TF1's optimizer projected the variable after each update",
+    "renorm_clipping": "batch renormalization is not reproduced",
+    "virtual_batch_size": "ghost batches are not reproduced",
+    "adjustment": "its random scale and offset are not reproduced",
     "normalizer_fn": "the normalizer (batch norm, usually) has variables and update ops of its own",
     "normalizer_params": "the normalizer (batch norm, usually) has variables and update ops of its own",
     "variables_collections": "the variables went to graph collections",
     "outputs_collections": "the outputs went to graph collections",
 }
 # initializers TF1 also accepted by Keras name, which the functions map to TF1's objects
-_INITIALIZERS = ("kernel_initializer", "bias_initializer", "weights_initializer", "biases_initializer")
+_INITIALIZERS = ("kernel_initializer", "bias_initializer", "weights_initializer", "biases_initializer",
+                 "beta_initializer", "gamma_initializer", "moving_mean_initializer", "moving_variance_initializer")
 _INITIALIZER_NAMES = ("zeros", "glorot_uniform")
 # the channels-last spellings each data_format parameter may take (None: the argument may be None)
 _CHANNELS_LAST = {"layers": ("channels_last",), "conv": (None, "NHWC"), "pool": ("NHWC",)}
@@ -225,7 +234,7 @@ class TfLayers(Rule):
 
     What it does:
         Calls of ``tf.layers.dense/conv2d/max_pooling2d/average_pooling2d/
-        flatten/dropout`` (any spelling: ``tf.compat.v1.layers``, ``from
+        flatten/dropout/batch_normalization`` (any spelling: ``tf.compat.v1.layers``, ``from
         tensorflow.compat.v1 import layers``) and of ``tf.contrib.layers`` /
         slim's ``fully_connected/conv2d/max_pool2d/avg_pool2d/flatten/dropout``
         (``slim = tf.contrib.slim``, ``import tensorflow.contrib.slim as
@@ -269,9 +278,16 @@ class TfLayers(Rule):
         longer sees the variables (they are plain ``get_variable`` ones), and
         dropout draws its masks with TF1's op but, where only a graph-level
         seed is set, not the same random stream as TF1's layer did (op seeds
-        follow the graph's op count). Layer classes (``tf.layers.Dense``),
-        batch normalization and other layers are not handled (TFM101/TFM402
-        report them; TFM301 then leaves the training as TF1, naming the layer).
+        follow the graph's op count). ``batch_normalization`` keeps TF1's
+        fused kernel for 4-D inputs, its moving-average arithmetic (bit for bit)
+        and the ``training`` switch; its updates, which TF1 left in UPDATE_OPS
+        for the train op to depend on, run with the TF2 step, so a module with a
+        ``training`` that may be true and no read of ``tf.GraphKeys.UPDATE_OPS``
+        (whose averages never moved) is declined, as are renorm, ghost batches
+        and axes other than the last. Layer classes (``tf.layers.Dense``),
+        ``tf.contrib.layers.batch_norm`` and other layers are not handled
+        (TFM101/TFM402 report them; TFM301 then leaves the training as TF1,
+        naming the layer).
     """
 
     code = "TFM104"
@@ -512,6 +528,7 @@ class TfLayers(Rule):
                     self.aliases[targets[0]] = q
                     self.alias_lines[targets[0]] = st
         self.module_in = module
+        self.update_ops_read: bool | None = None  # whether the module reads tf.GraphKeys.UPDATE_OPS
         self.prepared = False  # the analyses below run once a handled call is found
         self.used: list[str] = []  # shim functions the rewritten calls use
         self.heads: set[str] = set()  # names the rewritten calls were spelled from
@@ -534,6 +551,10 @@ class TfLayers(Rule):
                                if (self._canonical(call.func) or "").startswith("contrib.")
                                and (self._canonical(call.func) or "").endswith("arg_scope")), None)
         self.taken = C.all_names(module)
+        # where the module does not import TensorFlow: the functions that do (innermost first
+        # for each call: id(call) -> function) and the layers each one's calls use
+        self.local_owners: dict[int, cst.FunctionDef] | None = None
+        self.local_used: dict[int, list[str]] = {}
         self.tf_alias, self.tf_import, self.insert_at = self._tensorflow_alias(module)
 
     def _canonical(self, func: cst.BaseExpression) -> str | None:
@@ -580,7 +601,16 @@ class TfLayers(Rule):
             return "tf", True, after
         binding = next((i for i, st in enumerate(body) if _binds(st, alias)), None)
         if binding is None:
-            return None, False, after  # TensorFlow imported in a function only
+            # TensorFlow imported in a function only (a job function a launcher runs): the
+            # layers are written in that function, after its import, where `tf` is TensorFlow
+            owners = [n for n in C.walk(module) if type(n) is cst.FunctionDef
+                      and any(_binds(st, alias) for st in C.body_of(n.body) if isinstance(st, cst.SimpleStatementLine))]
+            if not owners:
+                return None, False, after
+            self.local_owners = {}
+            for owner in owners:  # outer functions first (a walk's order): inner ones take their calls over
+                self.local_owners.update((id(n), owner) for n in C.walk(owner) if type(n) is cst.Call)
+            return alias, False, after
         return alias, False, max(after, binding + 1)
 
     def _problem(self, call: cst.Call, module: str, function: str, shim: _Shim) -> str | None:
@@ -607,9 +637,14 @@ class TfLayers(Rule):
             if param in _NOT_REPRODUCED and not _is_none(value):
                 return f"`{param}` is not reproduced ({_NOT_REPRODUCED[param]})"
             strings = (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)
-            if param in _INITIALIZERS and isinstance(value, strings) and _string(value) not in _INITIALIZER_NAMES:
+            names = (*_INITIALIZER_NAMES, "ones") if function == "batch_normalization" else _INITIALIZER_NAMES
+            if param in _INITIALIZERS and isinstance(value, strings) and _string(value) not in names:
                 return (f"`{param}={C.code_of(value)}`: TF1 looked that name up in Keras 2's initializers;"
                         " pass an initializer object")
+            if function == "batch_normalization" and param in ("renorm", "axis", "training"):
+                why = self._batch_norm_problem(param, value)
+                if why is not None:
+                    return why
             if param == "data_format":
                 kind = "layers" if module == "layers" else ("conv" if "conv" in function else "pool")
                 allowed = _CHANNELS_LAST[kind]
@@ -617,6 +652,27 @@ class TfLayers(Rule):
                     return (f"`data_format={C.code_of(value)}`: only channels-last data"
                             f" ({' or '.join(repr(a) for a in allowed if a)}) is reproduced")
         return None
+
+    def _batch_norm_problem(self, param: str, value: cst.BaseExpression) -> str | None:
+        """Why ``batch_normalization(param=value)`` cannot be written out exactly, or None."""
+        literal = C.code_of(value).strip()
+        if param == "renorm" and literal != "False":
+            return "`renorm` is not reproduced (batch renormalization)"
+        if param == "axis" and literal != "-1":
+            return f"`axis={literal}`: only the last axis (channels-last data) is reproduced"
+        if param == "training" and literal != "False" and not self._reads_update_ops():
+            # TF1 moved the moving averages only where the train op depended on UPDATE_OPS;
+            # the written-out layer moves them with the step, as that train op did
+            return ("`training` may be true and the module never reads tf.GraphKeys.UPDATE_OPS: the TF1 train op"
+                    " did not run the moving-average updates, so evaluation used the initial moving mean and"
+                    " variance; make the train op depend on UPDATE_OPS (the usual intent) or migrate by hand")
+        return None
+
+    def _reads_update_ops(self) -> bool:
+        if self.update_ops_read is None:
+            self.update_ops_read = any(
+                isinstance(n, cst.Attribute) and n.attr.value == "UPDATE_OPS" for n in C.walk(self.module_in))
+        return self.update_ops_read
 
     # ------------------------------------------------------------------ calls
 
@@ -630,12 +686,19 @@ class TfLayers(Rule):
         why = self._problem(original_node, module, function, self.shims[shim_name])
         if why is None and self.tf_alias is None:
             why = "the module has no module-level TensorFlow import to write TF1's layer with"
+        owner = None if self.local_owners is None else self.local_owners.get(id(original_node))
+        if why is None and self.local_owners is not None and owner is None:
+            importing = sorted({f.name.value for f in self.local_owners.values()})
+            why = (f"TensorFlow is imported in {', '.join(f'`{n}`' for n in importing)} only, where TF1's layer"
+                   " is written out, and this call is outside")
         if why is not None:
             self.report(original_node, f"`{spelled}` left as it is: {why}",
                         hint="migrate this layer by hand (a Keras 3 layer created once and reused at every step)",
                         fixed=False)
             return updated_node
         name = self._name_for(shim_name)
+        if owner is not None:
+            self.local_used.setdefault(id(owner), []).append(shim_name)
         if shim_name not in self.reported:
             self.reported.add(shim_name)
             self.report(original_node, f"`{spelled}` -> `{name}`, TF1's layer written out in this module (Keras 3"
@@ -668,11 +731,39 @@ class TfLayers(Rule):
     def _copy(self, name: str, rename: dict[str, str]) -> cst.FunctionDef:
         return copied_function(name, self.tf_alias or "tf", rename)
 
+    def _functions(self, used: list[str]) -> list[cst.FunctionDef]:
+        rename = {n: self.rename[n] for n in self.used}
+        return [self._copy(n, rename) for n in _closure(used, self.shims) if n not in self.existing]
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef) -> cst.FunctionDef:
+        """A function importing TensorFlow where the module does not gets the
+        layers its calls use, right after its import of it."""
+        used = self.__dict__.get("local_used", {}).get(id(original_node))
+        if not used:
+            return updated_node
+        functions = self._functions(used)
+        if not functions:
+            return updated_node
+        body = list(updated_node.body.body)
+        at = next(i for i, st in enumerate(body) if isinstance(st, cst.SimpleStatementLine)
+                  and _binds(st, self.tf_alias)) + 1
+        while at < len(body) and _imports_only(body[at]):
+            at += 1
+        # one blank line between nested functions, none carrying the module's indentation
+        functions = [fn.with_changes(leading_lines=[cst.EmptyLine(indent=False), *C.strip_blank_lines(
+            fn.leading_lines)]) for fn in functions]
+        rest = body[at:]
+        if rest:
+            lines = C.strip_blank_lines(rest[0].leading_lines)
+            rest[0] = rest[0].with_changes(leading_lines=[cst.EmptyLine(indent=False), *lines])
+        return updated_node.with_changes(body=updated_node.body.with_changes(body=[*body[:at], *functions, *rest]))
+
     def _insert_functions(self, module: cst.Module) -> cst.Module:
         if self.tf_import:
             self.ctx.require_import("tensorflow", None, "tf")
-        rename = {n: self.rename[n] for n in self.used}
-        functions = [self._copy(n, rename) for n in _closure(self.used, self.shims) if n not in self.existing]
+        if self.local_owners is not None:
+            return module  # written in the functions importing TensorFlow (leave_FunctionDef)
+        functions = self._functions(self.used)
         if not functions:
             return module
         body = list(module.body)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from migrate.codemod.engine import Invalid, Rule, Valid
+from migrate.codemod.engine import Invalid, Rule, Valid, first_line_code
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules.tfm101_tensorflow_import import attribute_chain
 
@@ -327,13 +327,19 @@ class Tf2Spellings(Rule):
         if self._root is None:
             return module  # no `import tensorflow as tf` to spell TF2 names from
         self._changed: Counter[str] = Counter()
-        self._first: cst.Call | None = None
+        self._calls: list[cst.Call] = []
         new = transform(module, self)
         if self._changed:
             done = ", ".join(f"{name} x{n}" if n > 1 else name for name, n in sorted(self._changed.items()))
-            self.report(self._first, f"TF 1.x calls now spelled the TF2 way, computing the same: {done}",
+            # located at a call the file itself has (other rules write such calls too), else at its top
+            where = next((call for call in self._calls if self._in_source(call)), module.body[0])
+            self.report(where, f"TF 1.x calls now spelled the TF2 way, computing the same: {done}",
                         fixed=True, severity="info")
         return new
+
+    def _in_source(self, call: cst.Call) -> bool:
+        text = first_line_code(call)[0].strip().splitlines()
+        return bool(text) and (text[0] in self.ctx.source or text[0].replace("tf.compat.v1.", "tf.") in self.ctx.source)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         full = self.ctx.names.full_name(original.func)
@@ -355,7 +361,7 @@ class Tf2Spellings(Rule):
         if new is None:
             return updated
         self._changed[name] += 1
-        self._first = self._first or original
+        self._calls.append(original)
         return new
 
     def _tf(self, name: str) -> cst.BaseExpression:

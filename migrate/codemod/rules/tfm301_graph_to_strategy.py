@@ -2,6 +2,7 @@
 
 analysis
     _graph.py (the device-setter block: variables, optimizer, train op, placeholders),
+    _update_barriers.py (update ops the gradients wait for),
     _rebinding.py, _dataflow.py (what the block and the code around it bind and read),
     _flag_choice.py, ../program/ (tracing through helpers and sibling modules),
     _tfm301_session.py (what the session runs, its hooks, checkpoints and loop bounds)
@@ -34,6 +35,7 @@ from migrate.codemod.rules import (
     _server_flow,
     _serving_export,
     _tutorial_mnist,
+    _update_barriers,
 )
 from migrate.codemod.rules._equivalents import (
     NO_KERAS_SCHEDULE,
@@ -45,6 +47,7 @@ from migrate.codemod.rules._equivalents import (
 )
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
+    GLOBAL_STEP_CREATORS,
     ITERATOR_MAKERS,
     QUEUE_CLASSES,
     VARIABLE_CREATORS,
@@ -277,11 +280,23 @@ class GraphToStrategy(Rule):
     may come from ``compute_gradients(loss)`` (also unzipped:
     ``grads, params = zip(*...)``) or ``tf.gradients(loss, params)``, then
     statements on them (``clip_by_global_norm``) that run after the tape.
+    An update barrier (``with tf.control_dependencies(update_ops):`` around
+    the train op, or a ``no_op`` barrier on them the gradients or the loss
+    wait for) over the UPDATE_OPS collection that nothing in the program
+    fills is dropped: it ran nothing; one over a Keras model's ``updates`` or
+    a filled collection is declined (``_update_barriers.py``). A train
+    tensor (``train_tensor = with_dependencies([apply_op], loss)``, or
+    ``tf.identity(loss)`` under ``control_dependencies([apply_op])``: slim's
+    create_train_op) is the train op, and a run binding its value gets the
+    loss the step computes. The restore
+    helper is defined in the function that imports TensorFlow where the
+    module does not (a launcher's job function).
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
     iterators, an asynchronous pipeline sharded per task, a
-    SyncReplicasOptimizer outside a device-setter block) is reported for
+    SyncReplicasOptimizer outside a device-setter block, a global step made
+    before the block: each worker's own) is reported for
     manual work, located on the construct, and so is every device-setter
     block and TF1 training session left in the output, with the reason.
     """
@@ -667,14 +682,21 @@ class GraphToStrategy(Rule):
 
     def _add_restore_helper(self, module: cst.Module) -> cst.Module:
         """The checkpoint restore function (`_legacy_restore`), defined before
-        the first top-level statement that calls it."""
-        body = list(module.body)
+        the first top-level statement that calls it. Where the program imports
+        TensorFlow inside a function (a job function a launcher runs, the
+        driver never importing TensorFlow itself), the helper is defined in
+        that function, after the import, where its `tf` is TensorFlow."""
+        owner = None if "tf" in _dataflow._bound(module.body) else _importing_function(module, self.restore_helper)
+        body = list(module.body if owner is None else C.body_of(owner.body))
         for i, statement in enumerate(body):
             if self.restore_helper in C.names_used(statement):
-                helper = C.stmt(self.restore_helper_code).with_changes(
-                    leading_lines=[cst.EmptyLine(indent=False)] * 2)
-                body.insert(i, helper)
-                return module.with_changes(body=body)
+                blank = [cst.EmptyLine(indent=False)] * (2 if owner is None else 1)
+                body.insert(i, C.stmt(self.restore_helper_code).with_changes(leading_lines=blank))
+                if owner is None:
+                    return module.with_changes(body=body)
+                if not statement.leading_lines:  # a blank line after the nested helper too
+                    body[i + 1] = statement.with_changes(leading_lines=blank)
+                return module.deep_replace(owner, owner.with_changes(body=owner.body.with_changes(body=body)))
         return module
 
     def _drop_moved_placeholders(self, original, updated):
@@ -848,7 +870,7 @@ class GraphToStrategy(Rule):
         graph = analyze(inner, self.qualname, dropped={name for k in queues for name in C.assignment(body[k])[0]}
                         | signal_names | followed,
                         variable_helpers=self._variable_helpers()[0], schedules=True,
-                        inputs=self._input_helpers(), choose_branch=self._default_branch)
+                        inputs=self._input_helpers(), choose_branch=self._default_branch, barriers=True)
         reported = len(self.ctx.reports)
         # host work built no graph (a dataset reader): it runs once, before the strategy
         hoisted = _dataflow.host_statements(graph, self.qualname)
@@ -860,6 +882,8 @@ class GraphToStrategy(Rule):
                         hint="create variables at the top of the graph block (or in a tf.Module) so they can be built"
                         " under strategy.scope()", reference=REFERENCE[self.strategy], fixed=False)
         if graph.unsupported:
+            return body
+        if not self._plan_update_barriers(graph):
             return body
         self.moving_average = _moving_average.plan(graph, inner, self.qualname, chief_only_ok=self.strategy != PSS)
         if isinstance(self.moving_average, tuple):
@@ -879,6 +903,18 @@ class GraphToStrategy(Rule):
         if not self._plan_schedules(graph):
             return body
         self.creates_plain_variables = False
+        # a model object's own variables (`model.trainable_weights`: a Keras model on the block's tensors)
+        owned = isinstance(graph.var_list, cst.Attribute) and graph.var_list.attr.value in _MODEL_WEIGHTS and (
+            self._keras_model(graph, graph.var_list.value))
+        if owned and not graph.variables and not self._wants_template(graph):
+            owner = C.code_of(graph.var_list.value)
+            self.report(graph.var_list, f"training not migrated: it trains `{C.code_of(graph.var_list)}`, the"
+                        f" variables of `{owner}`, which its layers create themselves (a Keras model built on the"
+                        " block's tensors and fed through them), not variables this rule builds under the strategy;"
+                        " this training was left as TF1", hint=f"build `{owner}` once under strategy.scope() and call"
+                        " it on the batch in a tf.function step (training=True), by hand",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return body
         if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
                 self._report_unseen_variables(graph)):
             return body
@@ -888,6 +924,8 @@ class GraphToStrategy(Rule):
             return body
         self._report_flattened_ifs(graph)
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
+        if self._report_step_made_before(graph, before):
+            return body
         modes = self.device_modes
         if modes is not None:
             # the helper now hands back the cluster this task's strategy runs on, in either mode
@@ -966,6 +1004,8 @@ class GraphToStrategy(Rule):
         self.class_rewrites.update(rewrites)
         if self.strategy == PSS:
             self._report_task_sharded_data(before, after)
+        for node, note in self.barrier_notes:
+            self.report(node, note, fixed=True, severity="info", reference=REFERENCE[self.strategy])
         for nested in graph.unwrapped_devices:
             device = ", ".join(C.code_of(a.value) for a in nested.items[0].item.args)
             self.report(nested, f"`with tf.device({device}):` inside the device-setter block was"
@@ -1341,6 +1381,30 @@ class GraphToStrategy(Rule):
                     reference=REFERENCE[self.strategy], fixed=False)
         return True
 
+    def _report_step_made_before(self, graph: Graph, statements) -> bool:
+        """`global_step = tf.Variable(0)` before the device-setter block, the
+        train op advancing it in the block: the device setter never placed the
+        step, so each TF1 worker counted in a variable of its own on its own
+        task (and fetched it after its update, not before: a local reference
+        variable). A strategy's step is one shared variable: decline, located
+        on the step's creation."""
+        step = graph.advanced_step
+        if step is None or any(step in C.assignment(st)[0] for st in graph.state):
+            return False
+        creators = VARIABLE_CREATORS | GLOBAL_STEP_CREATORS
+        for statement in statements:
+            names, value, _ = C.assignment(statement)
+            if names == [step] and isinstance(value, cst.Call) and self.qualname(value.func) in creators:
+                self.report(statement, f"the global step `{step}` the train op advances is made before the"
+                            " device-setter block, outside it: the device setter does not place it, so each TF1"
+                            " worker counted its steps in a variable of its own on its own task (a strategy's step"
+                            " is one variable the workers share: another program); this training was left as TF1",
+                            hint=f"make `{step}` inside the `with tf.device(tf.train.replica_device_setter(...)):`"
+                            " block if the workers were meant to share it, then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+                return True
+        return False
+
     def _report_pinned_before(self, statements) -> None:
         """`with tf.device("/job:worker/task:%d" % i): v = tf.get_variable(...)`
         before the device-setter block: per-worker variables, which stay TF1
@@ -1490,6 +1554,79 @@ class GraphToStrategy(Rule):
             self.iterator_names[id(pipeline)] = pipeline.iterator or self._fresh("iterator")
         return True
 
+    def _keras_model(self, graph: Graph, owner: cst.BaseExpression) -> bool:
+        """``owner`` is bound in the block to a Keras model (`Model(inputs, outputs)`,
+        `Sequential([...])`, `keras.models.Model(...)`)."""
+        if not isinstance(owner, cst.Name):
+            return False
+        for statement in [*graph.state, *(st for _, st in graph.compute)]:
+            names, value, _ = C.assignment(statement)
+            if names == [owner.value] and isinstance(value, cst.Call):
+                spelled = C.code_of(value.func)
+                return spelled.rsplit(".", 1)[-1] in ("Model", "Sequential") or "keras" in spelled.split(".")
+        return False
+
+    def _plan_update_barriers(self, graph: Graph) -> bool:
+        """Update barriers (`_update_barriers`) that ran nothing are dropped,
+        said once; False, with a report, where one ran updates the step
+        would not make, or where its barrier is read otherwise."""
+        self.barrier_notes: list[tuple[cst.CSTNode, str]] = []
+        if not (graph.update_barriers or graph.barrier_uses):
+            return True
+        kept = [st for _, st in graph.compute] + graph.state
+        for name in [*graph.update_barriers, *graph.update_lists]:
+            reader = next((st for st in kept if name in C.names_used(st)), None)
+            if reader is not None:
+                what = ("an update barrier (a no-op run after the model's update ops)" if name in
+                        graph.update_barriers else "the model's update ops")
+                listed = f"[{name}]" if name in graph.update_barriers else name
+                self.report(reader, f"training not migrated: it reads `{name}`, {what}, other than as what the"
+                            " gradients or the loss wait for; this training was left as TF1", hint="compute the"
+                            f" gradients or the loss in `with tf.control_dependencies({listed}):` only, or migrate"
+                            " this training by hand", reference=REFERENCE[self.strategy], fixed=False)
+                return False
+        programs, opaque = [self.ctx.module], None
+        tracer = self._program().tracer
+        stack = [call for st in kept for call in C.calls_in(st)]
+        seen: set[int] = set()
+        while stack:
+            found = tracer.callee(stack.pop(), tracer.root)
+            if found is None:
+                continue
+            if found[0] == "opaque":
+                opaque = opaque or found
+            elif id(found[1]) not in seen:
+                seen.add(id(found[1]))
+                programs.append(found[1])
+                stack.extend(C.calls_in(found[1]))
+        declined = _update_barriers.plan(graph, programs, self.qualname)
+        if declined is None and opaque is not None and any(
+                kind == "collection" for _, kinds in graph.barrier_uses for kind, _ in kinds):
+            where = graph.barrier_uses[0][0]
+            declined = where, (
+                f"the gradients are computed after the UPDATE_OPS collection's ops run (an update barrier, not a"
+                f" synchronization of the workers), and the model calls `{opaque[2]}` of `{opaque[1].name}`, a"
+                " module not in this project whose code cannot be read: it may put update ops (batch"
+                " normalization's) in that collection, which the step this rule writes would not run; this"
+                " training was left as TF1"), ("run tfmigrate on a directory holding that module, then migrate"
+                                               " again")
+        if declined is not None:
+            node, why, hint = declined
+            self.report(node, why, hint=hint, reference=REFERENCE[self.strategy], fixed=False)
+            return False
+        # said once the block is migrated (with the rule's other notes on it)
+        if graph.barrier_uses:
+            self.barrier_notes.append((graph.barrier_uses[0][0], (
+                "the update barrier (the UPDATE_OPS collection's ops run before the gradients) is dropped: nothing"
+                " in this program puts an op in that collection (no batch normalization, no add_to_collection of"
+                " it), so it ran nothing")))
+        for name, ((kind, code), statement) in graph.update_barriers.items():
+            if not any(name in C.names_used(st) for st, _ in graph.barrier_uses):
+                runs = f"`{code}.updates`" if kind == "layers" else f"`{code}`"
+                self.barrier_notes.append((statement, (f"`{name}` (a no-op run after {runs}) is dropped: nothing"
+                                                       " waits for it, so TF1 never ran it in a step")))
+        return True
+
     def _report_inputs_read_once(self, graph: Graph) -> bool:
         """Values the step computes with that the block got from a call
         building a TF1 queue-based input pipeline (`tf.train.shuffle_batch`,
@@ -1499,7 +1636,7 @@ class GraphToStrategy(Rule):
         train every step on the same values."""
         read = set().union(*(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss))
         program = self._program()
-        for statement in graph.state:
+        for statement in _assignments_within(graph.state):
             names, value, _ = C.assignment(statement)
             if not (names and isinstance(value, cst.Call) and set(names) & read):
                 continue
@@ -1512,13 +1649,16 @@ class GraphToStrategy(Rule):
                 continue
             how, where = found
             bound = ", ".join(f"`{n}`" for n in names if n in read)
+            opaque = how.startswith("takes from")
             self.report(statement, f"training not migrated: the step computes with {bound} from"
                         f" `{C.code_of(value.func)}(...)`, which {how}{where}: in TF1 each session run evaluated"
                         " them anew (the next batch), while the migration would compute them once, under the"
                         " strategy, and train every step on the same values; this training was left as TF1",
                         hint="make the input a tf.data pipeline the block reads with"
-                        " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that),"
-                        " or run tfmigrate on a directory holding the module, then migrate again",
+                        " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that)"
+                        + (", or run tfmigrate on a directory holding the module, then migrate again" if opaque else
+                           " (files read by a queue and a reader: tf.data.TextLineDataset or TFRecordDataset over"
+                           " the same files, .map() of the parsing, .batch()), then migrate again"),
                         reference=REFERENCE[self.strategy], fixed=False)
             return True
         return False
@@ -1531,7 +1671,8 @@ class GraphToStrategy(Rule):
             current, chain = stack.pop()
             q = self.qualname(current.func) or ""
             if q in QUEUE_INPUTS or q.rsplit(".", 1)[-1] in QUEUE_READERS:
-                return f"builds a TF1 queue-based input pipeline (`{C.code_of(current.func)}`)", _through(chain)
+                # spelled as TF1 wrote it (an earlier rule may have moved it to tf.compat.v1)
+                return f"builds a TF1 queue-based input pipeline (`tf.{q}`)", _through(chain)
             callee = program.tracer.callee(current, program.tracer.root)
             if opaque and callee is not None and callee[0] == "opaque":
                 return (f"takes from `{callee[1].name}`, a module not in this project whose code cannot be read",
@@ -2360,8 +2501,7 @@ class GraphToStrategy(Rule):
         if self.template is not None and graph.grads_name:
             backward = [(n, st) for n, st in graph.slice_for(C.names_used(graph.apply_arg))
                         if graph.grads_name in C.names_used(st)]
-        state_fetches = [n for n in fetch.values
-                         if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
+        state_fetches = self._replica_state_fetches(fetch, graph)
         reads = "".join(f"{n}_value = {self._state_read(n)}\n" for n in state_fetches)
         # `params = tf.trainable_variables()`: the variables the step trains (TF2 keeps no collection)
         step_reads = set().union(*(C.names_used(st) for _, st in statements), C.names_used(graph.apply_arg or graph.loss))
@@ -2377,9 +2517,18 @@ class GraphToStrategy(Rule):
         return self._assemble(graph, fetch, session, params, statements, forward, backward, reads, ret,
                               step_name, run_name, tape, grads, loss_code)
 
+    def _replica_state_fetches(self, fetch: _Fetch, graph: Graph) -> list[str]:
+        """The fetched variables and schedules the replica function reads
+        before the step's update (see `_state_read`)."""
+        return [n for n in fetch.values
+                if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
+
     def _state_read(self, name: str) -> str:
         """The value a TF1 fetch of a variable or schedule gave before the
-        step's update: a schedule's rate is that of the step's own update."""
+        step's update: a schedule's rate is that of the step's own update.
+        A worker fetching its ps-held global step with the train op got the
+        step before the update, reference variable or not (see
+        _step_variable): `while step < N` runs N steps in both programs."""
         return self.schedule_reads.get(name) or f"{name}.read_value()"
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
@@ -2566,6 +2715,9 @@ class GraphToStrategy(Rule):
         return [fn]
 
 
+# a model object's variables (Keras models and layers, tf.Module)
+_MODEL_WEIGHTS = frozenset({"trainable_weights", "trainable_variables", "weights", "variables"})
+
 # Layer modules whose functions create variables of their own (initializers and
 # regularizers there do not): TF1's tf.layers, Keras layers, contrib/slim layers.
 _LAYER_MODULES = ("layers.", "keras.layers.", "contrib.layers.", "contrib.slim.")
@@ -2580,6 +2732,39 @@ QUEUE_INPUTS = {
 }
 QUEUE_READERS = {"FixedLengthRecordReader", "TFRecordReader", "TextLineReader", "WholeFileReader", "IdentityReader",
                  "LMDBReader"}
+
+
+def _importing_function(module: cst.Module, helper: str) -> cst.FunctionDef | None:
+    """The function whose own statements import TensorFlow as `tf` before the
+    first of them that calls ``helper`` (`def train(args, ctx): import
+    tensorflow as tf ...`), if one does."""
+    for node in C.walk(module):
+        if type(node) is not cst.FunctionDef:
+            continue
+        for statement in C.body_of(node.body):
+            if helper in C.names_used(statement):
+                break
+            if isinstance(statement, cst.SimpleStatementLine) and any(
+                    isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+            ) and "tf" in _dataflow._bound([statement]):
+                return node
+    return None
+
+
+def _assignments_within(statements):
+    """The simple statements of ``statements`` and of the blocks nested in
+    them (`if fmt == "csv": x, y = read_csv(...)`), not those of functions
+    or classes defined there."""
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield statement
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            for block in (getattr(statement, "body", None), getattr(statement, "orelse", None),
+                          *(getattr(statement, "handlers", None) or ()), getattr(statement, "finalbody", None)):
+                if isinstance(block, (cst.Else, cst.If, cst.ExceptHandler, cst.Finally)):
+                    yield from _assignments_within([block] if isinstance(block, cst.If) else C.body_of(block.body))
+                elif isinstance(block, cst.BaseSuite):
+                    yield from _assignments_within(C.body_of(block))
 
 
 def _through(chain: list[str]) -> str:
@@ -2959,6 +3144,22 @@ GraphToStrategy.INVALID = [
         """,
         None,
         diagnostics=('TFM301',),
+    ),
+    Invalid(
+        """
+        import tensorflow as tf
+
+        global_step = tf.train.get_or_create_global_step()
+        with tf.device(tf.train.replica_device_setter(ps_tasks=1)):
+            x = tf.placeholder(tf.float32, [None, 3])
+            w = tf.get_variable("w", [3, 1])
+            loss = tf.reduce_mean(tf.matmul(x, w))
+            train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        with tf.train.MonitoredTrainingSession() as sess:
+            _, step = sess.run([train_op, global_step], feed_dict={x: [[1.0, 2.0, 3.0]]})
+        """,
+        None,
+        diagnostics=('TFM301', 'TFM301'),
     ),
     Invalid(
         """

@@ -14,6 +14,7 @@ from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._equivalents import bind_args
 from migrate.codemod.rules._graph import Graph, analyze, extend
 from migrate.codemod.rules._program import MIRRORED, REFERENCE
+from migrate.codemod.rules._step_variable import resource_step
 from migrate.codemod.rules._tfm301_loop import _DropGraphModeSwitches, rewrite_session
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, _method, _SessionRegion
 from migrate.codemod.rules._tower_averages import moving_average_filler
@@ -1411,6 +1412,13 @@ class TowersToMirrored(GraphToStrategy):
         wrapper = self._slice_wrapper(step_name, params)
         lines += wrapper
         replica_fn = f"{step_name}_slice" if wrapper else f"{step_name}_replica"
+        values = list(fetch.values)
+        if graph.global_step in values and resource_step(self.module_in, self.qualname, graph.global_step):
+            # TF1 read its resource-variable step before the update; a reference
+            # variable's fetch (TF1's default) gave it after: returned as it is below
+            before = self._fresh(f"{graph.global_step}_before_update")
+            lines.append(f"    {before} = {graph.global_step}.read_value()")
+            values[values.index(graph.global_step)] = before
         if fetch.values or self.towers.loss_lists or self.post:
             lines += [
                 f"    replica_results = {self.strategy_name}.experimental_local_results(",
@@ -1437,7 +1445,6 @@ class TowersToMirrored(GraphToStrategy):
                 lines.append(f"    {value} = {last}  # after the TF1 loop: the last tower's")
         for _, st in self.post:
             lines.append("    " + C.code_of(st).strip())
-        values = list(fetch.values)
         lines.append(f"    return {', '.join(values)}" if values else "    return None")
         outer_code = "\n".join(lines) + "\n"
         if len(values) > 1:
@@ -1607,6 +1614,10 @@ class TowersToMirrored(GraphToStrategy):
             body = [block.with_changes(body=C.indented(body, fn.body), leading_lines=comment)]
         fn = fn.with_changes(body=fn.body.with_changes(body=body), leading_lines=[cst.EmptyLine(indent=False)])
         return [fn]
+
+    def _replica_state_fetches(self, fetch, graph: Graph) -> list[str]:
+        # the step function returns fetched variables itself (see _step_code)
+        return []
 
     def _replica_returns(self, fetch, graph: Graph, state_fetches) -> list[str]:
         # each replica returns its tower loss (and the tower values fetched

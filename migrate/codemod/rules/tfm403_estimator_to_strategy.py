@@ -49,6 +49,40 @@ def _taken(module: cst.Module, block: cst.CSTNode) -> set[str]:
     return taken
 
 
+def _same_training(plan, other, job, fn) -> None:
+    """The model_fns an if statement chooses between train alike (one loop carries them)."""
+    mine = (plan.params, C.code_of(plan.optimizer), [C.code_of(st) for st in plan.hoisted], plan.metrics,
+            C.code_of(plan.log_every) if plan.log_every is not None else None)
+    theirs = (other.params, C.code_of(other.optimizer), [C.code_of(st) for st in other.hoisted], other.metrics,
+              C.code_of(other.log_every) if other.log_every is not None else None)
+    for what, a, b in zip(("parameters", "optimizer", "learning-rate schedule", "eval_metric_ops", "logging hook"),
+                          mine, theirs):
+        if a != b:
+            raise Decline(job.chosen_in, f"the model_fns the if statement chooses between"
+                          f" (`{job.model_fn.name.value}`, `{fn.name.value}`) differ in their {what}: one training"
+                          " loop built under the strategy cannot carry both", hint="migrate this job by hand")
+
+
+def _choose_model_fn(job, names: dict[str, str], takes_params: bool) -> cst.If:
+    """Each branch's ``est = tf.estimator.Estimator(model_fn=f, params=p, ...)`` ->
+    ``model_fn = f`` (and ``params = p``): the migrated loop calls what the branch chose."""
+    new: dict[int, cst.CSTNode] = {}
+    for call, fn in job.choices:
+        code = f"{names['model_fn']} = {fn.name.value}\n"
+        params = call.get("params")
+        if takes_params and not (isinstance(params, cst.Name) and params.value == names["params"]):
+            code += f"{names['params']} = {C.code_of(params) if params is not None else '{}'}\n"
+        statements = C.stmts(code)
+        statements[0] = statements[0].with_changes(leading_lines=call.statement.leading_lines)
+        new[id(call.statement)] = cst.FlattenSentinel(statements)
+
+    class _Bind(cst.CSTTransformer):
+        def on_leave(self, original, updated):
+            return new.get(id(original), updated)
+
+    return job.chosen_in.visit(_Bind())
+
+
 class EstimatorToStrategy(Rule):
     """Migrate a custom ``model_fn`` Estimator job to a tf.distribute training loop.
 
@@ -87,7 +121,18 @@ class EstimatorToStrategy(Rule):
           end; a TF_CONFIG ``evaluator`` task evaluates the chief's checkpoints as
           they come; ``est.train(...)`` then ``results = est.evaluate(...)`` ->
           the loop, then ``results = evaluate()``; ``save_summary_steps`` -> the
-          loss summary; an inline ``session_config`` is dropped with a note.
+          loss summary; an inline ``session_config`` is dropped with a note;
+        - a ``tf.train.LoggingTensorHook(tensors, every_n_iter=N)`` of the TrainSpec
+          (or ``train(hooks=...)``; tensors by graph name) or of the TRAIN branch's
+          ``EstimatorSpec(training_hooks=...)`` -> the TRAIN mode returns those
+          tensors and the loop logs them on the first step and every N after;
+          ``with tf.control_dependencies(tf.get_collection(UPDATE_OPS)):``
+          around ``minimize`` goes (TFM104's batch normalization moves its
+          averages with the step);
+        - an Estimator chosen in the branches of an if statement (``if flag ==
+          "cnn": est = Estimator(model_fn=cnn_fn, params=p) elif ...: ... else:
+          sys.exit(1)``) -> each branch binds the model_fn and params it chose,
+          one loop trains it (when the model_fns train alike).
 
     Why:
         Estimator left TensorFlow in 2.16: such jobs do not run on TF 2.21.
@@ -100,13 +145,15 @@ class EstimatorToStrategy(Rule):
 
     Fix safety:
         Only what is carried exactly is migrated (``numpy_input_fn(shuffle=True)``
-        draws another random order, reported); anything else (hooks, exporters
+        draws another random order, reported); anything else (other hooks, exporters
         and ``export_savedmodel``, other metrics, summaries in the model_fn, a
         model_fn reading its RunConfig, queue-based input, a model_fn or input_fn
         of another module (``model.model_fn`` of ``trainer/model.py``: its rewrite
         would have to happen there, in the same run), the train op built
         otherwise than ``minimize(loss, global_step)``, an Estimator trained in a
-        loop or chosen in branches) is reported where it is, and the job is left
+        loop, a premade Estimator among the branches' choices, a model_fn building
+        Keras layers (made anew at every step) or running a tf.layers / tf.contrib
+        layer TFM104 left) is reported where it is, and the job is left
         as it was (TFM401 then names the replacements).
     """
 
@@ -327,13 +374,26 @@ class EstimatorToStrategy(Rule):
     def _migrate(self, module: cst.Module, finder: Finder, job: EstimatorJob) -> cst.Module:
         predicts = any(
             isinstance(n, cst.Attribute) and n.attr.value in _PREDICTS for n in C.walk(module))
-        plan = plan_model_fn(job.model_fn, self.qualname, predicts)
+        logged = job.logging.tensors if job.logging is not None else None
+        plan = plan_model_fn(job.model_fn, self.qualname, predicts, logged)
+        plans = {id(job.model_fn): plan}
+        for _, fn in job.choices:
+            if id(fn) not in plans:
+                plans[id(fn)] = other = plan_model_fn(fn, self.qualname, predicts, logged)
+                _same_training(plan, other, job, fn)
         if not plan.keras_optimizer and plan.hoisted:
             raise Decline(plan.hoisted[0], "a learning-rate schedule for a TF1 optimizer kept in tf.compat.v1")
         taken = _taken(module, job.block)
         estimator_params = job.estimator.get("params")
         fixed = {"model_fn": job.model_fn.name.value}
-        if isinstance(estimator_params, cst.Name):
+        if job.choices:
+            fixed = {}  # each branch binds the model_fn and params it chose
+            passed = {c.get("params").value for c, _ in job.choices if isinstance(c.get("params"), cst.Name)}
+            bound_in_branches = {name for st in C.walk(job.chosen_in) if isinstance(st, cst.SimpleStatementLine)
+                                 for name in C.assignment(st)[0]}
+            if len(passed) == 1 and next(iter(passed)) in bound_in_branches:
+                fixed["params"] = next(iter(passed))  # `params = {...}` in a branch: the others bind it too
+        elif isinstance(estimator_params, cst.Name):
             fixed["params"] = estimator_params.value
         names = E.fresh_names(taken, fixed)
         params_name = names["params"]
@@ -351,6 +411,10 @@ class EstimatorToStrategy(Rule):
             not isinstance(job.block, cst.Module)) else {}
         functions = {**finder.functions, **block_defs, **finder.functions_here}
         replaced: dict[int, cst.CSTNode] = {id(job.model_fn): plan.model_fn}
+        for _, fn in job.choices:
+            replaced[id(fn)] = plans[id(fn)].model_fn
+        if job.chosen_in is not None:
+            replaced[id(job.chosen_in)] = _choose_model_fn(job, names, "params" in plan.params)
         for node in (job.train_input, job.eval_input):
             called = node.body.func if isinstance(node, cst.Lambda) and isinstance(node.body, cst.Call) else node
             if isinstance(called, cst.Name) and called.value in functions and called.value not in finder.functions_here:
@@ -396,8 +460,13 @@ class EstimatorToStrategy(Rule):
             throttle=get(job.eval_spec, "throttle_secs"),
             model_call_args=E.model_call_args(plan.params, params_name),
             train_dataset_fn=f"lambda: {train_input}",
+            log_tensors_every=(C.code_of(job.logging.every_n_iter) if job.logging is not None
+                               else C.code_of(rename(plan.log_every, {"params": params_name}))
+                               if plan.log_every is not None else None),
         )
-        if "params" in plan.params and job.estimator.get("params") is None:
+        if job.choices:
+            settings.params = None  # bound in the branches
+        elif "params" in plan.params and job.estimator.get("params") is None:
             settings.params = "{}"  # the Estimator passed an empty dict
         if settings.save_steps is not None and settings.save_secs is not None:
             raise Decline(config.node, "RunConfig sets both save_checkpoints_steps and save_checkpoints_secs")
@@ -408,7 +477,9 @@ class EstimatorToStrategy(Rule):
         removed = {id(st) for st in job.removed}
         statements = list(job.block.body if isinstance(job.block, cst.Module) else C.body_of(job.block.body))
         # the code takes the place of the first statement of the job
-        first = next(st for st in statements if st is job.trains or id(st) in removed)
+        # (after the if statement choosing the model_fn, when one does)
+        after = statements.index(job.chosen_in) + 1 if job.chosen_in is not None else 0
+        first = next(st for st in statements[after:] if st is job.trains or id(st) in removed)
         lines = list(first.leading_lines)
         if statements.index(first) > 0 and not any(line.comment is None for line in lines):
             lines.insert(0, cst.EmptyLine(indent=False))  # the loop is a part of its own
