@@ -11,7 +11,7 @@ import libcst as cst
 
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _dataflow, _serving_export
+from migrate.codemod.rules import _dataflow, _serving_export, _session_helpers_emit
 from migrate.codemod.rules._program import (
     MIRRORED,
     PSS,
@@ -294,6 +294,9 @@ class _SessionRewriter(cst.CSTTransformer):
         return updated
 
     def leave_Call(self, original, updated):
+        handed = self.r.handed_calls.get(id(original))
+        if handed is not None:  # `evaluate(sess, ...)`: handed its evaluation functions instead
+            return _session_helpers_emit.rewrite_call(handed, updated, self.r)
         owner, method = _owner(original), _method(original)
         if owner in self.r.sessions | self.r.supervisors and method == "should_stop":
             return self.r.stop_condition()
@@ -514,6 +517,7 @@ class _Pipeliner:
         # model state and session work: read before the step, they would see
         # the model ahead of where the TF1 loop saw it; after, behind or ahead
         state = set(r.state_names) - {""} | set(r.eval_names.values()) | wrappers | set(r.schedule_names.values())
+        state |= r.evaluating_helpers  # they call evaluation functions (read as module globals, too)
         state |= {rule.strategy_name, getattr(rule, "coordinator_name", rule.strategy_name)}
         gs = r.graph.global_step
         # the global step lags behind by the steps in flight: the stop condition
@@ -532,6 +536,11 @@ class _Pipeliner:
             counter = None
         pre_names = set().union(*(C.names_used(st) for st in pre)) if pre else set()
         tail_names = set().union(*(C.names_used(st) for st in tail)) if tail else set()
+        # functions of the program reading the session or the model (an evaluation defined in the loop's function)
+        scope = _enclosing_function(rule.module_in, self.original) or rule.module_in
+        state |= {fn.name.value for fn in C.walk(scope) if type(fn) is cst.FunctionDef
+                  and fn.name.value in head_names | pre_names | tail_names
+                  and C.names_used(fn.body) & (state | r.sessions)}
         if (head_names | pre_names | tail_names) & state:
             self._refuse()
         if getattr(rule, "hook_objects", set()) & tail_names & (head_names | pre_names):
@@ -540,7 +549,6 @@ class _Pipeliner:
         # names the deferred tail binds live only there (and in the step's target)
         target_names = C.target_names(target) if target is not None else []
         tail_bound = _bound_names(tail) | set(target_names)
-        scope = _enclosing_function(rule.module_in, self.original) or rule.module_in
         for name in tail_bound:
             if name in head_names or name in pre_names or (
                     _name_count(scope, name) != _name_count(self.original, name)):

@@ -227,6 +227,10 @@ class _SessionRegion:
         self.saver_declines: list[tuple[cst.CSTNode, str]] = []
         self.checkpoint_name: str | None = None
         self.save_functions: dict[str, str] = {}  # saver name -> the emitted function saving as it did
+        # calls handing the session to a helper whose runs are carried (`evaluate(sess, ...)`)
+        self.handed_calls: dict[int, object] = {}
+        self.helper_evaluations: set[str] = set()  # evaluation functions those helpers call
+        self.evaluating_helpers: set[str] = set()  # the helpers' names
         # the trained model exported for serving: the statement writing it -> its plan; the
         # ids of the other statements making it
         self.serving_exports: dict[int, _serving_export.ServingExport] = {}

@@ -5,13 +5,16 @@ analysis
     _update_barriers.py (update ops the gradients wait for),
     _rebinding.py, _dataflow.py (what the block and the code around it bind and read),
     _flag_choice.py, ../program/ (tracing through helpers and sibling modules),
-    _tfm301_session.py (what the session runs, its hooks, checkpoints and loop bounds)
+    _tfm301_session.py (what the session runs, its hooks, checkpoints and loop bounds),
+    _session_helpers.py (functions the session is handed to, what they run)
 plan
     this file: the strategy, the model built once, step and evaluation functions,
-    checkpoints; _session_loop.py (the program's own hooks), _summaries.py
+    checkpoints; _session_loop.py (the program's own hooks), _summaries.py,
+    _session_helpers_emit.py (those functions' runs as evaluation functions)
 emitted code
     this file (strategy scope, step functions), _tfm301_loop.py (the training loop
-    around them, steps in flight or batched)
+    around them, steps in flight or batched), _session_helpers_emit.py (the helpers
+    handed the evaluation functions)
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ from migrate.codemod.rules import (
     _rebinding,
     _server_flow,
     _serving_export,
+    _session_helpers,
+    _session_helpers_emit,
     _tutorial_mnist,
     _update_barriers,
 )
@@ -269,6 +274,16 @@ class GraphToStrategy(Rule):
     training session. Where the rewrite would leave a name the program still
     reads unbound (a session or graph value used outside the runs it maps),
     the block is declined at the statement reading it (``_dataflow.py``).
+    A function of the module the loop hands its session to
+    (``evaluate(sess, step, x, y)``) and that only runs graph values of the
+    block in it -- reached through its parameters, as module globals the block
+    publishes (``global x, y, loss``), or, in a script, reading the session as
+    a module global -- is handed one evaluation tf.function per fetch set in
+    its place and calls it with the same feeds; the parameters and `global`
+    names that carried graph values go (``_session_helpers.py``,
+    ``_session_helpers_emit.py``). A helper that trains or uses the session
+    otherwise, or a program object keeping the session for runs of its own,
+    is declined where it does so.
     Graphs placed by hand (``with tf.device("/job:ps/task:0"):`` variables,
     ``with tf.device("/job:worker/task:%d" % i):`` computation, or the device
     strings bound to names first) are the layout a device setter makes when
@@ -997,8 +1012,31 @@ class GraphToStrategy(Rule):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
             return body
+        # functions the session is handed to (`evaluate(sess, ...)`): their runs become evaluation functions
+        at_module_level = not getattr(self, "functions_in", None)
+        handed, self.handed_declines = _session_helpers_emit.plan(self, session, after, graph, inner, at_module_level)
+        if self.handed_declines:
+            # the session (or what it runs) still reaches code the rule cannot carry: say what, there
+            del self.ctx.reports[reported:]
+            for declined in self.handed_declines:
+                hint = ("run that work in the loop through tf.function steps (tf.data for input queues), by hand"
+                        if not declined.function else f"hand `{declined.function}()` the session as a parameter"
+                        if not declined.handed else f"migrate `{declined.function}()` by hand (a tf.function"
+                        " computing what it runs, called where it ran the session)")
+                self.report(declined.node, f"training not migrated: {declined.reason()}; this training was left as"
+                            " TF1", hint=declined.hint or hint + ", then migrate again",
+                            reference=REFERENCE[self.strategy], fixed=False)
+            return body
         undo = (self.converted, dict(self.helper_rewrites), set(self.strategy_names))
         prelude = self._build(device_with, graph, session)
+        unfed = _session_helpers_emit.emit(self, session, handed)
+        if unfed is not None:
+            self.converted, self.helper_rewrites, self.strategy_names = undo
+            del self.ctx.reports[reported:]
+            self.report(unfed.node, f"training not migrated: {unfed.why}; this training was left as TF1",
+                        hint="feed every placeholder the helper's run needs, then migrate again",
+                        reference=REFERENCE[self.strategy], fixed=False)
+            return body
         new_after = rewrite_session(session, after)
         self.converted = True
         self.class_rewrites.update(rewrites)
@@ -1025,6 +1063,14 @@ class GraphToStrategy(Rule):
                 value = C.assignment(_dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
                                      or cst.SimpleStatementLine([]))[1]
                 origin = self._program().origin_of(value) if isinstance(value, cst.Call) else ""
+                if isinstance(value, cst.Call) and self.qualname(value.func) == "sparse_placeholder":
+                    self.report(key or device_with, f"training not migrated: `{name}` is a sparse placeholder (`{made}`),"
+                                " fed a sparse value (a SparseTensorValue or an (indices, values, dense shape) tuple); this rule makes the block's"
+                                " dense placeholders arguments of the step function and carries no sparse feed",
+                                hint=f"feed the parts of `{name}` through dense placeholders (indices, values, dense"
+                                " shape) and build `tf.SparseTensor(indices, values, dense_shape)` from them in the"
+                                " block, then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+                    continue
                 self.report(key or device_with, f"training not migrated: `{name}` is fed to the session but is not a"
                             f" placeholder of the device-setter block ({where}{origin}), so no step function has an"
                             " argument for it",
@@ -1096,6 +1142,13 @@ class GraphToStrategy(Rule):
         self.ctx.reports[reported:] = [r for r in self.ctx.reports[reported:]
                                        if r[1] == self.code and not r[5] and id(r[0]) in inside]
         for reader, names in by_reader.values():
+            handed = _session_helpers.handed_elsewhere(reader, session.sessions, self.ctx.module, session.bindings) if (
+                set(names) <= session.sessions) else None
+            if handed is not None:
+                self.report(reader, f"training not migrated: {handed}; this training was left as TF1",
+                            hint="run that work in the loop through tf.function steps (tf.data for input queues),"
+                            " by hand, then migrate again", reference=REFERENCE[self.strategy], fixed=False)
+                continue
             export = _dataflow.graph_export(reader, self.qualname)
             helper = _dataflow.helper_export(reader, self.ctx.module, self.qualname) if export is None else None
             hint = ("export with tf.saved_model.save(module, export_dir, signatures=...) of a tf.Module holding the"
@@ -1878,6 +1931,8 @@ class GraphToStrategy(Rule):
                     unused.add(schedule_name)
         unused |= {run_name for run_name in session.sync_steps if run_name not in used}
         # an evaluation whose only run raised in TF1 (a placeholder it needs unfed) is never called
+        # (the helpers handed them, or reading them as module globals, call them too)
+        used |= set(getattr(session, "helper_evaluations", ()))
         unused |= {fn for fn in session.eval_names.values() if fn not in used}
         kept = [st for st in prelude if not (isinstance(st, cst.FunctionDef) and st.name.value in unused)]
         return kept
