@@ -354,7 +354,9 @@ def device_and_target(cluster, task):
     server = tf.train.Server(cluster, job_name="worker", task_index=task)
     return tf.train.replica_device_setter(cluster=cluster), server.target
 ''', "setter, target = device_and_target(cluster, task)",
-     "and `None` on another path: single-machine and distributed modes chosen at run time"),
+     ("and None on one machine (modes chosen at run time); TFM301 carries both over under ParameterServerStrategy,"
+     " `device_and_target()` then returning the task's cluster resolver or, on one machine, an in-process cluster of"
+     " one ps and one worker, but `device_and_target()` takes arguments")),
 ])
 def test_other_device_functions_traced_to_a_setter_are_reported_where_they_are(header, setter_lines, reason):
     source = _setter_program(setter_lines, "setter", header=header)

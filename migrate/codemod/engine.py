@@ -679,6 +679,10 @@ def _migrate(
         if tidied != output[0]:
             output = (tidied, ast.parse(tidied, filename=path))
         _compile_gate(output, runs, rules, applied, cell_marker)
+    if output is not source:
+        # an import of a removed module that a later rule wrote out (TFM300: TF's MNIST tutorial
+        # module) is no longer the program's: its report goes with it
+        diagnostics = [d for d in diagnostics if not _removed_import_gone(d, output[1])]
     # a reason found with a builder inlined that the final run also gives is said once
     final = {(d.code, d.line, d.column, d.message) for d in diagnostics}
     diagnostics.extend(d for d in gated if (
@@ -992,6 +996,26 @@ SESSION_SINKS = frozenset({"Session", "InteractiveSession", "MonitoredTrainingSe
 _TRAINING_PREP_RULES = ("TFM300", "TFM304")
 _FOUND_WITH = re.compile(r" \(found with the rewrite of [A-Z0-9 and]+ applied\)$")
 _TRAINING_RULES = ("TFM301", "TFM303")
+
+
+_REMOVED_IMPORT = re.compile(r"^`(tensorflow\.examples[\w.]*)` was removed from TensorFlow 2$")
+
+
+def _removed_import_gone(diagnostic: Diagnostic, output: ast.Module) -> bool:
+    """TFM101's report of an import of a module TF 2 removed, when the
+    output imports nothing of that module any more."""
+    found = _REMOVED_IMPORT.match(diagnostic.message) if diagnostic.code == "TFM101" else None
+    if found is None:
+        return False
+    module = found.group(1)
+    for node in _ast_nodes(output):
+        if isinstance(node, ast.ImportFrom) and node.module and (
+                node.module == module or node.module.startswith(module + ".")):
+            return False
+        if isinstance(node, ast.Import) and any(
+                a.name == module or a.name.startswith(module + ".") for a in node.names):
+            return False
+    return True
 
 
 def _first_named(tree: ast.AST, names: frozenset[str] | set[str]) -> ast.AST | None:

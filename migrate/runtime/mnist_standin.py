@@ -1,4 +1,4 @@
-"""A stand-in for ``tensorflow.examples.tutorials.mnist.input_data``.
+"""A stand-in for ``tensorflow.examples.tutorials.mnist.input_data`` (and its ``mnist`` model module).
 
 TF 1.x shipped an MNIST reader that downloaded the data set; TF 2 removed it,
 and legacy distributed examples use it more than anything else
@@ -148,3 +148,45 @@ def read_data_sets(train_dir=None, fake_data=False, one_hot=False, dtype=np.floa
 
 def load_mnist(train_dir="MNIST-data"):
     return read_data_sets(train_dir)
+
+
+def tutorial_model(tf, name: str = "tensorflow.examples.tutorials.mnist.mnist"):
+    """A stand-in for TF1's MNIST tutorial model module (``from
+    tensorflow.examples.tutorials.mnist import mnist``), which TF 2 removed:
+    ``inference``, ``loss``, ``training``, ``evaluation`` and its constants,
+    with TF 1.15's definitions, in graph mode on ``tf`` (tensorflow.compat.v1)."""
+    import math
+    import types
+
+    model = types.ModuleType(name)
+    pixels = IMAGE_SIZE * IMAGE_SIZE
+
+    def inference(images, hidden1_units, hidden2_units):
+        layer, units_in = images, pixels
+        for scope, units_out in (("hidden1", hidden1_units), ("hidden2", hidden2_units),
+                                 ("softmax_linear", NUM_CLASSES)):
+            with tf.name_scope(scope):
+                weights = tf.Variable(tf.truncated_normal([units_in, units_out],
+                                                          stddev=1.0 / math.sqrt(float(units_in))), name="weights")
+                biases = tf.Variable(tf.zeros([units_out]), name="biases")
+                layer = tf.matmul(layer, weights) + biases
+                if scope != "softmax_linear":
+                    layer = tf.nn.relu(layer)
+            units_in = units_out
+        return layer
+
+    def loss(logits, labels):
+        return tf.losses.sparse_softmax_cross_entropy(labels=tf.to_int64(labels), logits=logits)
+
+    def training(loss, learning_rate):
+        tf.summary.scalar("loss", loss)
+        optimizer = tf.train.GradientDescentOptimizer(learning_rate)
+        global_step = tf.Variable(0, name="global_step", trainable=False)
+        return optimizer.minimize(loss, global_step=global_step)
+
+    def evaluation(logits, labels):
+        return tf.reduce_sum(tf.cast(tf.nn.in_top_k(logits, labels, 1), tf.int32))
+
+    model.__dict__.update(NUM_CLASSES=NUM_CLASSES, IMAGE_SIZE=IMAGE_SIZE, IMAGE_PIXELS=pixels, inference=inference,
+                          loss=loss, training=training, evaluation=evaluation)
+    return model

@@ -253,11 +253,11 @@ def explain_device(program: ProgramModel, expr: cst.BaseExpression, scope: cst.C
     others = [s for s in sources if s not in setters]
     if others:
         other = code_of(others[0].expr) if others[0].expr is not None else "an untraced value"
-        text += (f", and `{other}` on another path: single-machine and distributed modes chosen at run time. The"
-                 " migration would need a strategy per mode (ParameterServerStrategy, whose steps a chief task"
-                 " schedules on the workers, and the default strategy, whose steps run in place) and a training"
-                 " loop for each; TFM301 emits the loop of one strategy, and the helper's own server and ps"
-                 " `join()` are out of the cluster rules' reach")
+        text += (f", and `{other}` on another path: single-machine and distributed modes chosen at run time."
+                 " TFM301 carries both over (ParameterServerStrategy on the cluster task's resolver, or on an"
+                 " in-process cluster on one machine) where a function of this file called once, without"
+                 " arguments, as `device, target = helper()` (or `device = helper()`) in the scope of the block,"
+                 " returns the setter or None; this one is reached otherwise")
     elif setters[0].via:
         text += ", with other work or values the migration would have to carry along"
     return text

@@ -14,6 +14,7 @@ from migrate.codemod.program.model import ProgramModel
 from migrate.codemod.program.project import ProjectModule
 from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _device_modes, _tutorial_mnist
 from migrate.codemod.rules._graph import _is_optimizer, is_device_item
 from migrate.codemod.rules._tfm301_session import SESSION_CLASSES, SUPERVISOR_SESSION_METHODS
 
@@ -189,7 +190,17 @@ class InlineGraphBuilder(Rule):
     the graph (and may run its session) and returns nothing, or that calls
     such a train-op builder, which the next round inlines; a block whose
     device function comes from a helper of this file that only builds the
-    setter (``with tf.device(placement(cluster)):``).
+    setter (``with tf.device(placement(cluster)):``), or that returns the
+    setter on a cluster task and None on one machine (``device, target =
+    device_and_target()``, which TFM301 carries over in both modes). First,
+    the calls of TensorFlow's MNIST tutorial module (``from
+    tensorflow.examples.tutorials.mnist import mnist``, not in TF 2) are
+    written out as TF 1.x defined them (see ``_tutorial_mnist``): each
+    ``name = mnist.inference/loss/training/evaluation(...)`` (or ``return``
+    of one) becomes the tutorial's statements (three layers' variables with
+    their TF1 names, the mean sparse cross-entropy, a GradientDescentOptimizer
+    with its own global step and the loss summary), its constants
+    (``mnist.IMAGE_PIXELS``) constants of the file, and the import goes.
 
     Why
     TFM301 migrates the train op an optimizer builds in the device-setter
@@ -224,7 +235,11 @@ class InlineGraphBuilder(Rule):
     only by its TF1 session's arguments (``is_chief``) is not bound, as the
     migrated training has no such session. Anything else is left as it is (TFM301
     then reports the train op coming from the helper). The engine keeps this
-    rewrite only when TFM301 migrates the training it prepares.
+    rewrite only when TFM301 migrates the training it prepares. The tutorial's
+    functions are written out only where every use of the module is such a
+    statement or a constant; they compute what TF 1.15's module computed
+    (its loss as ``tf.reduce_mean`` of the cross-entropy: the sum divided by
+    the count, as ``tf.losses`` did with weights 1).
     """
 
     code = "TFM300"
@@ -356,6 +371,55 @@ class InlineGraphBuilder(Rule):
         ),
     )
     INVALID = (
+        # TensorFlow's MNIST tutorial module, written out where the block calls it
+        Invalid(
+            """
+            import math
+            import tensorflow as tf
+            from tensorflow.examples.tutorials.mnist import mnist
+
+            def main(cluster, rate):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    images = tf.placeholder(tf.float32, [None, mnist.IMAGE_PIXELS])
+                    labels = tf.placeholder(tf.int32, [None])
+                    logits = mnist.inference(images, 32, 16)
+                    loss = mnist.loss(logits, labels)
+                    train_op = mnist.training(loss, rate)
+                return train_op
+            """,
+            expected="""
+            import math
+            import tensorflow as tf
+
+            # MNIST: 28x28 images of the digits 0 to 9
+            NUM_CLASSES = 10
+            IMAGE_SIZE = 28
+            IMAGE_PIXELS = IMAGE_SIZE * IMAGE_SIZE
+
+            def main(cluster, rate):
+                with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+                    images = tf.placeholder(tf.float32, [None, IMAGE_PIXELS])
+                    labels = tf.placeholder(tf.int32, [None])
+                    # The MNIST tutorial's model: two ReLU layers and a linear one giving the logits
+                    hidden1_weights = tf.Variable(tf.random.truncated_normal([IMAGE_PIXELS, 32], stddev=1.0 / math.sqrt(float(IMAGE_PIXELS))), name="hidden1/weights")
+                    hidden1_biases = tf.Variable(tf.zeros([32]), name="hidden1/biases")
+                    hidden1 = tf.nn.relu(tf.matmul(images, hidden1_weights) + hidden1_biases)
+                    hidden2_weights = tf.Variable(tf.random.truncated_normal([32, 16], stddev=1.0 / math.sqrt(float(32))), name="hidden2/weights")
+                    hidden2_biases = tf.Variable(tf.zeros([16]), name="hidden2/biases")
+                    hidden2 = tf.nn.relu(tf.matmul(hidden1, hidden2_weights) + hidden2_biases)
+                    softmax_linear_weights = tf.Variable(tf.random.truncated_normal([16, NUM_CLASSES], stddev=1.0 / math.sqrt(float(16))), name="softmax_linear/weights")
+                    softmax_linear_biases = tf.Variable(tf.zeros([NUM_CLASSES]), name="softmax_linear/biases")
+                    logits = tf.matmul(hidden2, softmax_linear_weights) + softmax_linear_biases
+                    # The mean cross-entropy of the batch
+                    loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.cast(labels, tf.int64), logits=logits))
+                    # Plain gradient descent; the loss is also a summary
+                    tf.compat.v1.summary.scalar("loss", loss)
+                    optimizer = tf.compat.v1.train.GradientDescentOptimizer(rate)
+                    global_step = tf.Variable(0, name="global_step", trainable=False)
+                    train_op = optimizer.minimize(loss, global_step=global_step)
+                return train_op
+            """,
+        ),
         # tuple return, names coincide; the helper goes with its comments
         Invalid(
             """
@@ -571,6 +635,7 @@ class InlineGraphBuilder(Rule):
 
     # ------------------------------------------------------------ driver
     def transform(self, module: cst.Module) -> cst.Module:
+        module = self._write_out_tutorial(module)
         # a procedure inlined brings the calls of the helpers it used into the block: those
         # are inlined in the next round
         for _ in range(3):
@@ -579,6 +644,19 @@ class InlineGraphBuilder(Rule):
                 break
             module = inlined
         return module
+
+    def _write_out_tutorial(self, module: cst.Module) -> cst.Module:
+        """The calls of TensorFlow's MNIST tutorial module (gone in TF 2)
+        written out as TensorFlow defined them (see _tutorial_mnist): its
+        train op is then built where TFM301 migrates it."""
+        expansion = _tutorial_mnist.expand(module, self.qualname, self.ctx.names)
+        if expansion is None:
+            return module
+        for statement, fn in expansion.expanded:
+            self.report(statement, f"`{fn}(...)` of TensorFlow's MNIST tutorial module"
+                        f" (`tensorflow.{_tutorial_mnist.MODULE}`, which TF 2 no longer ships) written out here as"
+                        f" TensorFlow 1.x defined it: {_tutorial_mnist.SUMMARY[fn]}", fixed=True, severity="info")
+        return expansion.module
 
     def _inline_round(self, module: cst.Module) -> cst.Module:
         helpers = self._helpers(module)
@@ -772,7 +850,7 @@ class InlineGraphBuilder(Rule):
             if isinstance(node, (cst.Module, cst.IndentedBlock)):
                 body = node.body
                 for i, statement in enumerate(body):
-                    if self._is_setter_block(statement, body[:i]):
+                    if self._is_setter_block(statement, body[:i], module):
                         for found in self._calls_in_block(statement, helpers):
                             if isinstance(scope, (cst.Module, cst.FunctionDef)):
                                 sites.append(_Site(found[0], found[1], found[2], scope, chain))
@@ -782,7 +860,7 @@ class InlineGraphBuilder(Rule):
         visit(module, module, [])
         return sites
 
-    def _is_setter_block(self, statement, before) -> bool:
+    def _is_setter_block(self, statement, before, module: cst.Module | None = None) -> bool:
         """TFM301's device-setter block: `with tf.device(replica_device_setter(...)):`
         or `with tf.device(setter):` after `setter = replica_device_setter(...)`."""
         if not isinstance(statement, cst.With) or len(statement.items) != 1:
@@ -798,6 +876,11 @@ class InlineGraphBuilder(Rule):
                 names, value, _ = C.assignment(earlier)
                 if names == [target.value] and isinstance(value, cst.Call) and (
                         self.qualname(value.func) == "train.replica_device_setter" or self._setter_helper(value)):
+                    return True
+                # `device, target = device_and_target()`: a setter on a cluster task, None on one machine
+                modes = _device_modes.find(module, earlier, target.value, self.qualname) if (
+                    target.value in names and module is not None) else None
+                if modes is not None and modes.why is None:
                     return True
         return False
 

@@ -28,6 +28,7 @@ from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import (
     _collection_reads,
     _dataflow,
+    _device_modes,
     _flag_choice,
     _foreign_placement,
     _moving_average,
@@ -38,6 +39,7 @@ from migrate.codemod.rules import (
     _serving_export,
     _session_helpers,
     _session_helpers_emit,
+    _tutorial_mnist,
     _update_barriers,
 )
 from migrate.codemod.rules import _cst as C
@@ -462,6 +464,10 @@ class GraphToStrategy(Rule):
                 how = (f"its device function comes from `{C.code_of(target)}`, a function returning"
                        " replica_device_setter(...), which this rule does not follow")
             else:
+                modes = self._device_modes_left(target, function)
+                if modes is not None:
+                    removed = self._train_op_in_removed_module(node)
+                    return f"device-setter block left as TF1: {f'{removed}; besides, ' if removed else ''}{modes}"
                 how = explain_device(self._program(), target, function or self.ctx.module, node) if (
                     target is not None) else None
                 if how is None:
@@ -478,6 +484,19 @@ class GraphToStrategy(Rule):
                     " just before it) whose graph the same function's session loop runs")
         return None
 
+    def _device_modes_left(self, target, function) -> str | None:
+        """Why a block over a device function a helper chooses at run time
+        (one machine: None; a cluster task: the device setter) was left;
+        None when its device function is no such helper's."""
+        if not isinstance(target, cst.Name):
+            return None
+        body = C.body_of(function.body) if function is not None else self.ctx.module.body
+        modes = next((m for st in body if target.value in C.assignment(st)[0]
+                      for m in [_device_modes.find(self.ctx.module, st, target.value, self.qualname)] if m), None)
+        if modes is None:
+            return None
+        return _device_modes.why_left(modes, target.value, self.strategy == PSS, self.qualname)
+
     def _train_op_in_removed_module(self, block: cst.CSTNode) -> str | None:
         """Why the training of a block that builds no train op of its own is
         out of reach when a function of TensorFlow's tutorial modules builds
@@ -491,8 +510,17 @@ class GraphToStrategy(Rule):
             # the tutorial's train-op builder (`mnist.training`), not its model or data reader
             if q is not None and q.startswith("examples.") and "train" in q.rpartition(".")[2]:
                 module = "tensorflow." + q.rpartition(".")[0]
-                return (f"its training comes from `{C.code_of(call.func)}(...)` of `{module}`, which TF 2 no"
-                        " longer ships: the optimizer and loss are built there, where no rule can rewrite them")
+                text = f"its training comes from `{C.code_of(call.func)}(...)` of `{module}`, which TF 2 no longer ships"
+                if q.rpartition(".")[0] != _tutorial_mnist.MODULE:
+                    return f"{text}: the optimizer and loss are built there, where no rule can rewrite them"
+                why = _tutorial_mnist.why_not(self.ctx.module, self.qualname, self.ctx.names)
+                if why is None:
+                    return (f"{text}; TFM300 writes the tutorial's functions out here as TensorFlow 1.x defined them"
+                            " when the rest of the training migrates (the reasons found with its rewrite applied say"
+                            " what does not)")
+                return (f"{text}; TFM300 writes the tutorial's functions out as TensorFlow 1.x defined them where every"
+                        " use of the module is a statement `name = mnist.f(...)` (or `return mnist.f(...)`) or one of"
+                        f" its constants, and here {why}")
         return None
 
     def _session_left(self, call: cst.Call, function) -> str | None:
@@ -661,6 +689,8 @@ class GraphToStrategy(Rule):
         updated = updated.with_changes(body=self._rewrite_body(list(updated.body)))
         if getattr(self, "migrated_setter_helpers", None):
             updated = self._drop_setter_helpers(updated)
+        if getattr(self, "migrated_mode_helpers", None):
+            updated = self._rewrite_mode_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
         if getattr(self, "restore_helper_code", None):
@@ -699,6 +729,32 @@ class GraphToStrategy(Rule):
         dropped = {id(new) for old, new in zip(original.body, updated.body) if id(old) in moved}
         return updated.with_changes(body=_outer_placeholders.without(updated.body, dropped))
 
+    def _rewrite_mode_helpers(self, module: cst.Module) -> cst.Module:
+        """The helpers that chose between one machine and a cluster task now
+        return the cluster resolver of either (see _device_modes), the
+        in-process cluster's function defined before the first of them."""
+        in_process, defined = self._fresh("in_process_cluster_resolver"), False
+        helpers = {modes.function.name.value: modes for modes in self.migrated_mode_helpers}
+        body: list[cst.BaseStatement] = []
+        for statement in module.body:
+            modes = helpers.get(statement.name.value) if isinstance(statement, cst.FunctionDef) else None
+            if modes is None:
+                body.append(statement)
+                continue
+            rewritten = _device_modes.rewrite(statement, modes.index, self.mode_helper_name, in_process,
+                                              self.qualname)
+            if rewritten is None:  # checked before the block was taken: cannot happen
+                body.append(statement)
+                continue
+            if not defined:
+                body.append(_device_modes.in_process_function(in_process).with_changes(
+                    leading_lines=statement.leading_lines))
+                rewritten = rewritten.with_changes(leading_lines=[cst.EmptyLine(indent=False)] * 2)
+                self.ctx.require_import("socket")
+                defined = True
+            body.append(rewritten)
+        return module.with_changes(body=body)
+
     def _drop_setter_helpers(self, module: cst.Module) -> cst.Module:
         """A function that only built the device setter of migrated blocks goes
         with them, when nothing else in the file refers to it."""
@@ -730,10 +786,23 @@ class GraphToStrategy(Rule):
                     if helper is not None and helper.function is not None:
                         self.setter_helper = helper.function
                         return i, j
+                for j in range(i - 1, -1, -1):
+                    if target.value not in C.assignment(body[j])[0]:
+                        continue
+                    # `device, target = device_and_target()`: one machine or a cluster task
+                    modes = _device_modes.find(self.module_in, body[j], target.value, self.qualname)
+                    taken = {m.function.name.value for m in self.__dict__.get("migrated_mode_helpers", ())}
+                    if modes is not None and modes.why is None and modes.resolver and self.strategy == PSS and (
+                            _device_modes.rewrite(modes.function, modes.index, "helper", "in_process",
+                                                  self.qualname) is not None) and taken <= {modes.function.name.value}:
+                        self.device_modes = modes
+                        return i, j
+                    break
         return None
 
     def _rewrite_body(self, body):
         self.setter_helper = None
+        self.device_modes = None
         found = self._device_block(body)
         if found is None:
             return self._rewrite_hand_placed(body)
@@ -741,6 +810,8 @@ class GraphToStrategy(Rule):
         out = self._rewrite_device_block(body, found)
         if out is not body and helper is not None:
             self.__dict__.setdefault("migrated_setter_helpers", []).append(helper)
+        if out is not body and self.device_modes is not None:
+            self.__dict__.setdefault("migrated_mode_helpers", []).append(self.device_modes)
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
@@ -875,6 +946,13 @@ class GraphToStrategy(Rule):
         before = [st for k, st in enumerate(body[:i]) if k != setter_index and k not in queues]
         if self._report_step_made_before(graph, before):
             return body
+        modes = self.device_modes
+        if modes is not None:
+            # the helper now hands back the cluster this task's strategy runs on, in either mode
+            self.mode_helper_name = self.__dict__.get("mode_helper_name") or self._fresh("make_cluster_resolver")
+            call = C.stmt(f"{_device_modes.RESOLVER} = {self.mode_helper_name}()").with_changes(
+                leading_lines=body[setter_index].leading_lines)
+            before.insert(sum(1 for k in range(setter_index) if k not in queues), call)
         self._report_pinned_before(before)
         after = carry_summaries(self, graph, inner, session_inside + body[i + 1 :], REFERENCE[self.strategy])
         rewrites, self.class_rewrites = self.class_rewrites, {}
@@ -930,11 +1008,12 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
-        if self._report_server_not_carried(device_with):
+        # a helper choosing the mode hands back the resolver in place of its server's target (_device_modes)
+        if modes is None and self._report_server_not_carried(device_with):
             del self.ctx.reports[reported:]
             self._report_server_not_carried(device_with, report=True)
             return body
-        if self._report_resolver_out_of_reach(device_with):
+        if modes is None and self._report_resolver_out_of_reach(device_with):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
             return body
