@@ -119,6 +119,17 @@ def body_of(block: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
     return [cst.SimpleStatementLine(body=list(block.body))]
 
 
+def without_first_branch(branch: cst.If) -> list[cst.BaseStatement]:
+    """What stands for ``if a: ... elif b: ... else: ...`` once its first branch
+    goes: the ``elif`` as an ``if``, the ``else`` body, or nothing."""
+    orelse = branch.orelse
+    if orelse is None:
+        return []
+    if isinstance(orelse, cst.If):
+        return [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse, leading_lines=branch.leading_lines)]
+    return list(body_of(orelse.body))
+
+
 def indented(statements: Iterable[cst.BaseStatement], like: cst.BaseSuite | None = None) -> cst.IndentedBlock:
     body = list(statements) or [cst.SimpleStatementLine([cst.Pass()])]
     if isinstance(like, cst.IndentedBlock):

@@ -116,7 +116,7 @@ def unbound_reads(old: list[cst.BaseStatement], new: list[cst.BaseStatement],
     (``old[0]``) reading it: where the rewrite would leave the program
     broken. Names the module binds anywhere else too (another scope, a
     parameter) are left to the engine's scope analysis."""
-    lost = _bound(old) - _bound(new)
+    lost = bound_names(old) - bound_names(new)
     if lost:
         in_scope, in_old = _scope_counts(module, old), binding_counts(old)
         lost = {name for name in lost if in_scope[name] <= in_old[name]}
@@ -155,7 +155,7 @@ def _free_reads_of(node) -> set[str]:
         kind = type(node)
         if kind is cst.FunctionDef:
             params = {p.name.value for p in _params(node.params)}
-            out |= free_reads(list(C.body_of(node.body))) - _bound(C.body_of(node.body)) - params
+            out |= free_reads(list(C.body_of(node.body))) - bound_names(C.body_of(node.body)) - params
             stack.extend(d.decorator for d in node.decorators)
             continue
         if kind is cst.Lambda:
@@ -241,7 +241,7 @@ def _scope_counts(module: cst.Module, old) -> Counter:
             holder = node  # walked outer to inner: the last one holding them is innermost
     if holder is None:
         return _module_counts(module)
-    counts = Counter(_bound(module.body))
+    counts = Counter(bound_names(module.body))
     counts.update(binding_counts([holder]))
     return counts
 
@@ -256,7 +256,7 @@ def _module_counts(module: cst.Module) -> Counter:
     return _MODULE_COUNTS[0][1]
 
 
-def _bound(statements) -> set[str]:
+def bound_names(statements) -> set[str]:
     """Names the statements bind in their own scope (nested functions' and
     classes' bodies excluded, their names included)."""
     return _union_cached(statements, _BOUND, _bound_by)
@@ -371,7 +371,7 @@ def global_readers(module: cst.Module, names, holder_code: str = "") -> list[str
     for node in C.walk(module):
         if type(node) is not cst.FunctionDef:
             continue
-        own = _bound(C.body_of(node.body)) | {p.name.value for p in node.params.params}
+        own = bound_names(C.body_of(node.body)) | {p.name.value for p in node.params.params}
         declared = {n.name.value for g in C.walk(node.body) if type(g) is cst.Global for n in g.names}
         if declared & set(names):
             continue  # the function publishing them
@@ -519,8 +519,8 @@ def _helper_placeholder(helper: cst.FunctionDef, arity: int, qualname):
     name = C.assignment(statement)[0][0]
     holder = body[position]
     rest_of_holder = [] if nested is None else [st for k, st in enumerate(C.body_of(holder.body)) if k != nested]
-    if any(name in _bound([st]) for j, st in enumerate(body) if j != position) or any(
-            name in _bound([st]) for st in rest_of_holder):
+    if any(name in bound_names([st]) for j, st in enumerate(body) if j != position) or any(
+            name in bound_names([st]) for st in rest_of_holder):
         return None
     index = returned_names.index(name)
     rest = [el.value for j, el in enumerate(returned.elements) if j != index]
@@ -714,7 +714,7 @@ def binding_statement(name: str, nearby, module: cst.Module) -> cst.SimpleStatem
     for statements in (nearby, list(module.body)):
         for statement in statements:
             for node in C.walk(statement):
-                if type(node) is cst.SimpleStatementLine and name in _bound([node]):
+                if type(node) is cst.SimpleStatementLine and name in bound_names([node]):
                     return node
     return None
 

@@ -16,7 +16,7 @@ import builtins
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._dataflow import _bound
+from migrate.codemod.rules._dataflow import bound_names
 
 # TF1's own device functions (besides replica_device_setter): what they did
 DEVICE_FUNCTIONS = {
@@ -53,11 +53,11 @@ def foreign_device_blocks(module: cst.Module, qualname) -> list[tuple[cst.With, 
 def _unbound_in(module: cst.Module):
     """A function giving the names a node of ``module`` reads that nothing in the file binds."""
     star = any(type(n) is cst.ImportStar for n in C.walk(module))  # `from x import *`: any name may be bound
-    bound = _bound(module.body) | set(dir(builtins))
+    bound = bound_names(module.body) | set(dir(builtins))
     for node in C.walk(module):
         if type(node) in (cst.FunctionDef, cst.Lambda):
             params = node.params
             bound |= {p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
             if type(node) is cst.FunctionDef:
-                bound |= _bound(C.body_of(node.body))
+                bound |= bound_names(C.body_of(node.body))
     return lambda target: [] if star else sorted(C.names_used(target) - bound)

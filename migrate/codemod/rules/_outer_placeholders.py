@@ -30,7 +30,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._dataflow import _bound
+from migrate.codemod.rules._dataflow import bound_names
 from migrate.codemod.rules._graph import PLACEHOLDERS
 
 
@@ -57,7 +57,7 @@ def _own_scope_binds(function: cst.FunctionDef | cst.Lambda, name: str) -> bool:
     for node in C.walk(function.body):
         if type(node) is cst.Global and any(n.name.value == name for n in node.names):
             return False
-    return name in _bound(C.body_of(function.body))
+    return name in bound_names(C.body_of(function.body))
 
 
 def _reads(nodes, name: str) -> int:
@@ -134,9 +134,9 @@ def outer_placeholders(body, i: int, original_block, module: cst.Module, qualnam
         for st in (body[k + 1:i] if k is not None else []):
             rebound.update(C.assignment(st)[0])
         if in_function:  # bound again anywhere after it in the function
-            rebound = _bound(enclosing[next(j for j, st in enumerate(enclosing) if st is statement) + 1:])
+            rebound = bound_names(enclosing[next(j for j, st in enumerate(enclosing) if st is statement) + 1:])
         elif k is None and function is not None:
-            rebound = _bound(C.body_of(function.body))  # the function's own names shadow the module's
+            rebound = bound_names(C.body_of(function.body))  # the function's own names shadow the module's
         if C.names_used(statement) & (rebound - set(names)):
             continue
         found.append((names, statement, k))
@@ -248,7 +248,7 @@ def scope_names(module: cst.Module, original_block) -> set[str]:
     if function is None:
         return set()
     params = function.params
-    return _bound(C.body_of(function.body)) | {
+    return bound_names(C.body_of(function.body)) | {
         p.name.value for p in [*params.posonly_params, *params.params, *params.kwonly_params]}
 
 

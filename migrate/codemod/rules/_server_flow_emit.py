@@ -62,13 +62,7 @@ class _Apply(cst.CSTTransformer):
     def _serving(self, original: cst.If, branch: cst.If) -> list[cst.BaseStatement]:
         join = self.flow.ps_joins[id(original)]
         if self.strategy == MWMS:  # no ps tasks: what the other roles ran stays
-            orelse = branch.orelse
-            if orelse is None:
-                return []
-            if isinstance(orelse, cst.If):
-                return [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse,
-                               leading_lines=branch.leading_lines)]
-            return list(C.body_of(orelse.body))
+            return C.without_first_branch(branch)
         job = branch.test.left if not isinstance(branch.test.left, cst.SimpleString) else (
             branch.test.comparisons[0].comparator)
         body: list[cst.BaseStatement] = []

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._dataflow import graph_export, graph_names
+from migrate.codemod.rules._dataflow import bound_names, graph_export, graph_names
 from migrate.codemod.rules._graph import Graph
 
 _FUNCTION_SCOPES = (cst.FunctionDef, cst.Lambda, cst.ClassDef)
@@ -99,24 +100,9 @@ def _bind(call: cst.Call, params: list[cst.Param]) -> dict[str, cst.BaseExpressi
 
 def _own_names(function: cst.FunctionDef) -> set[str]:
     """Names the function binds in its own scope (parameters aside)."""
-    out: set[str] = set()
-    stack = list(C.body_of(function.body))
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind in (cst.FunctionDef, cst.ClassDef):
-            out.add(node.name.value)
-            continue
-        if kind is cst.Lambda:
-            continue
-        if kind is cst.AssignTarget or kind in (cst.AugAssign, cst.AnnAssign, cst.For, cst.NamedExpr):
-            out.update(C.target_names(node.target))
-        elif kind is cst.AsName:
-            out.update(C.target_names(node.name))
-        elif kind is cst.Global:
-            out.difference_update(n.name.value for n in node.names)
-        stack.extend(C.children(node))
-    return out
+    declared_global = {n.name.value for node in own_scope(function.body) if type(node) is cst.Global
+                       for n in node.names}
+    return bound_names(list(C.body_of(function.body))) - declared_global
 
 
 def _run_positions(run: cst.Call, feeds: dict[str, cst.Dict]) -> tuple[

@@ -415,14 +415,7 @@ class ServerRoles(Rule):
                         "MultiWorkerMirroredStrategy starts each worker's server itself and has no ps tasks:"
                         " server and ps branch removed",
                         fixed=True, severity="info", reference="legacy_reference/sync_replicas.py")
-            orelse = branch.orelse
-            if orelse is None:
-                return []
-            if isinstance(orelse, cst.If):
-                return [cst.If(test=orelse.test, body=orelse.body, orelse=orelse.orelse,
-                               leading_lines=branch.leading_lines)]
-            # plain else: its body replaces the branching
-            return list(C.body_of(orelse.body))
+            return C.without_first_branch(branch)
         return None
 
 

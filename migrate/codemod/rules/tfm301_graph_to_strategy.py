@@ -705,7 +705,7 @@ class GraphToStrategy(Rule):
         TensorFlow inside a function (a job function a launcher runs, the
         driver never importing TensorFlow itself), the helper is defined in
         that function, after the import, where its `tf` is TensorFlow."""
-        owner = None if "tf" in _dataflow._bound(module.body) else _importing_function(module, self.restore_helper)
+        owner = None if "tf" in _dataflow.bound_names(module.body) else _importing_function(module, self.restore_helper)
         body = list(module.body if owner is None else C.body_of(owner.body))
         for i, statement in enumerate(body):
             if self.restore_helper in C.names_used(statement):
@@ -2849,7 +2849,7 @@ def _importing_function(module: cst.Module, helper: str) -> cst.FunctionDef | No
                 break
             if isinstance(statement, cst.SimpleStatementLine) and any(
                     isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
-            ) and "tf" in _dataflow._bound([statement]):
+            ) and "tf" in _dataflow.bound_names([statement]):
                 return node
     return None
 
