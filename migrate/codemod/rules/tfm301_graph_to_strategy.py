@@ -39,6 +39,7 @@ from migrate.codemod.rules import (
     _serving_export,
     _session_helpers,
     _session_helpers_emit,
+    _single_machine,
     _tutorial_mnist,
     _update_barriers,
 )
@@ -68,6 +69,7 @@ from migrate.codemod.rules._graph import (
     plumbing_choice,
 )
 from migrate.codemod.rules._program import (
+    LOCAL,
     MIRRORED,
     MWMS,
     PSS,
@@ -333,6 +335,7 @@ class GraphToStrategy(Rule):
             self._report_foreign_placement(module)
             return module
         self.taken = C.all_names(module)
+        self.taken_before = set(self.taken)  # (the single-machine pass names its code as the first pass did)
         self.has_resolver = "cluster_resolver" in self.taken
         self.module_in = module  # the tree the session loops are found in
         self.converted = False
@@ -352,7 +355,10 @@ class GraphToStrategy(Rule):
         self.placeholder_makers: list[str] = []
         self.block_original = None
         self.signals_dropped = False  # a block's "done" signals to the ps were dropped
+        self.local_pass = False
         module = transform(module, self)
+        if self.converted:
+            module = self._migrate_single_machine(module)
         if self.converted and self.signals_dropped:
             module = _dataflow.drop_unused_functions(module, self._signal_makers)
         if self.converted:
@@ -362,6 +368,26 @@ class GraphToStrategy(Rule):
             self._report_foreign_placement(module)
         self._report_left_as_tf1(module)
         return module
+
+    def _migrate_single_machine(self, module: cst.Module) -> cst.Module:
+        """The program's single-machine training path beside the distributed
+        one it migrated (`if not FLAGS.ps_hosts: ... with tf.Session() as
+        sess:`): migrated the same way with no strategy (_single_machine).
+        A second pass, so that it runs only where the distributed path
+        migrated: a program half TF1 and half TF2 is never handed out."""
+        strategy, self.strategy, self.local_pass = self.strategy, LOCAL, True
+        # its code lies on another path than the distributed code's: the same names read alike
+        self.taken = set(self.taken_before)
+        self.module_in = module
+        # what leave_Module adds or drops is the local pass's own
+        for attribute in ("migrated_setter_helpers", "migrated_mode_helpers", "placeholder_makers",
+                          "moved_placeholders"):
+            self.__dict__[attribute] = []
+        self.restore_helper_code = None
+        try:
+            return transform(module, self)
+        finally:
+            self.strategy, self.local_pass = strategy, False
 
     def _report_foreign_placement(self, module: cst.Module) -> None:
         """Training on the cluster placed by another TF1 device function
@@ -693,7 +719,8 @@ class GraphToStrategy(Rule):
             updated = self._rewrite_mode_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
-        if getattr(self, "restore_helper_code", None):
+        if getattr(self, "restore_helper_code", None) and (
+                self.restore_helper not in _dataflow.bound_names(updated.body)):
             updated = self._add_restore_helper(updated)
         if getattr(self, "serving_exported", False):  # the session bundle's import goes with its last use
             updated = _serving_export.without_bundle_imports(updated)
@@ -803,6 +830,8 @@ class GraphToStrategy(Rule):
     def _rewrite_body(self, body):
         self.setter_helper = None
         self.device_modes = None
+        if self.local_pass:
+            return self._rewrite_single_machine(body)
         found = self._device_block(body)
         if found is None:
             return self._rewrite_hand_placed(body)
@@ -815,6 +844,27 @@ class GraphToStrategy(Rule):
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
+        return out
+
+    def _rewrite_single_machine(self, body):
+        """A block training on this machine alone: its graph statements
+        migrated as a device-setter block would be, with no strategy."""
+        found = _single_machine.find(body, self.qualname)
+        if found is None:
+            return body
+        graph_block = _single_machine.block(body, found)
+        merged = [*body[:found.start], graph_block, *body[found.session:]]
+        reported = len(self.ctx.reports)
+        out = self._rewrite_device_block(merged, (found.start, None))
+        if out is merged:
+            self.declined_blocks.append("".join(C.code_of(graph_block).split()))
+            return body
+        self.report(body[found.session], f"single-machine training (the session running `{found.train_op}` on this"
+                    " process alone, beside the distributed path) now runs eagerly as TF2's custom training guide"
+                    " writes it: the variables made where the graph made them, no strategy, a tf.function step"
+                    " (GradientTape + apply_gradients) called where the session ran the train op", fixed=True,
+                    severity="info", reference=REFERENCE[LOCAL])
+        self.ctx.reports.insert(reported, self.ctx.reports.pop())  # said first: what the rest is about
         return out
 
     def _rewrite_hand_placed(self, body):
@@ -2223,8 +2273,9 @@ class GraphToStrategy(Rule):
         self.strategy_name = self._fresh("strategy")
         self.strategy_names = getattr(self, "strategy_names", set()) | {self.strategy_name}
         self.resolver_code = resolver
-        out += self._create_strategy(device_with, graph, resolver)
-        out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
+        if self.strategy != LOCAL:
+            out += self._create_strategy(device_with, graph, resolver)
+            out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
 
         self.template = None
         self.creates_plain_variables = False  # set by _wants_template
@@ -2247,7 +2298,8 @@ class GraphToStrategy(Rule):
                 # the program's own counter keeps the name TF1 saved it under
                 named = C.arg(value, None, "name")
                 kept = isinstance(named, cst.SimpleString) and named.evaluated_value != "global_step"
-                st = global_step_statement(graph.global_step, st, C.code_of(named) if kept else '"global_step"')
+                st = global_step_statement(graph.global_step, st, C.code_of(named) if kept else '"global_step"',
+                                           replicated=self.strategy != LOCAL)
             elif len(names) == 1 and names[0] in self.schedule_code and value is graph.schedules.get(names[0]):
                 # TF1's schedule of the global step; the Keras optimizer calls it with
                 # its iterations, which advance once per applied step as that step did
@@ -2260,7 +2312,7 @@ class GraphToStrategy(Rule):
         self.made_global_step = graph.global_step is None  # a TF1 checkpoint has no value for it
         if graph.global_step is None:
             graph.global_step = self._fresh("global_step")
-            scope_body.append(global_step_statement(graph.global_step))
+            scope_body.append(global_step_statement(graph.global_step, replicated=self.strategy != LOCAL))
         if graph.optimizer is None:
             graph.optimizer = self._fresh("optimizer")
         self.schedule_reads = {n: read.format(optimizer=graph.optimizer) for n, read in self.schedule_reads.items()}
@@ -2322,12 +2374,17 @@ class GraphToStrategy(Rule):
                 build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
                          f"{self.template}({', '.join(dummies)})\n")
             scope_body += C.stmts(f"{self.template} = {builder}\n" + build)
-        scope = device_with.with_changes(
-            items=[cst.WithItem(C.expr(f"{self.strategy_name}.scope()"))],
-            body=C.indented(scope_body, device_with.body),
-            leading_lines=[cst.EmptyLine(indent=False)] if self.template is not None else [],
-        )
-        out.append(scope)
+        if self.strategy == LOCAL:
+            # one machine: the variables are made where the graph made them
+            scope_body[0] = scope_body[0].with_changes(leading_lines=[
+                *device_with.leading_lines, *C.strip_blank_lines(scope_body[0].leading_lines)])
+            out += scope_body
+        else:
+            out.append(device_with.with_changes(
+                items=[cst.WithItem(C.expr(f"{self.strategy_name}.scope()"))],
+                body=C.indented(scope_body, device_with.body),
+                leading_lines=[cst.EmptyLine(indent=False)] if self.template is not None else [],
+            ))
         # the step counter `minimize` advanced is a tf.Variable too, never a trained one
         trained = [v for v in graph.variables if v != graph.global_step]
         if graph.var_list is None and not trained and self.template is None:
@@ -2343,7 +2400,8 @@ class GraphToStrategy(Rule):
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
         if getattr(self, "moving_average", None) is not None:
-            out += _moving_average.created(self.moving_average, self.strategy_name, self.trainable_name)
+            out += _moving_average.created(self.moving_average, self.strategy_name if self.strategy != LOCAL else None,
+                                           self.trainable_name)
             self.report(self.moving_average.made, _moving_average.note(self.moving_average), fixed=True,
                         severity="info", reference=REFERENCE[strategy])
 
@@ -2648,7 +2706,7 @@ class GraphToStrategy(Rule):
                   step_name, run_name, tape, grads, loss_code):
         scale = ""
         loss_for_grad = loss_code
-        if self.strategy != PSS:
+        if self.strategy not in (PSS, LOCAL):
             scaled = self._fresh("scaled_loss")
             averaged_by = "average_gradients" if self.strategy == MIRRORED else "SyncReplicasOptimizer"
             scale = (
@@ -2680,6 +2738,9 @@ class GraphToStrategy(Rule):
         replica = replica.with_changes(body=replica.body.with_changes(body=body))
         args = C.tuple_code(params)
         schedule_name = session.schedule_names.get(run_name)
+        if self.strategy == LOCAL:
+            # one machine: the step is the replica's computation itself (TF2's custom training guide)
+            replica = replica.with_changes(name=cst.Name(step_name))
         outer_code, run, schedule = self._step_code(step_name, run_name, schedule_name, params, args, fetch, graph)
         if schedule is not None:
             head, _, rest = schedule.partition("\n")
@@ -2691,9 +2752,12 @@ class GraphToStrategy(Rule):
                     step_name, list(params), self._feed_code(graph, params), _results_code(run, step_name, params))
             head, _, rest = run.partition("\n")
             run = head + "\n" + self._feed_code(graph, params) + rest
-        outer = C.stmt(outer_code)
-        outer = outer.with_changes(body=outer.body.with_changes(body=[replica, *outer.body.body]),
-                                   decorators=[cst.Decorator(C.expr("tf.function"))],
+        if self.strategy == LOCAL:
+            outer = replica
+        else:
+            outer = C.stmt(outer_code)
+            outer = outer.with_changes(body=outer.body.with_changes(body=[replica, *outer.body.body]))
+        outer = outer.with_changes(decorators=[cst.Decorator(C.expr("tf.function"))],
                                    leading_lines=[cst.EmptyLine(indent=False)])
         if session.save_steps is not None and session.saves:
             run += (
@@ -2760,6 +2824,12 @@ class GraphToStrategy(Rule):
                 f"                raise\n"
             )
             return outer_code, run, schedule
+        if self.strategy == LOCAL:
+            run = (
+                f"def {run_name}({', '.join(params)}):\n"
+                f"    results = tf.nest.map_structure(lambda value: value.numpy(), {step_name}({', '.join(params)}))\n"
+            )
+            return None, run, None
         outer_code = (
             f"def {step_name}({', '.join(params)}):\n"
             f"    return {self.strategy_name}.run({step_name}_replica, args={args})\n"

@@ -1,0 +1,108 @@
+"""TFM301, single-machine training beside the distributed one (analysis).
+
+Programs that run on a cluster often keep a path that trains on the machine
+they run on when no cluster is given::
+
+    if not FLAGS.ps_hosts:                      # or `job_name is None`, no TF_CONFIG
+        x = tf.placeholder(tf.float32, [None, 1])
+        w = tf.Variable(0.0)
+        loss = tf.reduce_sum(tf.square(x * w - 1))
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+        with tf.Session() as sess:
+            sess.run(tf.global_variables_initializer())
+            for epoch in range(FLAGS.epochs):
+                sess.run(train_op, feed_dict={x: batch})
+    else:
+        ... replica_device_setter, ps/worker ...
+
+The graph statements before the session (from the first one building graph
+values) are the single-machine counterpart of a device-setter block: TFM301
+migrates them the same way with no strategy at all -- variables made where
+the graph made them, a ``tf.function`` step (GradientTape + apply_gradients)
+called where the session ran the train op, as TF2's custom training guide
+writes single-machine training. The session must be local: ``tf.Session()``
+with no target (a ``config`` only); a target names a server, which is the
+distributed path's business.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from migrate.codemod.rules import _cst as C
+
+_LOCAL_SESSIONS = ("Session", "InteractiveSession")
+_UPDATES = ("minimize", "apply_gradients")
+
+
+@dataclass
+class LocalTraining:
+    start: int  # first graph statement of the body
+    session: int  # the statement starting the session
+    train_op: str  # the name the session runs, bound to an optimizer's update
+
+
+def _method(call: cst.Call) -> str | None:
+    return call.func.attr.value if isinstance(call.func, cst.Attribute) else None
+
+
+def local_session_call(statement: cst.CSTNode, qualname) -> cst.Call | None:
+    """The ``tf.Session()`` a statement starts (``with tf.Session() as s:``,
+    ``s = tf.Session()``), when it is local: no target, no graph."""
+    call = None
+    if isinstance(statement, cst.With) and len(statement.items) == 1:
+        call = statement.items[0].item
+    elif isinstance(statement, cst.SimpleStatementLine):
+        _, call, _ = C.assignment(statement)
+    if not isinstance(call, cst.Call) or qualname(call.func) not in _LOCAL_SESSIONS:
+        return None
+    if any(a.keyword is None or a.keyword.value != "config" for a in call.args):
+        return None
+    return call
+
+
+def _builds_graph(statement: cst.CSTNode, qualname) -> bool:
+    return any(qualname(call.func) is not None for call in C.calls_in(statement))
+
+
+def find(body, qualname) -> LocalTraining | None:
+    """The single-machine training of a block: a local session started in it
+    that runs an optimizer's update built by the simple statements just
+    before it."""
+    for s, statement in enumerate(body):
+        if local_session_call(statement, qualname) is None:
+            continue
+        start = s
+        while start > 0 and isinstance(body[start - 1], cst.SimpleStatementLine):
+            start -= 1
+        while start < s and not _builds_graph(body[start], qualname):
+            start += 1
+        updates = set()
+        for graph_statement in body[start:s]:
+            names, value, _ = C.assignment(graph_statement)
+            if len(names) == 1 and isinstance(value, cst.Call) and _method(value) in _UPDATES:
+                updates.add(names[0])
+        if not updates:
+            continue
+        for later in body[s:]:
+            for call in C.calls_in(later):
+                if _method(call) == "run" and call.args:
+                    fetched = call.args[0].value
+                    values = ([e.value for e in fetched.elements] if isinstance(fetched, (cst.List, cst.Tuple))
+                              else [fetched])
+                    for value in values:
+                        if isinstance(value, cst.Name) and value.value in updates:
+                            return LocalTraining(start, s, value.value)
+    return None
+
+
+def block(body, found: LocalTraining) -> cst.With:
+    """The graph statements as the block TFM301 migrates (a `with` standing
+    for the placement a device setter would have made: none)."""
+    statements = list(body[found.start:found.session])
+    first = statements[0]
+    statements[0] = first.with_changes(leading_lines=[])
+    return cst.With(items=[cst.WithItem(C.expr("tf.device(None)"))], body=C.indented(statements),
+                    leading_lines=first.leading_lines)
