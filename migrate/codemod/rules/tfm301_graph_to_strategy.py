@@ -83,6 +83,7 @@ from migrate.codemod.rules._session_loop import (
     hook_list_names,
     unread_hook_lists,
 )
+from migrate.codemod.rules._step_variable import resource_step
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.rules._tfm301_loop import (
     _DropGraphModeSwitches,
@@ -335,7 +336,8 @@ class GraphToStrategy(Rule):
             self._report_foreign_placement(module)
             return module
         self.taken = C.all_names(module)
-        self.taken_before = set(self.taken)  # (the single-machine pass names its code as the first pass did)
+        self.taken_before = set(self.taken)
+        self.module_before = module  # its switches of the variable kind included  # (the single-machine pass names its code as the first pass did)
         self.has_resolver = "cluster_resolver" in self.taken
         self.module_in = module  # the tree the session loops are found in
         self.converted = False
@@ -430,7 +432,7 @@ class GraphToStrategy(Rule):
             text = "".join(C.code_of(node).split())
             if any(text in code for code in covered):
                 continue
-            if function is not None and self.declined_blocks:
+            if function is not None and self.declined_blocks and not why.startswith("single-machine"):
                 # (the function's code only when a block was declined: it can be the whole script)
                 scope = "".join(C.code_of(function).split())
                 if any(block in scope for block in self.declined_blocks):
@@ -438,7 +440,10 @@ class GraphToStrategy(Rule):
             hint = ("build the graph in a `with tf.device(tf.train.replica_device_setter(...)):` block of the"
                     " function that runs its session loop (or migrate to"
                     f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again")
-            if why.startswith("single-machine"):
+            if why.startswith("single-machine") and not self.converted:
+                hint = ("bring the distributed training to a shape TFM301 migrates (its diagnostics say how), then"
+                        " migrate again: this path migrates with it")
+            elif why.startswith("single-machine"):
                 hint = ("write its training as a tf.function step (GradientTape + apply_gradients) called in the"
                         " Python loop, by hand (TF2's custom training guide), or train this path through the"
                         " distributed code on a cluster of one worker, then migrate again")
@@ -558,10 +563,14 @@ class GraphToStrategy(Rule):
                 trained = self._local_training(function)
                 if trained is None:
                     return None
-                return (f"single-machine TF1 training session `{C.code_of(call.func)}()` left as TF1 (it runs"
-                        f" `{trained}`, an optimizer's update built without a device setter): TFM301 migrates"
-                        " between-graph replicated training (a device-setter block and the session loop running"
-                        " its train op); this one trains on this process alone")
+                head = (f"single-machine TF1 training session `{C.code_of(call.func)}()` left as TF1 (it runs"
+                        f" `{trained}`, an optimizer's update built without a device setter, on this process alone)")
+                if not self.converted:
+                    return (f"{head}: TFM301 migrates a single-machine path together with the program's distributed"
+                            " training, which stays TF1 here (its diagnostics say why)")
+                return (f"{head}: TFM301 migrates a local `tf.Session()` (no target) running an update that the"
+                        " statements just before it in the same block build, and the session's code as it does a"
+                        " distributed one's; the reasons reported on this training say what stops it")
         elif q not in SESSION_CLASSES | {"train.Supervisor"}:
             return None
         kind = C.code_of(call.func)
@@ -2366,12 +2375,13 @@ class GraphToStrategy(Rule):
                 builder = f"{self.recorder}({self.model_fn})"
             else:
                 builder = f'tf.compat.v1.make_template("model", {self.model_fn})'
+            where = "" if self.strategy == LOCAL else ", under the strategy"
             if self.traced_build:
-                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did: traced,\n"
+                build = (f"# Build the model's variables once{where}, as the TF1 graph did: traced,\n"
                          f"# so that the terms the model adds to its collections stay in this build's graph.\n"
                          f"tf.function({self.template})({', '.join(dummies)})\n")
             else:
-                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
+                build = (f"# Build the model's variables once{where}, as the TF1 graph did.\n"
                          f"{self.template}({', '.join(dummies)})\n")
             scope_body += C.stmts(f"{self.template} = {builder}\n" + build)
         if self.strategy == LOCAL:
@@ -2681,6 +2691,11 @@ class GraphToStrategy(Rule):
     def _replica_state_fetches(self, fetch: _Fetch, graph: Graph) -> list[str]:
         """The fetched variables and schedules the replica function reads
         before the step's update (see `_state_read`)."""
+        if self.strategy == LOCAL:
+            # in the fetching process a reference variable (TF 1.x's default) was fetched after the
+            # step's update, a resource variable before it (_step_variable)
+            return [n for n in fetch.values if n in self.schedule_reads or (
+                (n == graph.global_step or n in graph.variables) and resource_step(self.module_before, self.qualname, n))]
         return [n for n in fetch.values
                 if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
 
