@@ -101,8 +101,6 @@ def find(body, qualname) -> LocalTraining | None:
 def block(body, found: LocalTraining) -> cst.With:
     """The graph statements as the block TFM301 migrates (a `with` standing
     for the placement a device setter would have made: none)."""
-    statements = list(body[found.start:found.session])
-    first = statements[0]
-    statements[0] = first.with_changes(leading_lines=[])
-    return cst.With(items=[cst.WithItem(C.expr("tf.device(None)"))], body=C.indented(statements),
-                    leading_lines=first.leading_lines)
+    # the statements themselves, comments included: analyses find them in the module by identity
+    return cst.With(items=[cst.WithItem(C.expr("tf.device(None)"))],
+                    body=C.indented(body[found.start:found.session]))

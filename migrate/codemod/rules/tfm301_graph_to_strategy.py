@@ -29,6 +29,7 @@ from migrate.codemod.rules import (
     _collection_reads,
     _dataflow,
     _device_modes,
+    _export_helpers,
     _flag_choice,
     _foreign_placement,
     _moving_average,
@@ -383,7 +384,7 @@ class GraphToStrategy(Rule):
         self.module_in = module
         # what leave_Module adds or drops is the local pass's own
         for attribute in ("migrated_setter_helpers", "migrated_mode_helpers", "placeholder_makers",
-                          "moved_placeholders"):
+                          "moved_placeholders", "inlined_exporters"):
             self.__dict__[attribute] = []
         self.restore_helper_code = None
         try:
@@ -728,6 +729,8 @@ class GraphToStrategy(Rule):
             updated = self._rewrite_mode_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
+        if getattr(self, "inlined_exporters", None):  # their only calls now export in the training's place
+            updated = C.drop_unreferenced(updated, self.inlined_exporters)
         if getattr(self, "restore_helper_code", None) and (
                 self.restore_helper not in _dataflow.bound_names(updated.body)):
             updated = self._add_restore_helper(updated)
@@ -1036,6 +1039,12 @@ class GraphToStrategy(Rule):
             else:
                 kept.append(statement)
         after = kept
+        # an export for serving the session is handed to (`export_model(sess, ...)`): written out here
+        functions = getattr(self, "functions_in", None)
+        exporters = _export_helpers.inline(after, self.ctx.module, self.qualname,
+                                           C.names_used(functions[-1] if functions else self.module_in))
+        if exporters is not None:
+            after, exporters = exporters
         session = _SessionRegion(self, graph, body)
         session.scan(after, graph_part=inner, hand_savers=True)
         if session.saver_declines:
@@ -1156,6 +1165,7 @@ class GraphToStrategy(Rule):
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
         self.__dict__.setdefault("moved_placeholders", []).extend(st for _, st, k in outer if k is None)
         self.__dict__.setdefault("placeholder_makers", []).extend(placeholder_makers or ())
+        self.__dict__.setdefault("inlined_exporters", []).extend(exporters or ())
         if moved_here:  # their comments stay where they were
             before = _outer_placeholders.without(before, {id(body[k]) for k in moved_here}, out)
         self.signals_dropped = self.signals_dropped or bool(signals)
