@@ -312,6 +312,18 @@ class GraphToStrategy(Rule):
     loss the step computes. The restore
     helper is defined in the function that imports TensorFlow where the
     module does not (a launcher's job function).
+    A program's single-machine path beside its distributed one (``if not
+    cluster: ... with tf.Session() as sess:`` running an update the statements
+    just before it build) migrates in a second pass, only where the distributed
+    path did, the same way with no strategy: variables made where the graph
+    made them and a plain ``tf.function`` step, as TF2's custom training guide
+    writes it (``_single_machine.py``). An export for serving written in a
+    helper the session is handed to (``export_model(sess, inputs, outputs)``,
+    called once, straight-line) is written out in the call's place and carried
+    over as one written there (``_export_helpers.py``). TensorFlow's
+    ``NanTensorHook`` and ``LoggingTensorHook`` (every_n_iter) given to the
+    session become code of the loop after each train step
+    (``_builtin_hooks.py``).
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
