@@ -123,8 +123,47 @@ def train(job_name, task_index, ps_hosts, worker_hosts, rows, answers, train_ste
 '''
 
 
+# no job name: a MonitoredTrainingSession given no master, bounded by its StopAtStepHook, checkpointing
+MONITORED = '''
+import tensorflow.compat.v1 as tf
+
+
+def run(job_name, task_index, cluster_hosts, rows, answers, log_dir):
+    if job_name == "":
+        features = tf.placeholder(tf.float32, [None, 3])
+        wanted = tf.placeholder(tf.float32, [None, 1])
+        weights = tf.Variable(tf.zeros([3, 1]), name="weights")
+        error = tf.reduce_mean(tf.square(tf.matmul(features, weights) - wanted))
+        step_count = tf.train.get_or_create_global_step()
+        update = tf.train.GradientDescentOptimizer(0.1).minimize(error, global_step=step_count)
+        with tf.train.MonitoredTrainingSession(checkpoint_dir=log_dir,
+                                               hooks=[tf.train.StopAtStepHook(last_step=20)]) as sess:
+            while not sess.should_stop():
+                _, value = sess.run([update, error], feed_dict={features: rows, wanted: answers})
+                print("error", float(value))
+        return
+    cluster = tf.train.ClusterSpec(cluster_hosts)
+    server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
+    if job_name == "ps":
+        server.join()
+        return
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        features = tf.placeholder(tf.float32, [None, 3])
+        wanted = tf.placeholder(tf.float32, [None, 1])
+        weights = tf.Variable(tf.zeros([3, 1]), name="weights")
+        error = tf.reduce_mean(tf.square(tf.matmul(features, weights) - wanted))
+        step_count = tf.train.get_or_create_global_step()
+        update = tf.train.GradientDescentOptimizer(0.1).minimize(error, global_step=step_count)
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=task_index == 0, checkpoint_dir=log_dir,
+                                           hooks=[tf.train.StopAtStepHook(last_step=20)]) as sess:
+        while not sess.should_stop():
+            sess.run(update, feed_dict={features: rows, wanted: answers})
+'''
+
+
 def _local_part(code: str, start: str, end: str) -> str:
-    return code[code.index(start):code.index(end)]
+    begin = code.index(start)
+    return code[begin:code.index(end, begin)]
 
 
 def test_the_local_branch_becomes_a_tf_function_step_without_a_strategy():
@@ -175,6 +214,19 @@ def test_a_resource_step_is_read_before_the_update():
     assert "return error, step_count_value\n" in local
 
 
+def test_a_monitored_session_without_master_is_this_machines_training():
+    result = migrate(MONITORED)
+    out = result.output
+    local = _local_part(out, 'if job_name == "":', "        return\n")
+    assert "MonitoredTrainingSession(" not in local and "strategy" not in local
+    assert "while not int(step_count.numpy()) >= 20:" in local
+    # its checkpoints as the distributed path's: one restore helper for both
+    assert "tf.train.CheckpointManager(checkpoint, log_dir, max_to_keep=5)" in local
+    assert out.count("def restore_checkpoint(") == 1
+    assert any("single-machine training" in d.message and d.line == line_of(MONITORED, "with tf.train.Monitored")
+               for d in result.diagnostics if d.fixed)
+
+
 def test_the_local_branch_stays_when_the_distributed_one_is_not_migrated():
     # a distributed loop nothing bounds: that training is declined, so this program stays TF1 throughout
     source = ENV_CHOICE.replace(
@@ -205,7 +257,7 @@ def test_a_session_on_a_target_or_training_nothing_is_not_this_path():
 
 
 def test_the_migrated_program_changes_nothing_when_migrated_again():
-    for source in (ENV_CHOICE, FLAG_CHOICE):
+    for source in (ENV_CHOICE, FLAG_CHOICE, MONITORED):
         once = migrate(source).output
         assert migrate(once).output == once
 
@@ -223,6 +275,8 @@ xs = np.linspace(-1, 1, 12).astype(np.float32)
 ys = (2 * xs + 1 + np.sin(7 * xs) * 0.1).astype(np.float32)
 if sys.argv[2] == "env":
     fit(xs, ys, 4, 0.05)
+elif sys.argv[2] == "monitored":
+    run("", 0, {}, np.random.RandomState(4).rand(4, 3).astype(np.float32), np.ones([4, 1], np.float32), None)
 else:
     rows = np.random.RandomState(3).rand(4, 3).astype(np.float32)
     train(None, 0, [], [], rows, np.ones([4, 1], np.float32), 12)
@@ -237,7 +291,7 @@ def _run(source: str, side: str, program: str) -> list:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("program, source", [("env", ENV_CHOICE), ("flag", FLAG_CHOICE)])
+@pytest.mark.parametrize("program, source", [("env", ENV_CHOICE), ("flag", FLAG_CHOICE), ("monitored", MONITORED)])
 def test_the_migrated_single_machine_path_trains_as_the_legacy_one(program, source):
     """Both run on one machine (no TF_CONFIG, no job name): the same losses,
     steps and fitted values, printed at the same points."""

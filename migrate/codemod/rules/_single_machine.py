@@ -21,8 +21,9 @@ migrates them the same way with no strategy at all -- variables made where
 the graph made them, a ``tf.function`` step (GradientTape + apply_gradients)
 called where the session ran the train op, as TF2's custom training guide
 writes single-machine training. The session must be local: ``tf.Session()``
-with no target (a ``config`` only); a target names a server, which is the
-distributed path's business.
+with no target (a ``config`` only), or a ``MonitoredTrainingSession`` given
+no master (its hooks and checkpoints are carried as a distributed one's); a
+target names a server, which is the distributed path's business.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import libcst as cst
 from migrate.codemod.rules import _cst as C
 
 _LOCAL_SESSIONS = ("Session", "InteractiveSession")
+_MONITORED = "train.MonitoredTrainingSession"
 _UPDATES = ("minimize", "apply_gradients")
 
 
@@ -49,18 +51,23 @@ def _method(call: cst.Call) -> str | None:
 
 
 def local_session_call(statement: cst.CSTNode, qualname) -> cst.Call | None:
-    """The ``tf.Session()`` a statement starts (``with tf.Session() as s:``,
-    ``s = tf.Session()``), when it is local: no target, no graph."""
+    """The session a statement starts (``with tf.Session() as s:``,
+    ``s = tf.Session()``), when it is local: no target, no graph; a
+    MonitoredTrainingSession with no master."""
     call = None
     if isinstance(statement, cst.With) and len(statement.items) == 1:
         call = statement.items[0].item
     elif isinstance(statement, cst.SimpleStatementLine):
         _, call, _ = C.assignment(statement)
-    if not isinstance(call, cst.Call) or qualname(call.func) not in _LOCAL_SESSIONS:
+    if not isinstance(call, cst.Call):
         return None
-    if any(a.keyword is None or a.keyword.value != "config" for a in call.args):
-        return None
-    return call
+    q = qualname(call.func)
+    if q in _LOCAL_SESSIONS:
+        return call if all(a.keyword is not None and a.keyword.value == "config" for a in call.args) else None
+    if q == _MONITORED:
+        # no master: a session of this process, whatever else it does (checkpoints, hooks)
+        return call if all(a.keyword is not None and a.keyword.value != "master" for a in call.args) else None
+    return None
 
 
 def _builds_graph(statement: cst.CSTNode, qualname) -> bool:
