@@ -114,3 +114,101 @@ def test_no_builtin_hook_no_change_to_the_loop():
     out = migrate(source).output
     assert "logged_steps" not in out and "import math" not in out and "isnan" not in out
     assert "            reporter_results = run_train_step(xs, ys)\n            reporter.after_run(reporter_results)\n" in out
+
+
+# one machine when no cluster is given (else ps/worker): its loop logs the gap every 3 steps and stops on a NaN gap
+JOB = '''
+import tensorflow.compat.v1 as tf
+
+
+def fit(cluster, server, batches):
+    if cluster is None:
+        points = tf.placeholder(tf.float32, [None, 2])
+        wanted = tf.placeholder(tf.float32, [None, 1])
+        kernel = tf.Variable(tf.ones([2, 1]), name="kernel")
+        gap = tf.reduce_mean(tf.square(tf.matmul(points, kernel) - wanted))
+        counter = tf.train.get_or_create_global_step()
+        fit_op = tf.train.GradientDescentOptimizer(0.05).minimize(gap, global_step=counter)
+        hooks = [tf.train.StopAtStepHook(last_step=10), tf.train.NanTensorHook(gap),
+                 tf.train.LoggingTensorHook({"gap": gap}, every_n_iter=3)]
+        with tf.train.MonitoredTrainingSession(hooks=hooks) as sess:
+            taken = 0
+            while not sess.should_stop():
+                xs, ys = batches[taken % len(batches)]
+                sess.run(fit_op, feed_dict={points: xs, wanted: ys})
+                taken += 1
+        return
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        points = tf.placeholder(tf.float32, [None, 2])
+        wanted = tf.placeholder(tf.float32, [None, 1])
+        kernel = tf.Variable(tf.ones([2, 1]), name="kernel")
+        gap = tf.reduce_mean(tf.square(tf.matmul(points, kernel) - wanted))
+        counter = tf.train.get_or_create_global_step()
+        fit_op = tf.train.GradientDescentOptimizer(0.05).minimize(gap, global_step=counter)
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=True,
+                                           hooks=[tf.train.StopAtStepHook(last_step=10)]) as sess:
+        while not sess.should_stop():
+            for xs, ys in batches:
+                sess.run(fit_op, feed_dict={points: xs, wanted: ys})
+'''
+
+RUNNER = '''
+import json, logging, sys
+import numpy as np
+import tensorflow as tf_api
+
+logged = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        message = record.getMessage()
+        if message.startswith("gap = "):
+            logged.append(message.split(" (")[0])  # TF1 added the seconds since the last log
+tf_api.get_logger().addHandler(Keep())
+tf_api.get_logger().setLevel(logging.INFO)
+rng = np.random.RandomState(2)
+batches = [(rng.rand(4, 2).astype(np.float32), rng.rand(4, 1).astype(np.float32)) for _ in range(3)]
+if sys.argv[2] == "nan":
+    batches[1] = (batches[1][0], np.full((4, 1), np.nan, np.float32))
+error = None
+try:
+    if sys.argv[1] == "legacy":
+        tf_api.compat.v1.disable_v2_behavior()
+    fit(None, None, batches)
+except RuntimeError as e:
+    error = str(e)
+sys.stdout.write("\\n" + json.dumps({"logged": logged, "error": error}) + "\\n")
+sys.stdout.flush()
+import os
+os._exit(0)
+'''
+
+
+def _run(source: str, side: str, data: str) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", source + RUNNER, side, data], check=False, capture_output=True,
+                         text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("data", ["finite", "nan"])
+def test_the_migrated_loop_logs_and_stops_as_the_hooks_did(data):
+    """The single-machine path, TF1 (MonitoredTrainingSession given the
+    hooks) and migrated (no strategy): the same values logged at the same
+    steps; a NaN gap ends both with a RuntimeError saying so."""
+    pytest.importorskip("tensorflow")
+    source = textwrap.dedent(JOB)
+    migrated = migrate(source).output
+    assert "LoggingTensorHook" not in migrated and "NanTensorHook" not in migrated and "Session" not in migrated
+    legacy, new = _run(source, "legacy", data), _run(migrated, "migrated", data)
+    assert new["error"] == legacy["error"]
+    assert len(new["logged"]) == len(legacy["logged"])
+    for old_line, new_line in zip(legacy["logged"], new["logged"]):
+        assert float(new_line.split(" = ")[1]) == pytest.approx(float(old_line.split(" = ")[1]), rel=1e-6)
+    if data == "nan":
+        assert legacy["error"] == "NaN loss during training." and len(legacy["logged"]) == 1
+    else:
+        assert legacy["error"] is None and len(legacy["logged"]) == 4  # steps 0, 3, 6, 9 of 10
