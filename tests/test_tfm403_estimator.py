@@ -304,6 +304,10 @@ JOB_SHAPES = textwrap.dedent(
         (("est = tf.estimator.Estimator(model_fn, model_dir='/tmp/m')\n"
          "    est.train(input_fn, max_steps=5)\n"
          "    est.export_saved_model('/tmp/export', serving_input_fn)"), 13,
+         "the serving_input_receiver_fn `serving_input_fn` is neither a function of this module nor bound once"),
+        (("est = tf.estimator.Estimator(model_fn, model_dir='/tmp/m')\n"
+         "    est.export_saved_model('/tmp/export', serving_input_fn)\n"
+         "    est.train(input_fn, max_steps=5)"), 12,
          "`est.export_saved_model(...)`: exporting a SavedModel of the serving signature"),
     ],
 )

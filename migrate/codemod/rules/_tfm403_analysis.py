@@ -62,7 +62,6 @@ _NOT_CARRIED = {
     "keep_checkpoint_every_n_hours": "checkpoints kept by age besides the last keep_checkpoint_max",
     "warm_start_from": "variables warm-started from another checkpoint",
     "hooks": "SessionRunHooks run by the Estimator's MonitoredTrainingSession",
-    "exporters": "exporters writing SavedModels of the serving signature after evaluations",
     "saving_listeners": "CheckpointSaverListeners",
 }
 
@@ -110,6 +109,10 @@ class EstimatorJob:
     # model): that statement, and each branch's Estimator call with its model_fn
     chosen_in: cst.If | None = None
     choices: list[tuple[Call, cst.FunctionDef]] = field(default_factory=list)
+    # est.export_savedmodel(...) statements after the training (the line, the call), and the
+    # EvalSpec's exporters: read by _tfm403_export
+    export_calls: list[tuple[cst.SimpleStatementLine, cst.Call]] = field(default_factory=list)
+    exporters: cst.BaseExpression | None = None
 
 
 @dataclass
@@ -160,6 +163,8 @@ class Finder:
         }
         self.functions_here: dict[str, cst.FunctionDef] = {}  # input functions the migration defines
         self.evaluation: cst.BaseStatement | None = None
+        self.trains: cst.BaseStatement | None = None
+        self.export_calls: list[tuple[cst.SimpleStatementLine, cst.Call]] = []
 
     def is_(self, node: cst.CSTNode, *names: str) -> bool:
         return (self.qualname(node) or "") in names
@@ -265,6 +270,10 @@ class Finder:
             if st is binding or st is used_at or st is self.evaluation:
                 continue
             if name in C.names_used(st):
+                exports = self._exports_in(block, st, name)
+                if exports:
+                    self.export_calls += exports
+                    continue
                 methods = [n.attr.value for n in C.walk(st) if isinstance(n, cst.Attribute)
                            and isinstance(n.value, cst.Name) and n.value.value == name]
                 what = next((_USES[m] for m in methods if m in _USES), None)
@@ -275,6 +284,25 @@ class Finder:
                                   if "SavedModel" in what else "migrate this part by hand")
                 raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
                               hint="keep the Estimator objects to the statements that build and run the job")
+
+    def _exports_in(self, block, st: cst.BaseStatement, name: str) -> list | None:
+        """``name.export_savedmodel(...)`` statements (also in if blocks) after the
+        training, when they are all ``st`` does with ``name``: (line, call) each."""
+        statements = self._statements(block)
+        if self.trains not in statements or statements.index(st) < statements.index(self.trains):
+            return None
+        found = []
+        uses = 0
+        for node in C.walk(st):
+            if isinstance(node, cst.Name) and node.value == name:
+                uses += 1
+            if isinstance(node, cst.SimpleStatementLine):
+                call = C.single_expr(node)
+                if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                        and call.func.attr.value in ("export_savedmodel", "export_saved_model")
+                        and isinstance(call.func.value, cst.Name) and call.func.value.value == name):
+                    found.append((node, call))
+        return found if found and len(found) == uses else None
 
     def function(self, node: cst.BaseExpression | None, what: str, block=None) -> cst.FunctionDef:
         if isinstance(node, cst.Name) and node.value in self.functions:
@@ -343,6 +371,8 @@ class Finder:
         call = C.single_expr(trains)
         assert isinstance(call, cst.Call)
         removed: list[cst.BaseStatement] = []
+        self.trains = trains
+        self.export_calls = []
         self.evaluation = self._evaluation(block, trains)
         eval_spec = None
         max_steps = extra_steps = None
@@ -423,7 +453,11 @@ class Finder:
                 raise Decline(evaluate, "evaluate() without an input_fn")
         job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
                            eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes,
-                           logging=logged, chosen_in=chosen[0] if chosen else None, choices=choices)
+                           logging=logged, chosen_in=chosen[0] if chosen else None, choices=choices,
+                           export_calls=self.export_calls)
+        exporters = eval_spec.get("exporters") if eval_spec is not None else None
+        if exporters is not None and not _empty(exporters):
+            job.exporters = exporters
         for node in (train_input, eval_input):
             self._numpy_input(job, node)
         return job

@@ -54,6 +54,10 @@ class Settings:
     train_dataset_fn: str  # what the coordinator / strategy calls per worker
     # LoggingTensorHook(every_n_iter=N): the step also returns the model_fn's logged tensors
     log_tensors_every: str | None = None
+    # the job's SavedModel exports: the serving functions and the export function (lines), and
+    # what the evaluation exports (lines of its body, the EvalSpec's exporters)
+    serving_code: list[str] | None = None
+    evaluation_exports: list[str] | None = None
 
 
 def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimizer: str,
@@ -185,9 +189,13 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add('    results["loss"] = float(tf.reduce_mean(losses))')
         add(f'    results["global_step"] = int({n["global_step"]}.numpy())')
         add('    logging.info("Saving dict for global step %d: %s", results["global_step"], results)')
+        for line in s.evaluation_exports or []:
+            add(line)
         add("    return results")
         add("")
         add("")
+    for line in s.serving_code or []:
+        add(line)
     add(f"{n['checkpoint']} = tf.train.Checkpoint(global_step={n['global_step']}, optimizer={n['optimizer']},"
         f" model={n['model']})")
     add(f"{n['manager']} = tf.train.CheckpointManager({n['checkpoint']}, {model_dir},"
@@ -277,9 +285,10 @@ NAMES = (
     "strategy", "coordinator", "resolver", "is_chief", "params", "model_dir", "global_step", "optimizer", "model",
     "features", "labels", "trainable_variables", "train_step", "eval_step", "evaluate", "iterator", "checkpoint",
     "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics", "writer", "first_step", "step_outputs",
-    "logged", "model_fn",
+    "logged", "model_fn", "export",
 )
-_SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager", "writer": "summary_writer"}
+_SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager", "writer": "summary_writer",
+            "export": "export_saved_model"}
 
 
 def fresh_names(taken: set[str], fixed: dict[str, str]) -> dict[str, str]:
