@@ -182,10 +182,19 @@ class ExportFinder:
         return shape_code, C.code_of(args["dtype"])
 
     def _dict(self, node: cst.BaseExpression, statements, what: str) -> cst.Dict:
-        value = self._bound(node.value, statements) if isinstance(node, cst.Name) else node
+        value, where = node, node
+        if isinstance(node, cst.Name):
+            value = self._bound(node.value, statements)
+            where = next((st for st in statements if isinstance(st, cst.SimpleStatementLine)
+                          and node.value in C.assignment(st)[0]), node)
+        if isinstance(value, cst.Call):
+            raise Decline(where, f"the receiver's {what} are computed (`{C.code_of(value.func)}(...)`), not a dict"
+                          " of its placeholders: the serving function would have to compute them (parsing"
+                          " tf.Examples, transformations)",
+                          hint="export by hand: a tf.function computing the features, then the model")
         if not isinstance(value, cst.Dict) or any(not isinstance(el, cst.DictElement) for el in value.elements):
-            raise Decline(node, f"the receiver's {what} are not a dict written in the serving_input_receiver_fn"
-                          " (a single tensor, or computed)", hint="export by hand with tf.saved_model.save")
+            raise Decline(where, f"the receiver's {what} are not a dict written in the serving_input_receiver_fn"
+                          " (a single tensor?)", hint="export by hand with tf.saved_model.save")
         return value
 
     def _receiver_fn(self, fn: cst.FunctionDef) -> ServingInputs:

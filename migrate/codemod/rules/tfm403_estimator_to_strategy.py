@@ -500,10 +500,15 @@ class EstimatorToStrategy(Rule):
         new = E.training_code(settings, names, hoisted, optimizer, plan.metrics)
         # what the exports read in the block (exporters, raw receivers, their placeholders) goes with them
         kept_reads: set[str] = set()
+
+        class _WithoutExports(cst.CSTTransformer):
+            def leave_SimpleStatementLine(self, original, updated):
+                return updated.with_changes(body=[cst.Pass()]) if id(original) in export_lines else updated
+
         for st in block_statements:
             if st is not job.trains and id(st) not in {id(u) for u in export_finder.used} | {
                     id(r) for r in job.removed}:
-                kept_reads |= C.names_used(st)
+                kept_reads |= C.names_used(st.visit(_WithoutExports()))
         for st in export_finder.used:
             still = set(C.assignment(st)[0]) & kept_reads
             if still:
