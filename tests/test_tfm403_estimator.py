@@ -298,7 +298,7 @@ JOB_SHAPES = textwrap.dedent(
          "        est = tf.estimator.Estimator(model_fn)\n"
          "    tf.estimator.train_and_evaluate(est, tf.estimator.TrainSpec(input_fn, 5), tf.estimator.EvalSpec(input_fn))"),
          12, ("`est` is a premade `tf.estimator.LinearClassifier` in one of the if/else branches choosing the"
-         " job's Estimator: a premade Estimator has no model_fn for the migrated loop to call")),
+         " job's Estimator: it has no model_fn for the migrated loop to call (a linear model")),
         ("tf.estimator.train_and_evaluate(kind, tf.estimator.TrainSpec(input_fn, 5), tf.estimator.EvalSpec(input_fn))",
          10, "`kind`, the Estimator this job runs, is a parameter of `run()`: it is built by its callers"),
         (("est = tf.estimator.Estimator(model_fn, model_dir='/tmp/m')\n"

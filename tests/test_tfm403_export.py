@@ -202,3 +202,106 @@ def test_the_valid_receiver_of_the_declined_fixture_migrates():
     result = migrate_source(source, path="valid.py")
     assert [d.message for d in result.manual_work] == []
     assert 'tf.TensorSpec([None, 3], tf.float32, name="reading"),' in result.output
+
+
+PREMADE_AND_EXPERIMENT = textwrap.dedent(
+    """\
+    import tensorflow as tf
+    from tensorflow.contrib.learn.python.learn import learn_runner
+
+    import trainer_model
+
+
+    def feed():
+        return tf.data.Dataset.from_tensor_slices(({"size": [[1.0]]}, [1])).repeat().batch(1)
+
+
+    def local_model_fn(features, labels, mode):
+        loss = tf.reduce_sum(features["size"])
+        train_op = tf.train.AdamOptimizer().minimize(loss, tf.train.get_global_step())
+        return tf.estimator.EstimatorSpec(mode, loss=loss, train_op=train_op)
+
+
+    def make_experiment(run_config, hparams):
+        BODY
+
+
+    learn_runner.run(make_experiment, run_config=tf.contrib.learn.RunConfig(model_dir="/tmp/e"))
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "body, line, why",
+    [
+        (("est = tf.contrib.learn.DNNClassifier(hidden_units=[8], feature_columns=columns, config=run_config)\n"
+          "    return tf.contrib.learn.Experiment(est, train_input_fn=feed, eval_input_fn=feed, train_steps=5)"),
+         18, ("the Experiment's Estimator, `tf.contrib.learn.DNNClassifier`, is a premade Estimator: it has no model_fn"
+             " for the migrated loop to call (ReLU dense layers of hidden_units")),
+        ("return tf.contrib.learn.Experiment(trainer_model.build(run_config), train_input_fn=feed, eval_input_fn=feed)",
+         18, ("the Experiment's Estimator is built by `trainer_model.build(...)` of `trainer_model`, which is not in"
+             " this project")),
+        (("est = tf.estimator.Estimator(local_model_fn, config=run_config)\n"
+          "    return tf.contrib.learn.Experiment(est, train_input_fn=feed, eval_input_fn=feed, train_steps=5)"),
+         19, ("a tf.contrib.learn Experiment (run by learn_runner.run or its own methods, in the role TF_CONFIG"
+             " gives): TFM403 migrates tf.estimator.train_and_evaluate jobs")),
+    ],
+)
+def test_experiment_jobs_are_declined_at_their_first_blocker(body, line, why):
+    source = PREMADE_AND_EXPERIMENT.replace("BODY", body)
+    result = migrate_source(source, path="experiment.py", select=["TFM403"])
+    assert result.output == source
+    found = [d for d in result.diagnostics if d.code == "TFM403"]
+    assert len(found) == 1 and why in found[0].message and found[0].line == line, found
+
+
+CALLER_BUILT = textwrap.dedent(
+    """\
+    import tensorflow as tf
+
+
+    def run_training(estimator, input_fn):
+        tf.estimator.train_and_evaluate(
+            estimator, tf.estimator.TrainSpec(input_fn, max_steps=5), tf.estimator.EvalSpec(input_fn))
+
+
+    def main(config_path, input_fn):
+        network = build_network_from(config_path)
+        estimator = tf.estimator.Estimator(network, model_dir="/tmp/caller")
+        run_training(estimator, input_fn)
+    """
+)
+
+
+def test_an_estimator_handed_to_the_job_is_declined_at_its_callers_model_fn():
+    result = migrate_source(CALLER_BUILT, path="caller.py", select=["TFM403"])
+    assert result.output == CALLER_BUILT
+    found = [(d.line, d.message) for d in result.diagnostics if d.code == "TFM403"]
+    assert found == [(11, ("Estimator job not migrated: `estimator`, the Estimator `run_training()` runs, is built by"
+                          " its caller with the model_fn `network`, bound to `build_network_from(config_path)`: the"
+                          " migration rewrites the model_fn the job calls, which must be a function of this module"))]
+
+
+def test_a_premade_estimator_job_is_declined_naming_its_numerics_and_the_tf2_port():
+    source = textwrap.dedent(
+        """\
+        import tensorflow as tf
+
+
+        def feed():
+            return tf.data.Dataset.from_tensor_slices(({"size": [[1.0]]}, [1.0])).repeat().batch(1)
+
+
+        regressor = tf.estimator.LinearRegressor(feature_columns=[tf.feature_column.numeric_column("size")])
+        tf.estimator.train_and_evaluate(regressor, tf.estimator.TrainSpec(feed, max_steps=5),
+                                        tf.estimator.EvalSpec(feed))
+        """)
+    result = migrate_source(source, path="premade.py", select=["TFM403"])
+    assert result.output == source
+    found = [d for d in result.diagnostics if d.code == "TFM403"]
+    assert len(found) == 1 and found[0].line == 8, found
+    message = found[0].message
+    assert "`regressor` is a premade `tf.estimator.LinearRegressor`: it has no model_fn" in message
+    assert "FTRL at learning rate min(0.2, 1/sqrt(number of feature columns))" in message
+    assert "mean squared error summed over the batch in TF 1.x (loss_reduction=SUM)" in message
+    assert "Keras model on preprocessing layers" in message and "does not train the same numbers" in message

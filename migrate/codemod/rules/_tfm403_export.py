@@ -162,11 +162,13 @@ class ExportFinder:
         return found
 
     def _placeholder(self, node: cst.BaseExpression, statements, raw: bool) -> tuple[str, str]:
-        call = node
+        call, where = node, node
         if isinstance(node, cst.Name):
             call = self._bound(node.value, statements)
+            where = next((st for st in statements if isinstance(st, cst.SimpleStatementLine)
+                          and node.value in C.assignment(st)[0]), node)
         if not (isinstance(call, cst.Call) and self.q(call.func) == "placeholder"):
-            raise Decline(node, f"the serving input `{C.code_of(node)}` is not a tf.placeholder: the TF2"
+            raise Decline(where, f"the serving input `{C.code_of(node)}` is not a tf.placeholder: the TF2"
                           " signature takes tensors of a shape and dtype, which only a placeholder gives here")
         args, why = bind_args(call, ("dtype", "shape", "name"))
         if args is None or "dtype" not in args:

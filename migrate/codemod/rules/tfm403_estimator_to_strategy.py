@@ -31,6 +31,7 @@ from migrate.codemod.rules._tfm403_analysis import (
     factory_input_fn,
 )
 from migrate.codemod.rules._tfm403_plan import plan_model_fn, rename
+from migrate.codemod.rules._tfm403_premade import experiment_decline
 
 REFERENCE = "https://www.tensorflow.org/tutorials/distribute/parameter_server_training"
 _PREDICTS = ("predict", "export_savedmodel", "export_saved_model", "experimental_export_all_saved_models")
@@ -356,9 +357,14 @@ class EstimatorToStrategy(Rule):
         finder = Finder(module, self.qualname, self.ctx.path)
         jobs = finder.jobs()
         if not jobs:
-            for call, why in finder.nested_jobs()[:1]:
+            nested = finder.nested_jobs()[:1]
+            for call, why in nested:
                 self.report(call, f"Estimator job not migrated: {why}", hint="migrate such programs by hand",
                             reference=REFERENCE)
+            experiment = None if nested else experiment_decline(module, self.qualname, self.ctx.path, finder.functions)
+            if experiment is not None:
+                node, why, hint = experiment
+                self.report(node, f"Estimator job not migrated: {why}", hint=hint, reference=REFERENCE)
             return module
         if len(jobs) > 1:
             self.report(jobs[1][1], "the program trains more than one Estimator job: not migrated",
