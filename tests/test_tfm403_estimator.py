@@ -111,7 +111,10 @@ TRAIN = "est.train(input_fn, max_steps=10)"
          "the input_fn is not a function of this module"),
         (SPEC, TRAIN + "\nprint(est.model_dir)", 17, "`est` is also used here"),
         (SPEC, "est.train(input_fn)", 16, "training without max_steps or steps"),
-        ("tf.compat.v1.summary.scalar('loss', loss)\n    " + SPEC, TRAIN, 12, "the model_fn writes summaries"),
+        ("tf.compat.v1.summary.scalar('loss', loss)\n    " + SPEC, TRAIN, 12,
+         "a summary tagged \"loss\", the tag of the Estimator's own loss summary"),
+        ("tf.compat.v1.summary.scalar('fit', loss)\n    " + SPEC, TRAIN, 13,
+         "the model_fn's TRAIN return is not in an `if mode == TRAIN:` branch of its own"),
     ],
 )
 def test_declined_shapes_are_left_as_they_are_with_a_located_reason(spec, train, line, why):

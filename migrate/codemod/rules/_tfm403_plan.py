@@ -60,6 +60,9 @@ class ModelPlan:
     log_every: cst.BaseExpression | None = None
     # the job exports: the PREDICT mode returns the serving outputs, exported under these keys
     predict_signatures: list[str] | None = None
+    # tf.summary.scalar/histogram the model_fn wrote in TRAIN mode: (kind, tag code); its TRAIN
+    # mode then returns {tag: value} last
+    summaries: list[tuple[str, str]] | None = None
 
 
 def _statements(block: cst.BaseSuite):
@@ -386,6 +389,8 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
                 is_schedule(qualname(c.func)) for c in C.calls_in(st)):
             raise Decline(st, "a learning-rate statement reads the global step outside a tf.train schedule")
 
+    summaries = _train_summaries(statements, qualname, removed)
+
     # returns
     log_every = None
     dropped_predict = False
@@ -422,18 +427,28 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
                 spec_hook = _given(hooks) and not (isinstance(hooks, (cst.List, cst.Tuple)) and not hooks.elements)
                 if spec_hook and logged:
                     raise Decline(hooks, "logging hooks both in the TrainSpec and in the EstimatorSpec")
-                if (logged or spec_hook) and _given(args.get("train_op")):
-                    # the TRAIN mode's return: the loss and the tensors the loop logs
+                if (logged or spec_hook or summaries) and _given(args.get("train_op")):
+                    # the TRAIN mode's return: the loss, the tensors the loop logs, the summaries' values
                     if not (parent is not None and _is_mode_test(parent.test, "TRAIN", qualname)
                             and any(inner is st for inner in C.body_of(parent.body))):
                         raise Decline(ret, "the model_fn's TRAIN return is not in an `if mode == TRAIN:` branch of"
-                                      " its own, where the step can take the tensors LoggingTensorHook logs")
+                                      " its own, where the step can take the tensors LoggingTensorHook logs"
+                                      " and the values its summaries write")
+                    returned = [cst.Element(value)]
                     if spec_hook:
                         values, log_every = _spec_logging_hook(fn, hooks, statements, locals_bound, qualname,
                                                                removed, parent, set(params) - {"params"})
-                    else:
-                        values = _logged_values(fn, statements, logged, parent)
-                    value = cst.Tuple([cst.Element(value), cst.Element(values)], lpar=[], rpar=[])
+                        returned.append(cst.Element(values))
+                    elif logged:
+                        returned.append(cst.Element(_logged_values(fn, statements, logged, parent)))
+                    if summaries:
+                        order = [inner for inner, _ in statements]
+                        late = [node for node, _, _, _ in summaries if order.index(node) > order.index(st)]
+                        if late:
+                            raise Decline(late[0], "a summary the model_fn writes after its TRAIN return")
+                        returned.append(cst.Element(cst.Dict([cst.DictElement(tag, tensor)
+                                                              for _, _, tag, tensor in summaries])))
+                    value = cst.Tuple(returned, lpar=[], rpar=[])
                 elif _given(args.get("eval_metric_ops")):
                     inputs = _metric_inputs(args["eval_metric_ops"], locals_bound, qualname, removed, metrics)
                     value = cst.Tuple([cst.Element(value), cst.Element(inputs)], lpar=[], rpar=[])
@@ -482,7 +497,51 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
         raise Decline(fn, "the job exports SavedModels, but the model_fn has no `if mode == PREDICT:` branch"
                       " returning an EstimatorSpec of predictions", hint="export by hand with tf.saved_model.save")
     return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict, metrics, log_every,
-                     predict_signatures)
+                     predict_signatures, [(kind, C.code_of(tag)) for _, kind, tag, _ in summaries] or None)
+
+
+_SUMMARIES = {"summary.scalar": ("scalar", ("name", "tensor", "collections", "family")),
+              "summary.histogram": ("histogram", ("name", "values", "collections", "family"))}
+
+
+def _train_summaries(statements, qualname, removed) -> list:
+    """``tf.summary.scalar("accuracy", value)`` / ``histogram`` statements the model_fn
+    runs in TRAIN mode (its own statements, or its ``if mode == TRAIN:`` branch's):
+    (statement, kind, tag, value) each; the statements go (the loop writes them from
+    the values the TRAIN mode returns, every save_summary_steps, as the Estimator's
+    summary hook did). Their tags are TF1's: no name scope around them."""
+    found = []
+    for st, parent in statements:
+        call = C.single_expr(st) if isinstance(st, cst.SimpleStatementLine) else None
+        q = qualname(call.func) if isinstance(call, cst.Call) else None
+        if q not in _SUMMARIES:
+            continue
+        if parent is not None and not (_is_mode_test(parent.test, "TRAIN", qualname)
+                                       and any(inner is st for inner in C.body_of(parent.body))):
+            raise Decline(st, "a summary the model_fn writes outside its TRAIN mode (the Estimator's evaluation"
+                          " wrote only eval_metric_ops)", hint="move it to the TRAIN branch, or drop it")
+        kind, names = _SUMMARIES[q]
+        args, why = bind_args(call, names)
+        if args is None:
+            raise Decline(call, why)
+        if any(_given(args.get(key)) for key in ("collections", "family")):
+            raise Decline(call, "a summary with collections or a family (its tag then differs)")
+        tag, value = args.get("name"), args.get(names[1])
+        if not isinstance(tag, cst.SimpleString) or value is None:
+            raise Decline(call, "a summary whose tag is not a string literal")
+        if tag.evaluated_value == "loss":
+            raise Decline(call, "a summary tagged \"loss\", the tag of the Estimator's own loss summary, which the"
+                          " migrated loop writes (TF1 tagged this one loss_1)", hint="drop it, or rename its tag")
+        if any(C.code_of(tag) == C.code_of(other) for _, _, other, _ in found):
+            raise Decline(call, f"two summaries tagged {C.code_of(tag)} (TF1 renamed the second)")
+        for inner in C.calls_in(value):
+            if (qualname(inner.func) or "").startswith("metrics."):
+                raise Decline(call, "the summary writes a tf.metrics value, a running aggregate of the TRAIN"
+                              " batches with no counterpart in the migrated step",
+                              hint="write the batch's value instead, or a tf.keras.metrics object from the loop")
+        removed[id(st)] = None
+        found.append((st, kind, tag, value))
+    return found
 
 
 def _predict_outputs(args, spec, locals_bound, statements, qualname, removed) -> tuple[cst.BaseExpression, list[str]]:

@@ -54,11 +54,11 @@ def _taken(module: cst.Module, block: cst.CSTNode) -> set[str]:
 def _same_training(plan, other, job, fn) -> None:
     """The model_fns an if statement chooses between train alike (one loop carries them)."""
     mine = (plan.params, C.code_of(plan.optimizer), [C.code_of(st) for st in plan.hoisted], plan.metrics,
-            C.code_of(plan.log_every) if plan.log_every is not None else None)
+            C.code_of(plan.log_every) if plan.log_every is not None else None, plan.summaries)
     theirs = (other.params, C.code_of(other.optimizer), [C.code_of(st) for st in other.hoisted], other.metrics,
-              C.code_of(other.log_every) if other.log_every is not None else None)
-    for what, a, b in zip(("parameters", "optimizer", "learning-rate schedule", "eval_metric_ops", "logging hook"),
-                          mine, theirs):
+              C.code_of(other.log_every) if other.log_every is not None else None, other.summaries)
+    for what, a, b in zip(("parameters", "optimizer", "learning-rate schedule", "eval_metric_ops", "logging hook",
+                           "summaries"), mine, theirs):
         if a != b:
             raise Decline(job.chosen_in, f"the model_fns the if statement chooses between"
                           f" (`{job.model_fn.name.value}`, `{fn.name.value}`) differ in their {what}: one training"
@@ -484,6 +484,7 @@ class EstimatorToStrategy(Rule):
             throttle=get(job.eval_spec, "throttle_secs"),
             model_call_args=E.model_call_args(plan.params, params_name),
             train_dataset_fn=f"lambda: {train_input}",
+            summaries=plan.summaries,
             log_tensors_every=(C.code_of(job.logging.every_n_iter) if job.logging is not None
                                else C.code_of(rename(plan.log_every, {"params": params_name}))
                                if plan.log_every is not None else None),
