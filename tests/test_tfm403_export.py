@@ -42,7 +42,8 @@ def test_exporting_job_becomes_a_loop_whose_exports_save_the_predict_mode():
     assert "def signal_receiver_fn" not in out
     assert ("@tf.function(input_signature=[\n        tf.TensorSpec([None, 12], tf.float32, name=SIGNAL),\n    ])\n"
             "    def serve(signal):\n") in out
-    assert 'return model({SIGNAL: signal}, None, mode="infer", params=params)' in out
+    assert ('        received = {SIGNAL: signal}\n'
+            '        return model(received, None, mode="infer", params=params)\n') in out
     assert 'signatures={"classify": serve, "serving_default": serve}' in out
     # the export after the job, the exporters from the evaluation
     assert "    export_saved_model(args.export_dir)\n" in out
@@ -176,10 +177,10 @@ _EXPORT = "est.export_savedmodel(export_dir, serving_input_fn)"
 @pytest.mark.parametrize(
     "outputs, receiver, export, line, why",
     [
-        ("None", ('serialized = tf.placeholder(tf.string, [None])\n'
-                  '    features = tf.parse_example(serialized, {"reading": tf.FixedLenFeature([3], tf.float32)})\n'
-                  '    return tf.estimator.export.ServingInputReceiver(features, {"examples": serialized})'),
-         _EXPORT, 16, "the receiver's features are computed (`tf.parse_example(...)`), not a dict of its placeholders"),
+        ("None", ('scale = tf.placeholder(tf.float32, [])\n'
+                  '    inputs = {"reading": tf.placeholder(tf.float32, [None, 3])}\n'
+                  '    return tf.estimator.export.ServingInputReceiver({"reading": inputs["reading"] * scale}, inputs)'),
+         _EXPORT, 15, "a placeholder of the serving_input_receiver_fn that is not one of its receiver tensors"),
         ('{"scores": tf.estimator.export.ClassificationOutput(scores=prediction)}', _RECEIVER, _EXPORT, 8,
          "export_outputs['scores'] is no PredictOutput: tf.saved_model.save writes Predict signatures only"),
         ("None", _RECEIVER, "est.export_savedmodel(export_dir, serving_input_fn, checkpoint_path='/tmp/c/ckpt-3')",
@@ -305,3 +306,21 @@ def test_a_premade_estimator_job_is_declined_naming_its_numerics_and_the_tf2_por
     assert "FTRL at learning rate min(0.2, 1/sqrt(number of feature columns))" in message
     assert "mean squared error summed over the batch in TF 1.x (loss_reduction=SUM)" in message
     assert "Keras model on preprocessing layers" in message and "does not train the same numbers" in message
+
+
+def test_a_receiver_parsing_tf_examples_parses_them_in_the_serving_function():
+    receiver = ('serialized = tf.placeholder(tf.string, [None], name="input_example_tensor")\n'
+                '    features = tf.parse_example(serialized, {"reading": tf.FixedLenFeature([3], tf.float32)})\n'
+                '    return tf.estimator.export.ServingInputReceiver(features, {"examples": serialized})')
+    source = DECLINED.replace("OUTPUTS", "None").replace("RECEIVER", receiver).replace("EXPORT", _EXPORT)
+    result = migrate_source(source, path="parsing.py")
+    assert [d.message for d in result.manual_work] == []
+    out = result.output
+    assert ('    @tf.function(input_signature=[\n'
+            '        tf.TensorSpec([None], tf.string, name="examples"),\n'
+            '    ])\n'
+            '    def serve(serialized):\n'
+            "        # the serving_input_receiver_fn's features, then the model_fn's PREDICT mode on them\n"
+            '        features = tf.compat.v1.parse_example(serialized, {"reading": tf.io.FixedLenFeature([3], tf.float32)})\n'
+            '        return model(features, None, mode="infer")\n') in out
+    assert "def serving_input_fn" not in out

@@ -30,9 +30,13 @@ model in PREDICT mode (``mode="infer"``) on the features, saved by
 ``tf.saved_model.save`` with the model's variables (the trained ones: the
 export runs after the loop, or after an evaluation, as the Estimator's did).
 
-Declined, with where and why: a receiver whose features are computed from its
-inputs (``tf.parse_example`` of serialized ``tf.Example``s, transformations) or
-that is not a function of this module, receiver alternatives, ``assets_extra``,
+The receiver fn's own statements computing its features from its placeholders
+(``tf.parse_example`` of serialized ``tf.Example``s, reshapes) run in the
+serving function, its placeholders become the function's parameters.
+
+Declined, with where and why: a receiver that is not a function of this module
+(nor a raw receiver of placeholders), a placeholder that is no receiver tensor,
+features whose structure (dict or single tensor) cannot be told, receiver alternatives, ``assets_extra``,
 ``as_text``, an export of a given ``checkpoint_path``, classification and
 regression outputs (``tf.saved_model.save`` writes Predict signatures only).
 """
@@ -63,13 +67,14 @@ _RAW_RECEIVER_FN = "estimator.export.build_raw_serving_input_receiver_fn"
 @dataclass
 class ServingInputs:
     """What a serving_input_receiver_fn feeds the model_fn: the signature's
-    inputs (key code, shape code, dtype code) and the features dict (key code ->
-    index of the input it is)."""
+    inputs (key code, shape code, dtype code), and how the features are made of them."""
 
     inputs: list[tuple[str, str, str]]
-    features: list[tuple[str, int]]
     source: str  # the receiver fn's code, to tell receivers apart
     function_name: str = ""  # the emitted serving function
+    params: list[str] = field(default_factory=list)  # the serving function's, one per input
+    body: list[str] = field(default_factory=list)  # the receiver fn's statements computing the features
+    features_code: str = ""  # what the model is called on
 
 
 @dataclass
@@ -200,55 +205,97 @@ class ExportFinder:
         return value
 
     def _receiver_fn(self, fn: cst.FunctionDef) -> ServingInputs:
+        """The receiver fn's statements become the serving function's: its placeholders
+        the function's parameters, its features what the model is called on."""
         if fn.params.params or fn.params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) or fn.params.star_kwarg:
             raise Decline(fn, "the serving_input_receiver_fn takes parameters")
         statements = list(C.body_of(fn.body))
-        returns = [st for st in statements if isinstance(st, cst.SimpleStatementLine)
-                   and isinstance(st.body[0], cst.Return)]
-        if len(returns) != 1 or returns[0] is not statements[-1]:
+        returns = [st for st in C.walk(fn.body) if isinstance(st, cst.Return)]
+        last = statements[-1]
+        if len(returns) != 1 or not (isinstance(last, cst.SimpleStatementLine) and last.body[0] is returns[0]):
             raise Decline(fn, "the serving_input_receiver_fn does not end in its one return")
-        receiver = returns[0].body[0].value
+        receiver = returns[0].value
         if not (isinstance(receiver, cst.Call) and self.q(receiver.func) == "estimator.export.ServingInputReceiver"):
-            raise Decline(returns[0], "the serving_input_receiver_fn returns no tf.estimator.export."
+            raise Decline(last, "the serving_input_receiver_fn returns no tf.estimator.export."
                           "ServingInputReceiver(...) (a TensorServingInputReceiver or one of another module)",
                           hint="export by hand with tf.saved_model.save")
         args, why = bind_args(receiver, _RECEIVER)
         if args is None:
             raise Decline(receiver, why)
         if _given(args.get("receiver_tensors_alternatives")):
-            raise Decline(args["receiver_tensors_alternatives"], "receiver_tensors_alternatives: signatures on other"
-                          " inputs, not carried by the migration")
+            raise Decline(last, "receiver_tensors_alternatives: signatures on other inputs, not carried by the"
+                          " migration")
         if "features" not in args or "receiver_tensors" not in args:
-            raise Decline(receiver, "a ServingInputReceiver without features and receiver_tensors")
-        inputs_dict = self._dict(args["receiver_tensors"], statements, "receiver tensors")
-        features_dict = self._dict(args["features"], statements, "features")
-        used = {id(st) for st in returns}
-        for node in (args["receiver_tensors"], args["features"]):
-            if isinstance(node, cst.Name):
-                used |= {id(st) for st in statements if node.value in C.assignment(st)[0]}
+            raise Decline(last, "a ServingInputReceiver without features and receiver_tensors")
+        body = statements[:-1]
+        bound = {name: st for st in body if isinstance(st, cst.SimpleStatementLine)
+                 for name in C.assignment(st)[0]}
+        received = args["receiver_tensors"]
+        if isinstance(received, cst.Name) and received.value in bound and isinstance(
+                C.assignment(bound[received.value])[1], cst.Dict):
+            received = C.assignment(bound[received.value])[1]
+        elements = ([(C.code_of(el.key), el.value) for el in received.elements if isinstance(el, cst.DictElement)]
+                    if isinstance(received, cst.Dict) else [('"input"', received)])
+        if isinstance(received, cst.Dict) and len(elements) != len(received.elements):
+            raise Decline(last, "the receiver tensors are a dict with ** entries")
+        taken = set().union(*(C.names_used(st) for st in statements))
         inputs: list[tuple[str, str, str]] = []
-        by_value: dict[str, int] = {}
-        for el in inputs_dict.elements:
-            shape, dtype = self._placeholder(el.value, statements, raw=False)
-            if isinstance(el.value, cst.Name):
-                used |= {id(st) for st in statements if el.value.value in C.assignment(st)[0]}
-            by_value[C.code_of(el.value)] = len(inputs)
-            inputs.append((C.code_of(el.key), shape, dtype))
-        features = []
-        for el in features_dict.elements:
-            index = by_value.get(C.code_of(el.value))
-            if index is None:
-                raise Decline(el.value, f"the feature `{C.code_of(el.key)}` is computed from the receiver's inputs"
-                              f" (`{C.code_of(el.value)}`), not one of them: the serving function would have to"
-                              " compute it (parsing tf.Examples, transformations)",
-                              hint="export by hand: a tf.function computing the features, then the model")
-            features.append((C.code_of(el.key), index))
-        for st in statements:
-            if id(st) not in used:
-                raise Decline(st, "the serving_input_receiver_fn computes more than a dict of placeholders; the"
-                              " serving function would have to compute it too",
-                              hint="export by hand: a tf.function computing the features, then the model")
-        return ServingInputs(inputs, features, "")
+        params: list[str] = []
+        replace: dict[int, cst.CSTNode | None] = {}
+        placeholders: set[int] = set()
+        for key, value in elements:
+            shape, dtype = self._placeholder(value, body, raw=False)
+            if isinstance(value, cst.Name):
+                param = value.value  # the placeholder's name: the function's parameter
+                replace[id(bound[value.value])] = None
+                placeholders.add(id(C.assignment(bound[value.value])[1]))
+            else:
+                param = _identifier(key, taken)
+                replace[id(value)] = cst.Name(param)
+                placeholders.add(id(value))
+            taken.add(param)
+            params.append(param)
+            inputs.append((key, shape, dtype))
+        others = [c for c in C.calls_in(fn) if self.q(c.func) == "placeholder" and id(c) not in placeholders]
+        if others:
+            raise Decline(others[0], "a placeholder of the serving_input_receiver_fn that is not one of its receiver"
+                          " tensors: the serving signature would not feed it")
+        features = args["features"]
+        structure = features
+        if isinstance(features, cst.Name) and features.value in bound:
+            structure = C.assignment(bound[features.value])[1]
+        if isinstance(structure, cst.Call) and (self.q(structure.func) or "").endswith("parse_example"):
+            structure = cst.Dict([])  # parse_example returns a dict of its features
+        if isinstance(features, cst.Name) and features.value in params:
+            structure = None  # a placeholder itself: a single tensor
+        if not isinstance(structure, cst.Dict):
+            if not (isinstance(features, cst.Name) and features.value in params):
+                raise Decline(last, f"the receiver's features, `{C.code_of(features)}`, are not a dict (or"
+                              " parse_example's) the migration can tell from a single tensor",
+                              hint="return a dict of features, or export by hand")
+            # ServingInputReceiver made a single tensor the feature "feature"
+            features = cst.Dict([cst.DictElement(cst.SimpleString('"feature"'), features)])
+
+        class _Replace(cst.CSTTransformer):
+            def on_leave(self, original, updated):
+                if id(original) in replace:
+                    new = replace[id(original)]
+                    return cst.RemoveFromParent() if new is None else new
+                return updated
+
+        kept = [st.visit(_Replace()) for st in body if id(st) not in replace or replace[id(st)] is not None]
+        features_code = C.code_of(features.visit(_Replace()))
+        # a dict bound only to be the receiver tensors is not needed to serve
+        needed = C.names_used(C.expr(features_code))
+        for st in reversed(list(kept)):
+            names = C.assignment(st)[0]
+            if names and not set(names) & needed and not any(
+                    isinstance(n, cst.Call) for n in C.walk(C.assignment(st)[1] or cst.Name("x"))):
+                kept.remove(st)
+                continue
+            needed |= C.names_used(st)
+        return ServingInputs(inputs, "", params=params, body=[C.code_of(cst.Module(body=[st])).strip("\n")
+                                                                    for st in kept], features_code=features_code)
 
     def _raw(self, call: cst.Call) -> ServingInputs:
         args, why = bind_args(call, ("features", "default_batch_size"))
@@ -257,11 +304,18 @@ class ExportFinder:
         if _given(args.get("default_batch_size")):
             raise Decline(args["default_batch_size"], "a default_batch_size for the raw receiver's placeholders")
         features = self._dict(args["features"], self.statements, "features")
-        inputs = []
+        inputs, params = [], []
+        taken = set().union(*(C.names_used(C.expr(C.code_of(el.key))) for el in features.elements))
         for el in features.elements:
             shape, dtype = self._placeholder(el.value, self.statements, raw=True)
-            inputs.append((C.code_of(el.key), shape, dtype))
-        return ServingInputs(inputs, [(key, i) for i, (key, _, _) in enumerate(inputs)], "")
+            key = C.code_of(el.key)
+            param = el.value.value if isinstance(el.value, cst.Name) else _identifier(key, taken)
+            taken.add(param)
+            inputs.append((key, shape, dtype))
+            params.append(param)
+        return ServingInputs(inputs, "", params=params, body=[],
+                             features_code="{" + ", ".join(f"{key}: {param}" for (key, _, _), param in
+                                                           zip(inputs, params)) + "}")
 
     def export_call(self, line: cst.SimpleStatementLine, call: cst.Call) -> ExportCall:
         args, why = bind_args(call, _EXPORT_ARGS)
@@ -332,19 +386,16 @@ def serving_code(exports: Exports, names: dict[str, str], signatures: list[str],
     ``signatures`` are the keys the PREDICT mode's outputs are exported under."""
     lines: list[str] = []
     for serving in exports.servings():
-        taken: set[str] = set()
-        for key, _, _ in serving.inputs:
-            taken |= C.names_used(C.expr(key))
-        params = [_identifier(key, taken) for key, _, _ in serving.inputs]
-        taken |= set(params)
         lines.append("@tf.function(input_signature=[")
         for key, shape, dtype in serving.inputs:
             lines.append(f"    tf.TensorSpec({shape}, {dtype}, name={key}),")
         lines.append("])")
-        lines.append(f"def {serving.function_name}({', '.join(params)}):")
-        lines.append("    # the model_fn's PREDICT mode on the serving_input_receiver_fn's features")
-        features = ", ".join(f"{key}: {params[i]}" for key, i in serving.features)
-        lines.append(f"    return {names['model']}({{{features}}}, None{model_call.format(mode='infer')})")
+        lines.append(f"def {serving.function_name}({', '.join(serving.params)}):")
+        lines.append("    # the serving_input_receiver_fn's features, then the model_fn's PREDICT mode on them"
+                     if serving.body else "    # the model_fn's PREDICT mode on the serving inputs")
+        for statement in serving.body:
+            lines += ["    " + line if line else line for line in statement.split("\n")]
+        lines.append(f"    return {names['model']}({serving.features_code}, None{model_call.format(mode='infer')})")
         lines.append("")
         lines.append("")
     one = len(exports.servings()) == 1
