@@ -26,6 +26,7 @@ import pytest
 from migrate.runtime import check
 from migrate.runtime.cluster import run_cluster
 from migrate.runtime.harness import _Harness
+from migrate.runtime.inputs import missing_inputs
 from migrate.runtime.topology import (
     TopologyError,
     analyze,
@@ -194,6 +195,98 @@ def test_script_whose_tasks_cannot_be_told_apart_is_refused_with_its_line(tmp_pa
     assert code == 2 and time.monotonic() - start < 30
     assert "tf.train.Server (line 3)" in report["reason"] and "--job_name" in report["reason"]
     assert not list((tmp_path / "out").glob("*-run*"))  # nothing was started
+
+
+# ours: a batch generator reading a data file the script does not ship, reached from main()
+READS_DATA = """
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.app.flags.DEFINE_string("job_name", "", "ps or worker")
+tf.app.flags.DEFINE_integer("task_index", 0, "index")
+tf.app.flags.DEFINE_string("labels_file", "labels/train.tsv", "labels")
+FLAGS = tf.app.flags.FLAGS
+
+
+def batches(path):
+    with open(path) as f:
+        for line in f:
+            yield np.array([float(v) for v in line.split()])
+
+
+def labels():
+    return np.loadtxt(FLAGS.labels_file)
+
+
+def optional_vocabulary():
+    try:
+        return open("vocab.txt").read().split()
+    except IOError:
+        return []
+
+
+def write_summary():
+    with open("summary.txt", "w") as f:
+        f.write("done")
+
+
+def main(_):
+    cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": ["b:1"]})
+    server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    optional_vocabulary()
+    y = labels()
+    for xs in batches("./samples/part-0.txt"):
+        pass
+    write_summary()
+    if FLAGS.job_name == "ps":
+        server.join()
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        pass
+
+
+def unused():
+    return open("never-read.txt").read()
+
+
+if __name__ == "__main__":
+    tf.app.run()
+"""
+
+
+def line_of(source: str, text: str) -> int:
+    return next(n for n, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+def test_input_files_a_script_reads_and_does_not_ship_are_found_statically(tmp_path):
+    found = missing_inputs(READS_DATA, str(tmp_path))
+    assert [(m.path, m.line, m.option) for m in found] == [
+        ("./samples/part-0.txt", line_of(READS_DATA, "open(path)"), None),
+        ("labels/train.tsv", line_of(READS_DATA, "np.loadtxt"), "labels_file")]
+    assert f"the path batches() is given at line {line_of(READS_DATA, 'in batches(')}" in found[0].message()
+    assert "--labels_file=PATH" in found[1].message()
+    # present where the tasks run: nothing to say
+    (tmp_path / "samples").mkdir()
+    (tmp_path / "samples" / "part-0.txt").write_text("1 2\n")
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "labels" / "train.tsv").write_text("1\n")
+    assert missing_inputs(READS_DATA, str(tmp_path)) == []
+
+
+def test_a_missing_input_file_stops_check_before_anything_starts(tmp_path):
+    legacy = tmp_path / "reads_data.py"
+    legacy.write_text(READS_DATA)
+    start = time.monotonic()
+    code = check.main([str(legacy), str(legacy), "--out", str(tmp_path / "out")])
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 2 and time.monotonic() - start < 30
+    read, given = line_of(READS_DATA, "open(path)"), line_of(READS_DATA, "in batches(")
+    assert f"line {read} (the path batches() is given at line {given}) reads ./samples/part-0.txt" in report["reason"]
+    assert "--labels_file=PATH" in report["reason"]
+    assert not list((tmp_path / "out").glob("*-run*"))  # nothing was started
+    # the option given after `--`: that file is no longer the script's default
+    code = check.main([str(legacy), str(legacy), "--out", str(tmp_path / "out2"), "--", "--labels_file=x.tsv"])
+    reason = json.loads((tmp_path / "out2" / "report.json").read_text())["reason"]
+    assert code == 2 and "labels/train.tsv" not in reason and "part-0.txt" in reason
 
 
 FAKE_TASK = """

@@ -142,6 +142,7 @@ from pathlib import Path
 from migrate import __version__
 from migrate.runtime import legacy_compat, legacy_env, losslog
 from migrate.runtime.cluster import TASK_PYTHON_ENV, ClusterResult, Fault, run_cluster
+from migrate.runtime.inputs import missing_inputs
 from migrate.runtime.sync_switch import find_sync_switch
 from migrate.runtime.topology import (
     TRAINER_JOBS,
@@ -882,6 +883,9 @@ def compare_init_distributions(legacy: dict, own: dict) -> list[str]:
             differ.append(f"{lname} (own draw shape {b.shape} vs legacy {a.shape})")
             continue
         sa, sb, ma, mb = a.std(), b.std(), a.mean(), b.mean()
+        if a.size < 2:
+            # one value (a scalar weight): neither a constant nor a draw can be told from it
+            continue
         if sa == 0:  # a constant: the migration's must be the same constant
             if not np.allclose(b, a, rtol=1e-6, atol=1e-8):
                 differ.append(f"{lname} (own initial value {mb:.4g}, legacy constant {ma:.4g})")
@@ -1267,6 +1271,25 @@ def _legacy_interpreter(opts: CheckOptions, report: dict) -> dict[str, str]:
     return {TASK_PYTHON_ENV: str(env.python)}
 
 
+def _inputs_present(opts: CheckOptions, spec: LaunchSpec) -> None:
+    """A data file the legacy script reads and does not find stops check
+    before anything starts, located, with what provides it (its option, given
+    after ``--``, or the directory to run from): not once every task died."""
+    try:
+        source, _ = legacy_compat.python3_source(opts.legacy.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - not Python: the launch says so, located
+        return
+    given = {a.split("=", 1)[0].lstrip("-").replace("-", "_")
+             for a in (*opts.launcher_args, *spec.args, *opts.script_args) if a.startswith("-")}
+    missing = [m for m in missing_inputs(source)
+               if m.option is None or m.option.replace("-", "_") not in given]
+    if missing:
+        raise CheckError(
+            f"the legacy script {opts.legacy} reads input files that are not there, so its tasks would die"
+            " once the cluster started: " + "; ".join(m.message() for m in missing)
+        )
+
+
 def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     if not opts.legacy.is_file():
         raise CheckError(f"no such file: {opts.legacy}")
@@ -1335,6 +1358,7 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None, trains)
     except TopologyError as e:
         raise CheckError(str(e)) from None
+    _inputs_present(opts, lspec)
     trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
     try:
         mspec = migrated_launch(

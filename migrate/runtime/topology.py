@@ -422,14 +422,33 @@ def _role_by_host_match(tree: ast.Module, path: str | None = None) -> tuple[str,
             continue
         if found.kind != "list" or not found.hosts:
             continue
-        jobs = {
-            sub.value for stmt in node.body for sub in ast.walk(stmt)
-            if isinstance(sub, ast.Constant) and sub.value in ("ps", "worker", "chief", "master")
-        }
+        jobs = _jobs_assigned(node.body)
         if len(jobs) == 1 and option in (None, test.left.attr):
             option, line = test.left.attr, line or node.lineno
             hosts[jobs.pop()] = found.hosts
     return (option, line, hosts) if option else None
+
+
+def _jobs_assigned(body: list[ast.stmt]) -> set[str]:
+    return {
+        sub.value for stmt in body for sub in ast.walk(stmt)
+        if isinstance(sub, ast.Constant) and sub.value in ("ps", "worker", "chief", "master")
+    }
+
+
+def _role_switch(tree: ast.Module) -> tuple[str, str] | None:
+    """``if FLAGS.chief: job_name = "chief"`` heading a host lookup (the
+    chief a ParameterServerStrategy migration adds to such a program, on a
+    machine of the cluster): (job, option)."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Attribute)
+                and isinstance(node.test.value, ast.Name) and len(node.orelse) == 1
+                and isinstance(node.orelse[0], ast.If) and isinstance(node.orelse[0].test, ast.Compare)):
+            continue
+        jobs = _jobs_assigned(node.body)
+        if jobs in ({"chief"}, {"master"}):
+            return jobs.pop(), node.test.attr
+    return None
 
 
 class TopologyError(Exception):
@@ -460,6 +479,7 @@ class ProgramInfo:
     reads_tf_config: bool = False
     deleted_env: tuple[str, ...] = ()  # `del os.environ["X"]`: variables it expects to be set
     sync_switch: SyncSwitch | None = None  # the option choosing sync/async training
+    role_switch: tuple[str, str] | None = None  # (job, boolean option) tested before that lookup
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -494,6 +514,7 @@ class LaunchSpec:
     role_env: dict[str, str] = field(default_factory=dict)
     argv_roles: dict[str, int] = field(default_factory=dict)
     role_match: tuple[str, dict[str, tuple[str, ...]]] | None = None
+    role_switch: tuple[str, str] | None = None  # (job, boolean option) naming that job's task
     script_cluster: dict | None = None  # the cluster the script fixes (for the report)
     fixed_task: str | None = None  # "worker:2": the task a script hard-coding its role is
     # the legacy job put in the training mode its migration carries: the
@@ -519,6 +540,8 @@ class LaunchSpec:
         if self.argv_roles:
             values = {"job": job, "index": str(index)}
             argv += [values[role] for role, _ in sorted(self.argv_roles.items(), key=lambda item: item[1])]
+        if self.role_switch is not None and self.role_switch[0] == job:
+            return argv + [f"--{self.role_switch[1]}"]
         if self.role_match is not None:
             option, hosts = self.role_match
             host = hosts.get(job, ())[index] if index < len(hosts.get(job, ())) else None
@@ -531,6 +554,7 @@ class LaunchSpec:
             "role_env": dict(self.role_env),
             "argv_roles": dict(self.argv_roles),
             "role_match": None if self.role_match is None else self.role_match[0],
+            "role_switch": None if self.role_switch is None else "--" + self.role_switch[1],
             "fixed_task": self.fixed_task,
             "script_cluster": self.script_cluster,
             "strategy": self.strategy,
@@ -582,6 +606,7 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
     )
     argv_roles = tuple(sorted(_argv_positions(tree).items()))
     role_match = _role_by_host_match(tree, path)
+    role_switch = _role_switch(tree) if role_match is not None else None
     rank = next((v for v in RANK_ENV if v in env_reads), None)
     fixed = _fixed_role(tree)
     role_flags = {*ROLE_FLAGS["job"], *ROLE_FLAGS["index"]}
@@ -625,6 +650,7 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
             if isinstance(t, ast.Subscript) and _chain(t.value)[-1:] == ["environ"] and _string(t.slice)
         })),
         find_sync_switch(tree),
+        role_switch,
     )
 
 
@@ -720,7 +746,7 @@ def _needs_a_chief_role(info: ProgramInfo) -> None:
     if info.role_match is None or info.role_style != "match":
         return
     option, line, hosts = info.role_match
-    if {"chief", "master"} & set(hosts):
+    if {"chief", "master"} & set(hosts) or info.role_switch is not None:
         return
     raise TopologyError(
         f"the migrated program uses ParameterServerStrategy, whose training loop runs in a chief task, but it"
@@ -901,6 +927,10 @@ def migrated_launch(
         spec.role_env = dict(info.role_env or legacy.role_env)
     elif spec.role_style == "argv":
         spec.argv_roles = dict(info.argv_roles or legacy.argv_roles)
+    elif spec.role_style == "match" and info.role_style == "match":
+        # the migration finds its role as the legacy job did (a chief by its option)
+        spec.role_match = (info.role_match[0], dict(info.role_match[2]))
+        spec.role_switch = info.role_switch
     elif spec.role_style == "match":
         spec.role_style = "flags"  # the migration's resolver takes --job_name/--task_index
     if strategy in (PSS, MWMS):

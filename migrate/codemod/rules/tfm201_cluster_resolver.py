@@ -7,6 +7,11 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._role_lookup import (
+    add_chief_switch,
+    comprehended_hosts,
+    find_role_lookup,
+)
 from migrate.codemod.rules._role_servers import hoist_role_servers
 from migrate.codemod.rules._unread import drop_unread
 
@@ -100,7 +105,41 @@ class ClusterResolver(Rule):
         module = drop_unread(module, self.dropped_ps)
         if self.chief_flag is not None or self.chief_choice:
             module = transform(module, _AddChiefFlag(add_flag=self.chief_flag is not None))
+        if self.chief_choice:
+            module = self._chief_switch(module)
         return module
+
+    def _chief_switch(self, module: cst.Module) -> cst.Module:
+        """A program that finds its role by looking its address up in its host
+        lists cannot be the chief, on worker 0's machine, by address: it gets
+        a --chief option, tested first (see _role_lookup)."""
+        if self.server_args is None or not all(isinstance(e, cst.Name) for e in self.server_args):
+            return module
+        job, index = (e.value for e in self.server_args)
+        lookup = find_role_lookup(module, job, index)
+        if lookup is None:
+            return module
+        switched = add_chief_switch(module, lookup)
+        if switched is None:
+            self.report(
+                lookup[0],
+                f"the task finds its role by looking --{lookup[1].option} up in its host lists, which cannot"
+                " tell the chief (coordinator) ParameterServerStrategy needs from worker 0 on the same machine",
+                hint=f"add a way to start the chief (an option tested before this lookup setting {job} to"
+                     f" \"chief\" and {index} to 0)",
+                reference="legacy_reference/async_ps.py",
+                fixed=False,
+            )
+            return module
+        self.report(
+            lookup[0],
+            f"the task finds its role by looking --{lookup[1].option} up in its host lists, which cannot tell"
+            " the chief (coordinator) from worker 0 on the same machine: added a --chief option, tested first;"
+            " start the chief with --chief on the chief entry's host",
+            fixed=True,
+            severity="info",
+        )
+        return switched
 
     def _server_args(self, module: cst.Module) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
         for call in C.calls_in(module):
@@ -481,6 +520,15 @@ class ClusterResolver(Rule):
         """``["h:1", "h:2"]``, directly or through a name bound once to such a list."""
         if isinstance(value, cst.Name):
             value = self._local_source(value.value)
+        if isinstance(value, cst.ListComp):
+            # ["{}:{}".format(h, p) for h, p in zip(hosts, ports)]: from literal lists
+            lists = {}
+            for name in C.names_used(value):
+                source = self._local_source(name)
+                literal = self._literal_hosts(source) if isinstance(source, (cst.List, cst.Tuple)) else None
+                if literal is not None:
+                    lists[name] = literal
+            return comprehended_hosts(C.code_of(value), lists)
         if not isinstance(value, (cst.List, cst.Tuple)) or not value.elements:
             return None
         hosts = [el.value.evaluated_value for el in value.elements
