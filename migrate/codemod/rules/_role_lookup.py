@@ -68,7 +68,11 @@ def _lookup_test(test: cst.BaseExpression) -> tuple[str, str] | None:
 def _assigned_role(body: cst.BaseSuite, job: str) -> str | None:
     for statement in C.body_of(body):
         names, value, _ = C.assignment(statement)
-        if names == [job] and isinstance(value, cst.SimpleString):
+        if job not in names:
+            continue
+        if len(names) > 1 and isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(names):
+            value = value.elements[names.index(job)].value  # `job, index = "ps", hosts.index(...)`
+        if isinstance(value, cst.SimpleString):
             return value.evaluated_value
     return None
 
@@ -169,7 +173,10 @@ def add_chief_switch(module: cst.Module, lookup: tuple[cst.If, RoleLookup]) -> c
     if head_now is None:
         return None
     indent = head_now[0].body
-    code = (f"if {found.owner}.{CHIEF_OPTION}:\n    {found.job} = \"chief\"\n    {found.index} = 0\n")
+    paired = any(C.assignment(st)[0] == [found.job, found.index] for st in C.body_of(head_now[0].body))
+    assign = (f"{found.job}, {found.index} = \"chief\", 0\n" if paired  # as the lookup's branches bind them
+              else f"{found.job} = \"chief\"\n    {found.index} = 0\n")
+    code = f"if {found.owner}.{CHIEF_OPTION}:\n    {assign}"
     branch = C.stmt(code)
     if isinstance(indent, cst.IndentedBlock) and indent.indent is not None:
         branch = branch.with_changes(body=branch.body.with_changes(indent=indent.indent))

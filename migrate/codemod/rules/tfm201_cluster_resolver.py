@@ -62,8 +62,12 @@ class ClusterResolver(Rule):
     ParameterServerStrategy job needs one more process (``--job_name=chief``).
     Literal ``host:port`` lists get a literal chief address (the first
     worker's host, on the next port the cluster does not use there: reported,
-    to be changed where that port is taken); a cluster whose hosts are
-    neither flags nor such literals gets a diagnostic instead.
+    to be changed where that port is taken; lists built by a comprehension
+    formatting literal lists count); a cluster whose hosts are neither flags
+    nor such literals gets a diagnostic instead. A program finding its role by
+    looking its own address up in those lists cannot tell the chief from
+    worker 0 on one machine: it gets a ``--chief`` option tested before the
+    lookup (``_role_lookup``), and the chief is started with it.
     """
 
     code = "TFM201"
@@ -714,6 +718,49 @@ ClusterResolver.VALID = [
 ]
 
 ClusterResolver.INVALID = [
+    Invalid(
+        # the role found by looking this machine's address up in host lists the
+        # addresses are built from: a literal chief, and an option naming it
+        """
+        import tensorflow as tf
+        ps_hosts = ["10.0.0.1"]
+        worker_hosts = ["10.0.0.2", "10.0.0.3"]
+        ps = ["%s:2222" % h for h in ps_hosts]
+        workers = ["%s:2222" % h for h in worker_hosts]
+        tf.app.flags.DEFINE_string("ip", "", "this machine's address")
+        FLAGS = tf.app.flags.FLAGS
+        if FLAGS.ip in ps_hosts:
+            job, index = "ps", ps_hosts.index(FLAGS.ip)
+        elif FLAGS.ip in worker_hosts:
+            job, index = "worker", worker_hosts.index(FLAGS.ip)
+        cluster = tf.train.ClusterSpec({"ps": ps, "worker": workers})
+        server = tf.train.Server(cluster, job_name=job, task_index=index)
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            opt = tf.train.GradientDescentOptimizer(0.1)
+        """,
+        """
+        import tensorflow as tf
+        ps_hosts = ["10.0.0.1"]
+        worker_hosts = ["10.0.0.2", "10.0.0.3"]
+        ps = ["%s:2222" % h for h in ps_hosts]
+        workers = ["%s:2222" % h for h in worker_hosts]
+        tf.app.flags.DEFINE_string("ip", "", "this machine's address")
+        tf.app.flags.DEFINE_boolean("chief", False, "Run this process as the chief (coordinator) task, on the chief entry's host")
+        FLAGS = tf.app.flags.FLAGS
+        if FLAGS.chief:
+            job, index = "chief", 0
+        elif FLAGS.ip in ps_hosts:
+            job, index = "ps", ps_hosts.index(FLAGS.ip)
+        elif FLAGS.ip in worker_hosts:
+            job, index = "worker", worker_hosts.index(FLAGS.ip)
+        cluster = tf.train.ClusterSpec({"ps": ps, "worker": workers, "chief": ["10.0.0.2:2223"]})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type=job, task_id=index, rpc_layer="grpc")
+        server = tf.train.Server(cluster, job_name=job, task_index=index)
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            opt = tf.train.GradientDescentOptimizer(0.1)
+        """,
+    ),
     Invalid(
         # TF_CONFIG read by hand, its `master` task type mapped to a worker by the
         # program: the resolver takes the job name the Server got, not TF_CONFIG's
