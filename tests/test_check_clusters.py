@@ -24,10 +24,11 @@ from pathlib import Path
 import pytest
 
 from migrate.runtime import check
-from migrate.runtime.cluster import run_cluster
+from migrate.runtime.cluster import ClusterResult, run_cluster
 from migrate.runtime.harness import _Harness
 from migrate.runtime.inputs import missing_inputs
 from migrate.runtime.topology import (
+    LaunchSpec,
     TopologyError,
     analyze,
     find_script_cluster,
@@ -437,3 +438,18 @@ def test_harness_records_a_global_update_of_gradients_computed_by_another_optimi
     records = [json.loads(line) for line in (tmp_path / "h" / "harness-losses-worker-0.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1, 2]
     assert records[0]["loss"] == pytest.approx(9.0)
+
+
+def test_a_legacy_non_chief_worker_failing_by_itself_points_to_one_worker(tmp_path):
+    def result(reason):
+        return ClusterResult(False, reason, False, [], [], {}, tmp_path, 1.0, [])
+
+    crash = "worker:1 raised an uncaught exception (RuntimeError: Writing a summary requires a summary writer.)"
+    two = LaunchSpec(None, {"ps": 1, "worker": 2}, "flags", ("ps",))
+    hint = check._non_chief_hint("legacy", two, result(crash))
+    assert "fails by itself on worker:1" in hint and "`--workers 1`" in hint
+    # the chief failing, a migrated side, or a TF1 job with a chief of its own: no such hint
+    assert check._non_chief_hint("legacy", two, result(crash.replace("worker:1", "worker:0"))) == ""
+    assert check._non_chief_hint("migrated", two, result(crash)) == ""
+    master = LaunchSpec(None, {"ps": 1, "master": 1, "worker": 2}, "flags", ("ps",))
+    assert check._non_chief_hint("legacy", master, result(crash)) == ""

@@ -131,6 +131,7 @@ import functools
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -497,6 +498,20 @@ def _stack_excerpt(result: ClusterResult) -> str:
     return "\n".join(parts)
 
 
+def _non_chief_hint(side: str, spec: LaunchSpec, result: ClusterResult) -> str:
+    """A legacy worker other than the TF1 chief raising on its own (code the
+    program runs as a non-chief: a Supervisor without a summary writer) is the
+    program's failure with several workers, not the launch's: with its chief
+    alone (``--workers 1``) it still runs, and can still be checked."""
+    m = re.match(r"worker:(\d+) raised an uncaught exception", result.reason or "")
+    if side != "legacy" or m is None or int(m.group(1)) == 0 or result.timed_out:
+        return ""
+    if {"chief", "master"} & set(spec.jobs) or spec.jobs.get("worker", 0) < 2:
+        return ""
+    return (f"; the legacy program fails by itself on worker:{m.group(1)}, which is not its chief (worker:0):"
+            " with several workers it fails as written; `--workers 1` checks it with its chief alone")
+
+
 def _run_side(
     side: str,
     program: Path,
@@ -599,7 +614,7 @@ def _run_side(
             if mapping:
                 failed_runs[-1]["cluster_map"] = mapping
             raise CheckError(
-                f"{side} run {i + 1} {what}: {result.reason}",
+                f"{side} run {i + 1} {what}: {result.reason}{_non_chief_hint(side, spec, result)}",
                 _stack_excerpt(result) + f"\n{result.summary()}",
             )
         program_records = list(result.losses)
