@@ -453,3 +453,35 @@ def test_a_legacy_non_chief_worker_failing_by_itself_points_to_one_worker(tmp_pa
     assert check._non_chief_hint("migrated", two, result(crash)) == ""
     master = LaunchSpec(None, {"ps": 1, "master": 1, "worker": 2}, "flags", ("ps",))
     assert check._non_chief_hint("legacy", master, result(crash)) == ""
+
+
+SUMMARIES_ON_EVERY_WORKER = """
+import tensorflow.compat.v1 as tf
+tf.app.flags.DEFINE_string("job_name", "", "ps or worker")
+tf.app.flags.DEFINE_integer("task_index", 0, "index")
+FLAGS = tf.app.flags.FLAGS
+with tf.device(tf.train.replica_device_setter(cluster=None)):
+    step = tf.train.get_or_create_global_step()
+sv = tf.train.Supervisor(is_chief=FLAGS.task_index == 0, logdir="/tmp/run", summary_op=None)
+with sv.managed_session("") as sess:
+    summary = sess.run(tf.summary.merge_all())
+    sv.summary_computed(sess, summary)
+"""
+
+
+def test_code_only_a_tf1_chief_can_run_run_by_every_worker_launches_the_chief_alone():
+    info = analyze(SUMMARIES_ON_EVERY_WORKER)
+    assert info.chief_only[0] == 11 and "summary_computed" in info.chief_only[1]
+    spec = legacy_launch(info, None, 20)
+    assert spec.jobs == {"ps": 1, "worker": 1}
+    assert any(n.startswith("1 worker: every worker runs sv.summary_computed") and "(line 11)" in n
+               for n in spec.notes)
+    assert legacy_launch(info, 3, 20).jobs == {"ps": 1, "worker": 3}  # asked for: as asked
+    # guarded by the chief test, or a writer of its own: every worker runs it
+    for guarded in (
+        SUMMARIES_ON_EVERY_WORKER.replace("    sv.summary_computed", "    if FLAGS.task_index == 0:\n"
+                                          "        sv.summary_computed"),
+        SUMMARIES_ON_EVERY_WORKER.replace('summary_op=None)', 'summary_op=None, summary_writer=None)'),
+    ):
+        assert analyze(guarded).chief_only is None
+        assert legacy_launch(analyze(guarded), None, 20).jobs == {"ps": 1, "worker": 2}

@@ -151,6 +151,7 @@ from migrate.runtime.topology import (
     ProgramInfo,
     TopologyError,
     analyze,
+    chief_only_code,
     legacy_launch,
     migrated_launch,
     unseeded_initializers,
@@ -1347,7 +1348,8 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         try:
             tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
             legacy_info = dataclasses.replace(
-                legacy_info, unseeded_initializers=unseeded_initializers(tree), sync_switch=find_sync_switch(tree)
+                legacy_info, unseeded_initializers=unseeded_initializers(tree), sync_switch=find_sync_switch(tree),
+                chief_only=chief_only_code(tree) if legacy_info.chief_only else None,
             )
         except SyntaxError:
             pass  # Python 2: the copy's lines are what there is

@@ -390,6 +390,37 @@ def _server_line(tree: ast.Module) -> int | None:
     return None
 
 
+def chief_only_code(tree: ast.Module) -> tuple[int, str] | None:
+    """(line, what) of code TF1 lets only the chief run, run by every worker:
+    ``sv.summary_computed(...)`` of a ``Supervisor`` made with a computed
+    ``is_chief`` and no summary writer of its own, outside any test of the
+    chief. TF1's Supervisor writes summaries on the chief only; on another
+    worker the call raises (``Writing a summary requires a summary writer``)."""
+    supervisors = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call) and _call_name(node.value) == "Supervisor":
+            keywords = {k.arg: k.value for k in node.value.keywords}
+            chief = keywords.get("is_chief")
+            if chief is not None and not isinstance(chief, ast.Constant) and "summary_writer" not in keywords:
+                supervisors.add(node.targets[0].id)
+    if not supervisors:
+        return None
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ("chief" in ast.unparse(node.test)
+                                         or re.search(r"index\b\s*==\s*0", ast.unparse(node.test))):
+            for stmt in node.body:
+                guarded.update(id(n) for n in ast.walk(stmt))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "summary_computed" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in supervisors and id(node) not in guarded):
+            return node.lineno, (f"{node.func.value.id}.summary_computed(...), which TF1's Supervisor allows"
+                                 " only on the chief (the one with a summary writer)")
+    return None
+
+
 def _first_line(tree: ast.Module, names: set[str]) -> int | None:
     """The first line reading one of the environment variables ``names``."""
     lines = [
@@ -480,6 +511,7 @@ class ProgramInfo:
     deleted_env: tuple[str, ...] = ()  # `del os.environ["X"]`: variables it expects to be set
     sync_switch: SyncSwitch | None = None  # the option choosing sync/async training
     role_switch: tuple[str, str] | None = None  # (job, boolean option) tested before that lookup
+    chief_only: tuple[int, str] | None = None  # (line, what): code only a TF1 chief can run, run by all
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -651,6 +683,7 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
         })),
         find_sync_switch(tree),
         role_switch,
+        chief_only_code(tree),
     )
 
 
@@ -830,6 +863,12 @@ def legacy_launch(
     is run in the mode that strategy trains (None: at the script's default)."""
     strategy = info.strategy
     notes: list[str] = []
+    if workers is None and info.chief_only is not None and strategy != MIRRORED:
+        # its other workers raise as written: the job runs as its chief alone
+        line, what = info.chief_only
+        workers = 1
+        notes.append(f"1 worker: every worker runs {what} (line {line}), so the others raise as written;"
+                     " --workers N runs more")
     count = workers if workers is not None else DEFAULT_WORKERS
     if (strategy == MIRRORED and info.role_style != "fixed") or (
         strategy is None and info.role_style == "none" and info.script_cluster is None
