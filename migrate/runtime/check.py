@@ -1071,6 +1071,9 @@ def render_table(report: dict) -> str:
         script_cluster = (report[side].get("launch") or {}).get("script_cluster")
         if script_cluster and side == "legacy":
             lines.append(f"  tasks from the script's own cluster (line {script_cluster['line']}: {script_cluster['how']})")
+        workers_reason = (report[side].get("launch") or {}).get("workers_reason")
+        if workers_reason and side == "legacy":
+            lines.append(f"  {workers_reason}")
     if report.get("stopped_past_steps"):
         lines.append(report["stopped_past_steps"])
     rows = [("side", "launch", "runs", "wall", "losses from", "steps")]

@@ -552,6 +552,7 @@ class LaunchSpec:
     # the legacy job put in the training mode its migration carries: the
     # switch, the argument given, and whether the script's default differs
     mode_switch: dict | None = None
+    workers_reason: str | None = None  # why the worker count is not the default
 
     @property
     def launcher_style(self) -> str:
@@ -599,6 +600,7 @@ class LaunchSpec:
             "flag_names": dict(self.flag_names),
             "step_cap": self.step_cap,
             "mode_switch": self.mode_switch,
+            "workers_reason": self.workers_reason,
         }
 
 
@@ -901,6 +903,7 @@ def legacy_launch(
                          " run standard TensorFlow servers")
         spec = LaunchSpec(strategy, jobs, info.role_style, server_only)
         spec.notes += notes
+        spec.workers_reason = next((n for n in notes if n.startswith("1 worker: every worker runs")), None)
         if info.role_style == "fixed":
             spec.fixed_task = f"{info.fixed_role[0]}:{info.fixed_role[1]}"
             spec.env["TFMIGRATE_DEVICE_FILTERS"] = "0"  # it places ops on the other tasks
