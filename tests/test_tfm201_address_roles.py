@@ -114,3 +114,13 @@ def test_host_lists_built_by_comprehensions_are_read_without_running_anything():
     assert comprehended_hosts('[lookup(h) for h in hosts]', lists) is None
     assert comprehended_hosts('["%s:1" % h for h in other]', lists) is None
     assert comprehended_hosts('["%s:1" % h for h in hosts if h]', lists) is None
+
+
+def test_a_host_name_lookup_with_no_option_to_add_is_reported_at_the_lookup():
+    source = ADDRESS_ROLES.replace("FLAGS.machine in", "socket.gethostname() in").replace(
+        "import numpy as np\n", "import socket\nimport numpy as np\n")
+    result = migrate_source(source)
+    assert '"chief": ["192.168.7.11:3001"]' in result.output and "FLAGS.chief" not in result.output
+    manual = [d for d in result.manual_work if "cannot tell the chief" in d.message]
+    assert len(manual) == 1 and "`socket.gethostname()`" in manual[0].message
+    assert manual[0].line == 16  # the lookup

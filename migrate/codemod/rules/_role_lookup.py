@@ -62,7 +62,7 @@ def _lookup_test(test: cst.BaseExpression) -> tuple[str, str] | None:
     left = test.left
     if isinstance(left, cst.Attribute) and isinstance(left.value, cst.Name):
         return left.value.value, left.attr.value
-    return None
+    return "", C.code_of(left)  # `socket.gethostname() in hosts`: no option of the program's own
 
 
 def _assigned_role(body: cst.BaseSuite, job: str) -> str | None:
@@ -163,7 +163,7 @@ def add_chief_switch(module: cst.Module, lookup: tuple[cst.If, RoleLookup]) -> c
     """``module`` with the chief option defined and tested first (None: the
     option is defined nowhere this can add to, or ``chief`` is taken)."""
     found = lookup[1]
-    if _defines_option(module, CHIEF_OPTION):
+    if not found.owner or _defines_option(module, CHIEF_OPTION):
         return None
     define = _DefineSwitch(found.option)
     defined = module.visit(define)

@@ -127,7 +127,7 @@ class ClusterResolver(Rule):
         if switched is None:
             self.report(
                 lookup[0],
-                f"the task finds its role by looking --{lookup[1].option} up in its host lists, which cannot"
+                f"the task finds its role by looking {_looked_up(lookup[1])} up in its host lists, which cannot"
                 " tell the chief (coordinator) ParameterServerStrategy needs from worker 0 on the same machine",
                 hint=f"add a way to start the chief (an option tested before this lookup setting {job} to"
                      f" \"chief\" and {index} to 0)",
@@ -559,6 +559,10 @@ class ClusterResolver(Rule):
 
 
 _JOB_NAME_FLAGS = ("job_name", "--job_name", "--job-name")
+
+
+def _looked_up(lookup) -> str:
+    return f"--{lookup.option}" if lookup.owner else f"`{lookup.option}`"
 _ROLE_NAMES = ("ps", "worker", "chief", "master")
 
 
