@@ -227,6 +227,74 @@ def test_a_monitored_session_without_master_is_this_machines_training():
                for d in result.diagnostics if d.fixed)
 
 
+# the driver picks a function: one trains here (saving by hand with a Saver), the other on the cluster
+TWO_FUNCTIONS = '''
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+data = np.random.RandomState(0).rand(64, 4).astype(np.float32)
+labels = data.sum(axis=1, keepdims=True)
+
+
+def train_here(epochs, save_path):
+    x = tf.placeholder(tf.float32, [None, 4])
+    y = tf.placeholder(tf.float32, [None, 1])
+    w = tf.Variable(tf.zeros([4, 1]), name="w")
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+    step = tf.Variable(0, trainable=False, name="global_step")
+    train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=step)
+    saver = tf.train.Saver()
+    with tf.Session() as sess:
+        sess.run(tf.global_variables_initializer())
+        for epoch in range(epochs):
+            for start in range(0, 64, 16):
+                _, seen = sess.run([train_op, loss], {x: data[start:start + 16], y: labels[start:start + 16]})
+            print(epoch, float(seen))
+            saver.save(sess, save_path, global_step=step)
+
+
+def train_on_cluster(ps_hosts, worker_hosts, job_name, task_index, epochs):
+    cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
+    server = tf.train.Server(cluster, job_name=job_name, task_index=task_index)
+    if job_name == "ps":
+        server.join()
+    else:
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            x = tf.placeholder(tf.float32, [None, 4])
+            y = tf.placeholder(tf.float32, [None, 1])
+            w = tf.Variable(tf.zeros([4, 1]), name="w")
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+            step = tf.train.get_or_create_global_step()
+            train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=step)
+        with tf.train.MonitoredTrainingSession(master=server.target, is_chief=task_index == 0) as sess:
+            for epoch in range(epochs):
+                for start in range(0, 64, 16):
+                    sess.run(train_op, {x: data[start:start + 16], y: labels[start:start + 16]})
+
+
+def main(ps_hosts, worker_hosts, job_name, task_index):
+    if not ps_hosts:
+        train_here(5, "/tmp/fit/model.ckpt")
+    else:
+        train_on_cluster(ps_hosts, worker_hosts, job_name, task_index, 5)
+'''
+
+
+def test_a_function_training_here_beside_one_training_on_the_cluster():
+    result = migrate(TWO_FUNCTIONS)
+    out = result.output
+    here = _local_part(out, "def train_here(", "def train_on_cluster(")
+    assert "Session" not in here and "strategy" not in here and "Saver" not in here
+    assert "            seen = run_train_step(data[start:start + 16], labels[start:start + 16])\n" in here
+    # the Saver's saves as checkpoints of the same path and number
+    assert 'save_checkpoint(save_path, step)' in here
+    assert not manual(result)
+    # the cluster it does not use is no concern of this path
+    assert not any("cluster" in d.message for d in result.diagnostics if d.line < line_of(TWO_FUNCTIONS, "def train_on"))
+    note = next(d for d in result.diagnostics if "single-machine training" in d.message)
+    assert note.line == line_of(TWO_FUNCTIONS, "with tf.Session() as sess:")
+
+
 def test_the_local_branch_stays_when_the_distributed_one_is_not_migrated():
     # a distributed loop nothing bounds: that training is declined, so this program stays TF1 throughout
     source = ENV_CHOICE.replace(
@@ -257,7 +325,7 @@ def test_a_session_on_a_target_or_training_nothing_is_not_this_path():
 
 
 def test_the_migrated_program_changes_nothing_when_migrated_again():
-    for source in (ENV_CHOICE, FLAG_CHOICE, MONITORED):
+    for source in (ENV_CHOICE, FLAG_CHOICE, MONITORED, TWO_FUNCTIONS):
         once = migrate(source).output
         assert migrate(once).output == once
 
@@ -275,6 +343,9 @@ xs = np.linspace(-1, 1, 12).astype(np.float32)
 ys = (2 * xs + 1 + np.sin(7 * xs) * 0.1).astype(np.float32)
 if sys.argv[2] == "env":
     fit(xs, ys, 4, 0.05)
+elif sys.argv[2] == "functions":
+    import tempfile
+    train_here(5, tempfile.mkdtemp() + "/model.ckpt")
 elif sys.argv[2] == "monitored":
     run("", 0, {}, np.random.RandomState(4).rand(4, 3).astype(np.float32), np.ones([4, 1], np.float32), None)
 else:
@@ -291,7 +362,11 @@ def _run(source: str, side: str, program: str) -> list:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("program, source", [("env", ENV_CHOICE), ("flag", FLAG_CHOICE), ("monitored", MONITORED)])
+@pytest.mark.parametrize("program, source", [
+    ("env", ENV_CHOICE), ("flag", FLAG_CHOICE),
+    pytest.param("monitored", MONITORED, marks=pytest.mark.slow),
+    pytest.param("functions", TWO_FUNCTIONS, marks=pytest.mark.slow),
+], ids=["env", "flag", "monitored", "functions"])
 def test_the_migrated_single_machine_path_trains_as_the_legacy_one(program, source):
     """Both run on one machine (no TF_CONFIG, no job name): the same losses,
     steps and fitted values, printed at the same points."""

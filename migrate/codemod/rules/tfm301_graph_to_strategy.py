@@ -386,6 +386,13 @@ class GraphToStrategy(Rule):
         self._report_left_as_tf1(module)
         return module
 
+    def report(self, node: cst.CSTNode, message: str, **kw) -> None:
+        # the single-machine path's graph statements stand in a block of no source of its own
+        block = getattr(self, "local_block", None)
+        if block is not None and node is block[0]:
+            node = block[1]
+        super().report(node, message, **kw)
+
     def _migrate_single_machine(self, module: cst.Module) -> cst.Module:
         """The program's single-machine training path beside the distributed
         one it migrated (`if not FLAGS.ps_hosts: ... with tf.Session() as
@@ -890,6 +897,7 @@ class GraphToStrategy(Rule):
         if found is None:
             return body
         graph_block = _single_machine.block(body, found)
+        self.local_block = (graph_block, body[found.start])
         merged = [*body[:found.start], graph_block, *body[found.session:]]
         reported = len(self.ctx.reports)
         out = self._rewrite_device_block(merged, (found.start, None))
@@ -1102,11 +1110,12 @@ class GraphToStrategy(Rule):
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
         # a helper choosing the mode hands back the resolver in place of its server's target (_device_modes)
-        if modes is None and self._report_server_not_carried(device_with):
+        # (one machine: no strategy, so no server or resolver to carry)
+        if modes is None and self.strategy != LOCAL and self._report_server_not_carried(device_with):
             del self.ctx.reports[reported:]
             self._report_server_not_carried(device_with, report=True)
             return body
-        if modes is None and self._report_resolver_out_of_reach(device_with):
+        if modes is None and self.strategy != LOCAL and self._report_resolver_out_of_reach(device_with):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
             return body
@@ -1194,8 +1203,9 @@ class GraphToStrategy(Rule):
         if moved_here:  # their comments stay where they were
             before = _outer_placeholders.without(before, {id(body[k]) for k in moved_here}, out)
         self.signals_dropped = self.signals_dropped or bool(signals)
-        self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
-                                         [*session_inside, *body[i + 1:]])
+        if self.strategy != LOCAL:
+            self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
+                                             [*session_inside, *body[i + 1:]])
         return before + out
 
     def _plan_serving_exports(self, graph: Graph, session, inner, after, reported: int) -> bool:
