@@ -116,7 +116,8 @@ def test_no_builtin_hook_no_change_to_the_loop():
     assert "            reporter_results = run_train_step(xs, ys)\n            reporter.after_run(reporter_results)\n" in out
 
 
-# one machine when no cluster is given (else ps/worker): its loop logs the gap every 3 steps and stops on a NaN gap
+# one machine when no cluster is given (else ps/worker): its loop logs the gap every 3 steps, stops on a NaN
+# gap, and a hook of its own, defined once the graph is, prints every step's gap
 JOB = '''
 import tensorflow.compat.v1 as tf
 
@@ -129,7 +130,19 @@ def fit(cluster, server, batches):
         gap = tf.reduce_mean(tf.square(tf.matmul(points, kernel) - wanted))
         counter = tf.train.get_or_create_global_step()
         fit_op = tf.train.GradientDescentOptimizer(0.05).minimize(gap, global_step=counter)
-        hooks = [tf.train.StopAtStepHook(last_step=10), tf.train.NanTensorHook(gap),
+
+        class _Printer(tf.train.SessionRunHook):
+            def begin(self):
+                self._runs = 0
+
+            def before_run(self, run_context):
+                self._runs += 1
+                return tf.train.SessionRunArgs(gap)
+
+            def after_run(self, run_context, run_values):
+                print("run", self._runs, "gap", float(run_values.results))
+
+        hooks = [tf.train.StopAtStepHook(last_step=10), tf.train.NanTensorHook(gap), _Printer(),
                  tf.train.LoggingTensorHook({"gap": gap}, every_n_iter=3)]
         with tf.train.MonitoredTrainingSession(hooks=hooks) as sess:
             taken = 0
@@ -191,24 +204,33 @@ def _run(source: str, side: str, data: str) -> dict:
     run = subprocess.run([sys.executable, "-c", source + RUNNER, side, data], check=False, capture_output=True,
                          text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""})
     assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    lines = run.stdout.strip().splitlines()
+    return {**json.loads(lines[-1]), "printed": [line.split() for line in lines if line.startswith("run ")]}
 
 
 @pytest.mark.parametrize("data", ["finite", "nan"])
 def test_the_migrated_loop_logs_and_stops_as_the_hooks_did(data):
     """The single-machine path, TF1 (MonitoredTrainingSession given the
-    hooks) and migrated (no strategy): the same values logged at the same
-    steps; a NaN gap ends both with a RuntimeError saying so."""
+    hooks) and migrated (no strategy): the same values logged and printed at
+    the same steps; a NaN gap ends both with a RuntimeError saying so, after
+    the NaN check that comes first in the hook list (the program's hook does
+    not see that step)."""
     pytest.importorskip("tensorflow")
     source = textwrap.dedent(JOB)
     migrated = migrate(source).output
     assert "LoggingTensorHook" not in migrated and "NanTensorHook" not in migrated and "Session" not in migrated
+    assert "        class _Printer:\n" in migrated and "printer.after_run(gap_value)" in migrated
     legacy, new = _run(source, "legacy", data), _run(migrated, "migrated", data)
     assert new["error"] == legacy["error"]
     assert len(new["logged"]) == len(legacy["logged"])
     for old_line, new_line in zip(legacy["logged"], new["logged"]):
         assert float(new_line.split(" = ")[1]) == pytest.approx(float(old_line.split(" = ")[1]), rel=1e-6)
+    # the program's own hook: called at the same steps, given the same values
+    assert [line[:2] for line in new["printed"]] == [line[:2] for line in legacy["printed"]]
+    assert [float(line[3]) for line in new["printed"]] == pytest.approx(
+        [float(line[3]) for line in legacy["printed"]], rel=1e-6, nan_ok=True)
     if data == "nan":
         assert legacy["error"] == "NaN loss during training." and len(legacy["logged"]) == 1
     else:
         assert legacy["error"] is None and len(legacy["logged"]) == 4  # steps 0, 3, 6, 9 of 10
+        assert len(legacy["printed"]) == 10

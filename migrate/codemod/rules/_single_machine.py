@@ -42,6 +42,7 @@ _UPDATES = ("minimize", "apply_gradients")
 @dataclass
 class LocalTraining:
     start: int  # first graph statement of the body
+    end: int  # after the last one: classes (the session's hooks) may follow them
     session: int  # the statement starting the session
     train_op: str  # the name the session runs, bound to an optimizer's update
 
@@ -82,12 +83,15 @@ def find(body, qualname) -> LocalTraining | None:
         if local_session_call(statement, qualname) is None:
             continue
         start = s
-        while start > 0 and isinstance(body[start - 1], cst.SimpleStatementLine):
+        while start > 0 and isinstance(body[start - 1], (cst.SimpleStatementLine, cst.ClassDef)):
             start -= 1
-        while start < s and not _builds_graph(body[start], qualname):
+        # the program's hook classes are defined once the graph is (cifar10_train's _LoggerHook):
+        # they and what follows them (the hooks list) are the session's code
+        end = next((k for k in range(start, s) if isinstance(body[k], cst.ClassDef)), s)
+        while start < end and not _builds_graph(body[start], qualname):
             start += 1
         updates = set()
-        for graph_statement in body[start:s]:
+        for graph_statement in body[start:end]:
             names, value, _ = C.assignment(graph_statement)
             if len(names) == 1 and isinstance(value, cst.Call) and _method(value) in _UPDATES:
                 updates.add(names[0])
@@ -101,7 +105,7 @@ def find(body, qualname) -> LocalTraining | None:
                               else [fetched])
                     for value in values:
                         if isinstance(value, cst.Name) and value.value in updates:
-                            return LocalTraining(start, s, value.value)
+                            return LocalTraining(start, end, s, value.value)
     return None
 
 
@@ -110,4 +114,4 @@ def block(body, found: LocalTraining) -> cst.With:
     for the placement a device setter would have made: none)."""
     # the statements themselves, comments included: analyses find them in the module by identity
     return cst.With(items=[cst.WithItem(C.expr("tf.device(None)"))],
-                    body=C.indented(body[found.start:found.session]))
+                    body=C.indented(body[found.start:found.end]))

@@ -898,7 +898,7 @@ class GraphToStrategy(Rule):
             return body
         graph_block = _single_machine.block(body, found)
         self.local_block = (graph_block, body[found.start])
-        merged = [*body[:found.start], graph_block, *body[found.session:]]
+        merged = [*body[:found.start], graph_block, *body[found.end:]]
         reported = len(self.ctx.reports)
         out = self._rewrite_device_block(merged, (found.start, None))
         if out is merged:
