@@ -107,6 +107,11 @@ def inline(statements, module: cst.Module, qualname, used: set[str]):
     """``statements`` with the calls of exporting helpers replaced by their
     bodies, and the helpers' names; None when there is none to inline."""
     functions = {st.name.value: st for st in module.body if type(st) is cst.FunctionDef}
+    called = {call.func.value for st in statements for call in C.calls_in(st) if type(call.func) is cst.Name}
+    functions = {name: fn for name, fn in functions.items()
+                 if name in called and _dataflow.graph_export(fn.body, qualname) is not None}
+    if not functions:
+        return None
     calls: dict[str, int] = {}
     for node in C.walk(module):
         if type(node) is cst.Name and node.value in functions:

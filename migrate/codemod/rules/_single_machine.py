@@ -71,6 +71,13 @@ def local_session_call(statement: cst.CSTNode, qualname) -> cst.Call | None:
     return None
 
 
+def has_local_session(module: cst.Module, qualname) -> bool:
+    """Whether the program starts a local session anywhere (a cheap test
+    before the pass that looks for its training)."""
+    return any(type(node) in (cst.With, cst.SimpleStatementLine) and local_session_call(node, qualname) is not None
+               for node in C.walk(module))
+
+
 def _builds_graph(statement: cst.CSTNode, qualname) -> bool:
     return any(qualname(call.func) is not None for call in C.calls_in(statement))
 

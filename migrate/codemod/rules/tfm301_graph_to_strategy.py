@@ -373,7 +373,7 @@ class GraphToStrategy(Rule):
         self.signals_dropped = False  # a block's "done" signals to the ps were dropped
         self.local_pass = False
         module = transform(module, self)
-        if self.converted:
+        if self.converted and _single_machine.has_local_session(module, self.qualname):
             module = self._migrate_single_machine(module)
         if self.converted and self.signals_dropped:
             module = _dataflow.drop_unused_functions(module, self._signal_makers)
