@@ -295,6 +295,77 @@ def test_a_function_training_here_beside_one_training_on_the_cluster():
     assert note.line == line_of(TWO_FUNCTIONS, "with tf.Session() as sess:")
 
 
+# a script: an InteractiveSession when no job is named, initialized through the default session
+SCRIPT = '''
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+flags = tf.app.flags
+flags.DEFINE_string("ps_hosts", "", "comma-separated")
+flags.DEFINE_string("worker_hosts", "", "comma-separated")
+flags.DEFINE_string("job_name", None, "ps or worker")
+flags.DEFINE_integer("task_index", 0, "task")
+FLAGS = flags.FLAGS
+
+rows = np.random.RandomState(1).rand(32, 3).astype(np.float32)
+targets = rows.sum(axis=1, keepdims=True)
+
+if FLAGS.job_name is None:
+    x = tf.placeholder(tf.float32, [None, 3])
+    y = tf.placeholder(tf.float32, [None, 1])
+    w = tf.Variable(tf.zeros([3, 1]))
+    loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+    train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    sess = tf.InteractiveSession()
+    tf.global_variables_initializer().run()
+    for i in range(100):
+        sess.run(train, feed_dict={x: rows, y: targets})
+        if i % 10 == 0:
+            print(i, sess.run(loss, feed_dict={x: rows, y: targets}))
+else:
+    cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
+    server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    if FLAGS.job_name == "ps":
+        server.join()
+    else:
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            x = tf.placeholder(tf.float32, [None, 3])
+            y = tf.placeholder(tf.float32, [None, 1])
+            w = tf.Variable(tf.zeros([3, 1]))
+            loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))
+            step = tf.train.get_or_create_global_step()
+            train = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=step)
+        with tf.train.MonitoredTrainingSession(master=server.target, is_chief=FLAGS.task_index == 0,
+                                               hooks=[tf.train.StopAtStepHook(last_step=100)]) as sess:
+            while not sess.should_stop():
+                sess.run(train, feed_dict={x: rows, y: targets})
+'''
+
+
+def test_a_script_initializing_through_the_default_session_migrates():
+    result = migrate(SCRIPT)
+    here = _local_part(result.output, "if FLAGS.job_name is None:", "else:")
+    assert "Session" not in here and "initializer" not in here and ".run()" not in here
+    assert "        run_train_step(rows, targets)\n" in here
+    assert not manual(result)
+
+
+def test_a_graph_value_run_through_the_default_session_is_said_to_stay():
+    # `loss.eval(...)` is a session run TFM304 spells out; the default session fetched by hand is not
+    evaluated = SCRIPT.replace("print(i, sess.run(loss, feed_dict={x: rows, y: targets}))",
+                               "print(i, loss.eval(feed_dict={x: rows, y: targets}))")
+    assert "InteractiveSession" not in migrate(evaluated).output
+    source = SCRIPT.replace("print(i, sess.run(loss, feed_dict={x: rows, y: targets}))",
+                            "print(i, tf.get_default_session().run(loss, feed_dict={x: rows, y: targets}))")
+    result = migrate(source)
+    assert "tf.compat.v1.InteractiveSession()" in result.output
+    [reason] = [d for d in manual(result) if "default session" in d.message]
+    assert reason.line == line_of(source, "tf.get_default_session().run(")
+    assert reason.message.startswith("single-machine training not migrated: `tf.compat.v1.get_default_session()"
+                                     ".run(loss, feed_dict={x: rows, y: targets})` runs a graph value through the"
+                                     " default session")
+
+
 def test_the_local_branch_stays_when_the_distributed_one_is_not_migrated():
     # a distributed loop nothing bounds: that training is declined, so this program stays TF1 throughout
     source = ENV_CHOICE.replace(
@@ -325,7 +396,7 @@ def test_a_session_on_a_target_or_training_nothing_is_not_this_path():
 
 
 def test_the_migrated_program_changes_nothing_when_migrated_again():
-    for source in (ENV_CHOICE, FLAG_CHOICE, MONITORED, TWO_FUNCTIONS):
+    for source in (ENV_CHOICE, FLAG_CHOICE, MONITORED, TWO_FUNCTIONS, SCRIPT):
         once = migrate(source).output
         assert migrate(once).output == once
 

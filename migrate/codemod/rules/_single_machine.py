@@ -35,6 +35,8 @@ import libcst as cst
 from migrate.codemod.rules import _cst as C
 
 _LOCAL_SESSIONS = ("Session", "InteractiveSession")
+_INITIALIZERS = {"global_variables_initializer", "local_variables_initializer", "initialize_all_variables",
+                 "initialize_local_variables", "variables_initializer", "tables_initializer"}
 _MONITORED = "train.MonitoredTrainingSession"
 _UPDATES = ("minimize", "apply_gradients")
 
@@ -122,3 +124,48 @@ def block(body, found: LocalTraining) -> cst.With:
     # the statements themselves, comments included: analyses find them in the module by identity
     return cst.With(items=[cst.WithItem(C.expr("tf.device(None)"))],
                     body=C.indented(body[found.start:found.end]))
+
+
+def _session_names(statement) -> set[str]:
+    if isinstance(statement, cst.With):
+        return {n for item in statement.items if item.asname is not None for n in C.target_names(item.asname.name)}
+    return set(C.assignment(statement)[0])
+
+
+def default_session_runs(body, found: LocalTraining, qualname):
+    """What the session's code runs through the default session rather than
+    the session by name (``init.run()``, ``loss.eval(feed_dict=...)``, as an
+    InteractiveSession allows): (the initializer runs, which TF2's variables
+    make needless: statement ids to drop; the first other such use, which
+    no step function stands for, or None)."""
+    sessions = _session_names(body[found.session])
+    initializers = set()
+    for statement in body[found.start:found.end]:
+        names, value, _ = C.assignment(statement)
+        if isinstance(value, cst.Call) and qualname(value.func) in _INITIALIZERS:
+            initializers.update(names)
+    dropped, other = set(), None
+    for statement in body[found.session:]:
+        for node in C.walk(statement):
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+                    and node.func.attr.value in ("run", "eval")):
+                continue
+            receiver = node.func.value
+            if isinstance(receiver, cst.Name) and receiver.value in sessions:
+                continue
+            initializer = (isinstance(receiver, cst.Call) and qualname(receiver.func) in _INITIALIZERS) or (
+                isinstance(receiver, cst.Name) and receiver.value in initializers)
+            lone = next((st for st in C.walk(statement) if isinstance(st, cst.SimpleStatementLine)
+                         and C.single_expr(st) is node), None)
+            if initializer and node.func.attr.value == "run" and lone is not None:
+                dropped.add(id(lone))
+            elif other is None:
+                other = node
+    return dropped, other
+
+
+def without(statements, dropped: set[int]):
+    """``statements`` (and the blocks in them) without the statements ``dropped``."""
+    def keep(block):
+        return [st for st in block if id(st) not in dropped]
+    return [C.map_inner_blocks(st, keep) for st in keep(statements)]

@@ -896,9 +896,19 @@ class GraphToStrategy(Rule):
         found = _single_machine.find(body, self.qualname)
         if found is None:
             return body
+        dropped, implicit = _single_machine.default_session_runs(body, found, self.qualname)
+        if implicit is not None:
+            self.report(implicit, f"single-machine training not migrated: `{C.code_of(implicit)}` runs a graph value"
+                        " through the default session (an InteractiveSession's), not through the session by name;"
+                        " no step or evaluation function stands for it in TF2; this training was left as TF1",
+                        hint="run it through the session (`sess.run(...)`), then migrate again",
+                        reference=REFERENCE[LOCAL], fixed=False)
+            self.declined_blocks.append("".join(C.code_of(body[found.session]).split()))
+            return body
         graph_block = _single_machine.block(body, found)
         self.local_block = (graph_block, body[found.start])
-        merged = [*body[:found.start], graph_block, *body[found.end:]]
+        # an initializer run through the default session (`init.run()`): TF2 variables start initialized
+        merged = [*body[:found.start], graph_block, *_single_machine.without(body[found.end:], dropped)]
         reported = len(self.ctx.reports)
         out = self._rewrite_device_block(merged, (found.start, None))
         if out is merged:
