@@ -34,6 +34,7 @@ from migrate.codemod.rules import (
     _moving_average,
     _outer_placeholders,
     _placement,
+    _queue_input,
     _rebinding,
     _server_flow,
     _serving_export,
@@ -1544,7 +1545,7 @@ class GraphToStrategy(Rule):
         found = {}
         for node in C.walk(self.ctx.module):
             if type(node) is cst.FunctionDef:
-                returns = [n for n in C.walk(node.body) if type(n) is cst.Return]
+                returns = _own_returns(node)
                 if returns and all(self._one_shot_dataset(r.value) is not None for r in returns):
                     found[node.name.value] = node
         return found
@@ -1705,13 +1706,15 @@ class GraphToStrategy(Rule):
             found = self._input_source(value, program, opaque=len(set(names) & read) > 1)
             if found is None:
                 continue
-            how, where = found
+            how, where, chain = found
             bound = ", ".join(f"`{n}`" for n in names if n in read)
             opaque = how.startswith("takes from")
+            queued = "" if opaque else _queue_input.status(self.module_in, self.qualname, set(chain))
             self.report(statement, f"training not migrated: the step computes with {bound} from"
                         f" `{C.code_of(value.func)}(...)`, which {how}{where}: in TF1 each session run evaluated"
                         " them anew (the next batch), while the migration would compute them once, under the"
-                        " strategy, and train every step on the same values; this training was left as TF1",
+                        f" strategy, and train every step on the same values{queued}; this training was left as"
+                        " TF1",
                         hint="make the input a tf.data pipeline the block reads with"
                         " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that)"
                         + (", or run tfmigrate on a directory holding the module, then migrate again" if opaque else
@@ -1721,20 +1724,21 @@ class GraphToStrategy(Rule):
             return True
         return False
 
-    def _input_source(self, call: cst.Call, program, opaque: bool) -> tuple[str, str] | None:
-        """(what, through which functions) when ``call`` reaches a TF1 queue
-        input op, or (``opaque``) a function of a module not in the project."""
+    def _input_source(self, call: cst.Call, program, opaque: bool) -> tuple[str, str, list[str]] | None:
+        """(what, through which functions said, those functions) when ``call``
+        reaches a TF1 queue input op, or (``opaque``) a function of a module
+        not in the project."""
         stack, seen = [(call, [])], set()
         while stack:
             current, chain = stack.pop()
             q = self.qualname(current.func) or ""
             if q in QUEUE_INPUTS or q.rsplit(".", 1)[-1] in QUEUE_READERS:
                 # spelled as TF1 wrote it (an earlier rule may have moved it to tf.compat.v1)
-                return f"builds a TF1 queue-based input pipeline (`tf.{q}`)", _through(chain)
+                return f"builds a TF1 queue-based input pipeline (`tf.{q}`)", _through(chain), chain
             callee = program.tracer.callee(current, program.tracer.root)
             if opaque and callee is not None and callee[0] == "opaque":
                 return (f"takes from `{callee[1].name}`, a module not in this project whose code cannot be read",
-                        _through(chain + [C.code_of(current.func)]) if chain else "")
+                        _through(chain + [C.code_of(current.func)]) if chain else "", chain)
             if isinstance(current.func, cst.Name) and current.func.value not in seen:
                 seen.add(current.func.value)
                 function = self._module_function(current.func.value)
@@ -2367,7 +2371,7 @@ class GraphToStrategy(Rule):
                 # the helper returns the dataset its iterator read
                 helper = helpers[pipeline.helper]
                 replaced = {id(r.value): self._one_shot_dataset(r.value)
-                            for r in C.walk(helper.body) if isinstance(r, cst.Return)}
+                            for r in _own_returns(helper)}
                 self.helper_rewrites = {**getattr(self, "helper_rewrites", {}),
                                         C.code_of(helper): transform(helper, _ReplaceNodes(replaced))}
             comment = (
@@ -2868,6 +2872,19 @@ def _assignments_within(statements):
                     yield from _assignments_within([block] if isinstance(block, cst.If) else C.body_of(block.body))
                 elif isinstance(block, cst.BaseSuite):
                     yield from _assignments_within(C.body_of(block))
+
+
+def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:
+    """The function's own `return` statements (not those of functions, lambdas
+    or classes defined in it: a parsing function the input helper maps)."""
+    out, stack = [], list(C.children(function.body))
+    while stack:
+        node = stack.pop()
+        if type(node) is cst.Return:
+            out.append(node)
+        elif type(node) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
+            stack.extend(C.children(node))
+    return out
 
 
 def _through(chain: list[str]) -> str:
