@@ -36,15 +36,16 @@ def _code(node) -> str:
     return C.code_of(node).strip()
 
 
-def _records(source: Source, tf_root: str, fresh) -> tuple[list[str], str]:
-    """(statements, the dataset expression) of one source's records."""
+def _records(source: Source, tf_root: str, fresh, into: str | None = None) -> tuple[list[str], str]:
+    """(statements, the dataset expression) of one source's records
+    (``into``: the name of the whole pipeline's dataset, when this is its only source)."""
     data = f"{_tf2_root(tf_root)}.data"
     repeat = ".repeat()" if source.num_epochs is None or _code(source.num_epochs) == "None" else (
         f".repeat({_code(source.num_epochs)})")
     seed = f", seed={_code(source.seed)}" if source.seed is not None and _code(source.seed) != "None" else ""
     items = _code(source.items)
     if source.kind == "slices":
-        elements = fresh("examples")
+        elements = into or fresh("examples")
         lines = [f"{elements} = {data}.Dataset.from_tensor_slices(({', '.join(_code(e.value) for e in source.items.elements)},))"
                  if len(source.items.elements) == 1 else
                  f"{elements} = {data}.Dataset.from_tensor_slices(({', '.join(_code(e.value) for e in source.items.elements)}))"]
@@ -79,7 +80,7 @@ def _returned(tensors: cst.BaseExpression) -> str:
     if isinstance(tensors, cst.Dict):
         return _code(tensors)
     values = [_code(el.value) for el in tensors.elements]
-    return C.tuple_code(values).strip("()") if len(values) > 1 else f"{values[0]},"
+    return ", ".join(values) if len(values) > 1 else f"{values[0]},"
 
 
 class _Rename(cst.CSTTransformer):
@@ -110,12 +111,15 @@ def rewrite_block(body: list[cst.BaseStatement], pipeline: QueuePipeline, taken:
     dataset = fresh("dataset")
     lines: list[str] = []
     streams = []
+    single = dataset if len(pipeline.sources) == 1 else None
     for source in pipeline.sources:
-        made, expression = _records(source, pipeline.tf_root, fresh)
+        made, expression = _records(source, pipeline.tf_root, fresh, single)
         lines += made
         streams.append(expression)
     data = f"{_tf2_root(pipeline.tf_root)}.data"
-    if len(streams) == 1:
+    if streams == [dataset]:
+        pass  # the slices were made into the dataset itself
+    elif len(streams) == 1:
         lines.append(f"{dataset} = {streams[0]}")
     else:
         lines.append(f"{dataset} = {data}.Dataset.zip(({', '.join(streams)}))")
@@ -158,6 +162,8 @@ def rewrite_block(body: list[cst.BaseStatement], pipeline: QueuePipeline, taken:
             # blank lines as before the batching statement (none at the top of the block); its
             # comments described the queues
             lines = [ln for ln in statement.leading_lines if ln.comment is None] if out else []
+            if out and definition and not lines:  # a blank line before the parsing function
+                lines = [cst.EmptyLine(indent=False)]
             new[0] = new[0].with_changes(leading_lines=lines)
             out += new
         elif id(statement) not in gone:

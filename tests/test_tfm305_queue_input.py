@@ -1,0 +1,377 @@
+"""TFM305: TF1 queue-based input pipelines (file-name queues read by readers,
+array slices, tf.train.batch / shuffle_batch) become the tf.data pipeline of
+the same stages, and TFM301 migrates the training that reads it.
+
+Fixtures are written for these tests in the shapes seen in real programs: a
+TFRecord reader in a function handed the file-name queue with shuffle_batch
+in an ``inputs()`` helper; a CSV TextLineReader + decode_csv + tf.train.batch
+helper with num_epochs (the loop ending at the end of the data); arrays
+sliced by slice_input_producer in the device-setter block under a Supervisor
+loop ending on OutOfRangeError; a pipeline that cannot be expressed (the
+reader's key read) declined with its line. Numerical claims run real
+TensorFlow: the tf.data pipeline the rule writes gives the batches the TF1
+queues gave.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from migrate.codemod.engine import dedent, migrate_source
+
+
+def migrate(source: str, select=None):
+    src = dedent(source)
+    ast.parse(src)
+    result = migrate_source(src, select=list(select) if select is not None else None)
+    compile(result.output, "<migrated>", "exec")
+    assert migrate_source(result.output, select=list(select) if select is not None else None).output == result.output
+    return result
+
+
+def manual(result) -> list[str]:
+    return [d.message for d in result.manual_work]
+
+
+def line_of(source: str, text: str) -> int:
+    return next(i for i, line in enumerate(dedent(source).splitlines(), 1) if text in line)
+
+
+def function_source(code: str, name: str) -> str:
+    tree = ast.parse(code)
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name)
+    return dedent(ast.get_source_segment(code, node))
+
+
+# ------------------------------------------------------------------------ TFRecords, a reading function, shuffle_batch
+
+TFRECORD_SHUFFLED = '''
+import tensorflow.compat.v1 as tf
+
+
+def decode(filename_queue):
+    reader = tf.TFRecordReader()
+    _, record = reader.read(filename_queue)
+    parsed = tf.parse_single_example(record, {
+        "x": tf.FixedLenFeature([3], tf.float32),
+        "y": tf.FixedLenFeature([1], tf.float32),
+    })
+    return parsed["x"], parsed["y"]
+
+
+def inputs(files, batch_size):
+    with tf.name_scope("input"):
+        filename_queue = tf.train.string_input_producer(files)
+        # both tensors come from one dequeue
+        x, y = decode(filename_queue)
+        xs, ys = tf.train.shuffle_batch([x, y], batch_size=batch_size, num_threads=4, capacity=500,
+                                        min_after_dequeue=100)
+        return xs, ys
+
+
+def train(cluster, server, task, files, steps):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        xs, ys = inputs(files, 16)
+        w = tf.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
+        loss = tf.reduce_mean(tf.square(tf.matmul(xs, w) - ys))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+    hooks = [tf.train.StopAtStepHook(last_step=steps)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=task == 0, hooks=hooks) as sess:
+        while not sess.should_stop():
+            sess.run(train_op)
+'''
+
+
+def test_a_tfrecord_shuffle_batch_helper_becomes_a_dataset_and_the_training_migrates():
+    result = migrate(TFRECORD_SHUFFLED)
+    out = result.output
+    assert manual(result) == []
+    assert function_source(out, "decode") == dedent('''
+        def decode(record):
+            parsed = tf.compat.v1.parse_single_example(record, {
+                "x": tf.io.FixedLenFeature([3], tf.float32),
+                "y": tf.io.FixedLenFeature([1], tf.float32),
+            })
+            return parsed["x"], parsed["y"]
+    ''').strip("\n")
+    # the producer shuffled several files: each epoch in a new order, endlessly
+    assert function_source(out, "inputs") == dedent('''
+        def inputs(files, batch_size):
+            with tf.compat.v1.name_scope("input"):
+                filenames = tf.data.Dataset.from_tensor_slices(files)
+                filenames = filenames.shuffle(filenames.cardinality()).repeat()
+                dataset = tf.data.TFRecordDataset(filenames)
+                dataset = dataset.map(decode)
+                dataset = dataset.shuffle(500)
+                dataset = dataset.batch(batch_size, drop_remainder=True)
+                return dataset
+    ''').strip("\n")
+    assert "iterator = iter(inputs(files, 16))" in out
+    assert "schedule_train_step(*iterator.get_next())" in out
+    for legacy in ("string_input_producer", "TFRecordReader", "shuffle_batch", "make_one_shot_iterator"):
+        assert legacy not in out
+    [note] = [d for d in result.diagnostics if d.code == "TFM305"]
+    assert note.fixed and note.severity == "info"
+    assert note.line == line_of(TFRECORD_SHUFFLED, "xs, ys = tf.train.shuffle_batch(")
+    assert "buffer of `500`" in note.message and "not the legacy run's" in note.message
+    assert "`num_threads=4`" in note.message
+
+
+def test_the_rewrite_is_undone_with_its_reason_when_the_training_stays_tf1():
+    # nothing ends the loop: TFM301 declines, and the input stays the queues it was
+    source = TFRECORD_SHUFFLED.replace(", hooks=hooks", "")
+    result = migrate(source)
+    assert "string_input_producer" in result.output and "TFRecordDataset" not in result.output
+    queued, endless = [d.message for d in result.manual_work if d.code == "TFM301"]
+    assert "builds a TF1 queue-based input pipeline (`tf.train.shuffle_batch`)" in queued
+    assert "TFM305 rewrites it as the tf.data pipeline of the same stages when the rest of the training" in queued
+    assert "would never end in TF2" in endless and endless.endswith("(found with the rewrite of TFM305 applied)")
+    assert not [d for d in result.diagnostics if d.code == "TFM305"]
+
+
+def test_a_pipeline_already_in_tf_data_is_left_to_tfm301():
+    source = TFRECORD_SHUFFLED.replace('''        filename_queue = tf.train.string_input_producer(files)
+        # both tensors come from one dequeue
+        x, y = decode(filename_queue)
+        xs, ys = tf.train.shuffle_batch([x, y], batch_size=batch_size, num_threads=4, capacity=500,
+                                        min_after_dequeue=100)
+        return xs, ys
+''', '''        dataset = tf.data.TFRecordDataset(files).batch(batch_size)
+        return tf.data.make_one_shot_iterator(dataset).get_next()
+''')
+    assert migrate(source, select=["TFM305"]).output == dedent(source)
+
+
+# ------------------------------------------------------------------------ CSV lines, decode_csv, batch, num_epochs
+
+CSV_EPOCHS = '''
+import tensorflow.compat.v1 as tf
+
+
+def read_rows(data_dir, batch_size, epochs):
+    files = tf.gfile.Glob(data_dir + "/rows-*.csv")
+    queue = tf.train.string_input_producer(files, num_epochs=epochs, shuffle=False)
+    reader = tf.TextLineReader(skip_header_lines=1)
+    _, line = reader.read(queue)
+    a, b, c, label = tf.decode_csv(line, [[0.0], [0.0], [0.0], [0.0]])
+    features = tf.stack([a, b, c])
+    return tf.train.batch([features, tf.reshape(label, [1])], batch_size)
+
+
+def train(cluster, server, task, workers, data_dir):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        features, labels = read_rows(data_dir, 8, 2)
+        w = tf.Variable(tf.zeros([3, 1]), name="w")
+        loss = tf.reduce_mean(tf.square(tf.matmul(features, w) - labels))
+        global_step = tf.train.get_or_create_global_step()
+        opt = tf.train.SyncReplicasOptimizer(tf.train.GradientDescentOptimizer(0.1), replicas_to_aggregate=workers)
+        train_op = opt.minimize(loss, global_step=global_step)
+    hooks = [opt.make_session_run_hook(task == 0)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=task == 0, hooks=hooks) as sess:
+        while not sess.should_stop():
+            sess.run(train_op)
+'''
+
+
+def test_csv_lines_parsed_in_the_helper_become_a_mapped_function_and_the_epochs_end_the_loop():
+    result = migrate(CSV_EPOCHS)
+    out = result.output
+    assert manual(result) == []
+    assert function_source(out, "read_rows") == dedent('''
+        def read_rows(data_dir, batch_size, epochs):
+            files = tf.io.gfile.glob(data_dir + "/rows-*.csv")
+
+            def parse_record(line):
+                a, b, c, label = tf.compat.v1.decode_csv(line, [[0.0], [0.0], [0.0], [0.0]])
+                features = tf.stack([a, b, c])
+                return features, tf.reshape(label, [1])
+
+            filenames = tf.data.Dataset.from_tensor_slices(files)
+            filenames = filenames.repeat(epochs)
+            dataset = filenames.flat_map(lambda name: tf.data.TextLineDataset(name).skip(1))
+            dataset = dataset.map(parse_record)
+            dataset = dataset.batch(batch_size, drop_remainder=True)
+            return dataset
+    ''').strip("\n")
+    assert "MultiWorkerMirroredStrategy" in out and "iterator = iter(read_rows(data_dir, 8, 2))" in out
+    # the end of the epochs ends the loop, as OutOfRangeError ended the monitored session
+    loop = out[out.index("    try:\n"):]
+    assert loop == textwrap.indent(dedent('''
+        try:
+            while True:
+                run_train_step(*iterator.get_next())
+        except tf.errors.OutOfRangeError:
+            # MonitoredTrainingSession ended quietly when the input ran out; so does this.
+            pass
+    ''').lstrip("\n"), "    ")
+    [note] = [d for d in result.diagnostics if d.code == "TFM305"]
+    assert "repeated `epochs` times" in note.message and "shuffle" not in note.message
+
+
+def test_two_readers_batched_together_are_zipped():
+    source = CSV_EPOCHS.replace('''    _, line = reader.read(queue)
+    a, b, c, label = tf.decode_csv(line, [[0.0], [0.0], [0.0], [0.0]])
+    features = tf.stack([a, b, c])
+    return tf.train.batch([features, tf.reshape(label, [1])], batch_size)
+''', '''    _, line = reader.read(queue)
+    a, b, c = tf.decode_csv(line, [[0.0], [0.0], [0.0]])
+    features = tf.stack([a, b, c])
+    label_queue = tf.train.string_input_producer(tf.gfile.Glob(data_dir + "/labels-*.csv"), num_epochs=epochs,
+                                                 shuffle=False)
+    label_reader = tf.TextLineReader()
+    _, label_line = label_reader.read(label_queue)
+    label = tf.decode_csv(label_line, [[0.0]])
+    return tf.train.batch([features, label], batch_size)
+''')
+    out = migrate(source).output
+    body = function_source(out, "read_rows")
+    assert "def parse_record(line, label_line):" in body
+    assert ("dataset = tf.data.Dataset.zip((filenames.flat_map(lambda name: tf.data.TextLineDataset(name).skip(1)),"
+            ' tf.data.TextLineDataset(tf.io.gfile.glob(data_dir + "/labels-*.csv")).repeat(epochs)))') in body
+    assert "TextLineReader" not in out
+
+
+# ------------------------------------------------------------------------ arrays sliced in the block, Supervisor
+
+SLICED = '''
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, task, epochs):
+    features = np.arange(60, dtype=np.float32).reshape(20, 3)
+    targets = np.ones([20, 1], dtype=np.float32)
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x, y = tf.train.slice_input_producer([features, targets], num_epochs=epochs, shuffle=False)
+        xs, ys = tf.train.batch([x, y], batch_size=4)
+        w = tf.Variable(tf.zeros([3, 1]), name="w")
+        loss = tf.reduce_mean(tf.square(tf.matmul(xs, w) - ys))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=global_step)
+        init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
+    sv = tf.train.Supervisor(is_chief=task == 0, init_op=init_op, global_step=global_step)
+    with sv.managed_session(server.target) as sess:
+        try:
+            while not sv.should_stop():
+                _, step = sess.run([train_op, global_step])
+        except tf.errors.OutOfRangeError:
+            print("done after", step)
+    sv.stop()
+'''
+
+
+def test_sliced_arrays_in_the_block_become_a_dataset_of_the_same_slices():
+    result = migrate(SLICED)
+    out = result.output
+    assert manual(result) == []
+    scope = out[out.index("with strategy.scope():"):out.index("trainable_variables = ")]
+    assert textwrap.dedent(scope[scope.index("        dataset"):]) == dedent('''
+        dataset = tf.data.Dataset.from_tensor_slices((features, targets))
+        dataset = dataset.repeat(epochs)
+        dataset = dataset.batch(4, drop_remainder=True)
+        # TF1's one-shot iterator: each session run of the training op took the next batch.
+        # One iterator over the dataset, made once; each step is given the next batch.
+        iterator = iter(dataset)
+    ''').lstrip("\n")
+    assert "        while True:\n            step = run_train_step(*iterator.get_next())\n" in out
+    assert 'except tf.errors.OutOfRangeError:\n        print("done after", step)' in out
+    assert "slice_input_producer" not in out and "local_variables_initializer" not in out
+
+
+def test_shuffled_slices_are_reshuffled_each_epoch():
+    out = migrate(SLICED.replace(", shuffle=False", ", seed=3")).output
+    assert "dataset = dataset.shuffle(dataset.cardinality(), seed=3).repeat(epochs)\n" in out
+
+
+# ------------------------------------------------------------------------ declined, with the reason where it is
+
+@pytest.mark.parametrize("change, why, where", [
+    (("    _, line = reader.read(queue)\n", "    key, line = reader.read(queue)\n    tf.summary.text(\"row\", key)\n"),
+     "the reader's key `key`", "key, line = reader.read(queue)"),
+    (("tf.train.batch([features, tf.reshape(label, [1])], batch_size)",
+      "tf.train.batch([features, tf.reshape(label, [1])], batch_size, dynamic_pad=True)"), "`dynamic_pad`",
+     "tf.compat.v1.train.batch([features, tf.reshape(label, [1])], batch_size, dynamic_pad=True)` in `read_rows()`"),
+    (("tf.train.batch([features, tf.reshape(label, [1])], batch_size)",
+      "tf.train.batch_join([[features, tf.reshape(label, [1])]], batch_size)"), "interleaved by the batching threads",
+     "tf.compat.v1.train.batch_join([[features, tf.reshape(label, [1])]], batch_size)` in `read_rows()`"),
+])
+def test_a_pipeline_tf_data_cannot_express_exactly_is_declined_with_its_reason(change, why, where):
+    source = CSV_EPOCHS.replace(*change)
+    assert source != CSV_EPOCHS
+    result = migrate(source)
+    assert "TextLineReader" in result.output and "TextLineDataset" not in result.output
+    [reason] = [m for m in manual(result) if "queue-based input pipeline" in m]
+    assert "TFM305 does not rewrite it as a tf.data pipeline" in reason and why in reason
+    assert f"`{where}" in reason
+
+
+def test_a_queue_filled_by_session_runs_is_not_taken_for_a_reader_pipeline():
+    source = CSV_EPOCHS.replace('''    queue = tf.train.string_input_producer(files, num_epochs=epochs, shuffle=False)
+    reader = tf.TextLineReader(skip_header_lines=1)
+    _, line = reader.read(queue)
+''', '''    queue = tf.FIFOQueue(100, [tf.string], shapes=[[]])
+    line = queue.dequeue()
+''')
+    result = migrate(source)
+    assert "TextLineDataset" not in result.output and "FIFOQueue" in result.output
+    [reason] = [m for m in manual(result) if "queue-based input pipeline" in m]
+    assert "no reader or producer of this block makes" in reason
+
+
+# ------------------------------------------------------------------------ the batches are TF1's
+
+def _write_records(path, rows):
+    tf = pytest.importorskip("tensorflow")
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for x, y in rows:
+            example = tf.train.Example(features=tf.train.Features(feature={
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=x)),
+                "y": tf.train.Feature(float_list=tf.train.FloatList(value=[y])),
+            }))
+            writer.write(example.SerializeToString())
+
+
+ORDERED = TFRECORD_SHUFFLED.replace(
+    "        filename_queue = tf.train.string_input_producer(files)\n",
+    "        filename_queue = tf.train.string_input_producer(files, num_epochs=2, shuffle=False)\n").replace(
+    "xs, ys = tf.train.shuffle_batch([x, y], batch_size=batch_size, num_threads=4, capacity=500,\n"
+    "                                        min_after_dequeue=100)",
+    "xs, ys = tf.train.batch([x, y], batch_size=batch_size)")
+
+
+def test_the_dataset_gives_the_batches_tf1s_queues_gave_and_ends_where_they_ended(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    import numpy as np
+
+    files = []
+    for k in range(2):  # 2 files of 7 records, 2 epochs: 28 records, 7 full batches of 4
+        files.append(str(tmp_path / f"part-{k}.tfrecords"))
+        _write_records(files[-1], [([k * 100 + i, i, -i], float(k * 10 + i)) for i in range(7)])
+    legacy_scope: dict = {}
+    exec(compile(dedent(ORDERED), "<legacy>", "exec"), legacy_scope)  # noqa: S102 - our fixture
+    want = []
+    graph = tf.Graph()
+    with graph.as_default():
+        batch = legacy_scope["inputs"](files, 4)
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.local_variables_initializer())
+            coord = tf.compat.v1.train.Coordinator()
+            threads = tf.compat.v1.train.start_queue_runners(sess=sess, coord=coord)
+            with pytest.raises(tf.errors.OutOfRangeError):
+                while True:
+                    want.append(sess.run(batch))
+            coord.request_stop()
+            coord.join(threads)
+    migrated = migrate(ORDERED).output
+    assert "tf.data.TFRecordDataset(files).repeat(2)" in migrated
+    scope: dict = {}
+    exec(compile(migrated, "<migrated>", "exec"), scope)  # noqa: S102 - the codemod's own output
+    got = [tuple(t.numpy() for t in element) for element in scope["inputs"](files, 4)]
+    assert len(want) == 7 and len(got) == len(want)
+    for (want_x, want_y), (got_x, got_y) in zip(want, got):
+        np.testing.assert_array_equal(got_x, want_x)
+        np.testing.assert_array_equal(got_y, want_y)
