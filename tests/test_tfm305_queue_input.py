@@ -22,9 +22,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import libcst as cst
 import pytest
 
-from migrate.codemod.engine import dedent, migrate_source
+from migrate.codemod.engine import RuleContext, dedent, migrate_source
+from migrate.codemod.rules import _queue_input, _queue_input_emit, _queue_runners
 
 
 def migrate(source: str, select=None):
@@ -406,3 +408,97 @@ def test_check_says_the_migrated_queue_input_job_trains_bit_for_bit_as_the_legac
     assert report["strategy"] == "parameter_server"
     comparison = report["comparison"]
     assert comparison["steps_compared"] == 20 and comparison["max_abs_diff"] == 0.0  # bit for bit
+
+
+# ------------------------------------------------------------------------ a plain session with a coordinator
+
+COORDINATED = '''
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, files):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        queue = tf.train.string_input_producer(files, num_epochs=1, shuffle=False)
+        reader = tf.FixedLengthRecordReader(record_bytes=16)
+        _, raw = reader.read(queue)
+        values = tf.reshape(tf.cast(tf.decode_raw(raw, tf.uint8), tf.float32), [16])
+        batch = tf.train.batch([values], batch_size=4)
+        w = tf.Variable(tf.zeros([16, 1]), name="w")
+        loss = tf.reduce_mean(tf.matmul(batch[0], w))
+        train_op = tf.train.GradientDescentOptimizer(0.01).minimize(loss)
+        init_op = tf.group(tf.global_variables_initializer(), tf.local_variables_initializer())
+    with tf.Session(server.target) as sess:
+        sess.run(init_op)
+        coord = tf.train.Coordinator()
+        threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+        try:
+            while not coord.should_stop():
+                sess.run(train_op)
+        except tf.errors.OutOfRangeError:
+            print("epoch done")
+        finally:
+            coord.request_stop()
+        coord.join(threads)
+'''
+
+
+def test_the_queue_runners_coordinator_goes_with_the_queues_and_the_data_s_end_ends_the_loop():
+    result = migrate(COORDINATED)
+    out = result.output
+    assert manual(result) == []
+    assert "dataset = tf.data.FixedLengthRecordDataset(files, record_bytes=16).repeat(1)" in out
+    for gone in ("train.Coordinator", "start_queue_runners", "request_stop", "coord.", "threads"):
+        assert gone not in out
+    assert "steps_in_flight.append((schedule_train_step(iterator.get_next()),))" in out
+    assert out.rstrip().endswith('except tf.errors.OutOfRangeError:\n        print("epoch done")')
+
+
+def test_a_coordinator_the_loop_asks_to_stop_is_kept_and_the_training_left():
+    source = COORDINATED.replace("                sess.run(train_op)\n",
+                                 "                if sess.run(train_op) is None:\n"
+                                 "                    coord.request_stop()\n")
+    result = migrate(source)
+    assert "FixedLengthRecordReader" in result.output and "Dataset" not in result.output
+    assert "coord.request_stop()" in result.output and "tf.compat.v1.Session(" in result.output
+    assert any("start_queue_runners" in m for m in manual(result))
+
+
+def test_a_script_s_coordinator_at_the_top_level_goes_too():
+    source = '''
+import tensorflow.compat.v1 as tf
+
+with tf.device("/cpu:0"):
+    queue = tf.train.string_input_producer(["a.csv"], num_epochs=3)
+    reader = tf.TextLineReader()
+    _, line = reader.read(queue)
+    x, y = tf.decode_csv(line, [[0.0], [0.0]])
+    xs, ys = tf.train.batch([x, y], batch_size=10)
+sess = tf.Session()
+coord = tf.train.Coordinator()
+threads = tf.train.start_queue_runners(sess=sess, coord=coord)
+try:
+    while not coord.should_stop():
+        print(sess.run(xs))
+except tf.errors.OutOfRangeError:
+    print("done")
+finally:
+    coord.request_stop()
+coord.join(threads)
+'''
+    result = migrate_source(dedent(source), select=["TFM305"])
+    # no device setter: not a training TFM305 prepares, the program is left as it is
+    assert result.output == dedent(source)
+    # its stages, applied as the rule applies them
+    module = cst.parse_module(dedent(source))
+    qualname = RuleContext(module, "<test>").qualname
+    pipelines = [p for p in _queue_input.find(module, qualname) if isinstance(p, _queue_input.QueuePipeline)]
+    out = _queue_runners.without_plumbing(_queue_input_emit.rewrite(module, pipelines), qualname).code
+    assert out.endswith(dedent('''
+        sess = tf.Session()
+        try:
+            while True:
+                print(sess.run(xs))
+        except tf.errors.OutOfRangeError:
+            print("done")
+    '''))
+    assert "start_queue_runners" not in out and "TextLineDataset" in out

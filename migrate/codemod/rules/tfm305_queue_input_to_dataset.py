@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid
-from migrate.codemod.rules import _queue_input, _queue_input_emit
+from migrate.codemod.rules import _queue_input, _queue_input_emit, _queue_runners
 
 
 class QueueInputToDataset(Rule):
@@ -69,7 +69,7 @@ class QueueInputToDataset(Rule):
         for pipeline in pipelines:
             for node, message in _queue_input.notes(pipeline):
                 self.report(node, message, fixed=True, severity="info", reference="TensorFlow guide: tf.data")
-        return _queue_input_emit.rewrite(module, pipelines)
+        return _queue_runners.without_plumbing(_queue_input_emit.rewrite(module, pipelines), self.qualname)
 
 
 QueueInputToDataset.VALID = (
