@@ -502,3 +502,76 @@ coord.join(threads)
             print("done")
     '''))
     assert "start_queue_runners" not in out and "TextLineDataset" in out
+
+
+# ------------------------------------------------------------------------ what the helper computes from its batch
+
+PARSED_AFTER_BATCH = '''
+import tensorflow.compat.v1 as tf
+
+
+def inputs(files, batch_size, classes):
+    queue = tf.train.string_input_producer(files, shuffle=False)
+    reader = tf.TFRecordReader()
+    _, serialized = reader.read(queue)
+    serialized_batch, = tf.train.batch([serialized], batch_size=batch_size)
+    features = tf.parse_example(serialized_batch, {"x": tf.FixedLenFeature([3], tf.float32),
+                                                   "label": tf.FixedLenFeature([], tf.int64)})
+    labels = tf.one_hot(features["label"], classes)
+    return features["x"], labels
+
+
+def train(cluster, server, task, files, steps):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        xs, ys = inputs(files, 16, 2)
+        w = tf.get_variable("w", [3, 2], initializer=tf.zeros_initializer())
+        loss = tf.losses.softmax_cross_entropy(ys, tf.matmul(xs, w))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+    hooks = [tf.train.StopAtStepHook(last_step=steps)]
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=task == 0, hooks=hooks) as sess:
+        while not sess.should_stop():
+            sess.run(train_op)
+'''
+
+
+def test_what_the_helper_computes_from_its_batch_is_mapped_over_the_batches():
+    result = migrate(PARSED_AFTER_BATCH)
+    assert manual(result) == []
+    assert function_source(result.output, "inputs") == dedent('''
+        def inputs(files, batch_size, classes):
+            def prepare_batch(serialized_batch):
+                features = tf.compat.v1.parse_example(serialized_batch, {"x": tf.io.FixedLenFeature([3], tf.float32),
+                                                               "label": tf.io.FixedLenFeature([], tf.int64)})
+                labels = tf.one_hot(features["label"], classes)
+                return features["x"], labels
+
+            dataset = tf.data.TFRecordDataset(files).repeat()
+            dataset = dataset.batch(batch_size, drop_remainder=True)
+            dataset = dataset.map(prepare_batch)
+            return dataset
+    ''').strip("\n")
+
+
+def test_a_summary_of_the_batch_declines_with_its_reason():
+    source = PARSED_AFTER_BATCH.replace('    labels = tf.one_hot(features["label"], classes)\n',
+                                        '    labels = tf.one_hot(features["label"], classes)\n'
+                                        '    tf.summary.histogram("labels", labels)\n')
+    result = migrate(source)
+    assert "TFRecordReader" in result.output
+    [reason] = [m for m in manual(result) if "queue-based input pipeline" in m]
+    assert "a summary of the batch (`tf.compat.v1.summary.histogram(...)`)" in reason
+
+
+def test_one_batched_tensor_stays_a_list_of_one_as_tf1_returned_it():
+    source = PARSED_AFTER_BATCH.replace('''    serialized_batch, = tf.train.batch([serialized], batch_size=batch_size)
+    features = tf.parse_example(serialized_batch, {"x": tf.FixedLenFeature([3], tf.float32),
+                                                   "label": tf.FixedLenFeature([], tf.int64)})
+    labels = tf.one_hot(features["label"], classes)
+    return features["x"], labels
+''', '''    return tf.train.batch([serialized], batch_size=batch_size)
+''').replace("xs, ys = inputs(files, 16, 2)", "serialized_batch = inputs(files, 16, 2)\n"
+             "        features = tf.parse_example(serialized_batch[0], {\"x\": tf.FixedLenFeature([3], tf.float32),"
+             " \"y\": tf.FixedLenFeature([2], tf.float32)})\n        xs, ys = features[\"x\"], features[\"y\"]")
+    out = migrate(source, select=["TFM101", "TFM305"]).output
+    assert "dataset = dataset.map(lambda serialized: (serialized,))\n" in out

@@ -99,6 +99,9 @@ class QueuePipeline:
     threads: cst.BaseExpression | None
     tf_root: str  # how the program spells TensorFlow's TF1 API here (`tf`, `tf.compat.v1`)
     function: str | None = None  # the function holding the batching call
+    # statements computing what the function returns from the batch (`labels = tf.reshape(label_batch,
+    # [batch_size])`), up to `returned`: a function of the batch, mapped over the batched dataset
+    after_batch: list[cst.BaseStatement] = field(default_factory=list)
 
 
 @dataclass
@@ -330,13 +333,44 @@ class _Analysis:
                 if ret is not None and C.code_of(ret).strip("()[] ").replace(" ", "") == \
                         C.code_of(targets).strip("()[] ").replace(" ", ""):
                     returned = nxt
+        after_batch: list[cst.BaseStatement] = []
+        if targets is not None and returned is None:
+            found_after = self._after_batch(body[k + 1:], targets, tensors)
+            if isinstance(found_after, str):
+                return declined(statement, found_after)
+            if found_after is not None:
+                after_batch, returned = found_after
         threads = batch_arg("num_threads")
         return QueuePipeline(
             block=block, batch_statement=statement, batch_call=call, kind=kind, tensors=tensors, targets=targets,
             returned=returned, sources=sources, moved=moved, read_helper=read_helper, batch_size=batch_size,
             capacity=batch_arg("capacity") if kind == "shuffle_batch" else None,
             seed=batch_arg("seed") if kind == "shuffle_batch" else None, drop_remainder=drop,
-            threads=threads, tf_root=_tf_root(call), function=function)
+            threads=threads, tf_root=_tf_root(call), function=function, after_batch=after_batch)
+
+    def _after_batch(self, rest, targets, tensors):
+        """(statements, the return) computing a function's result from its
+        batch; None where the function does not go on to return; a reason
+        where what it does with the batch cannot be a function of it."""
+        end = next((r for r, st in enumerate(rest) if isinstance(st, cst.SimpleStatementLine)
+                    and any(isinstance(small, cst.Return) for small in st.body)), None)
+        if end is None or not all(isinstance(st, cst.SimpleStatementLine) for st in rest[:end]):
+            return None
+        returned = rest[end]
+        if len(returned.body) != 1 or returned.body[0].value is None:
+            return None
+        names = C.target_names(targets)
+        count = len(tensors.elements) if isinstance(tensors, (cst.List, cst.Tuple)) else None
+        if not ((isinstance(targets, (cst.Tuple, cst.List)) and len(names) == len(targets.elements) == count)
+                or (isinstance(targets, cst.Name) and isinstance(tensors, cst.Dict))):
+            return "what the function returns is computed from a batch not bound name by name"
+        for st in rest[:end]:
+            for call in C.calls_in(st):
+                q = self.qualname(call.func) or ""
+                if q.startswith("summary.") or q.endswith("_summary"):
+                    return (f"a summary of the batch (`{C.code_of(call.func)}(...)`) is made beside it: in a"
+                            " tf.data function it would not be written")
+        return list(rest[:end]), returned
 
     def _producer_fields(self, call: cst.Call) -> tuple[cst.BaseExpression | None, bool, cst.BaseExpression | None,
                                                         str | None]:

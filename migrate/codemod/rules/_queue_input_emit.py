@@ -106,6 +106,7 @@ def rewrite_block(body: list[cst.BaseStatement], pipeline: QueuePipeline, taken:
         return C.fresh(name, taken)
 
     gone = {id(x) for s in pipeline.sources for x in s.statements} | {id(st) for st in pipeline.moved}
+    gone |= {id(st) for st in pipeline.after_batch}
     if pipeline.returned is not None:
         gone.add(id(pipeline.returned))
     dataset = fresh("dataset")
@@ -130,6 +131,10 @@ def rewrite_block(body: list[cst.BaseStatement], pipeline: QueuePipeline, taken:
               else [_code(el.value) for el in pipeline.tensors.elements])
     if helper is not None and len(pipeline.moved) == 1 and C.assignment(pipeline.moved[0])[0] == values:
         lines.append(f"{dataset} = {dataset}.map({helper.function.name.value})")
+    elif not pipeline.moved and values == record_names and len(values) == 1 and not pipeline.after_batch \
+            and pipeline.sources[0].kind == "reader":
+        # TF1 batched a list of one tensor: the batch is a list of one tensor (`batch[0]`)
+        lines.append(f"{dataset} = {dataset}.map(lambda {values[0]}: ({values[0]},))")
     elif pipeline.moved or values != record_names:
         parse = fresh("parse_record" if pipeline.sources[0].kind == "reader" else "prepare_example")
         moved = list(pipeline.moved)
@@ -147,6 +152,18 @@ def rewrite_block(body: list[cst.BaseStatement], pipeline: QueuePipeline, taken:
         seed = f", seed={_code(pipeline.seed)}" if pipeline.seed is not None and _code(pipeline.seed) != "None" else ""
         lines.append(f"{dataset} = {dataset}.shuffle({_code(pipeline.capacity)}{seed})")
     lines.append(f"{dataset} = {dataset}.batch({_code(pipeline.batch_size)}, drop_remainder={pipeline.drop_remainder})")
+    if pipeline.returned is not None and pipeline.after_batch:
+        # what the function returned, computed from each batch
+        prepare = fresh("prepare_batch")
+        shell = C.stmt(f"def {prepare}({', '.join(C.target_names(pipeline.targets))}):\n"
+                       f"    return {_code(pipeline.returned.body[0].value)}\n")
+        body_after = list(pipeline.after_batch)
+        body_after[0] = body_after[0].with_changes(leading_lines=C.strip_blank_lines(body_after[0].leading_lines))
+        made = shell.with_changes(body=shell.body.with_changes(body=[*body_after, *shell.body.body]))
+        if definition:
+            made = made.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        definition.append(made)
+        lines.append(f"{dataset} = {dataset}.map({prepare})")
     batch = f"{pipeline.tf_root}.data.make_one_shot_iterator({dataset}).get_next()"
     if pipeline.targets is None or pipeline.returned is not None:
         lines.append(f"return {batch}")
