@@ -575,3 +575,77 @@ def test_one_batched_tensor_stays_a_list_of_one_as_tf1_returned_it():
              " \"y\": tf.FixedLenFeature([2], tf.float32)})\n        xs, ys = features[\"x\"], features[\"y\"]")
     out = migrate(source, select=["TFM101", "TFM305"]).output
     assert "dataset = dataset.map(lambda serialized: (serialized,))\n" in out
+
+
+# ------------------------------------------------------------------------ the reader in a worker's block, Supervisor
+
+FLAGGED_JOB = '''
+import tensorflow as tf
+
+flags = tf.app.flags
+flags.DEFINE_string("job_name", "", "ps or worker")
+flags.DEFINE_integer("task_index", 0, "index of the task in its job")
+flags.DEFINE_string("ps_hosts", "", "ps tasks")
+flags.DEFINE_string("worker_hosts", "", "worker tasks")
+flags.DEFINE_string("rows", "rows.csv", "training rows")
+FLAGS = flags.FLAGS
+
+
+def main(_):
+    cluster = tf.train.ClusterSpec({"ps": FLAGS.ps_hosts.split(","), "worker": FLAGS.worker_hosts.split(",")})
+    server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    if FLAGS.job_name == "ps":
+        server.join()
+    elif FLAGS.job_name == "worker":
+        with tf.device(tf.train.replica_device_setter(
+                worker_device="/job:worker/task:%d" % FLAGS.task_index, cluster=cluster)):
+            rows = tf.train.string_input_producer([FLAGS.rows], num_epochs=5)
+            reader = tf.TextLineReader()
+            _, row = reader.read(rows)
+            first, second, target = tf.decode_csv(row, record_defaults=[[0.0], [0.0], [0.0]])
+            features = tf.stack([first, second])
+            feature_batch, target_batch = tf.train.shuffle_batch(
+                [features, target], batch_size=32, capacity=2000, min_after_dequeue=1000)
+            w = tf.Variable(tf.zeros([2, 1]))
+            loss = tf.reduce_mean(tf.square(tf.matmul(feature_batch, w) - tf.expand_dims(target_batch, 1)))
+            global_step = tf.Variable(0, trainable=False)
+            train_op = tf.train.AdamOptimizer(0.01).minimize(loss, global_step=global_step)
+            init_op = tf.global_variables_initializer()
+            local_init = tf.local_variables_initializer()
+        sv = tf.train.Supervisor(is_chief=(FLAGS.task_index == 0), logdir="/tmp/train_logs",
+                                 init_op=init_op, local_init_op=local_init, global_step=global_step)
+        with sv.managed_session(server.target) as sess:
+            while not sv.should_stop():
+                _, loss_value, step = sess.run([train_op, loss, global_step])
+                if step % 100 == 0:
+                    print("step %d loss %f" % (step, loss_value))
+        sv.stop()
+
+
+if __name__ == "__main__":
+    tf.app.run()
+'''
+
+
+def test_a_reader_in_the_worker_block_becomes_the_chief_s_dataset():
+    result = migrate(FLAGGED_JOB)
+    out = result.output
+    assert manual(result) == []
+    scope = out[out.index("with strategy.scope():"):out.index("trainable_variables = ")]
+    assert textwrap.dedent(scope[scope.index("            def parse_record"):]) == dedent('''
+        def parse_record(row):
+            first, second, target = tf.compat.v1.decode_csv(row, record_defaults=[[0.0], [0.0], [0.0]])
+            features = tf.stack([first, second])
+            return features, target
+
+        dataset = tf.data.TextLineDataset([FLAGS.rows]).repeat(5)
+        dataset = dataset.map(parse_record)
+        dataset = dataset.shuffle(2000)
+        dataset = dataset.batch(32, drop_remainder=True)
+        # TF1's one-shot iterator: each session run of the training op took the next batch.
+        # One iterator over the dataset, made once; each step is given the next batch.
+        iterator = iter(dataset)
+    ''').lstrip("\n")
+    assert "except tf.errors.OutOfRangeError:" in out  # five epochs, then the end of the data
+    for legacy in ("train.Supervisor", "TextLineReader", "shuffle_batch", "local_variables_initializer"):
+        assert legacy not in out

@@ -99,6 +99,7 @@ class QueuePipeline:
     threads: cst.BaseExpression | None
     tf_root: str  # how the program spells TensorFlow's TF1 API here (`tf`, `tf.compat.v1`)
     function: str | None = None  # the function holding the batching call
+    function_body: bool = False  # the block is that function's own body (not a `with` in it)
     # statements computing what the function returns from the batch (`labels = tf.reshape(label_batch,
     # [batch_size])`), up to `returned`: a function of the batch, mapped over the batched dataset
     after_batch: list[cst.BaseStatement] = field(default_factory=list)
@@ -136,16 +137,16 @@ def _binds(statement) -> set[str]:
 
 
 def _blocks(module: cst.Module):
-    """(block, its statements, the function it belongs to) for the module and
-    every indented block in it."""
-    stack: list[tuple[cst.CSTNode, str | None]] = [(module, None)]
+    """(block, its statements, the function it belongs to, whether it is that
+    function's body) for the module and every indented block in it."""
+    stack: list[tuple[cst.CSTNode, str | None, cst.CSTNode | None]] = [(module, None, None)]
     while stack:
-        node, function = stack.pop()
+        node, function, parent = stack.pop()
         if isinstance(node, cst.FunctionDef):
             function = node.name.value
         if isinstance(node, (cst.Module, cst.IndentedBlock)):
-            yield node, list(node.body), function
-        stack.extend((child, function) for child in C.children(node))
+            yield node, list(node.body), function, isinstance(parent, cst.FunctionDef)
+        stack.extend((child, function, node) for child in C.children(node))
 
 
 def _tf_root(call: cst.Call) -> str:
@@ -161,7 +162,7 @@ def find(module: cst.Module, qualname) -> list[QueuePipeline | Declined]:
         if isinstance(call.func, cst.Name):
             calls_by_name[call.func.value] = calls_by_name.get(call.func.value, 0) + 1
     out: list[QueuePipeline | Declined] = []
-    for block, body, function in _blocks(module):
+    for block, body, function, function_body in _blocks(module):
         for k, statement in enumerate(body):
             if not isinstance(statement, cst.SimpleStatementLine):
                 continue
@@ -171,8 +172,11 @@ def find(module: cst.Module, qualname) -> list[QueuePipeline | Declined]:
                     out.append(Declined(call, function, f"`{C.code_of(call.func)}(...)` batches {OTHER_BATCHERS[q]},"
                                         " an order no tf.data pipeline reproduces"))
                 elif q in BATCHERS:
-                    out.append(_Analysis(qualname, functions, calls_by_name).pipeline(
-                        block, body, k, call, BATCHERS[q], function))
+                    found = _Analysis(qualname, functions, calls_by_name).pipeline(
+                        block, body, k, call, BATCHERS[q], function)
+                    if isinstance(found, QueuePipeline):
+                        found.function_body = function_body
+                    out.append(found)
     return out
 
 

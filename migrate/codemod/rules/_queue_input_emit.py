@@ -179,7 +179,8 @@ def rewrite_block(body: list[cst.BaseStatement], pipeline: QueuePipeline, taken:
             # blank lines as before the batching statement (none at the top of the block); its
             # comments described the queues
             lines = [ln for ln in statement.leading_lines if ln.comment is None] if out else []
-            if out and definition and not lines:  # a blank line before the parsing function
+            if definition and not lines and (out or not pipeline.function_body):
+                # a blank line before the parsing function (in a block TFM301 moves, where it lands after others)
                 lines = [cst.EmptyLine(indent=False)]
             new[0] = new[0].with_changes(leading_lines=lines)
             out += new
