@@ -45,6 +45,9 @@ def needs_runners(module: cst.Module, qualname) -> bool:
         q = qualname(call.func) or ""
         if q in QUEUE_RUNNER_USERS or q.rsplit(".", 1)[-1].endswith(_READERS):
             return True
+        # SyncReplicasOptimizer's token queue, run by a queue runner of its own
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "get_chief_queue_runner":
+            return True
     return False
 
 
