@@ -99,6 +99,7 @@ from migrate.codemod.rules._tfm301_session import (
     _reads_task_index,
     _SessionRegion,
 )
+from migrate.codemod.rules._tower_inputs import own_returns
 from migrate.codemod.tfnames import dotted
 
 
@@ -1545,7 +1546,7 @@ class GraphToStrategy(Rule):
         found = {}
         for node in C.walk(self.ctx.module):
             if type(node) is cst.FunctionDef:
-                returns = _own_returns(node)
+                returns = own_returns(node)
                 if returns and all(self._one_shot_dataset(r.value) is not None for r in returns):
                     found[node.name.value] = node
         return found
@@ -2371,7 +2372,7 @@ class GraphToStrategy(Rule):
                 # the helper returns the dataset its iterator read
                 helper = helpers[pipeline.helper]
                 replaced = {id(r.value): self._one_shot_dataset(r.value)
-                            for r in _own_returns(helper)}
+                            for r in own_returns(helper)}
                 self.helper_rewrites = {**getattr(self, "helper_rewrites", {}),
                                         C.code_of(helper): transform(helper, _ReplaceNodes(replaced))}
             comment = (
@@ -2872,19 +2873,6 @@ def _assignments_within(statements):
                     yield from _assignments_within([block] if isinstance(block, cst.If) else C.body_of(block.body))
                 elif isinstance(block, cst.BaseSuite):
                     yield from _assignments_within(C.body_of(block))
-
-
-def _own_returns(function: cst.FunctionDef) -> list[cst.Return]:
-    """The function's own `return` statements (not those of functions, lambdas
-    or classes defined in it: a parsing function the input helper maps)."""
-    out, stack = [], list(C.children(function.body))
-    while stack:
-        node = stack.pop()
-        if type(node) is cst.Return:
-            out.append(node)
-        elif type(node) not in (cst.FunctionDef, cst.ClassDef, cst.Lambda):
-            stack.extend(C.children(node))
-    return out
 
 
 def _through(chain: list[str]) -> str:
