@@ -688,3 +688,56 @@ def test_check_says_the_synchronous_queue_input_job_on_two_workers_trains_bit_fo
     assert report["strategy"] == "multi_worker_mirrored"
     comparison = report["comparison"]
     assert comparison["steps_compared"] == 20 and comparison["max_abs_diff"] == 0.0  # bit for bit
+
+
+# ------------------------------------------------------------------------ several readers of one queue, joined
+
+JOINED = '''
+import tensorflow.compat.v1 as tf
+
+
+def read_example(filename_queue):
+    reader = tf.TFRecordReader()
+    _, record = reader.read(filename_queue)
+    parsed = tf.parse_single_example(record, {
+        "x": tf.FixedLenFeature([3], tf.float32),
+        "y": tf.FixedLenFeature([1], tf.float32),
+    })
+    return parsed["x"], parsed["y"]
+
+
+def inputs(files, batch_size, read_threads, epochs):
+    filename_queue = tf.train.string_input_producer(files, num_epochs=epochs, shuffle=True)
+    example_list = [read_example(filename_queue) for _ in range(read_threads)]
+    return tf.train.shuffle_batch_join(example_list, batch_size=batch_size, capacity=2000, min_after_dequeue=1000)
+
+
+def train(cluster, server, task, files):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        xs, ys = inputs(files, 16, 4, 2)
+        w = tf.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
+        loss = tf.reduce_mean(tf.square(tf.matmul(xs, w) - ys))
+        global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=task == 0) as sess:
+        while not sess.should_stop():
+            sess.run(train_op)
+'''
+
+
+def test_readers_joined_from_one_queue_become_an_interleave_of_their_files():
+    result = migrate(JOINED)
+    assert manual(result) == []
+    assert function_source(result.output, "inputs") == dedent('''
+        def inputs(files, batch_size, read_threads, epochs):
+            filenames = tf.data.Dataset.from_tensor_slices(files)
+            filenames = filenames.shuffle(filenames.cardinality()).repeat(epochs)
+            dataset = filenames.interleave(tf.data.TFRecordDataset, cycle_length=read_threads)
+            dataset = dataset.map(read_example)
+            dataset = dataset.shuffle(2000)
+            dataset = dataset.batch(batch_size, drop_remainder=True)
+            return dataset
+    ''').strip("\n")
+    assert "def read_example(record):" in result.output
+    [note] = [d for d in result.diagnostics if d.code == "TFM305"]
+    assert "the `read_threads` readers' records interleaved file by file" in note.message

@@ -29,9 +29,9 @@ from migrate.codemod.rules import _cst as C
 
 BATCHERS = {"train.batch": "batch", "train.shuffle_batch": "shuffle_batch"}
 # batching TF1 does with several readers (threads) or conditionally: no exact tf.data order
+# several readers of one file-name queue (`[read(queue) for _ in range(n)]`), their records interleaved
+JOINERS = {"train.batch_join": "batch", "train.shuffle_batch_join": "shuffle_batch"}
 OTHER_BATCHERS = {
-    "train.batch_join": "several readers' records interleaved by the batching threads",
-    "train.shuffle_batch_join": "several readers' records interleaved by the batching threads",
     "train.maybe_batch": "a batch that keeps each example or not by a predicate run per session run",
     "train.maybe_shuffle_batch": "a batch that keeps each example or not by a predicate run per session run",
     "train.maybe_batch_join": "a batch that keeps each example or not by a predicate run per session run",
@@ -50,6 +50,10 @@ _BATCH_ARGS = {
               "allow_smaller_final_batch": 7},
     "shuffle_batch": {"batch_size": 1, "capacity": 2, "min_after_dequeue": 3, "num_threads": 4, "seed": 5,
                       "enqueue_many": 6, "shapes": 7, "allow_smaller_final_batch": 8},
+    "batch_join": {"batch_size": 1, "capacity": 2, "enqueue_many": 3, "shapes": 4, "dynamic_pad": 5,
+                   "allow_smaller_final_batch": 6},
+    "shuffle_batch_join": {"batch_size": 1, "capacity": 2, "min_after_dequeue": 3, "seed": 4, "enqueue_many": 5,
+                           "shapes": 6, "allow_smaller_final_batch": 7},
 }
 
 
@@ -66,6 +70,7 @@ class Source:
     seed: cst.BaseExpression | None
     dataset: str | None = None  # TFRecordDataset, ...; None: WholeFileReader (read_file per name)
     reader_args: dict[str, cst.BaseExpression] = field(default_factory=dict)
+    readers: cst.BaseExpression | None = None  # `n` readers taking files from the queue in turn (batch_join)
 
 
 @dataclass
@@ -100,6 +105,7 @@ class QueuePipeline:
     tf_root: str  # how the program spells TensorFlow's TF1 API here (`tf`, `tf.compat.v1`)
     function: str | None = None  # the function holding the batching call
     function_body: bool = False  # the block is that function's own body (not a `with` in it)
+    joined: bool = False  # batch_join of `[read(queue) for _ in range(n)]`: map the reading function
     # statements computing what the function returns from the batch (`labels = tf.reshape(label_batch,
     # [batch_size])`), up to `returned`: a function of the batch, mapped over the batched dataset
     after_batch: list[cst.BaseStatement] = field(default_factory=list)
@@ -171,9 +177,10 @@ def find(module: cst.Module, qualname) -> list[QueuePipeline | Declined]:
                 if q in OTHER_BATCHERS:
                     out.append(Declined(call, function, f"`{C.code_of(call.func)}(...)` batches {OTHER_BATCHERS[q]},"
                                         " an order no tf.data pipeline reproduces"))
-                elif q in BATCHERS:
-                    found = _Analysis(qualname, functions, calls_by_name).pipeline(
-                        block, body, k, call, BATCHERS[q], function)
+                elif q in BATCHERS or q in JOINERS:
+                    analysis = _Analysis(qualname, functions, calls_by_name)
+                    found = (analysis.pipeline(block, body, k, call, BATCHERS[q], function) if q in BATCHERS
+                             else analysis.joined(block, body, k, call, JOINERS[q], function))
                     if isinstance(found, QueuePipeline):
                         found.function_body = function_body
                     out.append(found)
@@ -352,6 +359,85 @@ class _Analysis:
             seed=batch_arg("seed") if kind == "shuffle_batch" else None, drop_remainder=drop,
             threads=threads, tf_root=_tf_root(call), function=function, after_batch=after_batch)
 
+    def joined(self, block, body, k, call, kind, function) -> QueuePipeline | Declined:
+        """`tf.train.shuffle_batch_join([read(queue) for _ in range(n)], ...)`:
+        n readers taking the files of one queue in turn, their records
+        interleaved -- `filenames.interleave(TFRecordDataset, cycle_length=n)`."""
+        statement = body[k]
+
+        def declined(node, why):
+            return Declined(node, function, why)
+
+        small = statement.body[0] if len(statement.body) == 1 else None
+        _, value, assign = C.assignment(statement)
+        if isinstance(small, cst.Return) and small.value is call:
+            targets = None
+        elif value is call and assign is not None and len(assign.targets) == 1:
+            targets = assign.targets[0].target
+        else:
+            return declined(call, f"`{C.code_of(call.func)}(...)` is used inside a larger statement")
+        positions = _BATCH_ARGS[f"{kind}_join"]
+
+        def batch_arg(name):
+            return C.arg(call, positions.get(name), name)
+
+        listed = C.arg(call, 0, "tensors_list")
+        listing = None
+        if isinstance(listed, cst.Name):
+            listing = next((st for st in body[:k] if C.assignment(st)[0] == [listed.value]), None)
+            listed = C.assignment(listing)[1] if listing is not None else None
+        why = ("several readers' records interleaved by the batching threads, from a list not written as"
+               " `[read(queue) for _ in range(n)]` in this block")
+        if not (isinstance(listed, cst.ListComp) and listed.for_in.inner_for_in is None and not listed.for_in.ifs):
+            return declined(call, f"`{C.code_of(call.func)}(...)` batches {why}")
+        counter = listed.for_in.iter
+        if not (isinstance(counter, cst.Call) and isinstance(counter.func, cst.Name) and counter.func.value == "range"
+                and len(counter.args) == 1 and isinstance(listed.for_in.target, cst.Name)
+                and listed.for_in.target.value not in C.names_used(listed.elt)
+                and isinstance(listed.elt, cst.Call)):
+            return declined(call, f"`{C.code_of(call.func)}(...)` batches {why}")
+        producers = {}
+        for st in body[:k]:
+            names, val, _ = C.assignment(st)
+            if len(names) == 1 and isinstance(val, cst.Call) and self.qualname(val.func) == "train.string_input_producer":
+                producers[names[0]] = (st, val)
+        helper = self._read_helper(statement, listed.elt, producers, calls=1)
+        if helper is None:
+            return declined(call, f"`{C.code_of(call.func)}(...)` batches {why}")
+        if isinstance(helper, str):
+            return declined(call, helper)
+        read_helper, source = helper
+        source.readers = counter.args[0].value
+        for name in ("enqueue_many", "dynamic_pad"):
+            if batch_arg(name) is not None and not _literal_false(batch_arg(name)):
+                return declined(call, f"`{name}` is not followed here")
+        allow_smaller = batch_arg("allow_smaller_final_batch")
+        drop = "True" if _literal_none(allow_smaller) or _literal_false(allow_smaller) else (
+            f"not ({C.code_of(allow_smaller)})")
+        consumed = {id(x) for x in source.statements} | ({id(listing)} if listing is not None else set())
+        gone = {n for st in body[:k] if id(st) in consumed for n in _binds(st)}
+        for st in body:
+            if id(st) not in consumed and st is not statement and C.names_used(st) & gone:
+                return declined(st, f"`{min(C.names_used(st) & gone)}` (of the queue pipeline) is also read here")
+        if listing is not None:
+            source.statements.append(listing)
+        returned = None
+        if targets is not None and k + 1 < len(body):
+            nxt = body[k + 1]
+            if isinstance(nxt, cst.SimpleStatementLine) and len(nxt.body) == 1 and isinstance(nxt.body[0], cst.Return) \
+                    and nxt.body[0].value is not None and C.code_of(nxt.body[0].value).strip("()[] ").replace(
+                        " ", "") == C.code_of(targets).strip("()[] ").replace(" ", ""):
+                returned = nxt
+        batch_size = batch_arg("batch_size")
+        if batch_size is None:
+            return declined(call, "the batching call's batch size could not be read")
+        return QueuePipeline(
+            block=block, batch_statement=statement, batch_call=call, kind=kind, tensors=listed, targets=targets,
+            returned=returned, sources=[source], moved=[], read_helper=read_helper, batch_size=batch_size,
+            capacity=batch_arg("capacity") if kind == "shuffle_batch" else None,
+            seed=batch_arg("seed") if kind == "shuffle_batch" else None, drop_remainder=drop, threads=None,
+            tf_root=_tf_root(call), function=function, joined=True)
+
     def _after_batch(self, rest, targets, tensors):
         """(statements, the return) computing a function's result from its
         batch; None where the function does not go on to return; a reason
@@ -451,7 +537,7 @@ class _Analysis:
         return self._reader_source(reader_call, producer_call,
                                    [producer_statement, reader_statement, statement], record)
 
-    def _read_helper(self, statement, call, producers) -> tuple[ReadHelper, Source] | str | None:
+    def _read_helper(self, statement, call, producers, calls=1) -> tuple[ReadHelper, Source] | str | None:
         """`image, label = read_and_decode(filename_queue)`: a module function
         reading the producer's queue with a reader of its own."""
         if not (isinstance(call.func, cst.Name) and len(call.args) == 1 and call.args[0].keyword is None
@@ -461,7 +547,7 @@ class _Analysis:
         function = self.functions.get(name)
         if function is None:
             return f"`{name}()` reads the file-name queue and is not a function of this module"
-        if self.calls_by_name.get(name, 0) != 1:
+        if self.calls_by_name.get(name, 0) != calls:
             return f"`{name}()` reads file-name queues and is called elsewhere too"
         params = function.params
         if len(params.params) != 1 or params.star_arg not in (None, cst.MaybeSentinel.DEFAULT) or \
@@ -523,6 +609,10 @@ def notes(pipeline: QueuePipeline) -> list[tuple[cst.CSTNode, str]]:
         message += (f", the examples shuffled in a buffer of `{C.code_of(pipeline.capacity).strip()}` (the"
                     " shuffle_batch queue's capacity; min_after_dequeue only delayed the first batch): the shuffled"
                     " order is not the legacy run's (TF1's reader and batching threads never made it reproducible)")
+    if pipeline.joined:
+        readers = C.code_of(pipeline.sources[0].readers).strip()
+        message += (f"; the `{readers}` readers' records interleaved file by file, where TF1's reader threads"
+                    " interleaved them in whatever order they ran")
     threads = pipeline.threads
     if threads is not None and not (isinstance(threads, cst.Integer) and threads.value == "1"):
         message += (f"; the records come in file order, where TF1's `num_threads={C.code_of(threads).strip()}`"

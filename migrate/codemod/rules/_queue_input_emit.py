@@ -57,6 +57,19 @@ def _records(source: Source, tf_root: str, fresh, into: str | None = None) -> tu
     one_file = isinstance(source.items, (cst.List, cst.Tuple)) and len(source.items.elements) == 1
     args = "".join(f", {k}={_code(v)}" for k, v in source.reader_args.items() if k != "skip_header_lines")
     skip = source.reader_args.get("skip_header_lines")
+    if source.readers is not None:  # several readers, each reading a file of the queue: interleaved
+        names = fresh("filenames")
+        lines = [f"{names} = {data}.Dataset.from_tensor_slices({items})"]
+        shuffled = f".shuffle({names}.cardinality(){seed})" if source.shuffle and not one_file else ""
+        lines.append(f"{names} = {names}{shuffled}{repeat}")
+        if source.dataset is None:
+            read = f"lambda name: {data}.Dataset.from_tensors({_code_of_read_file(tf_root)}(name))"
+        elif args or skip is not None:
+            read = f"lambda name: {data}.{source.dataset}(name{args})" + (
+                f".skip({_code(skip)})" if skip is not None else "")
+        else:
+            read = f"{data}.{source.dataset}"
+        return lines, f"{names}.interleave({read}, cycle_length={_code(source.readers)})"
     if (not source.shuffle or one_file) and skip is None and source.dataset is not None:
         return [], f"{data}.{source.dataset}({items}{args}){repeat}"
     names = fresh("filenames")
@@ -127,9 +140,10 @@ def rewrite_block(body: list[cst.BaseStatement], pipeline: QueuePipeline, taken:
     record_names = [n for s in pipeline.sources for n in s.names]
     definition: list[cst.BaseStatement] = []
     helper = pipeline.read_helper
-    values = (_code(pipeline.tensors) if isinstance(pipeline.tensors, cst.Dict)
+    values = (_code(pipeline.tensors) if isinstance(pipeline.tensors, (cst.Dict, cst.ListComp))
               else [_code(el.value) for el in pipeline.tensors.elements])
-    if helper is not None and len(pipeline.moved) == 1 and C.assignment(pipeline.moved[0])[0] == values:
+    if helper is not None and (pipeline.joined or (
+            len(pipeline.moved) == 1 and C.assignment(pipeline.moved[0])[0] == values)):
         lines.append(f"{dataset} = {dataset}.map({helper.function.name.value})")
     elif not pipeline.moved and values == record_names and len(values) == 1 and not pipeline.after_batch \
             and pipeline.sources[0].kind == "reader":

@@ -17,14 +17,18 @@ class QueueInputToDataset(Rule):
     ``TextLineReader``, ``FixedLengthRecordReader``, ``WholeFileReader``;
     in the block or in a function handed the queue), or arrays sliced by
     ``tf.train.slice_input_producer``, the per-record parsing, then
-    ``tf.train.batch`` / ``tf.train.shuffle_batch`` -- into a tf.data
-    pipeline of the same stages, read by a one-shot iterator: the records
+    ``tf.train.batch`` / ``tf.train.shuffle_batch`` (or the ``_join`` forms
+    over ``[read(queue) for _ in range(n)]``) -- into a tf.data pipeline of
+    the same stages, read by a one-shot iterator: the records
     (``TFRecordDataset`` / ``TextLineDataset`` / ... over the same files, the
     files reshuffled each epoch where the producer shuffled them,
-    ``.repeat(num_epochs)``), ``.map()`` of the same parsing,
-    ``.shuffle(capacity)`` for shuffle_batch, ``.batch(batch_size,
-    drop_remainder=True)`` (TF1's batches were all full unless
-    ``allow_smaller_final_batch``).
+    ``.repeat(num_epochs)``, joined readers interleaved), ``.map()`` of the
+    same parsing, ``.shuffle(capacity)`` for the shuffling batchers,
+    ``.batch(batch_size, drop_remainder=True)`` (TF1's batches were all full
+    unless ``allow_smaller_final_batch``), ``.map()`` of what the input
+    function computes from the batch before returning it. With no queue left
+    in the module, a session's queue-runner plumbing goes too (see
+    ``_queue_runners``).
 
     Why
     Each session run dequeued the next batch; TF2 has no queue runners, and
