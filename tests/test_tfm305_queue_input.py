@@ -741,3 +741,61 @@ def test_readers_joined_from_one_queue_become_an_interleave_of_their_files():
     assert "def read_example(record):" in result.output
     [note] = [d for d in result.diagnostics if d.code == "TFM305"]
     assert "the `read_threads` readers' records interleaved file by file" in note.message
+
+
+CSV_ORDERED = '''
+import tensorflow.compat.v1 as tf
+
+
+def read_rows(files, batch_size, epochs):
+    queue = tf.train.string_input_producer(files, num_epochs=epochs, shuffle=False)
+    reader = tf.TextLineReader(skip_header_lines=1)
+    _, line = reader.read(queue)
+    a, b, label = tf.decode_csv(line, [[0.0], [0.0], [0]])
+    return tf.train.batch([tf.stack([a, b]), label], batch_size)
+
+
+def train(cluster, server, task):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        features, labels = read_rows(["a.csv"], 4, 1)
+'''
+
+
+def test_csv_lines_give_tf1s_batches_headers_skipped_per_file_the_last_partial_batch_dropped(tmp_path):
+    tf = pytest.importorskip("tensorflow")
+    import numpy as np
+
+    files = []
+    for k in range(2):  # 2 files of 5 rows under a header, 2 epochs: 20 rows, 5 full batches of 4
+        files.append(str(tmp_path / f"rows-{k}.csv"))
+        rows = "".join(f"{k * 10 + i}.5,{-i}.25,{i % 3}\n" for i in range(5))
+        (tmp_path / f"rows-{k}.csv").write_text("first,second,label\n" + rows)
+    legacy_scope: dict = {}
+    exec(compile(dedent(CSV_ORDERED), "<legacy>", "exec"), legacy_scope)  # noqa: S102 - our fixture
+    want = []
+    graph = tf.Graph()
+    with graph.as_default():
+        batch = legacy_scope["read_rows"](files, 4, 2)
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.local_variables_initializer())
+            coord = tf.compat.v1.train.Coordinator()
+            threads = tf.compat.v1.train.start_queue_runners(sess=sess, coord=coord)
+            with pytest.raises(tf.errors.OutOfRangeError):
+                while True:
+                    want.append(sess.run(batch))
+            coord.request_stop()
+            coord.join(threads)
+    migrated = migrate(CSV_ORDERED, select=["TFM101", "TFM305"]).output
+    assert "flat_map(lambda name: tf.data.TextLineDataset(name).skip(1))" in migrated
+    scope: dict = {}
+    exec(compile(migrated, "<migrated>", "exec"), scope)  # noqa: S102 - the codemod's own output
+    got = []  # TFM305's stage alone: the helper returns the one-shot iterator's batch, run as TF1 ran it
+    with tf.Graph().as_default(), tf.compat.v1.Session() as sess:
+        batch = scope["read_rows"](files, 4, 2)
+        with pytest.raises(tf.errors.OutOfRangeError):
+            while True:
+                got.append(sess.run(batch))
+    assert len(want) == 5 and len(got) == len(want)
+    for (want_x, want_y), (got_x, got_y) in zip(want, got):
+        np.testing.assert_array_equal(got_x, want_x)
+        np.testing.assert_array_equal(got_y, want_y)
