@@ -799,3 +799,17 @@ def test_csv_lines_give_tf1s_batches_headers_skipped_per_file_the_last_partial_b
     for (want_x, want_y), (got_x, got_y) in zip(want, got):
         np.testing.assert_array_equal(got_x, want_x)
         np.testing.assert_array_equal(got_y, want_y)
+
+
+def test_a_constant_made_before_the_queue_stays_where_it_is_for_the_parsing_and_the_model():
+    source = CSV_EPOCHS.replace('''    files = tf.gfile.Glob(data_dir + "/rows-*.csv")
+''', '''    files = tf.gfile.Glob(data_dir + "/rows-*.csv")
+    defaults = [[0.0], [0.0], [0.0], [0.0]]
+''').replace("tf.decode_csv(line, [[0.0], [0.0], [0.0], [0.0]])", "tf.decode_csv(line, defaults)").replace(
+        "    return tf.train.batch([features, tf.reshape(label, [1])], batch_size)\n",
+        "    print(len(defaults), 'columns')\n    return tf.train.batch([features, tf.reshape(label, [1])], batch_size)\n")
+    result = migrate(source)
+    assert manual(result) == []
+    body = function_source(result.output, "read_rows")
+    assert body.index("defaults = [[0.0], [0.0], [0.0], [0.0]]") < body.index("def parse_record(line):")
+    assert "tf.compat.v1.decode_csv(line, defaults)" in body

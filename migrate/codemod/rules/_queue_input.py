@@ -310,7 +310,10 @@ class _Analysis:
         if len({id(x) for x in statements}) != len(statements):
             return declined(call, "two readers read the same file-name queue, taking turns as their threads ran")
         consumed |= source_ids
-        first = min(i for i, st in enumerate(before) if id(st) in consumed or id(st) in moved_ids)
+        # what is computed before the first queue (constants, file lists) stays where it is: the parsing
+        # function reads it as the queue's ops did
+        first = min(i for i, st in enumerate(before) if id(st) in consumed)
+        moved_ids -= {id(st) for st in before[:first]}
         record_names = {n for s in sources for n in s.names}
         moved_bound = set(record_names)
         for st in before:
