@@ -26,6 +26,7 @@ from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import (
+    _absent_modules,
     _collection_reads,
     _dataflow,
     _device_modes,
@@ -320,8 +321,10 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    # the model's first build is traced (a loss reads a collection the model fills per call)
+    # the model's first build is traced (a loss reads a collection the model fills per call, or the
+    # model calls a module that is not in the project), the model function scoped (for those reads)
     traced_build = False
+    scoped_reads = False
     triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession",
                 "DeviceChooser", "job:ps")
 
@@ -922,7 +925,7 @@ class GraphToStrategy(Rule):
         if not self._plan_schedules(graph):
             return body
         self.creates_plain_variables = False
-        self.traced_build = False
+        self.traced_build = self.scoped_reads = False
         # a model object's own variables (`model.trainable_weights`: a Keras model on the block's tensors)
         owned = isinstance(graph.var_list, cst.Attribute) and graph.var_list.attr.value in _MODEL_WEIGHTS and (
             self._keras_model(graph, graph.var_list.value))
@@ -2107,31 +2110,40 @@ class GraphToStrategy(Rule):
 
     def _report_model_builders(self, graph: Graph, device_with: cst.With, inner) -> bool:
         """A note for each model built by a sibling module's function: read
-        there (present) or taken as an opaque builder (absent). A loss that
-        reads a collection such a builder fills keeps its read in the step
-        when the builders are read and fill it at each call (the model's
+        there (present), or, for a module that is not in the project, one note
+        per module saying what the migrated program now assumes of it. A loss
+        that reads a collection such a builder fills keeps its read in the step
+        when the builders are read and fill it at each call, or are absent and
+        the read is of a collection only explicit calls fill (the model's
         first build is then traced: ``_collection_reads``); otherwise the
         block declines, saying why."""
         builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
+        self.collection_read_keys = []
         if not self._plan_collection_reads(graph, inner, builders):
             return False
+        if any(b.opaque for b in builders):
+            # what an absent module adds to graph collections stays in the first build's graph
+            self.traced_build = True
+        # a call inlined from another module is not in this file: the note goes on the block
+        source = "".join(self.ctx.source.split())
+        noted: set[str] = set()
         for builder in builders:
-                if builder.opaque:
-                    why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
-                           f" (no {builder.module.name.replace('.', '/')}.py beside this file): it was taken as the"
-                           " model builder creating the model's variables, recorded on its first call under the"
-                           " strategy's scope and reused by every step")
-                    hint = (f"check that `{builder.function}()` creates its variables in the same order at each call"
-                            " (no Python-side randomness or state deciding which), or migrate it with this file")
-                else:
-                    why = (f"the model's variables are created by `{builder.function}()` of the project module"
-                           f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
-                           " step")
-                    hint = f"migrate `{builder.module.name}` with this file (tfmigrate on their directory)"
-                # a call inlined from another module is not in this file: the note goes on the block
-                source = "".join(self.ctx.source.split())
-                at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
-                self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
+            at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
+            if not builder.opaque:
+                self.report(at, f"the model's variables are created by `{builder.function}()` of the project module"
+                            f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
+                            " step", hint=f"migrate `{builder.module.name}` with this file (tfmigrate on their"
+                            " directory)", fixed=True, severity="info", reference=REFERENCE[self.strategy])
+                continue
+            name = builder.module.name
+            if name in noted:
+                continue
+            noted.add(name)
+            self.report(at, _absent_modules.absent_module_note(name, [b.code for b in builders if b.module.name == name],
+                                                self.collection_read_keys),
+                        hint=f"`{name}` must be migrated with this file: run tfmigrate on it (or on a directory holding"
+                        " both); it keeps its graph code as tf.compat.v1, computing the same, which the step calls",
+                        fixed=True, severity="warning", reference=REFERENCE[self.strategy])
         return True
 
     def _plan_collection_reads(self, graph: Graph, inner, builders) -> bool:
@@ -2156,25 +2168,23 @@ class GraphToStrategy(Rule):
         if graph.regularized:
             own = (graph.regularized[0][1], "the regularizer of a get_variable of this block")
         declined = _collection_reads.decline(builders, fills, reads, own or self._regularization_source(graph, inner))
-        if declined is None and self.creates_plain_variables:
-            declined = _collection_reads.Decline(
-                reads[0].at, f"the loss reads a collection (`{C.code_of(reads[0].call)}`{reads[0].where}) the model"
-                " fills at each call, and the model creates tf.Variable objects: the step would read the collection"
-                " by a name scope of the model's own (the replicas of a worker share the step's graph), which would"
-                " rename those variables", "create the model's variables with tf.compat.v1.get_variable, or return"
-                " the penalty terms from the model code and add them to the loss explicitly, then migrate again")
         if declined is not None:
             self.report(declined.at, f"{declined.why}; this training was left as TF1", hint=declined.hint,
                         reference=REFERENCE[self.strategy], fixed=False)
             return False
-        self.traced_build = True
+        self.traced_build = self.scoped_reads = True
+        self.collection_read_keys = list(dict.fromkeys(
+            key for r in reads for key in _collection_reads.read_keys(r.call, r.q) or ()))
         read = reads[0]
         outside = next((r for r in reads if r.where), None)
         replicas = ("each replica of a worker reads it by a name scope of its own, " if outside is None else
                     f"the read{outside.where} is not filtered by replica: with several replicas on one worker (GPUs)"
                     " the later ones' loss values would also count the terms of those before, where TF1 ran one"
                     " replica per worker; ")
-        self.report(read.at, f"the loss reads `{C.code_of(read.call)}`{read.where} in the step: the model code adds"
+        absent = list(dict.fromkeys(f"`{b.module.name}`" for b in builders if b.opaque))
+        adds = ("adds" if not absent else f"(that of {', '.join(absent)}, which is not in this project: assumed, see"
+                " the note at its call) adds")
+        self.report(read.at, f"the loss reads `{C.code_of(read.call)}`{read.where} in the step: the model code {adds}"
                     " its terms to that collection at each call, and in a tf.function the collection is the step's"
                     " own, so the read sees the terms of that step's model call, as TF1's read saw those of its one"
                     f" build ({replicas}and the model's first build is traced too, so that it leaves none behind)",
@@ -2539,7 +2549,7 @@ class GraphToStrategy(Rule):
         ret = ", ".join(self.model_exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
         body = [s for _, s in inside] + list(fn.body.body)
-        if self.traced_build:
+        if self.scoped_reads:
             body = _collection_reads.scoped(body, fn.body, self.qualname, self._fresh("model_scope"))
         fn = fn.with_changes(body=fn.body.with_changes(body=body), leading_lines=[cst.EmptyLine(indent=False)])
         return [fn]

@@ -1,0 +1,50 @@
+"""Model code in a module that is not in the project (TFM301's policy and note).
+
+A driver is often migrated without its model module: a script copied out of a
+repository (``import mnist_inference`` with no ``mnist_inference.py`` beside
+it), or a project whose user migrates the driver first::
+
+    y = mnist_inference.inference(x, regularizer)
+    loss = xent + tf.add_n(tf.get_collection('losses'))
+
+What carries over without reading that module:
+
+* a call that builds the model from tensors the driver gives it is called in
+  the migrated model function as the driver called it. Its TF1 graph code is
+  migrated when the user runs tfmigrate on the module (which keeps its
+  ``tf.compat.v1`` spellings, computing the same); its variables are recorded
+  on the first call and reused by every step, and that first build is traced,
+  so what it adds to graph collections stays in that build's graph;
+* a read of a collection such a call fills, when only explicit calls fill it
+  (``tf.add_to_collection``, the ``tf.compat.v1.losses`` functions): they add
+  at each call, so the step's read sees the terms of its own model call.
+
+What stays TF1, with the reason at its line: a read of REGULARIZATION_LOSSES
+(TensorFlow fills it when a variable is created with a regularizer: once, in
+the first build), and whatever the module does besides building the model --
+a queue input pipeline, the optimizer or train op, the session or server,
+placeholders it returns for the driver to feed -- each found where the
+program's dataflow reaches the module (those are the rule's other reasons).
+
+Each absent module gets one note (a warning: the migrated program now relies
+on it) naming what the driver assumes of it and that it must be migrated too.
+"""
+
+from __future__ import annotations
+
+
+def absent_module_note(module: str, calls: list[str], read_keys: list[str]) -> str:
+    """The note for the calls (``mnist_inference.inference``) of ``module``,
+    which is not in the project; ``read_keys``: the collections the loss reads
+    in the step, which the module is assumed to fill at each call."""
+    path = module.replace(".", "/") + ".py"
+    named = ", ".join(f"`{c}(...)`" for c in dict.fromkeys(calls))
+    text = (f"{named} {'comes' if len(set(calls)) == 1 else 'come'} from `{module}`, which is not in this project"
+            f" (no {path} beside this file): the model function calls it as this file did, taking it to build the"
+            " model from the tensors it is given; its variables are recorded on its first call (traced, under the"
+            " strategy's scope) and reused by every step, so it must create them in the same order at each call")
+    if read_keys:
+        keys = ", ".join(f"'{k}'" for k in read_keys)
+        text += (f", and add its terms to {keys} at each call (tf.add_to_collection or a tf.losses function), not"
+                 " when it creates a variable: the step's read sees only the terms of its own call")
+    return text
