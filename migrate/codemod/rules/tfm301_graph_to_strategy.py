@@ -1063,14 +1063,22 @@ class GraphToStrategy(Rule):
             # a step cannot be given a value it has no argument for: the training stays TF1
             self.converted, self.helper_rewrites, self.strategy_names = undo
             del self.ctx.reports[reported:]
+            absent_builders: set[int] = set()
             for name in sorted(session.foreign_feeds):
                 key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
                 made = _dataflow.binding_code(name, [*body[:i], device_with], self.ctx.module)
                 where = f"it is made by `{made}`" if made else "it is made elsewhere: before the block or in a helper"
                 # made by a function of a module this run cannot read (`x, y, loss = make_model(...)`)
-                value = C.assignment(_dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
-                                     or cst.SimpleStatementLine([]))[1]
+                binding = _dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
+                value = C.assignment(binding or cst.SimpleStatementLine([]))[1]
                 origin = self._program().origin_of(value) if isinstance(value, cst.Call) else ""
+                found = self._program().tracer.callee(value, self._program().tracer.root) if isinstance(
+                    value, cst.Call) else None
+                if found is not None and found[0] == "opaque":
+                    if id(value) not in absent_builders:
+                        absent_builders.add(id(value))
+                        self._report_absent_placeholders(binding, value, found[1].name, session.foreign_feeds)
+                    continue
                 if isinstance(value, cst.Call) and self.qualname(value.func) == "sparse_placeholder":
                     self.report(key or device_with, f"training not migrated: `{name}` is a sparse placeholder (`{made}`),"
                                 " fed a sparse value (a SparseTensorValue or an (indices, values, dense shape) tuple); this rule makes the block's"
@@ -2107,6 +2115,23 @@ class GraphToStrategy(Rule):
         if found is None:
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
+
+    def _report_absent_placeholders(self, binding: cst.CSTNode, call: cst.Call, module: str, fed: set[str]) -> None:
+        """The placeholders the session feeds are made by ``call``, a function
+        of a module that is not in the project (``x, y, loss = make_model(...)``):
+        the step function would have to take them as arguments, which means
+        changing that module's code (where it makes them)."""
+        names, _, _ = C.assignment(binding)
+        made = [n for n in names if n in fed]
+        listed = ", ".join(f"`{n}`" for n in made)
+        self.report(binding, f"training not migrated: the session feeds {listed}, which `{C.code_of(call.func)}(...)`"
+                    f" returns: a function of `{module}`, which is not in this project, making the model's inputs"
+                    " itself (placeholders the session feeds); a TF2 step cannot feed them, and they can become the"
+                    " step function's arguments only where they are made, in that module's code; this training was"
+                    " left as TF1",
+                    hint=f"make the placeholders in this file's graph block and pass them to `{C.code_of(call.func)}()`"
+                    " (which then builds the model from the tensors it is given), then migrate again; run tfmigrate"
+                    f" on `{module}` too", reference=REFERENCE[self.strategy], fixed=False)
 
     def _report_model_builders(self, graph: Graph, device_with: cst.With, inner) -> bool:
         """A note for each model built by a sibling module's function: read

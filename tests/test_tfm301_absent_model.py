@@ -1,0 +1,153 @@
+"""A driver whose model module is not in the project (TFM301).
+
+The family: a training script copied out of a repository without its model
+module (`import mnist_inference` and nothing beside it), or a project whose
+user migrates the driver first. The model call (`y = net.scores(x, penalty)`)
+is kept in the migrated model function as the driver made it, its first build
+traced; a loss reading a collection that only explicit calls fill keeps its
+read in the step; one warning per absent module says what the migrated driver
+assumes of it and that tfmigrate must migrate it too. What the absent module
+would have to do besides building the model from the driver's tensors stays
+TF1, with the reason at its line (placeholders it makes for the driver to
+feed: tests/test_tfm301_dataflow.py).
+
+Fixtures (ours): tests/programs/absent_model/trainer/ (the drivers, migrated
+without their modules), tests/programs/absent_model/models/ (the modules,
+served to both sides of `check`: the legacy ones as they are, the migrated
+ones as tfmigrate writes them)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from migrate.codemod.engine import dedent, migrate_source
+
+REPO = Path(__file__).resolve().parent.parent
+PROGRAMS = REPO / "tests" / "programs" / "absent_model"
+TRACED_BUILD = "tf.function(model)(tf.zeros("
+
+
+def _line(source: str, text: str) -> int:
+    return next(i for i, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+def _migrate_alone(tmp_path: Path, driver: str):
+    """The driver copied alone into a directory (its module absent), migrated."""
+    path = tmp_path / driver
+    shutil.copy(PROGRAMS / "trainer" / driver, path)
+    source = path.read_text()
+    result = migrate_source(source, path=str(path))
+    compile(result.output, str(path), "exec")
+    assert migrate_source(result.output, path=str(path)).output == result.output  # idempotent
+    return source, result
+
+
+@pytest.mark.parametrize("driver, module, call, key, strategy", [
+    ("sync_train.py", "stack_net", "stack_net.scores(", "losses", "MultiWorkerMirroredStrategy"),
+    ("async_train.py", "plain_net", "plain_net.predict(", "weight_penalties", "ParameterServerStrategy"),
+])
+def test_the_driver_migrates_without_its_model_module_with_one_warning(tmp_path, driver, module, call, key,
+                                                                       strategy):
+    source, result = _migrate_alone(tmp_path, driver)
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    assert f"tf.distribute.{strategy}" in out and "replica_device_setter" not in out
+    # the model call where the driver made it, in the model function, before the scoped read
+    model_fn = out[out.index("def model_fn("):out.index("return loss")]
+    assert model_fn.index("model_scope:") < model_fn.index(call) < model_fn.index(f'"{key}", model_scope)')
+    assert TRACED_BUILD in out and "model = ModelBuiltOnce(model_fn)" in out
+    notes = [d for d in result.diagnostics if d.message.startswith(f"`{call}")]
+    assert len(notes) == 1, [d.message for d in result.diagnostics]
+    [note] = notes
+    assert note.severity == "warning" and note.fixed and note.line == _line(source, call)
+    assert f"`{module}`, which is not in this project (no {module}.py beside this file)" in note.message
+    assert f"add its terms to '{key}' at each call" in note.message
+    assert note.hint.startswith(f"`{module}` must be migrated with this file: run tfmigrate on it")
+
+
+def test_a_model_module_present_beside_the_driver_is_read_instead(tmp_path):
+    """The same driver beside its module: no assumption, no warning."""
+    shutil.copy(PROGRAMS / "models" / "stack_net.py", tmp_path / "stack_net.py")
+    _, result = _migrate_alone(tmp_path, "sync_train.py")
+    assert not result.manual_work
+    assert not [d for d in result.diagnostics if d.severity == "warning"]
+    assert 'tf.compat.v1.make_template("model", model_fn)' in result.output
+
+
+# ---------------------------------------------------------------- what stays TF1
+DRIVER = '''
+import tensorflow as tf
+
+import vision_net
+
+
+def train(cluster, server, steps, batches):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        {model}
+        global_step = tf.train.get_or_create_global_step()
+        {train}
+    with tf.train.MonitoredTrainingSession(master=server.target) as sess:
+        for _ in range(steps):
+            images_value, labels_value = next(batches)
+            sess.run(train_op, feed_dict={{images: images_value, labels: labels_value}})
+'''
+
+
+def _declined(tmp_path: Path, model: str, train: str):
+    source = dedent(DRIVER.format(model=model, train=train))
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    result = migrate_source(source, path=str(path))
+    assert "tf.distribute" not in result.output and "replica_device_setter" in result.output
+    return source, [d for d in result.manual_work if d.code == "TFM301"]
+
+
+def test_a_train_op_the_absent_module_builds_stays_tf1(tmp_path):
+    """The optimizer and its update are the module's: TFM301 cannot rewrite
+    them into a step function without reading them."""
+    source, reasons = _declined(
+        tmp_path, "images = tf.placeholder(tf.float32, [None, 784])\n"
+                  "        labels = tf.placeholder(tf.int64, [None])",
+        "train_op = vision_net.train_op(images, labels, global_step)")
+    [reason] = [d for d in reasons if "comes from `vision_net.train_op(...)`" in d.message]
+    assert reason.line == _line(source, "vision_net.train_op(")
+    assert "`vision_net`, which is not in this project" in reason.message
+
+
+# ---------------------------------------------------------------- numerics
+def _check(legacy: Path, migrated: Path, out: Path, workers: int) -> tuple[int, dict]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "migrate", "check", str(legacy), str(migrated), "--steps", "10",
+         "--workers", str(workers), "--out", str(out), "--no-plot"],
+        cwd=REPO, capture_output=True, text=True, timeout=1800, check=False,
+    )
+    report = json.loads((out / "report.json").read_text())
+    return proc.returncode, report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("driver, workers, strategy", [("sync_train.py", 2, "multi_worker_mirrored"),
+                                                       ("async_train.py", 1, "parameter_server")])
+def test_the_driver_migrated_alone_then_its_module_trains_as_the_legacy_pair(tmp_path, driver, workers, strategy):
+    """The user's order: the driver migrated without its module, then the
+    module migrated by tfmigrate on its own; the two together (check's
+    migrated side) against the legacy pair, step by step within check's
+    1e-6 tolerance: the penalties counted once per step, as TF1 counted them."""
+    pytest.importorskip("tensorflow")
+    legacy, migrated = tmp_path / "legacy", tmp_path / "migrated"
+    for what in ("trainer", "models"):
+        shutil.copytree(PROGRAMS / what, legacy, dirs_exist_ok=True)
+        run = subprocess.run([sys.executable, "-m", "migrate", str(PROGRAMS / what), "-o", str(tmp_path / what)],
+                             cwd=REPO, capture_output=True, text=True, timeout=600, check=False)
+        assert run.returncode in (0, 1), run.stdout + run.stderr
+        shutil.copytree(tmp_path / what, migrated, dirs_exist_ok=True)
+    assert TRACED_BUILD in (migrated / driver).read_text()
+    code, report = _check(legacy / driver, migrated / driver, tmp_path / "out", workers)
+    assert code == 0 and report["verdict"] == "equivalent", report.get("reason")
+    assert report["strategy"] == strategy
