@@ -71,6 +71,23 @@ def test_the_driver_migrates_without_its_model_module_with_one_warning(tmp_path,
     assert note.hint.startswith(f"`{module}` must be migrated with this file: run tfmigrate on it")
 
 
+def test_a_loss_function_of_the_absent_module_is_called_in_the_step_its_first_build_traced(tmp_path):
+    """cifar10's layout: `loss = net.total_loss(logits, labels)` sums, in the
+    absent module, the collection its `inference()` fills. Nothing in the
+    driver reads it, but the module may: the first build is traced, or an
+    eager build's terms would be copied into every step's collection."""
+    source, result = _migrate_alone(tmp_path, "decay_train.py")
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    model_fn = out[out.index("def model_fn("):out.index("return loss")]
+    assert "decay_net.inference(images)" in model_fn and "decay_net.total_loss(logits, labels)" in model_fn
+    assert "model_scope" not in out  # no read of the driver's to scope
+    assert TRACED_BUILD in out
+    [note] = [d for d in result.diagnostics if "decay_net" in d.message and d.severity == "warning"]
+    assert note.message.startswith("`decay_net.inference(...)`, `decay_net.total_loss(...)` come from `decay_net`")
+    assert note.line == _line(source, "decay_net.inference(")
+
+
 def test_a_model_module_present_beside_the_driver_is_read_instead(tmp_path):
     """The same driver beside its module: no assumption, no warning."""
     shutil.copy(PROGRAMS / "models" / "stack_net.py", tmp_path / "stack_net.py")
@@ -133,7 +150,8 @@ def _check(legacy: Path, migrated: Path, out: Path, workers: int) -> tuple[int, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("driver, workers, strategy", [("sync_train.py", 2, "multi_worker_mirrored"),
-                                                       ("async_train.py", 1, "parameter_server")])
+                                                       ("async_train.py", 1, "parameter_server"),
+                                                       ("decay_train.py", 1, "parameter_server")])
 def test_the_driver_migrated_alone_then_its_module_trains_as_the_legacy_pair(tmp_path, driver, workers, strategy):
     """The user's order: the driver migrated without its module, then the
     module migrated by tfmigrate on its own; the two together (check's

@@ -38,13 +38,18 @@ def absent_module_note(module: str, calls: list[str], read_keys: list[str]) -> s
     which is not in the project; ``read_keys``: the collections the loss reads
     in the step, which the module is assumed to fill at each call."""
     path = module.replace(".", "/") + ".py"
-    named = ", ".join(f"`{c}(...)`" for c in dict.fromkeys(calls))
-    text = (f"{named} {'comes' if len(set(calls)) == 1 else 'come'} from `{module}`, which is not in this project"
-            f" (no {path} beside this file): the model function calls it as this file did, taking it to build the"
-            " model from the tensors it is given; its variables are recorded on its first call (traced, under the"
-            " strategy's scope) and reused by every step, so it must create them in the same order at each call")
+    called = list(dict.fromkeys(calls))
+    named = ", ".join(f"`{c}(...)`" for c in called)
+    one = len(called) == 1
+    it, its, they = ("it", "its", "it") if one else ("them", "their", "they")
+    is_, create, add = ("is", "creates", "adds") if one else ("are", "create", "add")
+    text = (f"{named} {'comes' if one else 'come'} from `{module}`, which is not in this project (no {path} beside"
+            f" this file): the model function calls {it} as this file did, taking {it} to build the model from the"
+            f" tensors {they} {is_} given; the variables {they} {create} are recorded on the first call (traced under"
+            f" the strategy's scope, so that what {they} {add} to graph collections stays in that build) and reused"
+            f" by every step, so {they} must create them in the same order at each call")
     if read_keys:
         keys = ", ".join(f"'{k}'" for k in read_keys)
-        text += (f", and add its terms to {keys} at each call (tf.add_to_collection or a tf.losses function), not"
-                 " when it creates a variable: the step's read sees only the terms of its own call")
+        text += (f", and add {its} terms to {keys} at each call (tf.add_to_collection or a tf.losses function), not"
+                 " when a variable is created: the step's read sees only the terms of its own call")
     return text
