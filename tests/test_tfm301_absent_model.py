@@ -88,6 +88,25 @@ def test_a_loss_function_of_the_absent_module_is_called_in_the_step_its_first_bu
     assert note.line == _line(source, "decay_net.inference(")
 
 
+def test_variables_an_absent_module_makes_for_the_forward_code_are_made_in_the_model_function(tmp_path):
+    """`weights = layer_kit.weight_variable([...])`: no tensor is handed to
+    it, but nothing else in the block creates a variable, and the forward
+    code reads what it returns. Left under the strategy's scope as a plain
+    value, the step would train nothing; in the model function its variables
+    are recorded on the first call and trained."""
+    source, result = _migrate_alone(tmp_path, "kit_train.py")
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    model_fn = out[out.index("def model_fn("):out.index("return loss")]
+    assert model_fn.index("layer_kit.weight_variable(") < model_fn.index("tf.matmul(pixels, weights)")
+    assert "trainable_variables = model.trainable_variables" in out
+    scope = out[out.index("with strategy.scope():"):out.index("trainable_variables = model.trainable_variables")]
+    assert "layer_kit." not in scope.replace("tf.function(model)", "")
+    [note] = [d for d in result.diagnostics if d.severity == "warning"]
+    assert note.message.startswith("`layer_kit.weight_variable(...)`, `layer_kit.bias_variable(...)` come from")
+    assert note.line == _line(source, "layer_kit.weight_variable(")
+
+
 def test_a_model_module_present_beside_the_driver_is_read_instead(tmp_path):
     """The same driver beside its module: no assumption, no warning."""
     shutil.copy(PROGRAMS / "models" / "stack_net.py", tmp_path / "stack_net.py")
@@ -151,7 +170,8 @@ def _check(legacy: Path, migrated: Path, out: Path, workers: int) -> tuple[int, 
 @pytest.mark.slow
 @pytest.mark.parametrize("driver, workers, strategy", [("sync_train.py", 2, "multi_worker_mirrored"),
                                                        ("async_train.py", 1, "parameter_server"),
-                                                       ("decay_train.py", 1, "parameter_server")])
+                                                       ("decay_train.py", 1, "parameter_server"),
+                                                       ("kit_train.py", 1, "parameter_server")])
 def test_the_driver_migrated_alone_then_its_module_trains_as_the_legacy_pair(tmp_path, driver, workers, strategy):
     """The user's order: the driver migrated without its module, then the
     module migrated by tfmigrate on its own; the two together (check's

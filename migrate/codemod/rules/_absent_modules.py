@@ -10,7 +10,9 @@ it), or a project whose user migrates the driver first::
 What carries over without reading that module:
 
 * a call that builds the model from tensors the driver gives it is called in
-  the migrated model function as the driver called it. Its TF1 graph code is
+  the migrated model function as the driver called it; so is a call making
+  values the forward code reads (``w = net_layers.weight_variable([784, 10])``)
+  when nothing else in the block creates a variable (it then makes them). Its TF1 graph code is
   migrated when the user runs tfmigrate on the module (which keeps its
   ``tf.compat.v1`` spellings, computing the same); its variables are recorded
   on the first call and reused by every step, and that first build is traced,
@@ -44,8 +46,8 @@ def absent_module_note(module: str, calls: list[str], read_keys: list[str]) -> s
     it, its, they = ("it", "its", "it") if one else ("them", "their", "they")
     is_, create, add = ("is", "creates", "adds") if one else ("are", "create", "add")
     text = (f"{named} {'comes' if one else 'come'} from `{module}`, which is not in this project (no {path} beside"
-            f" this file): the model function calls {it} as this file did, taking {it} to build the model from the"
-            f" tensors {they} {is_} given; the variables {they} {create} are recorded on the first call (traced under"
+            f" this file): the model function calls {it} as this file did, taking {it} to build the model (or its"
+            f" variables) from what {they} {is_} given; the variables {they} {create} are recorded on the first call (traced under"
             f" the strategy's scope, so that what {they} {add} to graph collections stays in that build) and reused"
             f" by every step, so {they} must create them in the same order at each call")
     if read_keys:

@@ -938,6 +938,9 @@ class GraphToStrategy(Rule):
                         " it on the batch in a tf.function step (training=True), by hand",
                         reference=REFERENCE[self.strategy], fixed=False)
             return body
+        self.absent_variable_makers = set()
+        if graph.var_list is None and not graph.variables and not self._wants_template(graph):
+            self._adopt_absent_variable_makers(graph, device_with)
         if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
                 self._report_unseen_variables(graph)):
             return body
@@ -2106,8 +2109,36 @@ class GraphToStrategy(Rule):
         of the graph (a placeholder, a tensor of the block): `tfds.load("x")`
         is no model."""
         graph_values = set(graph.placeholder_names) | set(graph.compute_names)
+        makers = self.__dict__.get("absent_variable_makers", set())
         return [b for b in self._program().model_builders(statement)
-                if not b.opaque or C.names_used(b.call) & graph_values]
+                if not b.opaque or C.names_used(b.call) & graph_values or id(b.call) in makers]
+
+    def _adopt_absent_variable_makers(self, graph: Graph, device_with: cst.With) -> None:
+        """A block creating no variable this rule sees, whose forward code
+        reads what a function of a module not in the project returned from
+        values that are no tensors (``weights = net_layers.weight_variable([784,
+        10])``): those calls are the model's variable makers (nothing else
+        would give the step anything to train), so they move into the model
+        function, where their variables are recorded on the first call and
+        reused, as for a model builder of that module."""
+        tracer = self._program().tracer
+        read = set().union(set(), *(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss)
+                           if graph.loss is not None else set())
+        makers = []
+        for statement in graph.state:
+            names, value, _ = C.assignment(statement)
+            if not (names and isinstance(value, cst.Call) and set(names) & read):
+                continue
+            found = tracer.callee(value, tracer.root)
+            if found is not None and found[0] == "opaque":
+                makers.append((names, statement))
+                self.absent_variable_makers.add(id(value))
+        if not makers:
+            return
+        order = {id(node): k for k, node in enumerate(C.walk(device_with)) if isinstance(node, cst.SimpleStatementLine)}
+        moved = {id(st) for _, st in makers}
+        graph.state = [st for st in graph.state if id(st) not in moved]
+        graph.compute = sorted([*graph.compute, *makers], key=lambda entry: order.get(id(entry[1]), len(order)))
 
     def _program(self) -> ProgramModel:
         """The program model of this file and its project (built once per run)."""
