@@ -189,3 +189,49 @@ def test_the_driver_migrated_alone_then_its_module_trains_as_the_legacy_pair(tmp
     code, report = _check(legacy / driver, migrated / driver, tmp_path / "out", workers)
     assert code == 0 and report["verdict"] == "equivalent", report.get("reason")
     assert report["strategy"] == strategy
+
+
+# ---------------------------------------------------------------- in-graph towers (TFM303)
+def _towers_split(tmp_path: Path) -> tuple[Path, Path]:
+    """The towers reference program (legacy_reference/in_graph_towers.py)
+    with its model, `_variable_on_cpu()` and `inference()`, moved to a module
+    `tower_model` of its own: (the driver alone in a directory, the module)."""
+    code = (REPO / "legacy_reference" / "in_graph_towers.py").read_text()
+    start, end = code.index("def _variable_on_cpu("), code.index("def tower_loss(")
+    model = ("import tensorflow.compat.v1 as tf\n\nN_IN, N_HIDDEN = 10, 16\n\n\n" + code[start:end]).rstrip() + "\n"
+    driver = code[:start] + code[end:]
+    driver = driver.replace("import tensorflow.compat.v1 as tf\n", "import tensorflow.compat.v1 as tf\nimport tower_model\n", 1)
+    assert driver.count("inference(features)") == 1
+    driver = driver.replace("inference(features)", "tower_model.inference(features)")
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone" / "towers.py").write_text(driver)
+    (tmp_path / "tower_model.py").write_text(model)
+    return tmp_path / "alone" / "towers.py", tmp_path / "tower_model.py"
+
+
+def test_towers_calling_an_absent_module_build_it_traced_with_one_warning(tmp_path):
+    driver, _ = _towers_split(tmp_path)
+    source = driver.read_text()
+    result = migrate_source(source, path=str(driver))
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    assert "tf.distribute.MirroredStrategy" in result.output
+    assert "tf.function(model)(" in result.output  # the absent module's first build traced
+    [note] = [d for d in result.diagnostics if d.severity == "warning"]
+    assert note.code == "TFM303" and note.line == _line(source, "tower_model.inference(features)")
+    assert "`tower_model.inference(...)` comes from `tower_model`, which is not in this project" in note.message
+    assert "must create them with get_variable" in note.message
+
+
+@pytest.mark.slow
+def test_towers_migrated_without_their_model_module_train_as_the_legacy_pair(tmp_path):
+    pytest.importorskip("tensorflow")
+    driver, model = _towers_split(tmp_path)
+    legacy, migrated = tmp_path / "legacy", tmp_path / "migrated"
+    legacy.mkdir()
+    migrated.mkdir()
+    shutil.copy(driver, legacy / "towers.py")
+    shutil.copy(model, legacy / "tower_model.py")
+    (migrated / "towers.py").write_text(migrate_source(driver.read_text(), path=str(driver)).output)
+    (migrated / "tower_model.py").write_text(migrate_source(model.read_text(), path=str(model)).output)
+    code, report = _check(legacy / "towers.py", migrated / "towers.py", tmp_path / "out", 1)
+    assert code == 0 and report["verdict"] == "equivalent", report.get("reason")

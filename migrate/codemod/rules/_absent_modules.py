@@ -34,11 +34,18 @@ on it) naming what the driver assumes of it and that it must be migrated too.
 
 from __future__ import annotations
 
+import libcst as cst
 
-def absent_module_note(module: str, calls: list[str], read_keys: list[str]) -> str:
+from migrate.codemod.program.collections import READERS, collection_key
+from migrate.codemod.rules import _cst as C
+
+
+def absent_module_note(module: str, calls: list[str], read_keys: list[str], shared: bool = False) -> str:
     """The note for the calls (``mnist_inference.inference``) of ``module``,
     which is not in the project; ``read_keys``: the collections the loss reads
-    in the step, which the module is assumed to fill at each call."""
+    in the step, which the module is assumed to fill at each call; ``shared``:
+    towers that shared the variables by reusing their variable scope (so
+    ``get_variable``'s, kept by a template) rather than recorded ones."""
     path = module.replace(".", "/") + ".py"
     called = list(dict.fromkeys(calls))
     named = ", ".join(f"`{c}(...)`" for c in called)
@@ -47,11 +54,48 @@ def absent_module_note(module: str, calls: list[str], read_keys: list[str]) -> s
     is_, create, add = ("is", "creates", "adds") if one else ("are", "create", "add")
     text = (f"{named} {'comes' if one else 'come'} from `{module}`, which is not in this project (no {path} beside"
             f" this file): the model function calls {it} as this file did, taking {it} to build the model (or its"
-            f" variables) from what {they} {is_} given; the variables {they} {create} are recorded on the first call (traced under"
-            f" the strategy's scope, so that what {they} {add} to graph collections stays in that build) and reused"
-            f" by every step, so {they} must create them in the same order at each call")
+            f" variables) from what {they} {is_} given; ")
+    if shared:
+        text += (f"the towers shared {its} variables by reusing their variable scope, so {they} must create them with"
+                 " get_variable: they are made once, by the model's traced first build under the strategy's scope,"
+                 " and reused by every replica and step")
+    else:
+        text += (f"the variables {they} {create} are recorded on the first call (traced under the strategy's scope,"
+                 f" so that what {they} {add} to graph collections stays in that build) and reused by every step,"
+                 f" so {they} must create them in the same order at each call")
     if read_keys:
         keys = ", ".join(f"'{k}'" for k in read_keys)
         text += (f", and add {its} terms to {keys} at each call (tf.add_to_collection or a tf.losses function), not"
                  " when a variable is created: the step's read sees only the terms of its own call")
     return text
+
+
+HINT = ("`{module}` must be migrated with this file: run tfmigrate on it (or on a directory holding both); it keeps"
+        " its graph code as tf.compat.v1, computing the same, which the step calls")
+
+
+def absent_calls(tracer, statements) -> dict[str, tuple[list[str], list[str], cst.Call]]:
+    """For each module not in the project whose functions ``statements`` call
+    (directly or through functions of this file): (the calls' code, the
+    collections read by literal key on the way, the first call)."""
+    out: dict[str, tuple[list[str], list[str], cst.Call]] = {}
+    keys: list[str] = []
+    seen: set[int] = set()
+    stack = [call for st in statements for call in C.calls_in(st)]
+    stack.reverse()
+    while stack:
+        call = stack.pop()
+        if tracer.qualname(call.func, tracer.root) in READERS and call.args:
+            key = collection_key(call.args[0].value)
+            if key is not None and key not in keys:
+                keys.append(key)
+        found = tracer.callee(call, tracer.root)
+        if found is None:
+            continue
+        if found[0] == "opaque":
+            codes, _, first = out.get(found[1].name, ([], keys, call))
+            out[found[1].name] = ([*codes, C.code_of(call.func)], keys, first)
+        elif found[2].project is None and id(found[1]) not in seen:
+            seen.add(id(found[1]))
+            stack.extend(reversed(list(C.calls_in(found[1].body))))
+    return out

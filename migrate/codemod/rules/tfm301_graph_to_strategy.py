@@ -2197,8 +2197,7 @@ class GraphToStrategy(Rule):
             noted.add(name)
             self.report(at, _absent_modules.absent_module_note(name, [b.code for b in builders if b.module.name == name],
                                                 self.collection_read_keys),
-                        hint=f"`{name}` must be migrated with this file: run tfmigrate on it (or on a directory holding"
-                        " both); it keeps its graph code as tf.compat.v1, computing the same, which the step calls",
+                        hint=_absent_modules.HINT.format(module=name),
                         fixed=True, severity="warning", reference=REFERENCE[self.strategy])
         return True
 
