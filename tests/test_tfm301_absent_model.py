@@ -156,6 +156,53 @@ def test_a_train_op_the_absent_module_builds_stays_tf1(tmp_path):
     assert "`vision_net`, which is not in this project" in reason.message
 
 
+OBJECT_DRIVER = """
+import tensorflow as tf
+
+from convnet import ConvNet
+
+
+def train(cluster, server, steps, batches):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        x = tf.placeholder(tf.float32, [None, 784])
+        y_ = tf.placeholder(tf.int64, [None])
+        net = ConvNet(x, y_, num_classes=10)
+        {bind}global_step = tf.train.get_or_create_global_step()
+        train_op = tf.train.AdamOptimizer(1e-3).minimize({loss}, global_step=global_step)
+    with tf.train.MonitoredTrainingSession(master=server.target) as sess:
+        for _ in range(steps):
+            xs, ys = next(batches)
+            _, loss_value = sess.run([train_op, {loss}], feed_dict={{x: xs, y_: ys}})
+"""
+
+
+def test_a_model_object_of_an_absent_module_is_built_in_the_model_function(tmp_path):
+    """`net = ConvNet(x, y_)` of an absent module, its loss bound in the
+    block: the object is made in the model function (recorded once)."""
+    source = dedent(OBJECT_DRIVER.format(bind="loss = net.loss\n        ", loss="loss"))
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    result = migrate_source(source, path=str(path))
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    model_fn = result.output[result.output.index("def model_fn("):result.output.index("return loss")]
+    assert "net = ConvNet(x, y_, num_classes=10)" in model_fn and "loss = net.loss" in model_fn
+    [note] = [d for d in result.diagnostics if d.severity == "warning"]
+    assert note.message.startswith("`ConvNet(...)` comes from `convnet`, which is not in this project")
+
+
+def test_a_fetched_attribute_of_a_model_object_says_to_bind_it(tmp_path):
+    """`sess.run([train_op, net.loss])`: the step returns the block's values
+    by name; the reason says which fetch and how to name it."""
+    source = dedent(OBJECT_DRIVER.format(bind="", loss="net.loss"))
+    path = tmp_path / "train.py"
+    path.write_text(source)
+    result = migrate_source(source, path=str(path))
+    assert "tf.distribute" not in result.output
+    [reason] = [d for d in result.manual_work if "an attribute of `net`" in d.message]
+    assert "sess.run fetches `net.loss`" in reason.message and reason.line == _line(source, "sess.run(")
+    assert "`loss = net.loss`" in reason.hint
+
+
 # ---------------------------------------------------------------- numerics
 def _check(legacy: Path, migrated: Path, out: Path, workers: int) -> tuple[int, dict]:
     proc = subprocess.run(
