@@ -741,14 +741,30 @@ def main(cluster, server, is_chief):
     assert "strategy.scope()" in plain.output
 
 
-def test_a_call_of_an_absent_module_given_no_graph_value_is_no_model_builder(tmp_path):
+def test_a_call_of_an_absent_module_given_no_graph_value_is_called_in_the_model_function(tmp_path):
     """`data_lib.scale_for("mnist")` reads no placeholder or tensor of the
-    block: not taken as a model builder (no recorder, no note)."""
+    block, but its value feeds the loss and minimize() trains every trainable
+    variable: it may be one (a learned scale), which a value made once under
+    the strategy's scope would leave untrained. It is called in the model
+    function (recorded if it makes a variable; a constant comes back the same),
+    with the module's warning. With an explicit var_list nothing else is
+    trained, and it stays where it was."""
     source = _setter_program(
         'setter = tf.train.replica_device_setter(cluster=cluster)', "setter", header="import data_lib\n").replace(
         "        loss = tf.reduce_mean(tf.square(tf.matmul(x, w) - y))\n",
         '        scale = data_lib.scale_for("mnist")\n'
         "        loss = scale * tf.reduce_mean(tf.square(tf.matmul(x, w) - y))\n")
     result = migrate(source, path=str(tmp_path / "train.py"))
-    assert "strategy.scope()" in result.output and "ModelBuiltOnce" not in result.output
-    assert not any("data_lib" in d.message for d in result.diagnostics)
+    assert "strategy.scope()" in result.output and not result.manual_work
+    model_fn = result.output[result.output.index("def model_fn("):result.output.index("class ModelBuiltOnce")]
+    assert 'scale = data_lib.scale_for("mnist")' in model_fn
+    assert "+ model.trainable_variables" in result.output
+    [note] = [d for d in result.diagnostics if "data_lib" in d.message]
+    assert note.severity == "warning" and note.message.startswith("`data_lib.scale_for(...)` comes from `data_lib`")
+    listed = source.replace(".minimize(loss", ".minimize(loss, var_list=[w]")
+    assert listed != source
+    kept = migrate(listed, path=str(tmp_path / "train2.py"))
+    assert "strategy.scope()" in kept.output and "ModelBuiltOnce" not in kept.output
+    assert not any("data_lib" in d.message for d in kept.diagnostics)
+
+

@@ -107,6 +107,23 @@ def test_variables_an_absent_module_makes_for_the_forward_code_are_made_in_the_m
     assert note.line == _line(source, "layer_kit.weight_variable(")
 
 
+def test_a_variable_of_an_absent_module_beside_the_blocks_own_is_trained_too(tmp_path):
+    """The block makes `weights` itself and takes `biases` from the absent
+    module; minimize() trained every trainable variable: both are in the
+    step's variables (`biases` made in the model function, recorded)."""
+    source = (PROGRAMS / "trainer" / "kit_train.py").read_text().replace(
+        "weights = layer_kit.weight_variable([PIXELS, CLASSES])",
+        "weights = tf.Variable(tf.zeros([PIXELS, CLASSES]))")
+    path = tmp_path / "kit_train.py"
+    path.write_text(source)
+    result = migrate_source(source, path=str(path))
+    out = result.output
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    assert "trainable_variables = [weights] + model.trainable_variables" in out
+    model_fn = out[out.index("def model_fn("):out.index("return loss")]
+    assert "biases = layer_kit.bias_variable([CLASSES])" in model_fn
+
+
 def test_a_model_module_present_beside_the_driver_is_read_instead(tmp_path):
     """The same driver beside its module: no assumption, no warning."""
     shutil.copy(PROGRAMS / "models" / "stack_net.py", tmp_path / "stack_net.py")

@@ -952,7 +952,7 @@ class GraphToStrategy(Rule):
                         reference=REFERENCE[self.strategy], fixed=False)
             return body
         self.absent_variable_makers = set()
-        if graph.var_list is None and not graph.variables and not self._wants_template(graph):
+        if graph.var_list is None:
             self._adopt_absent_variable_makers(graph, device_with)
         if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
                 self._report_unseen_variables(graph)):
@@ -2127,13 +2127,15 @@ class GraphToStrategy(Rule):
                 if not b.opaque or C.names_used(b.call) & graph_values or id(b.call) in makers]
 
     def _adopt_absent_variable_makers(self, graph: Graph, device_with: cst.With) -> None:
-        """A block creating no variable this rule sees, whose forward code
-        reads what a function of a module not in the project returned from
-        values that are no tensors (``weights = net_layers.weight_variable([784,
-        10])``): those calls are the model's variable makers (nothing else
-        would give the step anything to train), so they move into the model
-        function, where their variables are recorded on the first call and
-        reused, as for a model builder of that module."""
+        """The train op trains every trainable variable (no var_list), and the
+        forward code reads what a function of a module not in the project
+        returned from values that are no tensors (``weights =
+        net_layers.weight_variable([784, 10])``): it may be a variable TF1
+        trained, which a value made once under the strategy's scope would
+        leave out of the step's variables. Those calls move into the model
+        function, where the variables they create are recorded on the first
+        call, reused and trained, as for a model builder of that module (a
+        call returning a constant returns it there as well)."""
         tracer = self._program().tracer
         read = set().union(set(), *(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss)
                            if graph.loss is not None else set())
@@ -2142,6 +2144,8 @@ class GraphToStrategy(Rule):
             names, value, _ = C.assignment(statement)
             if not (names and isinstance(value, cst.Call) and set(names) & read):
                 continue
+            if any(set(names) & C.names_used(other) for other in graph.state if other is not statement):
+                continue  # also read by what stays under the strategy's scope
             found = tracer.callee(value, tracer.root)
             if found is not None and found[0] == "opaque":
                 makers.append((names, statement))
