@@ -1,4 +1,4 @@
-"""Model code in a module that is not in the project (TFM301's policy and note).
+"""Model code in a module that is not in the project (TFM301/TFM303: policy, notes).
 
 A driver is often migrated without its model module: a script copied out of a
 repository (``import mnist_inference`` with no ``mnist_inference.py`` beside
@@ -12,11 +12,13 @@ What carries over without reading that module:
 * a call that builds the model from tensors the driver gives it is called in
   the migrated model function as the driver called it; so is a call making
   values the forward code reads (``w = net_layers.weight_variable([784, 10])``)
-  when nothing else in the block creates a variable (it then makes them). Its TF1 graph code is
-  migrated when the user runs tfmigrate on the module (which keeps its
+  when the train op trains every trainable variable (it may make one, which
+  TF1 trained; a constant it returns comes back the same). Its TF1 graph code
+  is migrated when the user runs tfmigrate on the module (which keeps its
   ``tf.compat.v1`` spellings, computing the same); its variables are recorded
-  on the first call and reused by every step, and that first build is traced,
-  so what it adds to graph collections stays in that build's graph;
+  on the first call and reused by every step (TFM303's towers, which shared
+  them by scope reuse: a template), and that first build is traced, so what
+  it adds to graph collections stays in that build's graph;
 * a read of a collection such a call fills, when only explicit calls fill it
   (``tf.add_to_collection``, the ``tf.compat.v1.losses`` functions): they add
   at each call, so the step's read sees the terms of its own model call.
