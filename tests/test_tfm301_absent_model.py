@@ -299,3 +299,53 @@ def test_towers_migrated_without_their_model_module_train_as_the_legacy_pair(tmp
     (migrated / "tower_model.py").write_text(migrate_source(model.read_text(), path=str(model)).output)
     code, report = _check(legacy / "towers.py", migrated / "towers.py", tmp_path / "out", 1)
     assert code == 0 and report["verdict"] == "equivalent", report.get("reason")
+
+
+# ---------------------------------------------------------------- resuming the TF1 job's checkpoint
+def _module(path: Path, name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_recorded_variables_named_in_the_model_scope_resume_from_their_tf1_names(tmp_path):
+    """plain_net's tf.Variable objects, made in the model function's name
+    scope (the collection read's filter) by the traced first build, are named
+    `forward/linear/weights`; the emitted restore strips that scope and takes
+    TF1's `linear/weights` from the legacy job's checkpoint."""
+    tf = pytest.importorskip("tensorflow")
+    from migrate.codemod.rules import _collection_reads, _legacy_restore
+    from migrate.codemod.rules.tfm301_graph_to_strategy import _RECORDER
+
+    legacy = _module(PROGRAMS / "models" / "plain_net.py", "legacy_plain_net")
+    with tf.Graph().as_default():
+        inputs = tf.compat.v1.placeholder(tf.float32, [None, legacy.INPUTS])
+        legacy.predict(inputs, 0.05)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            saved = {v.op.name: sess.run(v) for v in tf.compat.v1.global_variables()}
+            path = tf.compat.v1.train.Saver().save(sess, str(tmp_path / "tf1" / "model.ckpt"))
+    assert sorted(saved) == ["linear/offset", "linear/weights"]
+    migrated_path = tmp_path / "plain_net.py"
+    migrated_path.write_text(migrate_source((PROGRAMS / "models" / "plain_net.py").read_text(),
+                                            path=str(migrated_path)).output)
+    migrated = _module(migrated_path, "migrated_plain_net")
+    namespace = {"tf": tf}
+    exec(_RECORDER.format(name="ModelBuiltOnce"), namespace)  # noqa: S102 (the code the codemod emits)
+    exec(_legacy_restore.helper_code("restore_checkpoint", _collection_reads.NAME_SCOPE, False), namespace)  # noqa: S102
+
+    def model_fn(inputs):
+        with tf.compat.v1.name_scope(_collection_reads.NAME_SCOPE) as model_scope:
+            predictions = migrated.predict(inputs, 0.05)
+            return tf.reduce_sum(predictions) + tf.add_n(tf.compat.v1.get_collection("weight_penalties", model_scope))
+
+    model = namespace["ModelBuiltOnce"](model_fn)
+    tf.function(model)(tf.zeros([1, migrated.INPUTS]))
+    assert sorted(v.name for v in model.variables) == ["forward/linear/offset:0", "forward/linear/weights:0"]
+    namespace["restore_checkpoint"](tf.train.Checkpoint(model=model), path, model.variables)
+    for variable in model.variables:
+        tf1_name = variable.name.split(":")[0].removeprefix("forward/")
+        assert (variable.numpy() == saved[tf1_name]).all()
