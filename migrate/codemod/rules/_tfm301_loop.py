@@ -306,6 +306,15 @@ class _SessionRewriter(cst.CSTTransformer):
         if owner in self.r.sessions and method == "run":
             fetch = self.r.fetch_by_call.get(id(original))
             if fetch is None or not fetch.ok:
+                attribute = _fetched_attribute(original, set(self.r.graph.compute_names))
+                if attribute is not None:
+                    self.r.rule.report(original, f"sess.run fetches `{C.code_of(attribute)}`, an attribute of"
+                                       f" `{C.code_of(attribute.value)}`, which the device-setter block builds: the"
+                                       " step function returns the block's values by name",
+                                       hint=f"bind it to a name in the block (`{attribute.attr.value} ="
+                                       f" {C.code_of(attribute)}`) and fetch that name, then migrate again",
+                                       reference=REFERENCE[self.r.rule.strategy], fixed=False)
+                    return updated
                 self.r.rule.report(original, "sess.run with fetches this rule cannot map",
                                    hint="call the training step function with explicit arguments",
                                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
@@ -939,3 +948,15 @@ def _stacked_groups(pending: str, unpack: str, feed: str, tup: str) -> str:
         f"    for _, steps in groups:\n"
         f"        stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]\n"
     )
+
+
+def _fetched_attribute(run: cst.Call, built: set[str]) -> cst.Attribute | None:
+    """The first fetch of ``run`` that is an attribute of a value the block
+    builds (``net.loss`` of ``net = ConvNet(x, y_)``)."""
+    fetches = run.args[0].value if run.args else None
+    if fetches is None:
+        return None
+    for node in C.walk(fetches):
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in built:
+            return node
+    return None

@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import (
+    _collection_reads,
     _dataflow,
     _hand_checkpoints,
     _legacy_restore,
     _moving_average,
     _serving_export,
 )
+from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -787,8 +788,14 @@ class _SessionRegion:
         # constant rate, the whole optimizer starts afresh, its bias correction with it
         schedule = slots is not None and rule._changing_rate(self.graph) is not None
         continues = keras and (slots is None or schedule)
-        rule.restore_helper_code = _legacy_restore.helper_code(
-            helper, "model" if rule.template is not None and not rule.creates_plain_variables else None, continues)
+        if rule.template is None:
+            scope = None
+        elif rule.creates_plain_variables:
+            # recorded tf.Variable objects: named in the model function's name scope when it has one
+            scope = _collection_reads.NAME_SCOPE if rule.scoped_reads else None
+        else:
+            scope = "model"  # make_template's variable scope
+        rule.restore_helper_code = _legacy_restore.helper_code(helper, scope, continues)
         if slots is not None:
             rule.report(optimizer_call, _legacy_restore.slots_note(kind, slots, keras and schedule), fixed=True,
                         severity="info", hint="expect the first steps after such a resume to differ from the TF1"
