@@ -35,6 +35,7 @@ from migrate.codemod.rules._tfm301_session import (
     _name_count,
     _owner,
     _SessionRegion,
+    runs_forever,
 )
 
 GRAPH_MODE_SWITCHES = {"disable_eager_execution", "disable_v2_behavior", "reset_default_graph"}
@@ -152,7 +153,7 @@ class _SessionRewriter(cst.CSTTransformer):
         if not self.prelude_done and any(self.r.fetch_by_call.get(id(c)) and self.r.fetch_by_call[id(c)].train
                                          for c in C.calls_in(original)):
             prelude = self.r.session_prelude()
-            body = body + self.r.session_epilogue()
+            body = body + self.r.session_epilogue(body)
             self.prelude_done = True
         new = prelude + body
         if not new:
@@ -698,7 +699,8 @@ class _Pipeliner:
                                      leading_lines=[cst.EmptyLine(indent=False)])
         if test is not None:
             new_loop = new_loop.with_changes(test=test)
-        drain = C.stmts(flush + f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
+        # (nothing follows a loop that never ends)
+        drain = [] if r.trains_forever and runs_forever(new_loop) else C.stmts(flush + f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
         if info is not None and set(info[1]) & r.graph.ending_input_names:
             # the input pipeline's end raises OutOfRangeError out of the loop: the steps
             # queued before it still finish, as TF1's had before its session run failed
@@ -794,7 +796,7 @@ class _Pipeliner:
                                      leading_lines=[cst.EmptyLine(indent=False)])
         if test is not None:
             new_loop = new_loop.with_changes(test=test)
-        drain = C.stmts(f"{run_fn}()\n")
+        drain = [] if r.trains_forever and runs_forever(new_loop) else C.stmts(f"{run_fn}()\n")
         return cst.FlattenSentinel([*prelude, *helpers, new_loop, *drain])
 
 
@@ -929,7 +931,7 @@ def rewrite_session(region: _SessionRegion, statements):
             out.append(new)
         if trains and k == trains[-1] and rewriter.prelude_outside_with:
             # the session was no `with` block: the final save follows the training
-            out.extend(region.session_epilogue())
+            out.extend(region.session_epilogue(out))
     return out
 
 

@@ -1029,6 +1029,14 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        session.trains_forever = bool(session.loops_tf1_never_ended(after))
+        for loop in session.loops_tf1_never_ended(after):
+            self.report(loop, f"`while {C.code_of(loop.test)}:` never ended in TF1 either: nothing could ask the"
+                        " session to stop (no StopAtStepHook or hook of the program's own, no request_stop(), no"
+                        " input pipeline that runs out, no break or return), so the job trained until it was"
+                        " killed; the migrated loop runs the same way (`while True:`)", hint="bound the loop"
+                        " (for step in range(...)) or stop it at a global step if the job should end by itself",
+                        reference=REFERENCE[self.strategy], fixed=True, severity="warning")
         # a helper choosing the mode hands back the resolver in place of its server's target (_device_modes)
         if modes is None and self._report_server_not_carried(device_with):
             del self.ctx.reports[reported:]
