@@ -367,18 +367,27 @@ def test_a_graph_value_run_through_the_default_session_is_said_to_stay():
 
 
 def test_the_local_branch_stays_when_the_distributed_one_is_not_migrated():
-    # a distributed loop nothing bounds: that training is declined, so this program stays TF1 throughout
+    # the workers' step counter made before the device setter (each worker's own): that training is
+    # declined, so this program stays TF1 throughout
     source = ENV_CHOICE.replace(
-        "                for epoch in range(epochs):\n                    for a, b in zip(samples, targets):\n"
-        "                        sess.run(train_op",
-        "                while not sess.should_stop():\n                    for a, b in zip(samples, targets):\n"
-        "                        sess.run(train_op")
+        "            with tf.device(tf.train.replica_device_setter(\n",
+        '            counter = tf.Variable(0, name="global_step", trainable=False)\n'
+        "            with tf.device(tf.train.replica_device_setter(\n").replace(
+        '                counter = tf.Variable(0, name="global_step", trainable=False)\n'
+        "                cost = tf.reduce_sum(tf.square(labels - inputs * slope - offset))\n"
+        "                train_op = optimizer.minimize(cost, global_step=counter)\n"
+        "            with tf.train.Monitored",
+        "                cost = tf.reduce_sum(tf.square(labels - inputs * slope - offset))\n"
+        "                train_op = optimizer.minimize(cost, global_step=counter)\n"
+        "            with tf.train.Monitored")
     result = migrate(source)
     assert "with tf.compat.v1.Session() as sess:" in result.output
     assert "tf.distribute" not in result.output
-    reasons = [d.message for d in manual(result)]
-    assert any("would never end" in r for r in reasons)
-    assert any("single-machine TF1 training session" in r for r in reasons)
+    reasons = {d.line: d for d in manual(result)}
+    assert any("is made before the device-setter block" in d.message for d in reasons.values())
+    local = reasons[line_of(source, "with tf.Session() as sess:")]
+    assert "together with the program's distributed training, which stays TF1 here" in local.message
+    assert "this path migrates with it" in local.hint
 
 
 def test_a_session_on_a_target_or_training_nothing_is_not_this_path():
