@@ -324,3 +324,19 @@ def test_a_receiver_parsing_tf_examples_parses_them_in_the_serving_function():
             '        features = tf.compat.v1.parse_example(serialized, {"reading": tf.io.FixedLenFeature([3], tf.float32)})\n'
             '        return model(features, None, mode="infer")\n') in out
     assert "def serving_input_fn" not in out
+
+
+def test_a_parsing_receiver_parses_serialized_examples_in_the_serving_function():
+    export = ('spec = {"reading": tf.FixedLenFeature([3], tf.float32)}\n'
+              '    est.export_saved_model(export_dir, tf.estimator.export.build_parsing_serving_input_receiver_fn(spec))')
+    source = DECLINED.replace("OUTPUTS", "None").replace("RECEIVER", "return None").replace("EXPORT", export)
+    result = migrate_source(source, path="parsing.py")
+    assert [d.message for d in result.manual_work] == []
+    out = result.output
+    assert ('    @tf.function(input_signature=[\n'
+            '        tf.TensorSpec([None], tf.string, name="examples"),\n'
+            '    ])\n'
+            '    def serve(serialized):\n'
+            "        # the model_fn's PREDICT mode on the serving inputs\n"
+            '        return model(tf.io.parse_example(serialized, spec), None, mode="infer")\n') in out
+    assert "    spec = {" in out and "    export_saved_model(export_dir)\n" in out

@@ -10,7 +10,8 @@ The shapes Estimator jobs export their trained model in::
         eval_input_fn, exporters=tf.estimator.FinalExporter("mnist", serving_input_receiver_fn)))
     est.export_savedmodel(export_dir, serving_input_receiver_fn)   # or export_saved_model
 
-    # or the raw receiver of placeholders made beside the export
+    # or a parsing receiver of serialized tf.Examples (the "examples" input), or the raw
+    # receiver of placeholders made beside the export
     image = tf.placeholder(tf.float32, [None, 28, 28])
     est.export_savedmodel(export_dir, tf.estimator.export.build_raw_serving_input_receiver_fn({"image": image}))
 
@@ -62,6 +63,7 @@ _EXPORTERS = {
 }
 _RECEIVER = ("features", "receiver_tensors", "receiver_tensors_alternatives")
 _RAW_RECEIVER_FN = "estimator.export.build_raw_serving_input_receiver_fn"
+_PARSING_RECEIVER_FN = "estimator.export.build_parsing_serving_input_receiver_fn"
 
 
 @dataclass
@@ -158,6 +160,8 @@ class ExportFinder:
             found = self._receiver_fn(self.functions[value.value])
         elif isinstance(value, cst.Call) and self.q(value.func) == _RAW_RECEIVER_FN:
             found = self._raw(value)
+        elif isinstance(value, cst.Call) and self.q(value.func) == _PARSING_RECEIVER_FN:
+            found = self._parsing(value)
         else:
             raise Decline(node, f"the serving_input_receiver_fn `{C.code_of(node)}` is not a function of this"
                           " module (nor build_raw_serving_input_receiver_fn of placeholders)",
@@ -316,6 +320,19 @@ class ExportFinder:
         return ServingInputs(inputs, "", params=params, body=[],
                              features_code="{" + ", ".join(f"{key}: {param}" for (key, _, _), param in
                                                            zip(inputs, params)) + "}")
+
+    def _parsing(self, call: cst.Call) -> ServingInputs:
+        """``build_parsing_serving_input_receiver_fn(feature_spec)``: serialized tf.Examples
+        under "examples", parsed with the feature spec."""
+        args, why = bind_args(call, ("feature_spec", "default_batch_size"))
+        if args is None or "feature_spec" not in args:
+            raise Decline(call, why or "build_parsing_serving_input_receiver_fn without a feature_spec")
+        if _given(args.get("default_batch_size")):
+            raise Decline(args["default_batch_size"], "a default_batch_size for the parsing receiver's examples")
+        spec = C.code_of(args["feature_spec"])
+        param = C.fresh("serialized", C.names_used(args["feature_spec"]))
+        return ServingInputs([('"examples"', "[None]", "tf.string")], "", params=[param], body=[],
+                             features_code=f"tf.io.parse_example({param}, {spec})")
 
     def export_call(self, line: cst.SimpleStatementLine, call: cst.Call) -> ExportCall:
         args, why = bind_args(call, _EXPORT_ARGS)
