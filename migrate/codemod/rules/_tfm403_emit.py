@@ -302,7 +302,7 @@ NAMES = (
     "strategy", "coordinator", "resolver", "is_chief", "params", "model_dir", "global_step", "optimizer", "model",
     "features", "labels", "trainable_variables", "train_step", "eval_step", "evaluate", "iterator", "checkpoint",
     "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics", "writer", "first_step", "step_outputs",
-    "logged", "model_fn", "export", "summaries",
+    "logged", "model_fn", "export", "summaries", "predict", "predict_step",
 )
 _SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager", "writer": "summary_writer",
             "export": "export_saved_model"}

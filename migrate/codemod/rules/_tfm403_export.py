@@ -462,3 +462,30 @@ def evaluation_exports(exports: Exports, names: dict[str, str], model_dir: str, 
                 lines.append(f"    for version in exported[:-{exporter.keep}]:")
                 lines.append("        tf.io.gfile.rmtree(os.path.join(latest_exports, str(version)))")
     return lines
+
+
+def prediction_code(names: dict[str, str], model_call: str, predictions_dict: bool) -> list[str]:
+    """``Estimator.predict``: a generator of the model_fn's PREDICT-mode predictions,
+    one example at a time, over a dataset's batches (their features: labels, when
+    the input_fn gives them, are not read)."""
+    lines = [
+        "@tf.function",
+        f"def {names['predict_step']}(features):",
+        f"    return {names['model']}(features, None{model_call.format(mode='infer')})",
+        "",
+        "",
+        f"def {names['predict']}(dataset):",
+        "    # The Estimator's predict(): the PREDICT mode's predictions of the latest variables,",
+        "    # one example at a time.",
+        "    for batch in dataset:",
+        "        features = batch[0] if isinstance(batch, tuple) else batch",
+        f"        predictions = tf.nest.map_structure(lambda value: value.numpy(), {names['predict_step']}(features))",
+    ]
+    if predictions_dict:
+        lines += [
+            "        for index in range(len(next(iter(predictions.values())))):",
+            "            yield {key: value[index] for key, value in predictions.items()}",
+        ]
+    else:
+        lines.append("        yield from predictions")
+    return lines + ["", ""]

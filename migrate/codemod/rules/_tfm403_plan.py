@@ -63,6 +63,8 @@ class ModelPlan:
     # tf.summary.scalar/histogram the model_fn wrote in TRAIN mode: (kind, tag code); its TRAIN
     # mode then returns {tag: value} last
     summaries: list[tuple[str, str]] | None = None
+    # the program predicts: whether the PREDICT mode's predictions are a dict (else one tensor)
+    predictions_dict: bool | None = None
 
 
 def _statements(block: cst.BaseSuite):
@@ -271,9 +273,10 @@ def _spec_logging_hook(fn, hooks, statements, locals_bound, qualname, removed, t
 
 
 def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[str, str] | None = None,
-                  exports: bool = False) -> ModelPlan:
+                  exports: bool = False, predictions: bool = False) -> ModelPlan:
     """``exports``: the job exports SavedModels, so the PREDICT branch stays and
-    returns the outputs its EstimatorSpec exported."""
+    returns the outputs its EstimatorSpec exported; ``predictions``: the program
+    calls predict(), the PREDICT branch returns its predictions (the same, when both)."""
     fn = without_update_deps(fn, qualname)
     params = tuple(p.name.value for p in fn.params.params)
     if fn.params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) or fn.params.star_kwarg or fn.params.kwonly_params:
@@ -395,6 +398,7 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
     log_every = None
     dropped_predict = False
     predict_signatures = None
+    predictions_dict = None
     metrics: dict[str, str] = {}  # eval_metric_ops key (code) -> the Keras metric made for it
     for st, parent in statements:
         if not isinstance(st, cst.SimpleStatementLine):
@@ -457,10 +461,26 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
             # a PREDICT-only branch: `if mode == PREDICT: ... return EstimatorSpec(mode, predictions=...)`
             predict_branch = (parent is not None and isinstance(st, cst.SimpleStatementLine)
                               and parent.orelse is None and _is_mode_test(parent.test, "PREDICT", qualname))
-            if predict_branch and exports:
-                if predict_signatures is not None:
+            if predict_branch and (exports or predictions):
+                if predict_signatures is not None or predictions_dict is not None:
                     raise Decline(ret, "the model_fn returns from its PREDICT mode in more than one place")
-                value, predict_signatures = _predict_outputs(args, spec, locals_bound, statements, qualname, removed)
+                value = None
+                if exports:
+                    value, predict_signatures = _predict_outputs(args, spec, locals_bound, statements, qualname,
+                                                                 removed)
+                if predictions:
+                    predicted = args.get("predictions")
+                    if not _given(predicted):
+                        raise Decline(spec, "the program predicts, and the PREDICT EstimatorSpec has no predictions")
+                    if value is not None and C.code_of(value) != C.code_of(predicted):
+                        raise Decline(spec, "the program both predicts and exports, and the PREDICT mode exports"
+                                      " outputs other than its predictions (a dict): one PREDICT mode cannot"
+                                      " return both", hint="export the predictions, or migrate by hand")
+                    value = predicted
+                    target = predicted
+                    if isinstance(predicted, cst.Name) and len(locals_bound.get(predicted.value, [])) == 1:
+                        target = C.assignment(locals_bound[predicted.value][0])[1]
+                    predictions_dict = isinstance(target, cst.Dict)
                 removed[id(ret)] = ret.with_changes(value=value)
                 continue
             if predict_branch and predicts is False:
@@ -493,11 +513,15 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
         if isinstance(node, cst.Call) and qualname(node.func) in ("Variable", "train.get_or_create_global_step"):
             raise Decline(node, "the model_fn creates a tf.Variable, which a model called at every step would"
                           " create again", hint="create it with tf.compat.v1.get_variable")
+    if predictions and predictions_dict is None:
+        raise Decline(fn, "the program predicts, but the model_fn has no `if mode == PREDICT:` branch returning an"
+                      " EstimatorSpec of predictions", hint="migrate the prediction by hand")
     if exports and predict_signatures is None:
         raise Decline(fn, "the job exports SavedModels, but the model_fn has no `if mode == PREDICT:` branch"
                       " returning an EstimatorSpec of predictions", hint="export by hand with tf.saved_model.save")
     return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict, metrics, log_every,
-                     predict_signatures, [(kind, C.code_of(tag)) for _, kind, tag, _ in summaries] or None)
+                     predict_signatures, [(kind, C.code_of(tag)) for _, kind, tag, _ in summaries] or None,
+                     predictions_dict)
 
 
 _SUMMARIES = {"summary.scalar": ("scalar", ("name", "tensor", "collections", "family")),

@@ -22,7 +22,9 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import _tfm403_emit as E
 from migrate.codemod.rules import _tfm403_export as X
+from migrate.codemod.rules._equivalents import bind_args
 from migrate.codemod.rules._tfm403_analysis import (
+    PREDICT_ARGS,
     Decline,
     EstimatorJob,
     Finder,
@@ -386,15 +388,18 @@ class EstimatorToStrategy(Rule):
         if job.exporters is not None:
             exports.exporters = export_finder.exporters(job.exporters)
         export_lines = {id(c.line) for c in exports.calls}
+        carried_calls = [c.call.func for c in exports.calls] + [c.func for c in job.predict_calls]
         predicts = any(
             isinstance(n, cst.Attribute) and n.attr.value in _PREDICTS and not any(
-                n is c.call.func for c in exports.calls) for n in C.walk(module))
+                n is func for func in carried_calls) for n in C.walk(module))
         logged = job.logging.tensors if job.logging is not None else None
-        plan = plan_model_fn(job.model_fn, self.qualname, predicts, logged, bool(exports))
+        predictions = bool(job.predict_calls)
+        plan = plan_model_fn(job.model_fn, self.qualname, predicts, logged, bool(exports), predictions)
         plans = {id(job.model_fn): plan}
         for _, fn in job.choices:
             if id(fn) not in plans:
-                plans[id(fn)] = other = plan_model_fn(fn, self.qualname, predicts, logged, bool(exports))
+                plans[id(fn)] = other = plan_model_fn(fn, self.qualname, predicts, logged, bool(exports),
+                                                      predictions)
                 _same_training(plan, other, job, fn)
                 if other.predict_signatures != plan.predict_signatures:
                     raise Decline(job.chosen_in, "the model_fns the if statement chooses between export different"
@@ -504,6 +509,13 @@ class EstimatorToStrategy(Rule):
                                                    E.model_call_args(plan.params, params_name))
             settings.evaluation_exports = X.evaluation_exports(exports, names, settings.model_dir or names["model_dir"],
                                                                several)
+        if predictions:
+            settings.serving_code = (settings.serving_code or []) + X.prediction_code(
+                names, E.model_call_args(plan.params, params_name), plan.predictions_dict)
+        predict_calls = {}
+        for call in job.predict_calls:
+            input_fn = bind_args(call, PREDICT_ARGS)[0]["input_fn"]
+            predict_calls[id(call)] = C.expr(f"{names['predict']}({E.input_call(input_fn, functions, 'infer', params_name, decline)})")
         new = E.training_code(settings, names, hoisted, optimizer, plan.metrics)
         # what the exports read in the block (exporters, raw receivers, their placeholders) goes with them
         kept_reads: set[str] = set()
@@ -541,9 +553,12 @@ class EstimatorToStrategy(Rule):
                     return updated
                 return updated.with_changes(body=[cst.Expr(C.expr(X.export_statement(found, names, several)))])
 
+            def leave_Call(self, original, updated):
+                return predict_calls.get(id(original), updated)
+
         body: list[cst.BaseStatement] = []
         for st in statements:
-            if any(id(line) in export_lines for line in C.walk(st) if isinstance(line, cst.SimpleStatementLine)):
+            if any(id(node) in export_lines or id(node) in predict_calls for node in C.walk(st)):
                 body.append(st.visit(_Exported()))
             elif st is job.trains:
                 body += new
@@ -588,6 +603,10 @@ class EstimatorToStrategy(Rule):
                         " serving_input_receiver_fn's inputs (tf.function signatures: "
                         + ", ".join(plan.predict_signatures) + "), with the trained variables, into a new"
                         " directory named by the time under the same export directory", fixed=True,
+                        severity="info", reference=REFERENCE)
+        for call in job.predict_calls:
+            self.report(call, "Estimator.predict -> a generator of the model_fn's PREDICT-mode predictions on the"
+                        " input_fn's features, one example at a time, with the trained variables", fixed=True,
                         severity="info", reference=REFERENCE)
         for exporter in exports.exporters:
             self.report(exporter.node, f"EvalSpec {'FinalExporter' if exporter.kind == 'final' else 'LatestExporter'}"
