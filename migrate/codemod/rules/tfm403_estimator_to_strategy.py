@@ -136,7 +136,14 @@ class EstimatorToStrategy(Rule):
         - an Estimator chosen in the branches of an if statement (``if flag ==
           "cnn": est = Estimator(model_fn=cnn_fn, params=p) elif ...: ... else:
           sys.exit(1)``) -> each branch binds the model_fn and params it chose,
-          one loop trains it (when the model_fns train alike).
+          one loop trains it (when the model_fns train alike);
+        - ``tf.summary.scalar``/``histogram`` of the model_fn's TRAIN mode -> the
+          TRAIN mode returns their values, the loop writes them every
+          save_summary_steps under the same tags;
+        - ``est.export_savedmodel(dir, serving_input_receiver_fn)`` after the job and
+          ``EvalSpec(exporters=FinalExporter/LatestExporter)`` -> ``tf.saved_model.save``
+          of the model_fn's PREDICT mode on the receiver's inputs (_tfm403_export);
+          ``est.predict(input_fn)`` -> a generator of the PREDICT mode's predictions.
 
     Why:
         Estimator left TensorFlow in 2.16: such jobs do not run on TF 2.21.
@@ -149,13 +156,15 @@ class EstimatorToStrategy(Rule):
 
     Fix safety:
         Only what is carried exactly is migrated (``numpy_input_fn(shuffle=True)``
-        draws another random order, reported); anything else (other hooks, exporters
-        and ``export_savedmodel``, other metrics, summaries in the model_fn, a
-        model_fn reading its RunConfig, queue-based input, a model_fn or input_fn
+        draws another random order, reported); anything else (other hooks, other
+        metrics, summaries outside TRAIN or of tf.metrics values, exports of
+        classification/regression outputs or of receivers computing features of an
+        unknown structure, a model_fn reading its RunConfig, queue-based input, a model_fn or input_fn
         of another module (``model.model_fn`` of ``trainer/model.py``: its rewrite
         would have to happen there, in the same run), the train op built
         otherwise than ``minimize(loss, global_step)``, an Estimator trained in a
-        loop, a premade Estimator among the branches' choices, a model_fn building
+        loop, a premade Estimator (the reason names its numerics and the TF2 port),
+        a tf.contrib.learn Experiment (at its first blocker), a model_fn building
         Keras layers (made anew at every step) or running a tf.layers / tf.contrib
         layer TFM104 left) is reported where it is, and the job is left
         as it was (TFM401 then names the replacements).
