@@ -340,3 +340,17 @@ def test_a_parsing_receiver_parses_serialized_examples_in_the_serving_function()
             "        # the model_fn's PREDICT mode on the serving inputs\n"
             '        return model(tf.io.parse_example(serialized, spec), None, mode="infer")\n') in out
     assert "    spec = {" in out and "    export_saved_model(export_dir)\n" in out
+
+
+@pytest.mark.slow
+def test_check_says_equivalent_for_the_exporting_job_against_its_legacy_run_on_tf215(tmp_path):
+    migrated = tmp_path / "migrated.py"
+    migrated.write_text(migrated_fixture().output)
+    out = tmp_path / "check"
+    proc = subprocess.run(
+        [sys.executable, "-m", "migrate", "check", str(FIXTURE), str(migrated), "--steps", "20", "--workers", "1",
+         "--out", str(out), "--no-plot"],
+        cwd=REPO, capture_output=True, text=True, timeout=3600, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "EQUIVALENT" in proc.stdout and "legacy TensorFlow 2.15" in proc.stdout

@@ -660,14 +660,20 @@ def _given(value: cst.BaseExpression | None) -> bool:
 
 
 # tf.metrics.X -> (Keras metric, TF1 parameters passed to update_state in order, and its keyword for
-# weights). Both compute the same running value: accuracy = mean(labels == predictions), mean = mean(values).
+# weights). Both compute the same running value: accuracy = mean(labels == predictions), mean = mean(values),
+# root_mean_squared_error = sqrt(mean over every element of (predictions - labels)^2), labels [B] and
+# predictions [B, 1] made the same rank alike (TF1 squeezed the predictions, Keras expands the labels).
 TF1_METRICS = {
     "metrics.accuracy": ("tf.keras.metrics.Accuracy()", ("labels", "predictions"), "weights"),
     "metrics.mean": ("tf.keras.metrics.Mean()", ("values",), "weights"),
+    "metrics.root_mean_squared_error": ("tf.keras.metrics.RootMeanSquaredError()", ("labels", "predictions"),
+                                        "weights"),
 }
 _METRIC_PARAMS = {
     "metrics.accuracy": ("labels", "predictions", "weights", "metrics_collections", "updates_collections", "name"),
     "metrics.mean": ("values", "weights", "metrics_collections", "updates_collections", "name"),
+    "metrics.root_mean_squared_error": ("labels", "predictions", "weights", "metrics_collections",
+                                        "updates_collections", "name"),
 }
 
 
@@ -700,7 +706,7 @@ def _metric_inputs(ops: cst.BaseExpression, locals_bound, qualname, removed, met
         q = qualname(call.func) if isinstance(call, cst.Call) else None
         if q not in TF1_METRICS:
             raise Decline(el.value, f"eval_metric_ops[{C.code_of(el.key)}] is no tf.metrics function with a Keras"
-                          " metric computing the same value (accuracy, mean)",
+                          " metric computing the same value (accuracy, mean, root_mean_squared_error)",
                           hint="compute it with a tf.keras.metrics object in the evaluation")
         keras, params, weights = TF1_METRICS[q]
         bound, why = bind_args(call, _METRIC_PARAMS[q])
