@@ -91,6 +91,15 @@ def test_the_migrated_job_trains_and_exports_the_trained_variables_on_tf221(tmp_
         scores = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
         print("max_diff", float(np.abs(scores - out["scores"].numpy()).max()))
         print("labels_agree", bool((out["label"].numpy() == scores.argmax(axis=1)).all()))
+        # the evaluations' summaries, in <model_dir>/eval as the Estimator wrote them
+        import glob
+        from tensorflow.core.util import event_pb2
+        evaluated = set()
+        for path in glob.glob({str(model_dir / "eval" / "events*")!r}):
+            for raw in tf.data.TFRecordDataset(path):
+                event = event_pb2.Event.FromString(raw.numpy())
+                evaluated |= {{(value.tag, event.step) for value in event.summary.value}}
+        print("evaluated", sorted(evaluated))
         """))
     proc = subprocess.run([sys.executable, str(check)], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -99,6 +108,7 @@ def test_the_migrated_job_trains_and_exports_the_trained_variables_on_tf221(tmp_
     assert printed["inputs"] == "['signal']"
     assert printed["outputs"] == "['label', 'scores']"
     assert float(printed["max_diff"]) < 1e-5 and printed["labels_agree"] == "True"
+    assert printed["evaluated"] == str(sorted((tag, step) for tag in ("accuracy", "loss") for step in (10, 20, 30)))
 
 
 RAW_RECEIVER = textwrap.dedent(

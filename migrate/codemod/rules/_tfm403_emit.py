@@ -60,6 +60,7 @@ class Settings:
     # the job's SavedModel exports: the serving functions and the export function (lines), and
     # what the evaluation exports (lines of its body, the EvalSpec's exporters)
     serving_code: list[str] | None = None
+    eval_name: str | None = None  # EvalSpec(name=...): the evaluation's summaries go to eval_<name>
     evaluation_exports: list[str] | None = None
 
 
@@ -199,6 +200,14 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add('    results["loss"] = float(tf.reduce_mean(losses))')
         add(f'    results["global_step"] = int({n["global_step"]}.numpy())')
         add('    logging.info("Saving dict for global step %d: %s", results["global_step"], results)')
+        eval_dir = '"eval"' if s.eval_name is None else f'"eval_" + {s.eval_name}'
+        add(f"    # the evaluation's summaries, where the Estimator wrote them (<model_dir>/{'eval' if s.eval_name is None else 'eval_<name>'})")
+        add(f"    eval_writer = tf.summary.create_file_writer(os.path.join({s.model_dir or n['model_dir']}, {eval_dir}))")
+        add('    with eval_writer.as_default(step=results["global_step"]):')
+        add("        for name, value in results.items():")
+        add('            if name != "global_step":')
+        add("                tf.summary.scalar(name, value)")
+        add("    eval_writer.close()")
         for line in s.evaluation_exports or []:
             add(line)
         add("    return results")
@@ -329,6 +338,8 @@ def model_call_args(params: tuple[str, ...], params_name: str) -> str:
         out += ', mode="{mode}"'
     if "params" in params:
         out += f", params={params_name}"
+    if "config" in params:
+        out += ", config=None"  # declared, never read: the migrated job has no RunConfig
     return out
 
 

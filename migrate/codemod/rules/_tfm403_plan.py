@@ -285,7 +285,7 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
     if unknown:
         raise Decline(fn, f"model_fn parameter `{unknown[0]}` is none of Estimator's"
                       " (features, labels, mode, params, config)")
-    if "config" in params:
+    if "config" in params and "config" in C.names_used(fn.body):
         raise Decline(fn, "the model_fn reads the RunConfig (`config`), which the migrated job no longer has",
                       hint="read what it needs from the job's flags or the cluster resolver")
     statements = list(_statements(fn.body))

@@ -214,6 +214,7 @@ class EstimatorToStrategy(Rule):
             """,
             """
             import tensorflow as tf
+            import os
             import time
             from absl import logging
 
@@ -294,6 +295,13 @@ class EstimatorToStrategy(Rule):
                 results["loss"] = float(tf.reduce_mean(losses))
                 results["global_step"] = int(global_step.numpy())
                 logging.info("Saving dict for global step %d: %s", results["global_step"], results)
+                # the evaluation's summaries, where the Estimator wrote them (<model_dir>/eval)
+                eval_writer = tf.summary.create_file_writer(os.path.join("/tmp/m", "eval"))
+                with eval_writer.as_default(step=results["global_step"]):
+                    for name, value in results.items():
+                        if name != "global_step":
+                            tf.summary.scalar(name, value)
+                eval_writer.close()
                 return results
 
 
@@ -499,6 +507,7 @@ class EstimatorToStrategy(Rule):
             model_call_args=E.model_call_args(plan.params, params_name),
             train_dataset_fn=f"lambda: {train_input}",
             summaries=plan.summaries,
+            eval_name=get(job.eval_spec, "name"),
             log_tensors_every=(C.code_of(job.logging.every_n_iter) if job.logging is not None
                                else C.code_of(rename(plan.log_every, {"params": params_name}))
                                if plan.log_every is not None else None),
