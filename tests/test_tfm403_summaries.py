@@ -144,11 +144,15 @@ REGRESSION = textwrap.dedent(
 )
 
 
-def test_root_mean_squared_error_becomes_keras_rmse_computing_the_same_running_value(tmp_path):
-    result = migrate_source(REGRESSION, path="regression.py")
+def test_regression_metrics_become_keras_metrics_computing_the_same_running_values(tmp_path):
+    source = REGRESSION.replace('eval_metric_ops={"rmse": rmse}', 'eval_metric_ops={"rmse": rmse, "mse": mse}').replace(
+        "    rmse = tf.metrics", "    mse = tf.metrics.mean_squared_error(labels, predicted)\n    rmse = tf.metrics")
+    result = migrate_source(source, path="regression.py")
     assert [d.message for d in result.manual_work] == []
     assert '"rmse": tf.keras.metrics.RootMeanSquaredError(),' in result.output
-    assert '    return loss, {"rmse": (labels, predicted)}\n' in result.output
+    assert '"mse": tf.keras.metrics.Mean(),' in result.output
+    assert ('    return loss, {"rmse": (labels, predicted), "mse": (tf.math.squared_difference(tf.reshape(labels, [-1]),'
+            ' tf.reshape(predicted, [-1])),)}\n') in result.output
     # TF1's streaming metric (tf.compat.v1, graph mode) and the Keras metric over the same batches:
     # labels [B], predictions [B, 1], weighted, batches of unequal size
     script = tmp_path / "same.py"
@@ -170,12 +174,26 @@ def test_root_mean_squared_error_becomes_keras_rmse_computing_the_same_running_v
                 for y, p, w in batches:
                     session.run(update, {labels: y, predictions: p, weights: w})
                 legacy = session.run(value)
+            mse, update_mse = tf.compat.v1.metrics.mean_squared_error(labels, predictions)
+            mae, update_mae = tf.compat.v1.metrics.mean_absolute_error(labels, predictions)
+            with tf.compat.v1.Session() as session:
+                session.run(tf.compat.v1.local_variables_initializer())
+                for y, p, w in batches:
+                    session.run([update_mse, update_mae], {labels: y, predictions: p})
+                legacy_mse, legacy_mae = session.run([mse, mae])
         metric = tf.keras.metrics.RootMeanSquaredError()
         for y, p, w in batches:
             metric.update_state(y, p, w)
+        mse_metric, mae_metric = tf.keras.metrics.Mean(), tf.keras.metrics.Mean()
+        for y, p, _ in batches:
+            mse_metric.update_state(tf.math.squared_difference(tf.reshape(y, [-1]), tf.reshape(p, [-1])))
+            mae_metric.update_state(tf.abs(tf.reshape(p, [-1]) - tf.reshape(y, [-1])))
         print(float(legacy), float(metric.result()))
+        print(float(legacy_mse), float(mse_metric.result()))
+        print(float(legacy_mae), float(mae_metric.result()))
         """))
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    legacy, keras = map(float, proc.stdout.split())
-    assert abs(legacy - keras) <= 1e-6 * max(1.0, abs(legacy)), (legacy, keras)
+    for line in proc.stdout.strip().splitlines()[-3:]:
+        legacy, keras = map(float, line.split())
+        assert legacy > 0 and abs(legacy - keras) <= 1e-6 * max(1.0, abs(legacy)), (legacy, keras)

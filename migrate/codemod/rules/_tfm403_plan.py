@@ -669,7 +669,20 @@ TF1_METRICS = {
     "metrics.root_mean_squared_error": ("tf.keras.metrics.RootMeanSquaredError()", ("labels", "predictions"),
                                         "weights"),
 }
+# tf.metrics.X of an element-wise error, unweighted -> tf.keras.metrics.Mean of that error over every
+# element of the labels and predictions flattened: TF1 squeezed a trailing dimension of 1 ([B] and [B, 1]
+# pair up element by element, as flattened), and shapes it would have broadcast instead fail to pair.
+TF1_ELEMENTWISE_MEANS = {
+    "metrics.mean_squared_error": "tf.math.squared_difference(tf.reshape({labels}, [-1]), tf.reshape({predictions}, [-1]))",
+    "metrics.mean_absolute_error": "tf.abs(tf.reshape({predictions}, [-1]) - tf.reshape({labels}, [-1]))",
+}
+TF1_METRICS.update({q: ("tf.keras.metrics.Mean()", ("labels", "predictions"), "weights")
+                    for q in TF1_ELEMENTWISE_MEANS})
 _METRIC_PARAMS = {
+    "metrics.mean_squared_error": ("labels", "predictions", "weights", "metrics_collections", "updates_collections",
+                                   "name"),
+    "metrics.mean_absolute_error": ("labels", "predictions", "weights", "metrics_collections",
+                                    "updates_collections", "name"),
     "metrics.accuracy": ("labels", "predictions", "weights", "metrics_collections", "updates_collections", "name"),
     "metrics.mean": ("values", "weights", "metrics_collections", "updates_collections", "name"),
     "metrics.root_mean_squared_error": ("labels", "predictions", "weights", "metrics_collections",
@@ -706,7 +719,8 @@ def _metric_inputs(ops: cst.BaseExpression, locals_bound, qualname, removed, met
         q = qualname(call.func) if isinstance(call, cst.Call) else None
         if q not in TF1_METRICS:
             raise Decline(el.value, f"eval_metric_ops[{C.code_of(el.key)}] is no tf.metrics function with a Keras"
-                          " metric computing the same value (accuracy, mean, root_mean_squared_error)",
+                          " metric computing the same value (accuracy, mean, root_mean_squared_error,"
+                          " mean_squared_error, mean_absolute_error)",
                           hint="compute it with a tf.keras.metrics object in the evaluation")
         keras, params, weights = TF1_METRICS[q]
         bound, why = bind_args(call, _METRIC_PARAMS[q])
@@ -717,6 +731,12 @@ def _metric_inputs(ops: cst.BaseExpression, locals_bound, qualname, removed, met
         if any(p not in bound for p in params):
             raise Decline(call, f"tf.{q} without {', '.join(p for p in params if p not in bound)}")
         inputs = [bound[p] for p in params] + ([bound[weights]] if _given(bound.get(weights)) else [])
+        if q in TF1_ELEMENTWISE_MEANS:
+            if _given(bound.get(weights)):
+                raise Decline(call, f"tf.{q} with weights: they broadcast against the error's shape, which the"
+                              " flattened error the Keras metric averages does not keep")
+            inputs = [C.expr(TF1_ELEMENTWISE_MEANS[q].format(labels=C.code_of(bound["labels"]),
+                                                             predictions=C.code_of(bound["predictions"])))]
         metrics[el.key.value] = keras
         elements.append(el.with_changes(value=cst.Tuple(
             [cst.Element(v, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
