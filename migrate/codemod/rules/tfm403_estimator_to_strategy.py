@@ -120,8 +120,10 @@ class EstimatorToStrategy(Rule):
           ``tf.random.set_seed``; ``log_step_count_steps`` -> the loss logged;
           ``TrainSpec(max_steps)`` -> the loop bound; ``EvalSpec(input_fn, steps,
           start_delay_secs, throttle_secs)`` -> evaluation of the model_fn's EVAL
-          loss (and ``tf.metrics.accuracy``/``mean`` eval_metric_ops as Keras
-          metrics) on the chief after a checkpoint, at that cadence, and at the
+          loss (and ``tf.metrics.accuracy``/``mean``/``root_mean_squared_error``,
+          unweighted ``mean_squared_error``/``mean_absolute_error`` eval_metric_ops
+          as Keras metrics; its results written as summaries in ``<model_dir>/eval``)
+          on the chief after a checkpoint, at that cadence, and at the
           end; a TF_CONFIG ``evaluator`` task evaluates the chief's checkpoints as
           they come; ``est.train(...)`` then ``results = est.evaluate(...)`` ->
           the loop, then ``results = evaluate()``; ``save_summary_steps`` -> the
