@@ -418,7 +418,8 @@ def serving_code(exports: Exports, names: dict[str, str], signatures: list[str],
     one = len(exports.servings()) == 1
     lines.append(f"def {names['export']}(export_dir_base{'' if one else ', serving_function'}):")
     lines.append("    # The Estimator's export: the serving signatures and the trained variables, in a new")
-    lines.append("    # directory under export_dir_base named by the time in seconds.")
+    lines.append("    # directory under export_dir_base named by the time in seconds, written under a temporary")
+    lines.append("    # name first (a model server watching export_dir_base never loads half an export).")
     lines.append("    export_dir = os.path.join(export_dir_base, str(int(time.time())))")
     lines.append("    while tf.io.gfile.exists(export_dir):")
     lines.append("        time.sleep(1)")
@@ -427,7 +428,9 @@ def serving_code(exports: Exports, names: dict[str, str], signatures: list[str],
     lines.append(f"    serving_model.trained_variables = {names['model']}.variables")
     function = exports.servings()[0].function_name if one else "serving_function"
     entries = [f"{json.dumps(key)}: {function}" for key in signatures]
-    lines.append(f"    tf.saved_model.save(serving_model, export_dir, signatures={{{', '.join(entries)}}})")
+    lines.append('    temporary_dir = os.path.join(export_dir_base, "temp-" + os.path.basename(export_dir))')
+    lines.append(f"    tf.saved_model.save(serving_model, temporary_dir, signatures={{{', '.join(entries)}}})")
+    lines.append("    tf.io.gfile.rename(temporary_dir, export_dir)")
     lines.append("    return export_dir")
     lines.append("")
     lines.append("")
