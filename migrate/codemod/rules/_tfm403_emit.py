@@ -251,6 +251,11 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add(f"{n['next_save']} = time.monotonic() + {s.save_secs or SAVE_CHECKPOINTS_SECS}")
     if s.eval_in_loop:
         add(f"{n['next_eval']} = time.monotonic() + {s.start_delay or START_DELAY_SECS}")
+    evaluates = n["is_chief"]
+    if sidecar:
+        evaluates = n["chief_evaluates"]
+        add("# the chief evaluates unless TF_CONFIG names an evaluator task, which then does (as the Estimator's)")
+        add(f'{evaluates} = {n["is_chief"]} and "evaluator" not in {n["resolver"]}.cluster_spec().jobs')
     add(f"while {n['step']} < {n['last_step']}:")
     add(f"    if {n['coordinator']} is not None:")
     add(f"        {out} = {n['coordinator']}.schedule({n['train_step']}, args=({n['iterator']},))")
@@ -290,14 +295,17 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     if s.save_steps is None:
         add(f"        {n['next_save']} = time.monotonic() + {s.save_secs or SAVE_CHECKPOINTS_SECS}")
     if s.eval_in_loop:
-        add(f"        if {n['is_chief']} and time.monotonic() >= {n['next_eval']}:")
+        add(f"        if {evaluates} and time.monotonic() >= {n['next_eval']}:")
         add(f"            {n['evaluate']}()")
         add(f"            {n['next_eval']} = time.monotonic() + {s.throttle or THROTTLE_SECS}")
     add(f"if {n['coordinator']} is not None:")
     add(f"    {n['coordinator']}.join()")
     add(f"if {n['is_chief']}:")
     add(f"    {n['manager']}.save(checkpoint_number={n['global_step']})")
-    if s.eval_in_loop:
+    if s.eval_in_loop and sidecar:
+        add(f"if {evaluates}:")
+        add(f"    {n['evaluate']}()")
+    elif s.eval_in_loop:
         add(f"    {n['evaluate']}()")
     if sidecar:
         lines = outer + ["    " + line if line else line for line in lines]
@@ -311,7 +319,7 @@ NAMES = (
     "strategy", "coordinator", "resolver", "is_chief", "params", "model_dir", "global_step", "optimizer", "model",
     "features", "labels", "trainable_variables", "train_step", "eval_step", "evaluate", "iterator", "checkpoint",
     "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics", "writer", "first_step", "step_outputs",
-    "logged", "model_fn", "export", "summaries", "predict", "predict_step",
+    "logged", "model_fn", "export", "summaries", "predict", "predict_step", "chief_evaluates",
 )
 _SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager", "writer": "summary_writer",
             "export": "export_saved_model"}

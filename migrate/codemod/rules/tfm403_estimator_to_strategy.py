@@ -328,6 +328,8 @@ class EstimatorToStrategy(Rule):
                 summary_writer = tf.summary.create_file_writer("/tmp/m") if is_chief else tf.summary.create_noop_writer()
                 step = int(global_step.numpy())
                 next_eval = time.monotonic() + 120
+                # the chief evaluates unless TF_CONFIG names an evaluator task, which then does (as the Estimator's)
+                chief_evaluates = is_chief and "evaluator" not in cluster_resolver.cluster_spec().jobs
                 while step < last_step:
                     if coordinator is not None:
                         loss = coordinator.schedule(train_step, args=(iterator,))
@@ -344,13 +346,14 @@ class EstimatorToStrategy(Rule):
                             coordinator.join()
                         if is_chief:
                             checkpoint_manager.save(checkpoint_number=global_step)
-                        if is_chief and time.monotonic() >= next_eval:
+                        if chief_evaluates and time.monotonic() >= next_eval:
                             evaluate()
                             next_eval = time.monotonic() + 600
                 if coordinator is not None:
                     coordinator.join()
                 if is_chief:
                     checkpoint_manager.save(checkpoint_number=global_step)
+                if chief_evaluates:
                     evaluate()
             """,
             diagnostics=(),
