@@ -398,6 +398,8 @@ def test_an_evaluator_task_in_tf_config_evaluates_the_chiefs_checkpoints(tmp_pat
     assert run.ok, run.summary()
     evaluated = [line for line in run.log_text("evaluator", 0).splitlines() if "Saving dict for global step" in line]
     assert evaluated and "Saving dict for global step 6: {'loss': " in evaluated[-1], evaluated
+    # the Estimator's chief only trained when an evaluator task evaluated
+    assert "Saving dict for global step" not in run.log_text("chief", 0)
 
 
 def run_check(legacy: Path, migrated: Path, out: Path, steps: int) -> tuple[int, dict]:
