@@ -364,3 +364,24 @@ def test_check_says_equivalent_for_the_exporting_job_against_its_legacy_run_on_t
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "EQUIVALENT" in proc.stdout and "legacy TensorFlow 2.15" in proc.stdout
+
+
+def test_exports_of_two_receivers_get_a_serving_function_each():
+    source = FIXTURE.read_text().replace("def main(_):", textwrap.dedent("""\
+        def window_receiver_fn():
+            window = tf.placeholder(tf.float32, [None, 12])
+            return tf.estimator.export.ServingInputReceiver({SIGNAL: window}, {"window": window})
+
+
+        def main(_):""")).replace("serving_input_receiver_fn=signal_receiver_fn)\n\n",
+                                  "serving_input_receiver_fn=window_receiver_fn)\n\n")
+    assert "serving_input_receiver_fn=window_receiver_fn)" in source
+    result = migrate_source(source, path="two.py")
+    assert [d.message for d in result.manual_work] == []
+    out = result.output
+    assert "    def serve_window_receiver(window):\n" in out and "    def serve_signal_receiver(signal):\n" in out
+    assert "        return model({SIGNAL: window}, None, mode=\"infer\", params=params)\n" in out
+    assert "    export_saved_model(args.export_dir, serve_window_receiver)\n" in out
+    assert 'export_saved_model(os.path.join(args.model_dir, "export", "final"), serve_signal_receiver)' in out
+    assert "def window_receiver_fn" not in out and "def signal_receiver_fn" not in out
+    compile(out, "two.py", "exec")
