@@ -3,13 +3,17 @@
 analysis
     _tfm403_analysis.py (the statement that trains, the Estimator, RunConfig,
     TrainSpec/EvalSpec, the model_fn and input_fns); _tfm403_origin.py (where a
-    model_fn or input_fn imported from another module is, for the reason)
+    model_fn or input_fn imported from another module is, for the reason);
+    _tfm403_premade.py (the reasons of premade Estimators and Experiment jobs)
 plan
     _tfm403_plan.py (the model_fn as the step calls it, the optimizer and
-    learning-rate statements built once under the strategy)
+    learning-rate statements built once under the strategy); _tfm403_returns.py
+    (what its modes return besides the loss: TRAIN summaries, PREDICT outputs,
+    EVAL metrics)
 emitted code
     _tfm403_emit.py (strategy, step, per-worker dataset, checkpoints, logging,
-    evaluation)
+    evaluation); _tfm403_export.py (SavedModel exports and predict: analysis of
+    the receivers and exporters, and their code)
 """
 
 from __future__ import annotations
