@@ -898,18 +898,22 @@ def compare_statistical(
             "updates_agree": reach_ok,
         },
     )
+    # The bound that decides: the calibrated one whenever it suffices (a few
+    # runs bound the scatter loosely, so it is named only when it is needed).
+    by_scatter = diff > calibrated and scatter > calibrated
+    shown = allowed if by_scatter else calibrated
     why = (
         f"the legacy job's own scatter over {len(l_stats)} runs ({min(l_stats):.4g}..{max(l_stats):.4g},"
         f" s.d. {comp.statistic['legacy_run_sd']:.3g}; 99 % prediction bound)"
-        if scatter > calibrated
+        if by_scatter
         else f"{stat_rtol:g} x legacy + {stat_atol:g} x initial loss {initial:.3g}"
     )
     comp.reason = (
         f"trailing-window medians legacy {l_med:.6g}, migrated {m_med:.6g}: difference "
-        f"{diff:.3g} (relative {rel:.3g}) {'<=' if comp.equivalent else '>'} allowed "
-        f"{allowed:.3g} = {why}"
+        f"{diff:.3g} (relative {rel:.3g}) {'<=' if diff <= allowed else '>'} allowed "
+        f"{shown:.3g} = {why}"
     )
-    if scatter > calibrated:
+    if by_scatter and diff <= allowed:
         # The verdict is no finer than the legacy job's own noise: say how coarse.
         comp.reason += (
             f"; a migration closer than {allowed:.3g} ({_rel(allowed, l_med):.0%} of the legacy level) to the"
