@@ -26,6 +26,7 @@ from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import (
+    _absent_modules,
     _collection_reads,
     _dataflow,
     _device_modes,
@@ -35,6 +36,7 @@ from migrate.codemod.rules import (
     _numpy_formats,
     _outer_placeholders,
     _placement,
+    _queue_input,
     _rebinding,
     _server_flow,
     _serving_export,
@@ -99,6 +101,7 @@ from migrate.codemod.rules._tfm301_session import (
     _reads_task_index,
     _SessionRegion,
 )
+from migrate.codemod.rules._tower_inputs import own_returns
 from migrate.codemod.tfnames import dotted
 
 
@@ -321,8 +324,10 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    # the model's first build is traced (a loss reads a collection the model fills per call)
+    # the model's first build is traced (a loss reads a collection the model fills per call, or the
+    # model calls a module that is not in the project), the model function scoped (for those reads)
     traced_build = False
+    scoped_reads = False
     triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession",
                 "DeviceChooser", "job:ps")
 
@@ -935,7 +940,7 @@ class GraphToStrategy(Rule):
         if not self._plan_schedules(graph):
             return body
         self.creates_plain_variables = False
-        self.traced_build = False
+        self.traced_build = self.scoped_reads = False
         # a model object's own variables (`model.trainable_weights`: a Keras model on the block's tensors)
         owned = isinstance(graph.var_list, cst.Attribute) and graph.var_list.attr.value in _MODEL_WEIGHTS and (
             self._keras_model(graph, graph.var_list.value))
@@ -948,6 +953,9 @@ class GraphToStrategy(Rule):
                         " it on the batch in a tf.function step (training=True), by hand",
                         reference=REFERENCE[self.strategy], fixed=False)
             return body
+        self.absent_variable_makers = set()
+        if graph.var_list is None:
+            self._adopt_absent_variable_makers(graph, device_with)
         if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
                 self._report_unseen_variables(graph)):
             return body
@@ -1021,6 +1029,14 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        session.trains_forever = bool(session.loops_tf1_never_ended(after))
+        for loop in session.loops_tf1_never_ended(after):
+            self.report(loop, f"`while {C.code_of(loop.test)}:` never ended in TF1 either: nothing could ask the"
+                        " session to stop (no StopAtStepHook or hook of the program's own, no request_stop(), no"
+                        " input pipeline that runs out, no break or return), so the job trained until it was"
+                        " killed; the migrated loop runs the same way (`while True:`)", hint="bound the loop"
+                        " (for step in range(...)) or stop it at a global step if the job should end by itself",
+                        reference=REFERENCE[self.strategy], fixed=True, severity="warning")
         # a helper choosing the mode hands back the resolver in place of its server's target (_device_modes)
         if modes is None and self._report_server_not_carried(device_with):
             del self.ctx.reports[reported:]
@@ -1073,14 +1089,22 @@ class GraphToStrategy(Rule):
             # a step cannot be given a value it has no argument for: the training stays TF1
             self.converted, self.helper_rewrites, self.strategy_names = undo
             del self.ctx.reports[reported:]
+            absent_builders: set[int] = set()
             for name in sorted(session.foreign_feeds):
                 key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
                 made = _dataflow.binding_code(name, [*body[:i], device_with], self.ctx.module)
                 where = f"it is made by `{made}`" if made else "it is made elsewhere: before the block or in a helper"
                 # made by a function of a module this run cannot read (`x, y, loss = make_model(...)`)
-                value = C.assignment(_dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
-                                     or cst.SimpleStatementLine([]))[1]
+                binding = _dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
+                value = C.assignment(binding or cst.SimpleStatementLine([]))[1]
                 origin = self._program().origin_of(value) if isinstance(value, cst.Call) else ""
+                found = self._program().tracer.callee(value, self._program().tracer.root) if isinstance(
+                    value, cst.Call) else None
+                if found is not None and found[0] == "opaque":
+                    if id(value) not in absent_builders:
+                        absent_builders.add(id(value))
+                        self._report_absent_placeholders(binding, value, found[1].name, session.foreign_feeds)
+                    continue
                 if isinstance(value, cst.Call) and self.qualname(value.func) == "sparse_placeholder":
                     self.report(key or device_with, f"training not migrated: `{name}` is a sparse placeholder (`{made}`),"
                                 " fed a sparse value (a SparseTensorValue or an (indices, values, dense shape) tuple); this rule makes the block's"
@@ -1557,7 +1581,7 @@ class GraphToStrategy(Rule):
         found = {}
         for node in C.walk(self.ctx.module):
             if type(node) is cst.FunctionDef:
-                returns = [n for n in C.walk(node.body) if type(n) is cst.Return]
+                returns = own_returns(node)
                 if returns and all(self._one_shot_dataset(r.value) is not None for r in returns):
                     found[node.name.value] = node
         return found
@@ -1718,13 +1742,15 @@ class GraphToStrategy(Rule):
             found = self._input_source(value, program, opaque=len(set(names) & read) > 1)
             if found is None:
                 continue
-            how, where = found
+            how, where, chain = found
             bound = ", ".join(f"`{n}`" for n in names if n in read)
             opaque = how.startswith("takes from")
+            queued = "" if opaque else _queue_input.status(self.module_in, self.qualname, set(chain))
             self.report(statement, f"training not migrated: the step computes with {bound} from"
                         f" `{C.code_of(value.func)}(...)`, which {how}{where}: in TF1 each session run evaluated"
                         " them anew (the next batch), while the migration would compute them once, under the"
-                        " strategy, and train every step on the same values; this training was left as TF1",
+                        f" strategy, and train every step on the same values{queued}; this training was left as"
+                        " TF1",
                         hint="make the input a tf.data pipeline the block reads with"
                         " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that)"
                         + (", or run tfmigrate on a directory holding the module, then migrate again" if opaque else
@@ -1734,20 +1760,21 @@ class GraphToStrategy(Rule):
             return True
         return False
 
-    def _input_source(self, call: cst.Call, program, opaque: bool) -> tuple[str, str] | None:
-        """(what, through which functions) when ``call`` reaches a TF1 queue
-        input op, or (``opaque``) a function of a module not in the project."""
+    def _input_source(self, call: cst.Call, program, opaque: bool) -> tuple[str, str, list[str]] | None:
+        """(what, through which functions said, those functions) when ``call``
+        reaches a TF1 queue input op, or (``opaque``) a function of a module
+        not in the project."""
         stack, seen = [(call, [])], set()
         while stack:
             current, chain = stack.pop()
             q = self.qualname(current.func) or ""
             if q in QUEUE_INPUTS or q.rsplit(".", 1)[-1] in QUEUE_READERS:
                 # spelled as TF1 wrote it (an earlier rule may have moved it to tf.compat.v1)
-                return f"builds a TF1 queue-based input pipeline (`tf.{q}`)", _through(chain)
+                return f"builds a TF1 queue-based input pipeline (`tf.{q}`)", _through(chain), chain
             callee = program.tracer.callee(current, program.tracer.root)
             if opaque and callee is not None and callee[0] == "opaque":
                 return (f"takes from `{callee[1].name}`, a module not in this project whose code cannot be read",
-                        _through(chain + [C.code_of(current.func)]) if chain else "")
+                        _through(chain + [C.code_of(current.func)]) if chain else "", chain)
             if isinstance(current.func, cst.Name) and current.func.value not in seen:
                 seen.add(current.func.value)
                 function = self._module_function(current.func.value)
@@ -2108,8 +2135,40 @@ class GraphToStrategy(Rule):
         of the graph (a placeholder, a tensor of the block): `tfds.load("x")`
         is no model."""
         graph_values = set(graph.placeholder_names) | set(graph.compute_names)
+        makers = self.__dict__.get("absent_variable_makers", set())
         return [b for b in self._program().model_builders(statement)
-                if not b.opaque or C.names_used(b.call) & graph_values]
+                if not b.opaque or C.names_used(b.call) & graph_values or id(b.call) in makers]
+
+    def _adopt_absent_variable_makers(self, graph: Graph, device_with: cst.With) -> None:
+        """The train op trains every trainable variable (no var_list), and the
+        forward code reads what a function of a module not in the project
+        returned from values that are no tensors (``weights =
+        net_layers.weight_variable([784, 10])``): it may be a variable TF1
+        trained, which a value made once under the strategy's scope would
+        leave out of the step's variables. Those calls move into the model
+        function, where the variables they create are recorded on the first
+        call, reused and trained, as for a model builder of that module (a
+        call returning a constant returns it there as well)."""
+        tracer = self._program().tracer
+        read = set().union(set(), *(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss)
+                           if graph.loss is not None else set())
+        makers = []
+        for statement in graph.state:
+            names, value, _ = C.assignment(statement)
+            if not (names and isinstance(value, cst.Call) and set(names) & read):
+                continue
+            if any(set(names) & C.names_used(other) for other in graph.state if other is not statement):
+                continue  # also read by what stays under the strategy's scope
+            found = tracer.callee(value, tracer.root)
+            if found is not None and found[0] == "opaque":
+                makers.append((names, statement))
+                self.absent_variable_makers.add(id(value))
+        if not makers:
+            return
+        order = {id(node): k for k, node in enumerate(C.walk(device_with)) if isinstance(node, cst.SimpleStatementLine)}
+        moved = {id(st) for _, st in makers}
+        graph.state = [st for st in graph.state if id(st) not in moved]
+        graph.compute = sorted([*graph.compute, *makers], key=lambda entry: order.get(id(entry[1]), len(order)))
 
     def _program(self) -> ProgramModel:
         """The program model of this file and its project (built once per run)."""
@@ -2118,33 +2177,58 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
+    def _report_absent_placeholders(self, binding: cst.CSTNode, call: cst.Call, module: str, fed: set[str]) -> None:
+        """The placeholders the session feeds are made by ``call``, a function
+        of a module that is not in the project (``x, y, loss = make_model(...)``):
+        the step function would have to take them as arguments, which means
+        changing that module's code (where it makes them)."""
+        names, _, _ = C.assignment(binding)
+        made = [n for n in names if n in fed]
+        listed = ", ".join(f"`{n}`" for n in made)
+        self.report(binding, f"training not migrated: the session feeds {listed}, which `{C.code_of(call.func)}(...)`"
+                    f" returns: a function of `{module}`, which is not in this project, making the model's inputs"
+                    " itself (placeholders the session feeds); a TF2 step cannot feed them, and they can become the"
+                    " step function's arguments only where they are made, in that module's code; this training was"
+                    " left as TF1",
+                    hint=f"make the placeholders in this file's graph block and pass them to `{C.code_of(call.func)}()`"
+                    " (which then builds the model from the tensors it is given), then migrate again; run tfmigrate"
+                    f" on `{module}` too", reference=REFERENCE[self.strategy], fixed=False)
+
     def _report_model_builders(self, graph: Graph, device_with: cst.With, inner) -> bool:
         """A note for each model built by a sibling module's function: read
-        there (present) or taken as an opaque builder (absent). A loss that
-        reads a collection such a builder fills keeps its read in the step
-        when the builders are read and fill it at each call (the model's
+        there (present), or, for a module that is not in the project, one note
+        per module saying what the migrated program now assumes of it. A loss
+        that reads a collection such a builder fills keeps its read in the step
+        when the builders are read and fill it at each call, or are absent and
+        the read is of a collection only explicit calls fill (the model's
         first build is then traced: ``_collection_reads``); otherwise the
         block declines, saying why."""
         builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
+        self.collection_read_keys = []
         if not self._plan_collection_reads(graph, inner, builders):
             return False
+        if any(b.opaque for b in builders):
+            # what an absent module adds to graph collections stays in the first build's graph
+            self.traced_build = True
+        # a call inlined from another module is not in this file: the note goes on the block
+        source = "".join(self.ctx.source.split())
+        noted: set[str] = set()
         for builder in builders:
-                if builder.opaque:
-                    why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
-                           f" (no {builder.module.name.replace('.', '/')}.py beside this file): it was taken as the"
-                           " model builder creating the model's variables, recorded on its first call under the"
-                           " strategy's scope and reused by every step")
-                    hint = (f"check that `{builder.function}()` creates its variables in the same order at each call"
-                            " (no Python-side randomness or state deciding which), or migrate it with this file")
-                else:
-                    why = (f"the model's variables are created by `{builder.function}()` of the project module"
-                           f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
-                           " step")
-                    hint = f"migrate `{builder.module.name}` with this file (tfmigrate on their directory)"
-                # a call inlined from another module is not in this file: the note goes on the block
-                source = "".join(self.ctx.source.split())
-                at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
-                self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
+            at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
+            if not builder.opaque:
+                self.report(at, f"the model's variables are created by `{builder.function}()` of the project module"
+                            f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
+                            " step", hint=f"migrate `{builder.module.name}` with this file (tfmigrate on their"
+                            " directory)", fixed=True, severity="info", reference=REFERENCE[self.strategy])
+                continue
+            name = builder.module.name
+            if name in noted:
+                continue
+            noted.add(name)
+            self.report(at, _absent_modules.absent_module_note(name, [b.code for b in builders if b.module.name == name],
+                                                self.collection_read_keys),
+                        hint=_absent_modules.HINT.format(module=name),
+                        fixed=True, severity="warning", reference=REFERENCE[self.strategy])
         return True
 
     def _plan_collection_reads(self, graph: Graph, inner, builders) -> bool:
@@ -2169,25 +2253,23 @@ class GraphToStrategy(Rule):
         if graph.regularized:
             own = (graph.regularized[0][1], "the regularizer of a get_variable of this block")
         declined = _collection_reads.decline(builders, fills, reads, own or self._regularization_source(graph, inner))
-        if declined is None and self.creates_plain_variables:
-            declined = _collection_reads.Decline(
-                reads[0].at, f"the loss reads a collection (`{C.code_of(reads[0].call)}`{reads[0].where}) the model"
-                " fills at each call, and the model creates tf.Variable objects: the step would read the collection"
-                " by a name scope of the model's own (the replicas of a worker share the step's graph), which would"
-                " rename those variables", "create the model's variables with tf.compat.v1.get_variable, or return"
-                " the penalty terms from the model code and add them to the loss explicitly, then migrate again")
         if declined is not None:
             self.report(declined.at, f"{declined.why}; this training was left as TF1", hint=declined.hint,
                         reference=REFERENCE[self.strategy], fixed=False)
             return False
-        self.traced_build = True
+        self.traced_build = self.scoped_reads = True
+        self.collection_read_keys = list(dict.fromkeys(
+            key for r in reads for key in _collection_reads.read_keys(r.call, r.q) or ()))
         read = reads[0]
         outside = next((r for r in reads if r.where), None)
         replicas = ("each replica of a worker reads it by a name scope of its own, " if outside is None else
                     f"the read{outside.where} is not filtered by replica: with several replicas on one worker (GPUs)"
                     " the later ones' loss values would also count the terms of those before, where TF1 ran one"
                     " replica per worker; ")
-        self.report(read.at, f"the loss reads `{C.code_of(read.call)}`{read.where} in the step: the model code adds"
+        absent = list(dict.fromkeys(f"`{b.module.name}`" for b in builders if b.opaque))
+        adds = ("adds" if not absent else f"(that of {', '.join(absent)}, which is not in this project: assumed, see"
+                " the note at its call) adds")
+        self.report(read.at, f"the loss reads `{C.code_of(read.call)}`{read.where} in the step: the model code {adds}"
                     " its terms to that collection at each call, and in a tf.function the collection is the step's"
                     " own, so the read sees the terms of that step's model call, as TF1's read saw those of its one"
                     f" build ({replicas}and the model's first build is traced too, so that it leaves none behind)",
@@ -2380,7 +2462,7 @@ class GraphToStrategy(Rule):
                 # the helper returns the dataset its iterator read
                 helper = helpers[pipeline.helper]
                 replaced = {id(r.value): self._one_shot_dataset(r.value)
-                            for r in C.walk(helper.body) if isinstance(r, cst.Return)}
+                            for r in own_returns(helper)}
                 self.helper_rewrites = {**getattr(self, "helper_rewrites", {}),
                                         C.code_of(helper): transform(helper, _ReplaceNodes(replaced))}
             comment = (
@@ -2552,7 +2634,7 @@ class GraphToStrategy(Rule):
         ret = ", ".join(self.model_exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
         body = [s for _, s in inside] + list(fn.body.body)
-        if self.traced_build:
+        if self.scoped_reads:
             body = _collection_reads.scoped(body, fn.body, self.qualname, self._fresh("model_scope"))
         fn = fn.with_changes(body=fn.body.with_changes(body=body), leading_lines=[cst.EmptyLine(indent=False)])
         return [fn]
