@@ -7,6 +7,8 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _framework_servers
+from migrate.codemod.rules._framework_servers import write_out_framework_servers
 from migrate.codemod.rules._role_lookup import (
     add_chief_switch,
     comprehended_hosts,
@@ -72,11 +74,13 @@ class ClusterResolver(Rule):
 
     code = "TFM201"
     name = "cluster-resolver"
-    triggers = ("ClusterSpec",)
+    triggers = ("ClusterSpec", _framework_servers.STARTER)
 
     def transform(self, module: cst.Module) -> cst.Module:
         if "cluster_resolver" in C.all_names(module):
             return module  # already migrated
+        given = module
+        module = write_out_framework_servers(self, module)
         self.strategy = detect_strategy(module, self.ctx.names)
         if self.strategy is None and serves_only(module, self.ctx.names):
             return module  # a standard server: nothing here takes a resolver (TFM202)
@@ -94,7 +98,7 @@ class ClusterResolver(Rule):
                         " path, and the strategy needs it on every path",
                         hint="compute the job name and index before the condition (or build the resolver from"
                         " TF_CONFIG), then run tfmigrate again", fixed=False)
-            return module
+            return given
         self.chief_flag: tuple[str, str] | None = None  # (flags object, style) once a chief entry is added
         self.chief_choice = False  # a literal chief entry was added: the job-name flag must accept it
         # ParameterServerStrategy: the dict literals a name given to ClusterSpec is bound to get the chief
@@ -401,7 +405,8 @@ class ClusterResolver(Rule):
                 )
             return statement
         if not isinstance(spec, cst.Dict):
-            if self.strategy == PSS and spec is not None and not self.from_tf_config:
+            if (self.strategy == PSS and spec is not None and not self.from_tf_config
+                    and C.code_of(spec) not in self.framework_specs):
                 # a dict built elsewhere (a variable, an environment variable): its jobs are not known here
                 self.report(
                     statement,

@@ -9,7 +9,8 @@ from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers
 from migrate.codemod.program.project import index_for
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _server_flow, _server_flow_emit
+from migrate.codemod.rules import _framework_servers, _server_flow, _server_flow_emit
+from migrate.codemod.rules._framework_servers import write_out_framework_servers
 from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, serves_only
 from migrate.codemod.rules._standard_server import rewrite_standard_servers
 
@@ -138,9 +139,11 @@ class ServerRoles(Rule):
 
     code = "TFM202"
     name = "server-roles"
-    triggers = ("Server", "run_standard_tensorflow_server")
+    triggers = ("Server", "run_standard_tensorflow_server", _framework_servers.STARTER)
 
     def transform(self, module: cst.Module) -> cst.Module:
+        # TFM201 wrote them out; selected alone, this rule does
+        module = write_out_framework_servers(self, module, report=False)
         # exact in any program: the same server, started as TF 2 does
         module = rewrite_standard_servers(module, self)
         self.strategy = detect_strategy(module, self.ctx.names)

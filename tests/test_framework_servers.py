@@ -1,0 +1,124 @@
+"""Servers a cluster framework starts for the task, whose cluster and role a
+context object gives (TensorFlowOnSpark's ``start_cluster_server``:
+migrate/codemod/rules/_framework_servers.py): the cluster rules rewrite them as
+the ClusterSpec and Server they are, reading the role from the context."""
+
+import ast
+
+import pytest
+
+from migrate.codemod.engine import dedent, migrate_source
+
+# our own program in the shape TensorFlowOnSpark's TF1 examples have: one function per
+# executor, its role from the context object, the server from the framework
+SPARK_TASK = dedent(
+    """
+    import tensorflow as tf
+    from tensorflowonspark import TFNode
+
+    def train_on_executor(params, node):
+        role = node.job_name
+        index = node.task_index
+        cluster, server = STARTER
+        if role == "ps":
+            server.join()
+        elif role == "worker":
+            with tf.device(tf.train.replica_device_setter(
+                    worker_device="/job:worker/task:%d" % index, cluster=cluster)):
+                weights = tf.Variable(tf.zeros([3, 1]), name="weights")
+                features = tf.constant([[0.5, 1.5, 2.5]])
+                loss = tf.reduce_mean(tf.square(tf.matmul(features, weights) - 2.0))
+                step = tf.train.get_or_create_global_step()
+                train_op = tf.train.AdagradOptimizer(0.05).minimize(loss, global_step=step)
+            stop = [tf.train.StopAtStepHook(last_step=params.steps)]
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=(index == 0),
+                                                   hooks=stop) as sess:
+                while not sess.should_stop():
+                    sess.run(train_op)
+    """
+)
+
+STARTERS = ["TFNode.start_cluster_server(node, 1, params.rdma)", "node.start_cluster_server(1, params.rdma)"]
+
+TF1_CLUSTER = ("tf.train.Server", "replica_device_setter", "MonitoredTrainingSession",
+               "start_cluster_server", "server.target")
+
+
+def _migrated(source: str):
+    result = migrate_source(source, path="spark_task.py")
+    tree = ast.parse(result.output)
+    compile(result.output, "spark_task.py", "exec")
+    return result, tree
+
+
+@pytest.mark.parametrize("starter", STARTERS)
+def test_framework_server_becomes_the_resolver_from_the_context(starter):
+    result, tree = _migrated(SPARK_TASK.replace("STARTER", starter))
+    out = result.output
+    for construct in TF1_CLUSTER:
+        assert construct not in out, construct
+    # the task's cluster and role are the context object's
+    assert "tf.distribute.cluster_resolver.SimpleClusterResolver(" in out
+    assert "node.cluster_spec" in out
+    assert "task_type=role, task_id=index" in out
+    assert "tf.distribute.ParameterServerStrategy(cluster_resolver)" in out
+    # ps and worker executors serve; the chief trains
+    serving = next(n for n in ast.walk(tree) if isinstance(n, ast.If) and "in ('ps', 'worker')" in ast.unparse(n.test))
+    assert any("join" in ast.unparse(s) for s in serving.body)
+    assert any(isinstance(n, ast.Compare) and "chief" in ast.unparse(n) for n in ast.walk(tree))
+    # training stays: the variable and the optimizer step
+    assert "apply_gradients" in out and "weights" in out
+    # the start is reported where it was, and the chief the driver must add
+    located = [d for d in result.diagnostics if d.line == 7 and d.code == "TFM201"]
+    assert any(d.fixed for d in located)
+    assert any(not d.fixed and "master_node='chief'" in (d.hint or "") for d in located)
+
+
+def test_second_run_changes_nothing():
+    first = migrate_source(SPARK_TASK.replace("STARTER", STARTERS[0]), path="spark_task.py").output
+    assert migrate_source(first, path="spark_task.py").output == first
+
+
+def test_server_from_an_object_that_is_no_parameter_is_left():
+    # the context object must be the function's own: a global handle says nothing of this task
+    source = SPARK_TASK.replace("STARTER", "HANDLE.start_cluster_server(1, params.rdma)")
+    result = migrate_source(source, path="spark_task.py")
+    assert "HANDLE.start_cluster_server(1, params.rdma)" in result.output
+    assert "ParameterServerStrategy" not in result.output
+    assert any(d.code == "TFM301" and not d.fixed and d.line == 7 for d in result.diagnostics)
+
+
+SPARK_FED = dedent(
+    """
+    import tensorflow as tf
+    from tensorflowonspark import TFNode
+
+    def train_on_executor(params, node):
+        cluster, server = TFNode.start_cluster_server(node, 1, params.rdma)
+        if node.job_name == "ps":
+            server.join()
+        elif node.job_name == "worker":
+            with tf.device(tf.train.replica_device_setter(
+                    worker_device="/job:worker/task:%d" % node.task_index, cluster=cluster)):
+                inputs = tf.placeholder(tf.float32, [None, 3])
+                targets = tf.placeholder(tf.float32, [None, 1])
+                weights = tf.Variable(tf.zeros([3, 1]), name="weights")
+                loss = tf.reduce_mean(tf.square(tf.matmul(inputs, weights) - targets))
+                step = tf.train.get_or_create_global_step()
+                train_op = tf.train.AdagradOptimizer(0.05).minimize(loss, global_step=step)
+            feed = TFNode.DataFeed(node.mgr)
+            with tf.train.MonitoredTrainingSession(master=server.target, is_chief=(node.task_index == 0)) as sess:
+                while not sess.should_stop() and not feed.should_stop():
+                    batch_x, batch_y = feed.next_batch(64)
+                    sess.run(train_op, feed_dict={inputs: batch_x, targets: batch_y})
+    """
+)
+
+
+def test_spark_fed_training_keeps_its_server_with_a_located_reason():
+    result = migrate_source(SPARK_FED, path="spark_fed.py")
+    assert "start_cluster_server" in result.output
+    assert "ParameterServerStrategy" not in result.output
+    reasons = [d for d in result.diagnostics if "InputMode.SPARK" in d.message]
+    assert reasons and all(not d.fixed for d in reasons)
+    assert reasons[0].line == 17  # the DataFeed
