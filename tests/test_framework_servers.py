@@ -72,6 +72,7 @@ def test_framework_server_becomes_the_resolver_from_the_context(starter):
     located = [d for d in result.diagnostics if d.line == 7 and d.code == "TFM201"]
     assert any(d.fixed for d in located)
     assert any(not d.fixed and "master_node='chief'" in (d.hint or "") for d in located)
+    assert not [d for d in result.diagnostics if d.code in ("TFM201", "TFM202") and d.line < 7]
 
 
 def test_second_run_changes_nothing():
@@ -122,3 +123,19 @@ def test_spark_fed_training_keeps_its_server_with_a_located_reason():
     reasons = [d for d in result.diagnostics if "InputMode.SPARK" in d.message]
     assert reasons and all(not d.fixed for d in reasons)
     assert reasons[0].line == 17  # the DataFeed
+
+
+def test_synchronous_replicas_train_on_the_workers_of_the_context_cluster():
+    # SyncReplicasOptimizer: every worker trains (MultiWorkerMirroredStrategy), no ps serves
+    source = SPARK_TASK.replace("STARTER", STARTERS[1]).replace(
+        "train_op = tf.train.AdagradOptimizer(0.05).minimize(loss, global_step=step)",
+        "sync = tf.train.SyncReplicasOptimizer(tf.train.AdagradOptimizer(0.05), replicas_to_aggregate=2,"
+        " total_num_replicas=2)\n            train_op = sync.minimize(loss, global_step=step)",
+    ).replace("stop = [tf.train.StopAtStepHook(", "stop = [sync.make_session_run_hook(index == 0), tf.train.StopAtStepHook(")
+    result, _ = _migrated(source)
+    out = result.output
+    for construct in TF1_CLUSTER + ("train.SyncReplicasOptimizer", "server.join()"):
+        assert construct not in out, construct
+    assert "tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=cluster_resolver)" in out
+    assert 'tf.train.ClusterSpec({job: tasks for job, tasks in node.cluster_spec.items() if job != "ps"})' in out
+    assert any(not d.fixed and "num_ps=0" in (d.hint or "") and d.line == 7 for d in result.diagnostics)

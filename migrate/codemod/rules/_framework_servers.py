@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules._program import PSS, detect_strategy
+from migrate.codemod.rules._program import MWMS, PSS, detect_strategy
 
 STARTER = "start_cluster_server"
 # what the context object says about the task (TensorFlowOnSpark's TFNodeContext)
@@ -133,17 +133,31 @@ def spark_fed(module: cst.Module) -> cst.CSTNode | None:
     return None
 
 
-def write_out(module: cst.Module, servers: list[FrameworkServer], tf: str) -> cst.Module:
-    """Each framework start written out as the ClusterSpec and Server it builds."""
+def origin_of(node: cst.CSTNode, origins: dict[str, cst.CSTNode]) -> cst.CSTNode:
+    """The framework start a written-out line came from (reports on it are located there), else ``node``."""
+    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
+        return origins.get(C.code_of(node.body[0]), node)
+    return node
+
+
+def write_out(module: cst.Module, servers: list[FrameworkServer], tf: str, without_ps: bool,
+              origins: dict[str, cst.CSTNode] | None = None) -> cst.Module:
+    """Each framework start written out as the ClusterSpec and Server it builds
+    (``without_ps``: the cluster without its ps job, which MultiWorkerMirroredStrategy has no use for)."""
     replacements = {}
     for found in servers:
         role = found.role
+        spec = role["cluster"]
+        if without_ps:
+            spec = f'{{job: tasks for job, tasks in {spec}.items() if job != "ps"}}'
         lines = C.stmts(
-            f"{found.cluster} = {tf}.train.ClusterSpec({role['cluster']})\n"
+            f"{found.cluster} = {tf}.train.ClusterSpec({spec})\n"
             f"{found.server} = {tf}.train.Server({found.cluster}, job_name={role['job']},"
             f" task_index={role['index']})\n"
         )
         lines[0] = lines[0].with_changes(leading_lines=found.statement.leading_lines)
+        if origins is not None:
+            origins.update((C.code_of(line.body[0]), found.statement) for line in lines)
         replacements[id(found.statement)] = lines
     return module.visit(_Replace(replacements))
 
@@ -170,6 +184,7 @@ def write_out_framework_servers(rule, module: cst.Module, report: bool = True) -
     and Server (the cluster rules' subject), or as it is where the training feeds
     from Spark (reported)."""
     rule.framework_specs = set()  # the clusters the context objects give: their chief is reported here
+    rule.framework_origins = {}  # the code of a written-out line -> the start it was written from
     servers = framework_servers(module)
     tf = _tf_alias(rule)
     if not servers or tf is None:
@@ -203,8 +218,21 @@ def write_out_framework_servers(rule, module: cst.Module, report: bool = True) -
             fixed=True,
             severity="info",
         )
-    written = write_out(module, servers, tf)
-    if report and detect_strategy(written, rule.ctx.names) == PSS:
+    strategy = detect_strategy(module, rule.ctx.names)
+    written = write_out(module, servers, tf, without_ps=strategy == MWMS, origins=rule.framework_origins)
+    if report and strategy == MWMS:
+        for found in servers:
+            rule.report(
+                found.statement,
+                "MultiWorkerMirroredStrategy trains on every worker and has no ps tasks: the cluster"
+                f" `{found.context}` gives is taken without its ps job, and an executor given the ps role"
+                " does nothing",
+                hint="in the Spark driver, pass num_ps=0 to TFCluster.run and no master_node (worker 0 is"
+                " the strategy's chief)",
+                reference="legacy_reference/sync_replicas.py",
+                fixed=False,
+            )
+    if report and strategy == PSS:
         for found in servers:
             rule.report(
                 found.statement,

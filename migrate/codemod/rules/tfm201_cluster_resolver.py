@@ -50,6 +50,13 @@ class ClusterResolver(Rule):
     a ``--chief_hosts`` flag is added next to them. MultiWorkerMirroredStrategy
     has no parameter servers, so a ``"ps"`` entry is dropped.
 
+    A server a cluster framework starts for the task, whose cluster and role
+    a context object gives (TensorFlowOnSpark's ``cluster, server =
+    ctx.start_cluster_server(...)`` in ``map_fun(args, ctx)``), is first
+    written out as the ClusterSpec and Server it is (``ctx.cluster_spec``,
+    ``ctx.job_name``, ``ctx.task_index``: ``_framework_servers``); training fed
+    from Spark (``TFNode.DataFeed``) keeps it, with the reason.
+
     Example
         cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
         server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
@@ -75,6 +82,10 @@ class ClusterResolver(Rule):
     code = "TFM201"
     name = "cluster-resolver"
     triggers = ("ClusterSpec", _framework_servers.STARTER)
+
+    def report(self, node: cst.CSTNode, message: str, **kw) -> None:
+        # a line written out from a framework's server start is reported where that start is
+        super().report(_framework_servers.origin_of(node, getattr(self, "framework_origins", {})), message, **kw)
 
     def transform(self, module: cst.Module) -> cst.Module:
         if "cluster_resolver" in C.all_names(module):
