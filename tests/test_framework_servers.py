@@ -4,6 +4,12 @@ migrate/codemod/rules/_framework_servers.py): the cluster rules rewrite them as
 the ClusterSpec and Server they are, reading the role from the context."""
 
 import ast
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -139,3 +145,52 @@ def test_synchronous_replicas_train_on_the_workers_of_the_context_cluster():
     assert "tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=cluster_resolver)" in out
     assert 'tf.train.ClusterSpec({job: tasks for job, tasks in node.cluster_spec.items() if job != "ps"})' in out
     assert any(not d.fixed and "num_ps=0" in (d.hint or "") and d.line == 7 for d in result.diagnostics)
+
+
+
+# the executor's entry as a Spark executor calls it: our stand-in for the framework's context object
+EXECUTOR = dedent(
+    """
+    import json, sys, types
+    sys.path.insert(0, sys.argv[1])
+    import spark_task
+    node = types.SimpleNamespace(job_name=sys.argv[2], task_index=0, cluster_spec=json.loads(sys.argv[3]))
+    spark_task.train_on_executor(types.SimpleNamespace(steps=5, rdma=False), node)
+    print("TRAINED", node.job_name, flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_migrated_executor_trains_on_a_loopback_cluster_from_the_context(tmp_path):
+    source = SPARK_TASK.replace("STARTER", STARTERS[0]).replace("from tensorflowonspark import TFNode\n", "")
+    (tmp_path / "spark_task.py").write_text(migrate_source(source, path="spark_task.py").output)
+    (tmp_path / "executor.py").write_text(EXECUTOR)
+    sockets = [socket.socket() for _ in range(3)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    spec = {job: [f"127.0.0.1:{s.getsockname()[1]}"] for job, s in zip(("chief", "ps", "worker"), sockets)}
+    for s in sockets:
+        s.close()
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2")
+    started = []
+
+    def start(job):
+        started.append(subprocess.Popen(
+            [sys.executable, str(tmp_path / "executor.py"), str(tmp_path), job, json.dumps(spec)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True))
+        return started[-1]
+
+    try:
+        servers = [start("ps"), start("worker")]
+        chief = start("chief")
+        out, _ = chief.communicate(timeout=300)
+        assert chief.returncode == 0, out
+        assert "TRAINED chief" in out
+        # the ps and worker executors serve until they are stopped
+        assert all(p.poll() is None for p in servers)
+    finally:
+        for p in started:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
