@@ -37,6 +37,8 @@ SPARK_TASK = dedent(
                 step = tf.train.get_or_create_global_step()
                 train_op = tf.train.AdagradOptimizer(0.05).minimize(loss, global_step=step)
             stop = [tf.train.StopAtStepHook(last_step=params.steps)]
+            if role == "worker" and index == 0:
+                print("first worker trains as the chief")
             with tf.train.MonitoredTrainingSession(master=server.target, is_chief=(index == 0),
                                                    hooks=stop) as sess:
                 while not sess.should_stop():
@@ -72,6 +74,8 @@ def test_framework_server_becomes_the_resolver_from_the_context(starter):
     serving = next(n for n in ast.walk(tree) if isinstance(n, ast.If) and "in ('ps', 'worker')" in ast.unparse(n.test))
     assert any("join" in ast.unparse(s) for s in serving.body)
     assert any(isinstance(n, ast.Compare) and "chief" in ast.unparse(n) for n in ast.walk(tree))
+    # the branch's own test of being the first worker (TF1's chief) holds on the chief
+    assert 'if role == "chief" and index == 0:' in out
     # training stays: the variable and the optimizer step
     assert "apply_gradients" in out and "weights" in out
     # the start is reported where it was, and the chief the driver must add
@@ -186,7 +190,7 @@ def test_migrated_executor_trains_on_a_loopback_cluster_from_the_context(tmp_pat
         chief = start("chief")
         out, _ = chief.communicate(timeout=300)
         assert chief.returncode == 0, out
-        assert "TRAINED chief" in out
+        assert "first worker trains as the chief" in out and "TRAINED chief" in out
         # the ps and worker executors serve until they are stopped
         assert all(p.poll() is None for p in servers)
     finally:

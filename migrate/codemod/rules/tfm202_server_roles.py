@@ -409,7 +409,10 @@ class ServerRoles(Rule):
             test = C.expr(f'{job_code} in ("ps", "worker")')
             orelse = branch.orelse
             if isinstance(orelse, cst.If) and _compares(orelse.test, job_code, "worker"):
-                orelse = orelse.with_changes(test=C.expr(f'{job_code} == "chief"'))
+                # the branch now runs on the chief: its own tests of being a worker (`job_name ==
+                # "worker" and task_index == 0`, TF1's chief test) held there, and hold as tests of the chief
+                chief_body = orelse.body.visit(_WorkerTestsAsChief(job_code))
+                orelse = orelse.with_changes(test=C.expr(f'{job_code} == "chief"'), body=chief_body)
             self.report(server_statement, "ps and worker tasks now only serve; the chief task runs training",
                         fixed=True, severity="info", reference="legacy_reference/async_ps.py")
             return [branch.with_changes(test=test, body=C.indented(body, branch.body), orelse=orelse)]
@@ -420,6 +423,21 @@ class ServerRoles(Rule):
                         fixed=True, severity="info", reference="legacy_reference/sync_replicas.py")
             return C.without_first_branch(branch)
         return None
+
+
+class _WorkerTestsAsChief(cst.CSTTransformer):
+    """``<job> == "worker"`` -> ``<job> == "chief"`` in a worker branch that became the chief's."""
+
+    def __init__(self, job_code: str):
+        super().__init__()
+        self.job_code = job_code
+
+    def leave_Comparison(self, original, updated):
+        if not _compares(original, self.job_code, "worker"):
+            return updated
+        sides = [updated.left, updated.comparisons[0].comparator]
+        chief = [C.expr('"chief"') if isinstance(side, cst.SimpleString) else side for side in sides]
+        return updated.with_changes(left=chief[0], comparisons=[updated.comparisons[0].with_changes(comparator=chief[1])])
 
 
 class _StandardServer(cst.CSTTransformer):
