@@ -162,9 +162,9 @@ def main(_):
     if previous:
         print(f"chief restarting from checkpoint {previous}", flush=True)
     await_ports(cluster.job_tasks("ps") + [cluster.task_address("worker", FLAGS.task_index)])
-    # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes
-    # (also from the TF1 job's own checkpoints).
-    # Saved every FLAGS.save_checkpoint_steps global steps (save_checkpoint_steps), as in TF1, and at the end.
+    # Checkpoints, restored on start so a restarted job resumes
+    # (also from the TF1 job's name-based checkpoints).
+    # Saved every FLAGS.save_checkpoint_steps global steps (save_checkpoint_steps) and at the end.
     checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, model=model)
     checkpoint_manager = (
         tf.train.CheckpointManager(checkpoint, FLAGS.checkpoint_dir, max_to_keep=5) if FLAGS.checkpoint_dir else None)
@@ -194,8 +194,8 @@ def main(_):
         groups = []
         for arguments, captured in pending_steps:
             inputs, targets = arguments
-            # feed_dict converted fed values to the placeholders' dtypes; tensors also
-            # take tf.function's fast path (NumPy arguments cost more than the step)
+            # the inputs as tensors of the step's dtypes, which take tf.function's
+            # fast path (NumPy arguments cost more than the step)
             inputs, targets = tf.convert_to_tensor(inputs, tf.float32), tf.convert_to_tensor(targets, tf.float32)
             shapes = [value.shape for value in (inputs, targets)]
             if not groups or groups[-1][0] != shapes:

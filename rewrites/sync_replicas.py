@@ -119,8 +119,8 @@ def main(argv):
         return strategy.run(train_step_replica, args=(x, y))
 
     def run_train_step(x, y):
-        # feed_dict converted fed values to the placeholders' dtypes; tensors also
-        # take tf.function's fast path (NumPy arguments cost more than the step)
+        # the inputs as tensors of the step's dtypes, which take tf.function's
+        # fast path (NumPy arguments cost more than the step)
         x, y = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.float32)
         results = tf.nest.map_structure(
             lambda value: strategy.experimental_local_results(value)[0].numpy(),
@@ -129,14 +129,13 @@ def main(argv):
 
     wait_for_ports([address for job in cluster_def.values() for address in job])
 
-    # local_init_op set this worker's local step to the global step (0).
     step = global_step.numpy()
     while step < args.steps:
         inputs, targets = global_batch(step, args.batch_size)
         shard = slice(task_index * per_worker, (task_index + 1) * per_worker)
         loss_value, next_step = run_train_step(inputs[shard], targets[shard])
         append_loss(step, loss_value, task_name)
-        step = next_step  # REMEDY 2
+        step = next_step
     print(f"{task_name} finished {args.steps} steps", flush=True)
     return 0
 
