@@ -115,6 +115,52 @@ def test_merged_scalars_become_tf2_writes_of_the_steps_values():
         (line_of(SUMMARIES_SYNC, 'tf.summary.scalar("mse"'), located(result, "now TF2 tf.summary")[0][1])]
 
 
+SUMMARIES_BESIDE_SCOPED_LAYERS = '''
+import tensorflow.compat.v1 as tf
+
+
+def train(cluster, server, is_chief, steps, log_dir):
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        pixels = tf.placeholder(tf.float32, [None, 4])
+        digits = tf.placeholder(tf.int32, [None])
+        with tf.name_scope("hidden"):
+            weights = tf.Variable(tf.zeros([4, 8]), name="weights")
+            hidden = tf.nn.relu(tf.matmul(pixels, weights))
+        with tf.name_scope("logits"):
+            weights = tf.Variable(tf.zeros([8, 3]), name="weights")
+            logits = tf.matmul(hidden, weights)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=digits, logits=logits))
+        tf.summary.scalar("loss", loss)
+        global_step = tf.Variable(0, name="global_step", trainable=False)
+        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(loss, global_step=global_step)
+        summary = tf.summary.merge_all()
+    with tf.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief) as sess:
+        writer = tf.summary.FileWriter(log_dir, tf.get_default_graph())
+        for i in range(steps):
+            _, loss_value, summary_value, step = sess.run([train_op, loss, summary, global_step],
+                                                          feed_dict={pixels: batch(i)[0], digits: batch(i)[1]})
+            writer.add_summary(summary_value, step)
+'''
+
+
+def test_summaries_of_a_block_the_rule_rewrote_inside_are_still_its_own():
+    # the two layers' `weights` are renamed apart before the summaries are
+    # planned: the block's scalar is then a rebuilt node, still the block's own
+    result = migrate(SUMMARIES_BESIDE_SCOPED_LAYERS)
+    out = result.output
+    assert "weights_2" in out  # (the renaming this test is about happened)
+    assert loop_of(out) == dedent('''
+        writer = tf.summary.create_file_writer(log_dir)
+        for i in range(steps):
+            loss_value, step = run_train_step(batch(i)[0], batch(i)[1])
+            with writer.as_default():
+                tf.summary.scalar("loss", loss_value, step=step)
+    ''').lstrip("\n")
+    assert manual(result) == []
+    assert [line for line, _ in located(result, "now TF2 tf.summary writes")] == [
+        line_of(SUMMARIES_BESIDE_SCOPED_LAYERS, 'tf.summary.scalar("loss"')]
+
+
 SUMMARY_OP_ALONE = '''
 import tensorflow.compat.v1 as tf
 

@@ -23,6 +23,7 @@ exactly is reported, located, and left to the session stage's removal.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -135,10 +136,19 @@ def plan_summaries(module, inner, after, qualname, fetchable, variables=()) -> S
 def summary_elsewhere(module, inner, qualname, seen=frozenset()) -> cst.Call | None:
     """A summary op built outside the graph block's own statements (in a
     helper the block calls, say), which merge_all() also merged."""
-    own = {id(found[1]) for found in (_summary_call(st, qualname) for st in inner) if found is not None}
+    own_calls = [found[1] for found in (_summary_call(st, qualname) for st in inner) if found is not None]
+    own = {id(call) for call in own_calls}
+    # ``module`` is the tree as parsed, ``inner`` the block as the rule has rewritten it so far
+    # (new nodes where it renamed something inside): the block's own calls are also matched by code
+    unmatched = Counter(C.code_of(call) for call in own_calls)
     for call in C.calls_in(module):
-        if qualname(call.func) in SUMMARY_OPS and id(call) not in seen and id(call) not in own and not (
-                inner and _exclusive_branches(module, inner[0], call)):
+        if qualname(call.func) not in SUMMARY_OPS or id(call) in seen or id(call) in own:
+            continue
+        code = C.code_of(call)
+        if unmatched[code] > 0:
+            unmatched[code] -= 1
+            continue
+        if not (inner and _exclusive_branches(module, inner[0], call)):
             return call
     return None
 
