@@ -119,9 +119,6 @@ def main(argv):
         return strategy.run(train_step_replica, args=(x, y))
 
     def run_train_step(x, y):
-        # the inputs as tensors of the step's dtypes, which take tf.function's
-        # fast path (NumPy arguments cost more than the step)
-        x, y = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.float32)
         results = tf.nest.map_structure(
             lambda value: strategy.experimental_local_results(value)[0].numpy(),
             train_step(x, y))
@@ -129,11 +126,23 @@ def main(argv):
 
     wait_for_ports([address for job in cluster_def.values() for address in job])
 
+    def train_step_inputs(step):
+        # The inputs of each step from `step` on, made as the training loop made them.
+        while True:
+            inputs, targets = global_batch(step, args.batch_size)
+            shard = slice(task_index * per_worker, (task_index + 1) * per_worker)
+            yield inputs[shard], targets[shard]
+            step += 1
+
     step = global_step.numpy()
+    # Each worker makes its own inputs, as the loop did, read through a tf.data
+    # pipeline the strategy hands to its replicas.
+    inputs_iterator = iter(strategy.distribute_datasets_from_function(
+        lambda _: tf.data.Dataset.from_generator(
+            train_step_inputs, args=(step,),
+            output_signature=(tf.TensorSpec(None, tf.float32), tf.TensorSpec(None, tf.float32)))))
     while step < args.steps:
-        inputs, targets = global_batch(step, args.batch_size)
-        shard = slice(task_index * per_worker, (task_index + 1) * per_worker)
-        loss_value, next_step = run_train_step(inputs[shard], targets[shard])
+        loss_value, next_step = run_train_step(*next(inputs_iterator))
         append_loss(step, loss_value, task_name)
         step = next_step
     print(f"{task_name} finished {args.steps} steps", flush=True)

@@ -29,6 +29,7 @@ from migrate.codemod.rules import (
     _collection_reads,
     _dataflow,
     _device_modes,
+    _feed_input,
     _flag_choice,
     _foreign_placement,
     _moving_average,
@@ -357,6 +358,8 @@ class GraphToStrategy(Rule):
             module = _dataflow.drop_unused_functions(module, self._signal_makers)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
+            if self.strategy == MWMS:
+                module = _feed_input.feed_from_steps(module, self)
         self._report_sync_left(module)
         if not self.converted:
             self._report_foreign_placement(module)
