@@ -302,7 +302,7 @@ class Estimator(Rule):
         self._functions: list[cst.FunctionDef] = []
         self._constructs: set[tuple[int, str]] = set()  # (id(function), what) reported
         self._call_of: dict[int, cst.Call] = {}
-        self._where = Locatable(module)
+        self._where = Locatable(self.ctx.source)
         self._pending: list[tuple[cst.CSTNode, int, tuple, str, str]] = []
         out = transform(module, self)
         for node, index, wider, what, hint in self._pending:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrate.codemod.engine import Invalid, Rule, Valid, first_line_code
-from migrate.codemod.fastcst import fast_visit, module_code
+from migrate.codemod.fastcst import fast_visit
 from migrate.codemod.py2 import PY2_ONLY_BUILTINS, PY2_ONLY_METHODS
 from migrate.codemod.rules.tfm101_tensorflow_import import load_tf_api, pre1_successor
 
@@ -170,8 +170,9 @@ class Locatable:
     Rules ``visit`` every construct they may report, in source order, and
     ``pick`` once all are visited (reports are made in the same order)."""
 
-    def __init__(self, module: cst.Module):
-        self.module = module
+    def __init__(self, source: str):
+        # the input the engine searches (its spelling before TFM101, as the snippets)
+        self.source = source
         self._lines: list[str] | None = None
         self._snippets: dict[int, str] = {}
         self._visited: dict[str, int] = {}
@@ -186,7 +187,7 @@ class Locatable:
 
     def lines_with(self, snippet: str) -> int:
         if self._lines is None:
-            self._lines = module_code(self.module).replace("tf.compat.v1.", "tf.").splitlines()
+            self._lines = self.source.replace("tf.compat.v1.", "tf.").splitlines()
         return sum(snippet in line for line in self._lines) if snippet else 0
 
     def visit(self, node: cst.CSTNode) -> int:
@@ -414,7 +415,7 @@ class LegacyDistributedLeftover(Rule):
         if not self.ctx.names.any:
             return module
         self.api = load_tf_api()
-        self._where = Locatable(module)
+        self._where = Locatable(self.ctx.source)
         # reports, made once every construct is visited: (node, its index, wider nodes, message, kw)
         self._pending: list[tuple[cst.CSTNode, int, tuple, str, dict]] = []
         self._sites: list[tuple[cst.CSTNode, list[tuple[cst.CSTNode, _Leftover]]]] = []
