@@ -218,8 +218,6 @@ def main(_):
         record(step, loss_value)
 
     while not scheduled_steps >= FLAGS.steps:
-        # With several workers another update may land between this read
-        # and ours: async training has no exact "step of an update".
         step = scheduled_steps
         xs, ys = data_for_step(step)
         pending_steps.append(((xs, ys), (step,)))

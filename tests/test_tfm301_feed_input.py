@@ -104,18 +104,37 @@ def test_a_batch_read_after_the_step_stays_host_fed():
     assert "from_generator" not in out
 
 
-def test_a_loop_inside_another_stays_host_fed():
-    """A pipeline built at each outer iteration would have read ahead of the
-    previous one's last step."""
-    source = READER_JOB.replace(
-        "        for step in range(100):\n            xs, ys = reader.next_batch(32)\n"
-        "            _, loss_value = sess.run([train_op, loss], feed_dict={x: xs, y: ys})\n"
-        "            print(step, loss_value)\n",
-        "        for epoch in range(2):\n            for step in range(50):\n"
-        "                xs, ys = reader.next_batch(32)\n"
-        "                _, loss_value = sess.run([train_op, loss], feed_dict={x: xs, y: ys})\n"
-        "                print(epoch, step, loss_value)\n")
+NESTED = (
+    ("        for step in range(100):\n            xs, ys = reader.next_batch(32)\n"
+    "            _, loss_value = sess.run([train_op, loss], feed_dict={x: xs, y: ys})\n"
+    "            print(step, loss_value)\n"),
+    ("        for epoch in range(2):\n            for step in range(50):\n"
+    "                xs, ys = reader.next_batch(32)\n"
+    "                _, loss_value = sess.run([train_op, loss], feed_dict={x: xs, y: ys})\n"
+    "                print(epoch, step, loss_value)\n"),
+)
+
+
+def test_a_loop_inside_another_reads_one_pipeline_built_before_both():
+    """Built at each outer iteration, a pipeline would have read ahead of the
+    previous one's last step: it is built once, before the outer loop."""
+    source = READER_JOB.replace(*NESTED)
     assert "for epoch in range(2):" in source
+    out = migrated(source)
+    setup = out.index("inputs_iterator = iter(")
+    assert setup < out.index("for epoch in range(2):") < out.index("run_train_step(*next(inputs_iterator))")
+    assert out.count("reader.next_batch(32)") == 1
+
+
+def test_an_outer_loop_reading_the_reader_stays_host_fed():
+    source = READER_JOB.replace(*NESTED).replace("            for step in range(50):\n",
+                                                 "            print(reader.epochs)\n            for step in range(50):\n")
+    out = migrated(source)
+    assert "from_generator" not in out
+
+
+def test_a_batch_made_from_the_outer_index_stays_host_fed():
+    source = READER_JOB.replace(*NESTED).replace("reader.next_batch(32)", "reader.next_batch(32 + epoch)")
     out = migrated(source)
     assert "from_generator" not in out
 

@@ -75,7 +75,7 @@ def feed_from_steps(module: cst.Module, rule) -> cst.Module:
     once = {name: info for name, info in wrappers.items() if calls.get(name) == 1}
     if not once:
         return module
-    feeding = _FromGenerators(rule, once, _global_step_steps(module))
+    feeding = _FromGenerators(rule, once, _global_step_steps(module), module)
     module = transform(module, feeding)
     if not feeding.converted:
         return module
@@ -154,8 +154,9 @@ def _global_step_steps(module: cst.Module) -> dict[str, tuple[str, int]]:
 
 
 class _FromGenerators(cst.CSTTransformer):
-    def __init__(self, rule, wrappers, counted):
+    def __init__(self, rule, wrappers, counted, module):
         super().__init__()
+        self.module = module
         self.rule = rule
         self.wrappers = wrappers
         self.counted = counted
@@ -204,12 +205,18 @@ class _FromGenerators(cst.CSTTransformer):
         return updated
 
     def _rewrite(self, block, k):
-        loop = block[k]
-        _need(isinstance(loop.body, cst.IndentedBlock) and loop.orelse is None)
+        outer = block[k]
+        # the loop feeding the step: this one, or one nested in it (through loops and ifs)
+        inner = [n for n in C.walk(outer) if isinstance(n, (cst.For, cst.While)) and isinstance(
+            n.body, cst.IndentedBlock) and any(self._feeds(st) for st in n.body.body)]
+        _need(len(inner) == 1 and _nested_in_blocks(outer, inner[0]))
+        loop = inner[0]
+        _need(loop.orelse is None)
         body = list(loop.body.body)
         hits = [j for j, st in enumerate(body) if any(
             isinstance(c.func, cst.Name) and c.func.value in self.wrappers for c in C.calls_in(st))]
-        _need(len(hits) == 1)
+        _need(len(hits) == 1 and sum(self._feeds(n) for n in C.walk(outer) if isinstance(
+            n, cst.SimpleStatementLine)) == 1)
         at = hits[0]
         call_statement = body[at]
         _need(isinstance(call_statement, cst.SimpleStatementLine) and len(call_statement.body) == 1)
@@ -233,25 +240,29 @@ class _FromGenerators(cst.CSTTransformer):
         free = set().union(*(C.names_used(a) for a in arguments)) | set().union(
             *(C.names_used(C.assignment(st)[1]) for st in makers)) if makers else needed
         free -= made
-        # what the loop changes
-        others = [st for j, st in enumerate(body) if j != at and st not in makers]
-        loop_bound = _bound(others) | _bound([call_statement])
-        if isinstance(loop, cst.For):
-            loop_bound |= C.names_used(loop.target)
-        # the made names and the batch source are read by nothing else in the block
-        sources = _sources(makers)
-        for st in others:
-            _need(not (C.names_used(st) & made))
-        _need(not (C.names_used(small.targets[0].target if isinstance(small, cst.Assign) else cst.Name("_")) & made))
-        for j, st in enumerate(block):
-            if j != k:
-                _need(not (C.names_used(st) & made))
-        for st in others:
-            _need(not any(_reads_source(st, source) for source in sources))
+        # the made names are read by the step's arguments only
+        for name in made:
+            _need(_count(outer, name) == sum(_count(st, name) for st in makers) + sum(
+                _count(a, name) for a in arguments))
+            _need(not any(_count(st, name) for j, st in enumerate(block) if j != k))
+        # the batch source is read by the makers only (the pipeline moves it ahead of the loop)
+        for source in _sources(makers):
+            _need(_module_source_reads(self.module, source, makers[0])
+                  == sum(_source_reads(st, source) for st in makers))
+        # what the loops change: the batch depends on none of it, but the training step's count
+        changed = _bound([st for st in C.body_of(outer.body)]) - made
+        if isinstance(outer, cst.For):
+            changed |= C.names_used(outer.target)
+        changed |= {n for node in C.walk(outer) if isinstance(node, cst.For) for n in C.names_used(node.target)}
         counter = None
-        if free & loop_bound:
-            counter = self._counter(block, k, loop, body, call_statement, small, step_fn, free & loop_bound)
-        return self._emit(block, k, loop, body, at, makers, arguments, run, step_fn, dtypes, counter)
+        if free & changed:
+            _need(loop is outer)
+            counter = self._counter(block, k, loop, body, call_statement, small, step_fn, free & changed)
+        return self._emit(block, k, outer, loop, body, at, makers, arguments, run, step_fn, dtypes, counter)
+
+    def _feeds(self, statement) -> bool:
+        return isinstance(statement, cst.SimpleStatementLine) and any(
+            isinstance(c.func, cst.Name) and c.func.value in self.wrappers for c in C.calls_in(statement))
 
     def _counter(self, block, k, loop, body, call_statement, small, step_fn, carried):
         """The loop's step when it is the training step's count (the only
@@ -280,7 +291,7 @@ class _FromGenerators(cst.CSTTransformer):
         _need(names == [step] and C.code_of(value) in (f"{variable}.numpy()", f"int({variable}.numpy())"))
         return step
 
-    def _emit(self, block, k, loop, body, at, makers, arguments, run, step_fn, dtypes, counter):
+    def _emit(self, block, k, outer, loop, body, at, makers, arguments, run, step_fn, dtypes, counter):
         rule = self.rule
         generator = rule._fresh(f"{step_fn}_inputs")
         iterator = rule._fresh("inputs_iterator")
@@ -317,10 +328,38 @@ class _FromGenerators(cst.CSTTransformer):
         new_call = body[at].visit(_Args(run, iterator))
         new_body = [st for st in body if st not in makers]
         new_body = [new_call if st is body[at] else st for st in new_body]
-        new_loop = loop.with_changes(body=loop.body.with_changes(body=new_body),
-                                     leading_lines=[] if counter else after_definition.leading_lines)
+        new_loop = loop.with_changes(body=loop.body.with_changes(body=new_body))
+        if loop is not outer:
+            new_loop = transform(outer, _Replace(loop, new_loop))
+        new_loop = new_loop.with_changes(leading_lines=[] if counter else after_definition.leading_lines)
         self.converted.add(run)
         return [*block[:at_def], definition, *rest, *setup, new_loop, *block[k + 1:]]
+
+
+class _Replace(cst.CSTTransformer):
+    def __init__(self, old, new):
+        super().__init__()
+        self.old, self.new = old, new
+
+    def on_leave(self, original, updated):
+        return self.new if original is self.old else updated
+
+
+def _nested_in_blocks(outer, inner) -> bool:
+    """``inner`` is ``outer`` or lies in the bodies of loops and ifs under it
+    (not in a function, a with or a try: those would run the loop otherwise)."""
+    if outer is inner:
+        return True
+    if not isinstance(outer, (cst.For, cst.While, cst.If, cst.Else)):
+        return False
+    blocks = [outer.body]
+    if isinstance(outer, cst.If) and outer.orelse is not None:
+        blocks.append(outer.orelse)
+    return any(_nested_in_blocks(st, inner) for block in blocks for st in C.body_of(block))
+
+
+def _count(node, name: str) -> int:
+    return sum(1 for n in C.walk(node) if isinstance(n, cst.Name) and n.value == name)
 
 
 class _Args(cst.CSTTransformer):
@@ -361,19 +400,61 @@ def _sources(makers) -> set[str]:
     return out
 
 
-def _reads_source(statement, source: str) -> bool:
-    """``statement`` reads ``source`` or something of it (``mnist.train.epochs_completed``),
-    or hands on what holds it (``evaluate(mnist)``); ``mnist.test`` is another object."""
-    inner = {id(n.value) for n in C.walk(statement) if isinstance(n, cst.Attribute)}
-    for node in C.walk(statement):
-        if not isinstance(node, (cst.Name, cst.Attribute)):
+def _module_source_reads(module, source: str, maker) -> int:
+    """:func:`_source_reads` over the module, but for the functions (other
+    than the one holding ``maker``) where the source's root name is a local of
+    their own (a parameter, an assignment without ``global``): another object
+    there."""
+    root = source.split(".")[0].split("[")[0]
+    reads = 0
+    todo = list(module.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)) and _binds_locally(node, root) and not any(
+                n is maker for n in C.walk(node)):
             continue
-        code = C.code_of(node)
-        if code == source or code.startswith(source + "."):
-            return True
-        if source.startswith(code + ".") and id(node) not in inner:
-            return True  # a whole object holding the source
-    return False
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try,
+                             cst.IndentedBlock, cst.Else, cst.SimpleStatementLine, cst.ExceptHandler,
+                             cst.Finally)) and not isinstance(node, cst.SimpleStatementLine):
+            todo.extend(node.children)
+            continue
+        reads += _source_reads(node, source)
+    return reads
+
+
+def _binds_locally(function, root: str) -> bool:
+    params = function.params
+    names = {p.name.value for p in [*params.params, *params.kwonly_params, *params.posonly_params]}
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            names.add(star.name.value)
+    if root in names:
+        return True
+    if isinstance(function, cst.Lambda):
+        return False
+    declared = any(isinstance(n, (cst.Global, cst.Nonlocal)) and root in {g.name.value for g in n.names}
+                   for n in C.walk(function))
+    return not declared and root in _bound(C.body_of(function.body))
+
+
+def _source_reads(node, source: str) -> int:
+    """How often ``node`` reads ``source`` or something of it (``mnist.train.epochs_completed``),
+    or hands on what holds it (``evaluate(mnist)``); ``mnist.test`` is another object."""
+    inner = {id(n.value) for n in C.walk(node) if isinstance(n, cst.Attribute)}
+    inner |= {id(n.target) for n in C.walk(node) if isinstance(n, cst.AssignTarget)}  # made, not read
+    inner |= {id(n.attr) for n in C.walk(node) if isinstance(n, cst.Attribute)}  # `x.mnist` is x's
+    inner |= {id(n.keyword) for n in C.walk(node) if isinstance(n, cst.Arg) and n.keyword is not None}
+    if isinstance(node, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom))
+                                                         for s in node.body):
+        return 0  # `from tensorflow.examples.tutorials.mnist import input_data`
+    reads = 0
+    for part in C.walk(node):
+        if not isinstance(part, (cst.Name, cst.Attribute)) or id(part) in inner:
+            continue  # (a chain is counted once, by its outermost node)
+        code = C.code_of(part)
+        if code == source or code.startswith(source + ".") or source.startswith(code + "."):
+            reads += 1
+    return reads
 
 
 class _Unconverted(cst.CSTTransformer):
