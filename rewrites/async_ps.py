@@ -12,7 +12,6 @@ See README.md in this directory for the concepts and the failure table.
 
 import json
 import os
-import socket
 import time
 
 import numpy as np
@@ -50,17 +49,6 @@ def log_loss(step, loss):
     if os.environ.get("TFMIGRATE_LOSS_LOG"):
         with open(os.environ["TFMIGRATE_LOSS_LOG"], "a") as f:
             f.write(json.dumps({"step": int(step), "task": task, "loss": float(loss)}) + "\n")
-
-
-def wait_for_cluster(hosts, timeout_secs=120):
-    deadline = time.time() + timeout_secs
-    for host, port in (h.rsplit(":", 1) for h in hosts):
-        while time.time() < deadline:
-            try:
-                socket.create_connection((host, int(port)), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
 
 
 def restore_checkpoint(checkpoint, path, variables, optimizer):
@@ -130,7 +118,6 @@ def main(_):
         results = strategy.run(train_step_replica, args=(x, y))
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
-    wait_for_cluster(ps_hosts + [worker_hosts[FLAGS.task_index]])
     # Each batch id is scheduled once, on whichever worker is free.
     tickets_iterator = iter(range(FLAGS.steps))
     # Checkpoints, restored on start so a restarted job resumes

@@ -18,8 +18,6 @@ the update is applied at.
 import itertools
 import json
 import os
-import socket
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -70,16 +68,6 @@ def record(step, loss):
         with open(os.environ["TFMIGRATE_LOSS_LOG"], "a") as out:
             name = os.environ.get("TFMIGRATE_TASK", f"{FLAGS.job_name}:{FLAGS.task_index}")
             out.write(json.dumps({"step": int(step), "task": name, "loss": float(loss)}) + "\n")
-
-
-def await_ports(addresses):
-    for address in addresses:
-        host, port = address.split(":")
-        for _ in range(1200):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                if s.connect_ex((host, int(port))) == 0:
-                    break
-            time.sleep(0.1)
 
 
 def restore_checkpoint(checkpoint, path, variables, optimizer):
@@ -161,7 +149,6 @@ def main(_):
     previous = tf.train.latest_checkpoint(FLAGS.checkpoint_dir) if is_chief else None
     if previous:
         print(f"chief restarting from checkpoint {previous}", flush=True)
-    await_ports(cluster.job_tasks("ps") + [cluster.task_address("worker", FLAGS.task_index)])
     # Checkpoints, restored on start so a restarted job resumes
     # (also from the TF1 job's name-based checkpoints).
     # Saved every FLAGS.save_checkpoint_steps global steps (save_checkpoint_steps) and at the end.

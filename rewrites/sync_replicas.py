@@ -11,9 +11,7 @@ With 2 workers the per-step losses are bit-identical run to run.
 import argparse
 import json
 import os
-import socket
 import sys
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -60,18 +58,6 @@ def append_loss(step, loss, task):
     if path:
         with open(path, "a") as log:
             log.write(json.dumps({"step": int(step), "task": task, "loss": float(loss)}) + "\n")
-
-
-def wait_for_ports(addresses, timeout=120.0):
-    end = time.time() + timeout
-    pending = list(addresses)
-    while pending and time.time() < end:
-        host, port = pending[0].rsplit(":", 1)
-        with socket.socket() as probe:
-            if probe.connect_ex((host, int(port))) == 0:
-                pending.pop(0)
-                continue
-        time.sleep(0.1)
 
 
 def main(argv):
@@ -123,8 +109,6 @@ def main(argv):
             lambda value: strategy.experimental_local_results(value)[0].numpy(),
             train_step(x, y))
         return results
-
-    wait_for_ports([address for job in cluster_def.values() for address in job])
 
     def train_step_inputs(step):
         # The inputs of each step from `step` on, made as the training loop made them.

@@ -35,6 +35,7 @@ from migrate.codemod.rules import (
     _moving_average,
     _outer_placeholders,
     _placement,
+    _port_probes,
     _rebinding,
     _server_flow,
     _serving_export,
@@ -360,6 +361,7 @@ class GraphToStrategy(Rule):
             module = transform(module, _DropGraphModeSwitches(self))
             if self.strategy == MWMS:
                 module = _feed_input.feed_from_steps(module, self)
+            module = _port_probes.drop_probe_calls(module, connects_when_made=self.strategy == PSS)
         self._report_sync_left(module)
         if not self.converted:
             self._report_foreign_placement(module)
