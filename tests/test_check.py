@@ -817,6 +817,9 @@ def test_init_distributions_tell_a_wrong_initializer_from_another_draw():
     assert check.compare_init_distributions(legacy, shifted)[0].startswith("w (own draws mean")
     ones = {"model/b": np.ones(16)}
     assert check.compare_init_distributions(legacy, ones) == ["b (own initial value 1, legacy constant 0)"]
+    # a scalar weight drawn at random: one value is no constant (and no distribution) to compare with
+    scalar = {"slope": np.float64(0.12)}
+    assert check.compare_init_distributions(scalar, {"model/slope": np.float64(1.5)}) == []
 
 
 def test_legacy_script_needing_what_tf2_removed_gets_a_located_reason(tmp_path):

@@ -24,9 +24,11 @@ from pathlib import Path
 import pytest
 
 from migrate.runtime import check
-from migrate.runtime.cluster import run_cluster
+from migrate.runtime.cluster import ClusterResult, run_cluster
 from migrate.runtime.harness import _Harness
+from migrate.runtime.inputs import missing_inputs
 from migrate.runtime.topology import (
+    LaunchSpec,
     TopologyError,
     analyze,
     find_script_cluster,
@@ -196,6 +198,98 @@ def test_script_whose_tasks_cannot_be_told_apart_is_refused_with_its_line(tmp_pa
     assert not list((tmp_path / "out").glob("*-run*"))  # nothing was started
 
 
+# ours: a batch generator reading a data file the script does not ship, reached from main()
+READS_DATA = """
+import numpy as np
+import tensorflow.compat.v1 as tf
+
+tf.app.flags.DEFINE_string("job_name", "", "ps or worker")
+tf.app.flags.DEFINE_integer("task_index", 0, "index")
+tf.app.flags.DEFINE_string("labels_file", "labels/train.tsv", "labels")
+FLAGS = tf.app.flags.FLAGS
+
+
+def batches(path):
+    with open(path) as f:
+        for line in f:
+            yield np.array([float(v) for v in line.split()])
+
+
+def labels():
+    return np.loadtxt(FLAGS.labels_file)
+
+
+def optional_vocabulary():
+    try:
+        return open("vocab.txt").read().split()
+    except IOError:
+        return []
+
+
+def write_summary():
+    with open("summary.txt", "w") as f:
+        f.write("done")
+
+
+def main(_):
+    cluster = tf.train.ClusterSpec({"ps": ["a:1"], "worker": ["b:1"]})
+    server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
+    optional_vocabulary()
+    y = labels()
+    for xs in batches("./samples/part-0.txt"):
+        pass
+    write_summary()
+    if FLAGS.job_name == "ps":
+        server.join()
+    with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+        pass
+
+
+def unused():
+    return open("never-read.txt").read()
+
+
+if __name__ == "__main__":
+    tf.app.run()
+"""
+
+
+def line_of(source: str, text: str) -> int:
+    return next(n for n, line in enumerate(source.splitlines(), 1) if text in line)
+
+
+def test_input_files_a_script_reads_and_does_not_ship_are_found_statically(tmp_path):
+    found = missing_inputs(READS_DATA, str(tmp_path))
+    assert [(m.path, m.line, m.option) for m in found] == [
+        ("./samples/part-0.txt", line_of(READS_DATA, "open(path)"), None),
+        ("labels/train.tsv", line_of(READS_DATA, "np.loadtxt"), "labels_file")]
+    assert f"the path batches() is given at line {line_of(READS_DATA, 'in batches(')}" in found[0].message()
+    assert "--labels_file=PATH" in found[1].message()
+    # present where the tasks run: nothing to say
+    (tmp_path / "samples").mkdir()
+    (tmp_path / "samples" / "part-0.txt").write_text("1 2\n")
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "labels" / "train.tsv").write_text("1\n")
+    assert missing_inputs(READS_DATA, str(tmp_path)) == []
+
+
+def test_a_missing_input_file_stops_check_before_anything_starts(tmp_path):
+    legacy = tmp_path / "reads_data.py"
+    legacy.write_text(READS_DATA)
+    start = time.monotonic()
+    code = check.main([str(legacy), str(legacy), "--out", str(tmp_path / "out")])
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert code == 2 and time.monotonic() - start < 30
+    read, given = line_of(READS_DATA, "open(path)"), line_of(READS_DATA, "in batches(")
+    assert f"line {read} (the path batches() is given at line {given}) reads ./samples/part-0.txt" in report["reason"]
+    assert "--labels_file=PATH" in report["reason"]
+    assert not list((tmp_path / "out").glob("*-run*"))  # nothing was started
+    # the option given after `--`: that file is no longer the script's default
+    code = check.main([str(legacy), str(legacy), "--out", str(tmp_path / "out2"), "--", "--labels_file=x.tsv"])
+    reason = json.loads((tmp_path / "out2" / "report.json").read_text())["reason"]
+    assert code == 2 and "labels/train.tsv" not in reason and "part-0.txt" in reason
+
+
 FAKE_TASK = """
 import json, os, socket, sys, time
 task = os.environ["TFMIGRATE_TASK"]
@@ -344,3 +438,50 @@ def test_harness_records_a_global_update_of_gradients_computed_by_another_optimi
     records = [json.loads(line) for line in (tmp_path / "h" / "harness-losses-worker-0.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 1, 2]
     assert records[0]["loss"] == pytest.approx(9.0)
+
+
+def test_a_legacy_non_chief_worker_failing_by_itself_points_to_one_worker(tmp_path):
+    def result(reason):
+        return ClusterResult(False, reason, False, [], [], {}, tmp_path, 1.0, [])
+
+    crash = "worker:1 raised an uncaught exception (RuntimeError: Writing a summary requires a summary writer.)"
+    two = LaunchSpec(None, {"ps": 1, "worker": 2}, "flags", ("ps",))
+    hint = check._non_chief_hint("legacy", two, result(crash))
+    assert "fails by itself on worker:1" in hint and "`--workers 1`" in hint
+    # the chief failing, a migrated side, or a TF1 job with a chief of its own: no such hint
+    assert check._non_chief_hint("legacy", two, result(crash.replace("worker:1", "worker:0"))) == ""
+    assert check._non_chief_hint("migrated", two, result(crash)) == ""
+    master = LaunchSpec(None, {"ps": 1, "master": 1, "worker": 2}, "flags", ("ps",))
+    assert check._non_chief_hint("legacy", master, result(crash)) == ""
+
+
+SUMMARIES_ON_EVERY_WORKER = """
+import tensorflow.compat.v1 as tf
+tf.app.flags.DEFINE_string("job_name", "", "ps or worker")
+tf.app.flags.DEFINE_integer("task_index", 0, "index")
+FLAGS = tf.app.flags.FLAGS
+with tf.device(tf.train.replica_device_setter(cluster=None)):
+    step = tf.train.get_or_create_global_step()
+sv = tf.train.Supervisor(is_chief=FLAGS.task_index == 0, logdir="/tmp/run", summary_op=None)
+with sv.managed_session("") as sess:
+    summary = sess.run(tf.summary.merge_all())
+    sv.summary_computed(sess, summary)
+"""
+
+
+def test_code_only_a_tf1_chief_can_run_run_by_every_worker_launches_the_chief_alone():
+    info = analyze(SUMMARIES_ON_EVERY_WORKER)
+    assert info.chief_only[0] == 11 and "summary_computed" in info.chief_only[1]
+    spec = legacy_launch(info, None, 20)
+    assert spec.jobs == {"ps": 1, "worker": 1}
+    assert any(n.startswith("1 worker: every worker runs sv.summary_computed") and "(line 11)" in n
+               for n in spec.notes)
+    assert legacy_launch(info, 3, 20).jobs == {"ps": 1, "worker": 3}  # asked for: as asked
+    # guarded by the chief test, or a writer of its own: every worker runs it
+    for guarded in (
+        SUMMARIES_ON_EVERY_WORKER.replace("    sv.summary_computed", "    if FLAGS.task_index == 0:\n"
+                                          "        sv.summary_computed"),
+        SUMMARIES_ON_EVERY_WORKER.replace('summary_op=None)', 'summary_op=None, summary_writer=None)'),
+    ):
+        assert analyze(guarded).chief_only is None
+        assert legacy_launch(analyze(guarded), None, 20).jobs == {"ps": 1, "worker": 2}

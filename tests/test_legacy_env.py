@@ -126,6 +126,45 @@ def test_auto_choice_sends_only_estimator_programs_to_the_old_tensorflow(monkeyp
     assert legacy_env.choose("2.15.0", PLAIN_JOB).env is None
 
 
+# ours: a one-element weight fetched and printed with %f, as TF1 regressions did under NumPy 1
+ONE_ELEMENT_PRINT = textwrap.dedent(
+    """\
+    import numpy as np
+    import tensorflow as tf
+
+    slope = tf.get_variable("slope", [1], tf.float32)
+    offset = tf.Variable(tf.zeros([1]), name="offset")
+    scale = tf.Variable(2.0, name="scale")
+    x = tf.placeholder(tf.float32)
+    loss = tf.reduce_mean(tf.square(3 * x - slope * x - offset))
+    with tf.Session() as sess:
+        s, o, c = sess.run([slope, offset, scale])
+        print("scale %f as text %s" % (c, s))
+        print("slope %.3f offset %f" % (s, o))
+    """
+)
+
+
+def test_a_one_element_array_formatted_as_a_number_is_found_with_its_line():
+    why = legacy_env.needs_numpy1(ONE_ELEMENT_PRINT)
+    assert why == "line 12: `s` (the value of `slope`, a one-element variable, line 4) formatted by %f"
+    # a scalar variable, or a one-element array formatted as text: NumPy 2 prints them too
+    assert legacy_env.needs_numpy1(ONE_ELEMENT_PRINT.replace('    print("slope %.3f offset %f" % (s, o))\n', "")) is None
+
+
+def test_auto_choice_runs_a_numpy1_program_where_it_ran(monkeypatch, tmp_path):
+    monkeypatch.setenv(legacy_env.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(legacy_env, "installed_tf_version", lambda: "2.21.0")
+    monkeypatch.setattr(legacy_env, "_numpy_version", lambda: "2.4.0")
+    choice = legacy_env.choose(None, ONE_ELEMENT_PRINT)
+    assert choice.env is not None and choice.env.version == "2.15"
+    assert "line 12" in choice.why and "NumPy 2.4.0 refuses" in choice.why
+    assert legacy_env.choose("installed", ONE_ELEMENT_PRINT).env is None
+    # with NumPy 1 installed the program runs here
+    monkeypatch.setattr(legacy_env, "_numpy_version", lambda: "1.26.4")
+    assert legacy_env.choose(None, ONE_ELEMENT_PRINT).env is None
+
+
 # ----------------------------------------------------------------- where it lives
 
 

@@ -111,7 +111,10 @@ TRAIN = "est.train(input_fn, max_steps=10)"
          "the input_fn is not a function of this module"),
         (SPEC, TRAIN + "\nprint(est.model_dir)", 17, "`est` is also used here"),
         (SPEC, "est.train(input_fn)", 16, "training without max_steps or steps"),
-        ("tf.compat.v1.summary.scalar('loss', loss)\n    " + SPEC, TRAIN, 12, "the model_fn writes summaries"),
+        ("tf.compat.v1.summary.scalar('loss', loss)\n    " + SPEC, TRAIN, 12,
+         "a summary tagged \"loss\", the tag of the Estimator's own loss summary"),
+        ("tf.compat.v1.summary.scalar('fit', loss)\n    " + SPEC, TRAIN, 13,
+         "the model_fn's TRAIN return is not in an `if mode == TRAIN:` branch of its own"),
     ],
 )
 def test_declined_shapes_are_left_as_they_are_with_a_located_reason(spec, train, line, why):
@@ -298,12 +301,16 @@ JOB_SHAPES = textwrap.dedent(
          "        est = tf.estimator.Estimator(model_fn)\n"
          "    tf.estimator.train_and_evaluate(est, tf.estimator.TrainSpec(input_fn, 5), tf.estimator.EvalSpec(input_fn))"),
          12, ("`est` is a premade `tf.estimator.LinearClassifier` in one of the if/else branches choosing the"
-         " job's Estimator: a premade Estimator has no model_fn for the migrated loop to call")),
+         " job's Estimator: it has no model_fn for the migrated loop to call (a linear model")),
         ("tf.estimator.train_and_evaluate(kind, tf.estimator.TrainSpec(input_fn, 5), tf.estimator.EvalSpec(input_fn))",
          10, "`kind`, the Estimator this job runs, is a parameter of `run()`: it is built by its callers"),
         (("est = tf.estimator.Estimator(model_fn, model_dir='/tmp/m')\n"
          "    est.train(input_fn, max_steps=5)\n"
          "    est.export_saved_model('/tmp/export', serving_input_fn)"), 13,
+         "the serving_input_receiver_fn `serving_input_fn` is neither a function of this module nor bound once"),
+        (("est = tf.estimator.Estimator(model_fn, model_dir='/tmp/m')\n"
+         "    est.export_saved_model('/tmp/export', serving_input_fn)\n"
+         "    est.train(input_fn, max_steps=5)"), 12,
          "`est.export_saved_model(...)`: exporting a SavedModel of the serving signature"),
     ],
 )

@@ -131,6 +131,7 @@ import functools
 import json
 import math
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -142,6 +143,7 @@ from pathlib import Path
 from migrate import __version__
 from migrate.runtime import legacy_compat, legacy_env, losslog
 from migrate.runtime.cluster import TASK_PYTHON_ENV, ClusterResult, Fault, run_cluster
+from migrate.runtime.inputs import missing_inputs
 from migrate.runtime.sync_switch import find_sync_switch
 from migrate.runtime.topology import (
     TRAINER_JOBS,
@@ -149,6 +151,7 @@ from migrate.runtime.topology import (
     ProgramInfo,
     TopologyError,
     analyze,
+    chief_only_code,
     legacy_launch,
     migrated_launch,
     unseeded_initializers,
@@ -496,6 +499,20 @@ def _stack_excerpt(result: ClusterResult) -> str:
     return "\n".join(parts)
 
 
+def _non_chief_hint(side: str, spec: LaunchSpec, result: ClusterResult) -> str:
+    """A legacy worker other than the TF1 chief raising on its own (code the
+    program runs as a non-chief: a Supervisor without a summary writer) is the
+    program's failure with several workers, not the launch's: with its chief
+    alone (``--workers 1``) it still runs, and can still be checked."""
+    m = re.match(r"worker:(\d+) raised an uncaught exception", result.reason or "")
+    if side != "legacy" or m is None or int(m.group(1)) == 0 or result.timed_out:
+        return ""
+    if {"chief", "master"} & set(spec.jobs) or spec.jobs.get("worker", 0) < 2:
+        return ""
+    return (f"; the legacy program fails by itself on worker:{m.group(1)}, which is not its chief (worker:0):"
+            " with several workers it fails as written; `--workers 1` checks it with its chief alone")
+
+
 def _run_side(
     side: str,
     program: Path,
@@ -598,7 +615,7 @@ def _run_side(
             if mapping:
                 failed_runs[-1]["cluster_map"] = mapping
             raise CheckError(
-                f"{side} run {i + 1} {what}: {result.reason}",
+                f"{side} run {i + 1} {what}: {result.reason}{_non_chief_hint(side, spec, result)}",
                 _stack_excerpt(result) + f"\n{result.summary()}",
             )
         program_records = list(result.losses)
@@ -882,6 +899,9 @@ def compare_init_distributions(legacy: dict, own: dict) -> list[str]:
             differ.append(f"{lname} (own draw shape {b.shape} vs legacy {a.shape})")
             continue
         sa, sb, ma, mb = a.std(), b.std(), a.mean(), b.mean()
+        if a.size < 2:
+            # one value (a scalar weight): neither a constant nor a draw can be told from it
+            continue
         if sa == 0:  # a constant: the migration's must be the same constant
             if not np.allclose(b, a, rtol=1e-6, atol=1e-8):
                 differ.append(f"{lname} (own initial value {mb:.4g}, legacy constant {ma:.4g})")
@@ -1051,6 +1071,9 @@ def render_table(report: dict) -> str:
         script_cluster = (report[side].get("launch") or {}).get("script_cluster")
         if script_cluster and side == "legacy":
             lines.append(f"  tasks from the script's own cluster (line {script_cluster['line']}: {script_cluster['how']})")
+        workers_reason = (report[side].get("launch") or {}).get("workers_reason")
+        if workers_reason and side == "legacy":
+            lines.append(f"  {workers_reason}")
     if report.get("stopped_past_steps"):
         lines.append(report["stopped_past_steps"])
     rows = [("side", "launch", "runs", "wall", "losses from", "steps")]
@@ -1267,6 +1290,25 @@ def _legacy_interpreter(opts: CheckOptions, report: dict) -> dict[str, str]:
     return {TASK_PYTHON_ENV: str(env.python)}
 
 
+def _inputs_present(opts: CheckOptions, spec: LaunchSpec) -> None:
+    """A data file the legacy script reads and does not find stops check
+    before anything starts, located, with what provides it (its option, given
+    after ``--``, or the directory to run from): not once every task died."""
+    try:
+        source, _ = legacy_compat.python3_source(opts.legacy.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - not Python: the launch says so, located
+        return
+    given = {a.split("=", 1)[0].lstrip("-").replace("-", "_")
+             for a in (*opts.launcher_args, *spec.args, *opts.script_args) if a.startswith("-")}
+    missing = [m for m in missing_inputs(source)
+               if m.option is None or m.option.replace("-", "_") not in given]
+    if missing:
+        raise CheckError(
+            f"the legacy script {opts.legacy} reads input files that are not there, so its tasks would die"
+            " once the cluster started: " + "; ".join(m.message() for m in missing)
+        )
+
+
 def _check(opts: CheckOptions, out: Path, report: dict) -> int:
     if not opts.legacy.is_file():
         raise CheckError(f"no such file: {opts.legacy}")
@@ -1309,7 +1351,8 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         try:
             tree = ast.parse(opts.legacy.read_text(encoding="utf-8"))
             legacy_info = dataclasses.replace(
-                legacy_info, unseeded_initializers=unseeded_initializers(tree), sync_switch=find_sync_switch(tree)
+                legacy_info, unseeded_initializers=unseeded_initializers(tree), sync_switch=find_sync_switch(tree),
+                chief_only=chief_only_code(tree) if legacy_info.chief_only else None,
             )
         except SyntaxError:
             pass  # Python 2: the copy's lines are what there is
@@ -1335,6 +1378,7 @@ def _check(opts: CheckOptions, out: Path, report: dict) -> int:
         lspec = legacy_launch(legacy_info, opts.workers, opts.steps, None, trains)
     except TopologyError as e:
         raise CheckError(str(e)) from None
+    _inputs_present(opts, lspec)
     trainers = sum(lspec.jobs.get(job, 0) for job in TRAINER_JOBS) if lspec.role_style != "none" else None
     try:
         mspec = migrated_launch(

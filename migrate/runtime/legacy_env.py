@@ -310,6 +310,118 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+# --------------------------------------------------------------------------- NumPy 1's number conversions
+
+_NUMERIC_CONVERSION = re.compile(r"%(\([^)]*\))?[-#0 +]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([diouxXeEfFgGcrsa%])")
+
+
+def _one_element_shape(node: ast.AST | None) -> bool:
+    """``[1]``, ``(1, 1)``: a literal shape of one element that is not a scalar's."""
+    return (isinstance(node, (ast.List, ast.Tuple)) and bool(node.elts)
+            and all(isinstance(e, ast.Constant) and e.value == 1 for e in node.elts))
+
+
+def _one_element_value(node: ast.AST | None) -> bool:
+    """``[0.3]``, ``[[0.0]]``: a literal initial value of one element, not a scalar."""
+    if not isinstance(node, (ast.List, ast.Tuple)) or len(node.elts) != 1:
+        return False
+    inner = node.elts[0]
+    return isinstance(inner, ast.Constant) or _one_element_value(inner)
+
+
+def _one_element_variables(tree: ast.AST) -> dict[str, int]:
+    """Names bound to a variable of one element and a non-scalar shape
+    (``tf.get_variable("w", [1])``, ``tf.Variable([0.3])``,
+    ``tf.Variable(tf.zeros([1]))``) -> line."""
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Call)):
+            continue
+        call, func = node.value, _dotted(node.value.func) or ""
+        keywords = {k.arg: k.value for k in call.keywords}
+        if func.endswith("get_variable"):
+            shape = call.args[1] if len(call.args) > 1 else keywords.get("shape")
+            one = _one_element_shape(shape)
+        elif func.endswith("Variable"):
+            value = call.args[0] if call.args else keywords.get("initial_value")
+            one = _one_element_value(value) or (
+                isinstance(value, ast.Call) and _one_element_shape(
+                    value.args[0] if value.args else {k.arg: k.value for k in value.keywords}.get("shape")))
+        else:
+            one = False
+        if one:
+            out[node.targets[0].id] = node.lineno
+    return out
+
+
+def needs_numpy1(source: str) -> str | None:
+    """Why ``source`` needs NumPy 1 (the first use, with its line), or None: it
+    formats a value a session run fetched from a one-element variable as a
+    number (``w, b = sess.run([weight, bias])``, ``"%f" % w``), which NumPy 1
+    converted and NumPy 2 refuses (``only 0-dimensional arrays can be
+    converted to Python scalars``)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    variables = _one_element_variables(tree)
+    if not variables:
+        return None
+    fetched: dict[str, str] = {}  # bound name -> the variable it holds
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "run"
+                and node.value.args):
+            continue
+        target, fetch = node.targets[0], node.value.args[0]
+        if isinstance(target, ast.Name) and isinstance(fetch, ast.Name) and fetch.id in variables:
+            fetched[target.id] = fetch.id
+        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(fetch, (ast.Tuple, ast.List)) \
+                and len(target.elts) == len(fetch.elts):
+            for t, f in zip(target.elts, fetch.elts):
+                if isinstance(t, ast.Name) and isinstance(f, ast.Name) and f.id in variables:
+                    fetched[t.id] = f.id
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant)
+                and isinstance(node.left.value, str)):
+            continue
+        kinds = []
+        for m in _NUMERIC_CONVERSION.finditer(node.left.value):
+            key, width, precision, kind = m.groups()
+            if kind == "%":
+                continue
+            if key is not None:
+                kinds = []
+                break
+            kinds += ["d"] * ((width == "*") + (precision == "*")) + [kind]
+        operands = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+        if len(kinds) != len(operands):
+            continue
+        for kind, operand in zip(kinds, operands):
+            if kind in "diouxXeEfFgGc" and isinstance(operand, ast.Name) and operand.id in fetched:
+                held = fetched[operand.id]
+                why = (f"line {node.lineno}: `{operand.id}` (the value of `{held}`, a one-element variable,"
+                       f" line {variables[held]}) formatted by %{kind}")
+                found.append((node.lineno, operand.col_offset, why))
+    return min(found)[2] if found else None
+
+
+def _numpy_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("numpy")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _numpy_major() -> int | None:
+    version = _numpy_version()
+    return int(version.split(".")[0]) if version and version.split(".")[0].isdigit() else None
+
+
 def installed_tf_version() -> str | None:
     """The TensorFlow this interpreter has, from its metadata (no import: seconds saved)."""
     from importlib import metadata
@@ -338,7 +450,15 @@ def choose(requested: str | None, source: str) -> Choice:
     if requested in (None, "auto"):
         uses = needs_estimator(source)
         if uses is None:
-            return Choice(None, "")
+            numbers = needs_numpy1(source) if (_numpy_major() or 0) >= 2 else None
+            if numbers is None:
+                return Choice(None, "")
+            return Choice(
+                legacy_env(ESTIMATOR_TF),
+                f"the program formats a one-element array as a number ({numbers}), which NumPy 1 converted and"
+                f" the installed NumPy {_numpy_version()} refuses: it runs where it ran, on TensorFlow"
+                f" {ESTIMATOR_TF} with NumPy 1",
+            )
         if line is not None and tuple(map(int, line.split("."))) < (2, 16):
             return Choice(None, f"the installed TensorFlow {installed} has Estimator ({uses})")
         return Choice(

@@ -390,6 +390,37 @@ def _server_line(tree: ast.Module) -> int | None:
     return None
 
 
+def chief_only_code(tree: ast.Module) -> tuple[int, str] | None:
+    """(line, what) of code TF1 lets only the chief run, run by every worker:
+    ``sv.summary_computed(...)`` of a ``Supervisor`` made with a computed
+    ``is_chief`` and no summary writer of its own, outside any test of the
+    chief. TF1's Supervisor writes summaries on the chief only; on another
+    worker the call raises (``Writing a summary requires a summary writer``)."""
+    supervisors = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                and isinstance(node.value, ast.Call) and _call_name(node.value) == "Supervisor":
+            keywords = {k.arg: k.value for k in node.value.keywords}
+            chief = keywords.get("is_chief")
+            if chief is not None and not isinstance(chief, ast.Constant) and "summary_writer" not in keywords:
+                supervisors.add(node.targets[0].id)
+    if not supervisors:
+        return None
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and ("chief" in ast.unparse(node.test)
+                                         or re.search(r"index\b\s*==\s*0", ast.unparse(node.test))):
+            for stmt in node.body:
+                guarded.update(id(n) for n in ast.walk(stmt))
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "summary_computed" and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in supervisors and id(node) not in guarded):
+            return node.lineno, (f"{node.func.value.id}.summary_computed(...), which TF1's Supervisor allows"
+                                 " only on the chief (the one with a summary writer)")
+    return None
+
+
 def _first_line(tree: ast.Module, names: set[str]) -> int | None:
     """The first line reading one of the environment variables ``names``."""
     lines = [
@@ -422,14 +453,33 @@ def _role_by_host_match(tree: ast.Module, path: str | None = None) -> tuple[str,
             continue
         if found.kind != "list" or not found.hosts:
             continue
-        jobs = {
-            sub.value for stmt in node.body for sub in ast.walk(stmt)
-            if isinstance(sub, ast.Constant) and sub.value in ("ps", "worker", "chief", "master")
-        }
+        jobs = _jobs_assigned(node.body)
         if len(jobs) == 1 and option in (None, test.left.attr):
             option, line = test.left.attr, line or node.lineno
             hosts[jobs.pop()] = found.hosts
     return (option, line, hosts) if option else None
+
+
+def _jobs_assigned(body: list[ast.stmt]) -> set[str]:
+    return {
+        sub.value for stmt in body for sub in ast.walk(stmt)
+        if isinstance(sub, ast.Constant) and sub.value in ("ps", "worker", "chief", "master")
+    }
+
+
+def _role_switch(tree: ast.Module) -> tuple[str, str] | None:
+    """``if FLAGS.chief: job_name = "chief"`` heading a host lookup (the
+    chief a ParameterServerStrategy migration adds to such a program, on a
+    machine of the cluster): (job, option)."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.Attribute)
+                and isinstance(node.test.value, ast.Name) and len(node.orelse) == 1
+                and isinstance(node.orelse[0], ast.If) and isinstance(node.orelse[0].test, ast.Compare)):
+            continue
+        jobs = _jobs_assigned(node.body)
+        if jobs in ({"chief"}, {"master"}):
+            return jobs.pop(), node.test.attr
+    return None
 
 
 class TopologyError(Exception):
@@ -460,6 +510,8 @@ class ProgramInfo:
     reads_tf_config: bool = False
     deleted_env: tuple[str, ...] = ()  # `del os.environ["X"]`: variables it expects to be set
     sync_switch: SyncSwitch | None = None  # the option choosing sync/async training
+    role_switch: tuple[str, str] | None = None  # (job, boolean option) tested before that lookup
+    chief_only: tuple[int, str] | None = None  # (line, what): code only a TF1 chief can run, run by all
 
     def spelling(self, option: str) -> str:
         return dict(self.spellings).get(option, option)
@@ -494,11 +546,13 @@ class LaunchSpec:
     role_env: dict[str, str] = field(default_factory=dict)
     argv_roles: dict[str, int] = field(default_factory=dict)
     role_match: tuple[str, dict[str, tuple[str, ...]]] | None = None
+    role_switch: tuple[str, str] | None = None  # (job, boolean option) naming that job's task
     script_cluster: dict | None = None  # the cluster the script fixes (for the report)
     fixed_task: str | None = None  # "worker:2": the task a script hard-coding its role is
     # the legacy job put in the training mode its migration carries: the
     # switch, the argument given, and whether the script's default differs
     mode_switch: dict | None = None
+    workers_reason: str | None = None  # why the worker count is not the default
 
     @property
     def launcher_style(self) -> str:
@@ -519,6 +573,8 @@ class LaunchSpec:
         if self.argv_roles:
             values = {"job": job, "index": str(index)}
             argv += [values[role] for role, _ in sorted(self.argv_roles.items(), key=lambda item: item[1])]
+        if self.role_switch is not None and self.role_switch[0] == job:
+            return argv + [f"--{self.role_switch[1]}"]
         if self.role_match is not None:
             option, hosts = self.role_match
             host = hosts.get(job, ())[index] if index < len(hosts.get(job, ())) else None
@@ -531,6 +587,7 @@ class LaunchSpec:
             "role_env": dict(self.role_env),
             "argv_roles": dict(self.argv_roles),
             "role_match": None if self.role_match is None else self.role_match[0],
+            "role_switch": None if self.role_switch is None else "--" + self.role_switch[1],
             "fixed_task": self.fixed_task,
             "script_cluster": self.script_cluster,
             "strategy": self.strategy,
@@ -543,6 +600,7 @@ class LaunchSpec:
             "flag_names": dict(self.flag_names),
             "step_cap": self.step_cap,
             "mode_switch": self.mode_switch,
+            "workers_reason": self.workers_reason,
         }
 
 
@@ -582,6 +640,7 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
     )
     argv_roles = tuple(sorted(_argv_positions(tree).items()))
     role_match = _role_by_host_match(tree, path)
+    role_switch = _role_switch(tree) if role_match is not None else None
     rank = next((v for v in RANK_ENV if v in env_reads), None)
     fixed = _fixed_role(tree)
     role_flags = {*ROLE_FLAGS["job"], *ROLE_FLAGS["index"]}
@@ -625,6 +684,8 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
             if isinstance(t, ast.Subscript) and _chain(t.value)[-1:] == ["environ"] and _string(t.slice)
         })),
         find_sync_switch(tree),
+        role_switch,
+        chief_only_code(tree),
     )
 
 
@@ -720,7 +781,7 @@ def _needs_a_chief_role(info: ProgramInfo) -> None:
     if info.role_match is None or info.role_style != "match":
         return
     option, line, hosts = info.role_match
-    if {"chief", "master"} & set(hosts):
+    if {"chief", "master"} & set(hosts) or info.role_switch is not None:
         return
     raise TopologyError(
         f"the migrated program uses ParameterServerStrategy, whose training loop runs in a chief task, but it"
@@ -804,6 +865,12 @@ def legacy_launch(
     is run in the mode that strategy trains (None: at the script's default)."""
     strategy = info.strategy
     notes: list[str] = []
+    if workers is None and info.chief_only is not None and strategy != MIRRORED:
+        # its other workers raise as written: the job runs as its chief alone
+        line, what = info.chief_only
+        workers = 1
+        notes.append(f"1 worker: every worker runs {what} (line {line}), so the others raise as written;"
+                     " --workers N runs more")
     count = workers if workers is not None else DEFAULT_WORKERS
     if (strategy == MIRRORED and info.role_style != "fixed") or (
         strategy is None and info.role_style == "none" and info.script_cluster is None
@@ -836,6 +903,7 @@ def legacy_launch(
                          " run standard TensorFlow servers")
         spec = LaunchSpec(strategy, jobs, info.role_style, server_only)
         spec.notes += notes
+        spec.workers_reason = next((n for n in notes if n.startswith("1 worker: every worker runs")), None)
         if info.role_style == "fixed":
             spec.fixed_task = f"{info.fixed_role[0]}:{info.fixed_role[1]}"
             spec.env["TFMIGRATE_DEVICE_FILTERS"] = "0"  # it places ops on the other tasks
@@ -901,6 +969,10 @@ def migrated_launch(
         spec.role_env = dict(info.role_env or legacy.role_env)
     elif spec.role_style == "argv":
         spec.argv_roles = dict(info.argv_roles or legacy.argv_roles)
+    elif spec.role_style == "match" and info.role_style == "match":
+        # the migration finds its role as the legacy job did (a chief by its option)
+        spec.role_match = (info.role_match[0], dict(info.role_match[2]))
+        spec.role_switch = info.role_switch
     elif spec.role_style == "match":
         spec.role_style = "flags"  # the migration's resolver takes --job_name/--task_index
     if strategy in (PSS, MWMS):

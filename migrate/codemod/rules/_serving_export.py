@@ -104,7 +104,7 @@ _NAMED_KEYS = {"DEFAULT_SERVING_SIGNATURE_DEF_KEY": "serving_default", "PREDICT_
                "CLASSIFY_OUTPUT_SCORES": "scores", "REGRESS_INPUTS": "inputs", "REGRESS_OUTPUTS": "outputs"}
 
 
-def _key(node: cst.BaseExpression | None) -> str | None:
+def signature_key(node: cst.BaseExpression | None) -> str | None:
     """A signature key written as a literal, or one of TF's named keys."""
     if isinstance(node, cst.SimpleString):
         value = node.evaluated_value
@@ -147,7 +147,7 @@ class _Finder:
         for element in node.elements:
             if not isinstance(element, cst.DictElement):
                 raise _Decline(node, f"its {what} unpack another mapping (`**`)")
-            key = _key(element.key)
+            key = signature_key(element.key)
             if key is None:
                 raise _Decline(element.key, f"a key of its {what} (`{C.code_of(element.key)}`) is not a string"
                                             " literal or one of tf.saved_model's named keys")
@@ -322,7 +322,7 @@ class _Finder:
                 raise _Decline(named, "its named graph signatures are not a dict written out where they are used")
             roles = {}
             for element in named.elements:
-                key = _key(element.key) if isinstance(element, cst.DictElement) else None
+                key = signature_key(element.key) if isinstance(element, cst.DictElement) else None
                 if key not in ("inputs", "outputs") or key in roles:
                     raise _Decline(element, "its named graph signatures are not one `inputs` and one `outputs`"
                                             " generic signature, the pair TF Serving read as one Predict signature")
@@ -377,7 +377,7 @@ class _Finder:
                 raise _Decline(mapping or call, "its signature_def_map is not a dict written out where it is used")
             signatures = []
             for element in mapping.elements:
-                key = _key(element.key) if isinstance(element, cst.DictElement) else None
+                key = signature_key(element.key) if isinstance(element, cst.DictElement) else None
                 if key is None:
                     raise _Decline(element, "a key of its signature_def_map is not a string literal or"
                                             " DEFAULT_SERVING_SIGNATURE_DEF_KEY")

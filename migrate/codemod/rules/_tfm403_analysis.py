@@ -16,6 +16,7 @@ import libcst as cst
 
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._tfm403_origin import origin, why_not_here
+from migrate.codemod.rules._tfm403_premade import enclosing_bindings, premade_name, premade_reason
 
 
 class Decline(Exception):
@@ -62,7 +63,6 @@ _NOT_CARRIED = {
     "keep_checkpoint_every_n_hours": "checkpoints kept by age besides the last keep_checkpoint_max",
     "warm_start_from": "variables warm-started from another checkpoint",
     "hooks": "SessionRunHooks run by the Estimator's MonitoredTrainingSession",
-    "exporters": "exporters writing SavedModels of the serving signature after evaluations",
     "saving_listeners": "CheckpointSaverListeners",
 }
 
@@ -110,6 +110,10 @@ class EstimatorJob:
     # model): that statement, and each branch's Estimator call with its model_fn
     chosen_in: cst.If | None = None
     choices: list[tuple[Call, cst.FunctionDef]] = field(default_factory=list)
+    # est.export_savedmodel(...) statements after the training (the line, the call), and the
+    # EvalSpec's exporters: read by _tfm403_export
+    export_calls: list[tuple[cst.SimpleStatementLine, cst.Call]] = field(default_factory=list)
+    exporters: cst.BaseExpression | None = None
 
 
 @dataclass
@@ -160,6 +164,8 @@ class Finder:
         }
         self.functions_here: dict[str, cst.FunctionDef] = {}  # input functions the migration defines
         self.evaluation: cst.BaseStatement | None = None
+        self.trains: cst.BaseStatement | None = None
+        self.export_calls: list[tuple[cst.SimpleStatementLine, cst.Call]] = []
 
     def is_(self, node: cst.CSTNode, *names: str) -> bool:
         return (self.qualname(node) or "") in names
@@ -246,9 +252,18 @@ class Finder:
         hint = f"build the {what} where the job is started, or migrate by hand"
         if isinstance(node, cst.Name) and isinstance(block, cst.FunctionDef) and node.value in {
                 p.name.value for p in block.params.params}:
+            built = self._built_by_caller(block, node.value) if qual == "estimator.Estimator" else None
+            if built is not None:
+                return built
             return Decline(node, f"`{node.value}`, the {what} this job runs, is a parameter of"
                            f" `{block.name.value}()`: it is built by its callers", hint=hint)
         if isinstance(node, cst.Name):
+            bound = [st for st in self._statements(block) if node.value in C.assignment(st)[0]]
+            value = C.assignment(bound[0])[1] if len(bound) == 1 else None
+            if isinstance(value, cst.Call) and premade_name(self.qualname(value.func)):
+                why, premade_hint = premade_reason(self.qualname(value.func))
+                return Decline(value, f"`{node.value}` is a premade `tf.{self.qualname(value.func)}`: {why}",
+                               hint=premade_hint)
             nested = [st for st in self._walk(block) if isinstance(st, cst.SimpleStatementLine)
                       and node.value in C.assignment(st)[0] and st not in self._statements(block)]
             if nested:
@@ -260,11 +275,48 @@ class Finder:
         return Decline(node, f"the {what} this job runs is not a `tf.{qual}(...)` call in the same block",
                        hint=hint)
 
+    def _built_by_caller(self, block: cst.FunctionDef, param: str) -> Decline | None:
+        """A job whose Estimator is ``block``'s parameter ``param``, built by a caller in
+        this module (``estimator = tf.estimator.Estimator(model, ...)``; ``train(estimator,
+        ...)``) with a model_fn that is not a function of this module: the decline, at
+        that model_fn."""
+        position = [p.name.value for p in block.params.params].index(param)
+        for call in C.calls_in(self.module):
+            if not (isinstance(call.func, cst.Name) and call.func.value == block.name.value):
+                continue
+            passed = next((a.value for a in call.args if a.keyword is not None and a.keyword.value == param), None)
+            if passed is None and position < len(call.args) and call.args[position].keyword is None:
+                passed = call.args[position].value
+            binders = enclosing_bindings(self.module, call).get(passed.value, []) if isinstance(
+                passed, cst.Name) else []
+            value = C.assignment(binders[0])[1] if len(binders) == 1 else passed
+            if not (isinstance(value, cst.Call) and self.is_(value.func, "estimator.Estimator")):
+                continue
+            model_fn = bind(value, ESTIMATOR_ARGS, "Estimator").get("model_fn") if not any(
+                a.star for a in value.args) else None
+            if model_fn is None or isinstance(model_fn, cst.Name) and model_fn.value in self.functions:
+                continue
+            made = enclosing_bindings(self.module, value).get(model_fn.value, []) if isinstance(
+                model_fn, cst.Name) else []
+            what = (f"bound to `{C.code_of(C.assignment(made[0])[1])}`" if len(made) == 1
+                    else "not a function of this module")
+            return Decline(binders[0] if binders else value, f"`{param}`, the Estimator `{block.name.value}()` runs,"
+                           " is built by its caller"
+                           f" with the model_fn `{C.code_of(model_fn)}`, {what}: the migration rewrites the"
+                           " model_fn the job calls, which must be a function of this module",
+                           hint="define the model_fn in this file and build the Estimator where the job runs, or"
+                           " migrate by hand")
+        return None
+
     def _read_once(self, block, name: str, binding, used_at) -> None:
         for st in self._statements(block):
             if st is binding or st is used_at or st is self.evaluation:
                 continue
             if name in C.names_used(st):
+                exports = self._exports_in(block, st, name)
+                if exports:
+                    self.export_calls += exports
+                    continue
                 methods = [n.attr.value for n in C.walk(st) if isinstance(n, cst.Attribute)
                            and isinstance(n.value, cst.Name) and n.value.value == name]
                 what = next((_USES[m] for m in methods if m in _USES), None)
@@ -275,6 +327,25 @@ class Finder:
                                   if "SavedModel" in what else "migrate this part by hand")
                 raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
                               hint="keep the Estimator objects to the statements that build and run the job")
+
+    def _exports_in(self, block, st: cst.BaseStatement, name: str) -> list | None:
+        """``name.export_savedmodel(...)`` statements (also in if blocks) after the
+        training, when they are all ``st`` does with ``name``: (line, call) each."""
+        statements = self._statements(block)
+        if self.trains not in statements or statements.index(st) < statements.index(self.trains):
+            return None
+        found = []
+        uses = 0
+        for node in C.walk(st):
+            if isinstance(node, cst.Name) and node.value == name:
+                uses += 1
+            if isinstance(node, cst.SimpleStatementLine):
+                call = C.single_expr(node)
+                if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                        and call.func.attr.value in ("export_savedmodel", "export_saved_model")
+                        and isinstance(call.func.value, cst.Name) and call.func.value.value == name):
+                    found.append((node, call))
+        return found if found and len(found) == uses else None
 
     def function(self, node: cst.BaseExpression | None, what: str, block=None) -> cst.FunctionDef:
         if isinstance(node, cst.Name) and node.value in self.functions:
@@ -343,6 +414,8 @@ class Finder:
         call = C.single_expr(trains)
         assert isinstance(call, cst.Call)
         removed: list[cst.BaseStatement] = []
+        self.trains = trains
+        self.export_calls = []
         self.evaluation = self._evaluation(block, trains)
         eval_spec = None
         max_steps = extra_steps = None
@@ -423,7 +496,11 @@ class Finder:
                 raise Decline(evaluate, "evaluate() without an input_fn")
         job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
                            eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes,
-                           logging=logged, chosen_in=chosen[0] if chosen else None, choices=choices)
+                           logging=logged, chosen_in=chosen[0] if chosen else None, choices=choices,
+                           export_calls=self.export_calls)
+        exporters = eval_spec.get("exporters") if eval_spec is not None else None
+        if exporters is not None and not _empty(exporters):
+            job.exporters = exporters
         for node in (train_input, eval_input):
             self._numpy_input(job, node)
         return job
@@ -499,10 +576,10 @@ class Finder:
                     raise Decline(binders[0], f"`{name}`, the Estimator this job runs, is not built by a"
                                   " tf.estimator call in this branch")
                 if q != "estimator.Estimator":
+                    detail, hint = premade_reason(q) if premade_name(q) else (
+                        "it has no model_fn for the migrated loop to call", "migrate this job by hand")
                     raise Decline(value, f"`{name}` is a premade `tf.{q}` in one of the if/else branches choosing the"
-                                  " job's Estimator: a premade Estimator has no model_fn for the migrated loop to"
-                                  " call (its model, loss head and default optimizer are Estimator internals)",
-                                  hint="give that choice a custom model_fn, or migrate this job by hand")
+                                  f" job's Estimator: {detail}", hint=hint)
                 calls.append(Call(value, bind(value, ESTIMATOR_ARGS, "Estimator"), binders[0], name))
             elif not _ends_program(body):
                 raise Decline(branch, f"a branch of the if statement choosing `{name}` neither builds the Estimator"

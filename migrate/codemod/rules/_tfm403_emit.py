@@ -54,6 +54,13 @@ class Settings:
     train_dataset_fn: str  # what the coordinator / strategy calls per worker
     # LoggingTensorHook(every_n_iter=N): the step also returns the model_fn's logged tensors
     log_tensors_every: str | None = None
+    # the model_fn's tf.summary.scalar/histogram in TRAIN mode: (kind, tag code), the TRAIN mode
+    # returning {tag: value} after the loss (and the logged tensors)
+    summaries: list[tuple[str, str]] | None = None
+    # the job's SavedModel exports: the serving functions and the export function (lines), and
+    # what the evaluation exports (lines of its body, the EvalSpec's exporters)
+    serving_code: list[str] | None = None
+    evaluation_exports: list[str] | None = None
 
 
 def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimizer: str,
@@ -61,10 +68,14 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     n = names
     model_args = s.model_call_args
     hooked = s.log_tensors_every is not None
-    # what the loop reads of a step's loss: the step returns (loss, logged) when a hook logs
-    out = n["step_outputs"] if hooked else "loss"
-    own_loss = f"{out}[0]" if hooked else "loss"
-    fetched = f"{out}.fetch()[0]" if hooked else "loss.fetch()"
+    summarized = bool(s.summaries)
+    # what the loop reads of a step's loss: the step returns (loss, logged, summaries) when a
+    # hook logs tensors or the model_fn writes summaries (each part only when there is one)
+    parts = ["loss"] + (["logged"] if hooked else []) + (["summaries"] if summarized else [])
+    tupled = len(parts) > 1
+    out = n["step_outputs"] if tupled else "loss"
+    own_loss = f"{out}[0]" if tupled else "loss"
+    fetched = f"{out}.fetch()[0]" if tupled else "loss.fetch()"
     fetched_loss = f"{fetched} if {n['coordinator']} is not None else {own_loss}"
     # an EvalSpec with the strategy read from TF_CONFIG: an evaluator task may be named
     sidecar = s.eval_in_loop and s.strategy is None and s.max_steps is not None
@@ -129,19 +140,22 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     add(f"def {n['train_step']}(iterator):")
     add("    def replica_step(features, labels):")
     add("        with tf.GradientTape() as tape:")
-    add(f"            {'loss, logged' if hooked else 'loss'} = {n['model']}(features, labels{model_args.format(mode='train')})")
+    add(f"            {', '.join(parts)} = {n['model']}(features, labels{model_args.format(mode='train')})")
     add("            # the strategy sums the replicas' gradients; the Estimator averaged them")
     add(f"            scaled_loss = loss / {n['strategy']}.num_replicas_in_sync")
     add(f"        gradients = tape.gradient(scaled_loss, {n['trainable_variables']})")
     add(f"        {n['optimizer']}.apply_gradients(zip(gradients, {n['trainable_variables']}))")
     add(f"        {n['global_step']}.assign_add(1)")
-    if hooked:
-        add("        return loss, logged")
-        add(f"    losses, logged = {n['strategy']}.run(replica_step, args=next(iterator))")
-        add("    # the tensors LoggingTensorHook logged, as this worker computed them")
-        add(f"    logged = tf.nest.map_structure(lambda value: {n['strategy']}.experimental_local_results(value)[0],"
-            " logged)")
-        add(f"    return {n['strategy']}.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None), logged")
+    if tupled:
+        rest = ", ".join(parts[1:])
+        add(f"        return {', '.join(parts)}")
+        add(f"    losses, {rest} = {n['strategy']}.run(replica_step, args=next(iterator))")
+        for part in parts[1:]:
+            add("    # the tensors LoggingTensorHook logged, as this worker computed them" if part == "logged" else
+                "    # the values the model_fn's summaries wrote, as this worker computed them")
+            add(f"    {part} = tf.nest.map_structure(lambda value: {n['strategy']}.experimental_local_results(value)[0],"
+                f" {part})")
+        add(f"    return {n['strategy']}.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None), {rest}")
     else:
         add("        return loss")
         add(f"    losses = {n['strategy']}.run(replica_step, args=next(iterator))")
@@ -185,9 +199,13 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add('    results["loss"] = float(tf.reduce_mean(losses))')
         add(f'    results["global_step"] = int({n["global_step"]}.numpy())')
         add('    logging.info("Saving dict for global step %d: %s", results["global_step"], results)')
+        for line in s.evaluation_exports or []:
+            add(line)
         add("    return results")
         add("")
         add("")
+    for line in s.serving_code or []:
+        add(line)
     add(f"{n['checkpoint']} = tf.train.Checkpoint(global_step={n['global_step']}, optimizer={n['optimizer']},"
         f" model={n['model']})")
     add(f"{n['manager']} = tf.train.CheckpointManager({n['checkpoint']}, {model_dir},"
@@ -245,6 +263,13 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     add(f"    if {n['step']} % {s.summary_steps or SAVE_SUMMARY_STEPS} == 0:")
     add(f"        with {n['writer']}.as_default(step={n['step']}):")
     add(f'            tf.summary.scalar("loss", {fetched_loss})')
+    if summarized:
+        index = parts.index("summaries")
+        add("            # the summaries the model_fn wrote in TRAIN mode")
+        add(f"            {n['summaries']} = ({out}.fetch()[{index}] if {n['coordinator']} is not None"
+            f" else {out}[{index}])")
+        for kind, tag in s.summaries:
+            add(f"            tf.summary.{kind}({tag}, {n['summaries']}[{tag}])")
     if s.save_steps is not None:
         add(f"    if {n['step']} % {s.save_steps} == 0 and {n['step']} < {n['last_step']}:")
     else:
@@ -277,9 +302,10 @@ NAMES = (
     "strategy", "coordinator", "resolver", "is_chief", "params", "model_dir", "global_step", "optimizer", "model",
     "features", "labels", "trainable_variables", "train_step", "eval_step", "evaluate", "iterator", "checkpoint",
     "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics", "writer", "first_step", "step_outputs",
-    "logged", "model_fn",
+    "logged", "model_fn", "export", "summaries",
 )
-_SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager", "writer": "summary_writer"}
+_SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager", "writer": "summary_writer",
+            "export": "export_saved_model"}
 
 
 def fresh_names(taken: set[str], fixed: dict[str, str]) -> dict[str, str]:

@@ -30,6 +30,7 @@ from migrate.codemod.rules._equivalents import (
     optimizer_call,
     schedule_call,
 )
+from migrate.codemod.rules._serving_export import signature_key
 from migrate.codemod.rules._tfm403_analysis import Decline
 
 MODE_STRINGS = {"TRAIN": "train", "EVAL": "eval", "PREDICT": "infer"}
@@ -57,6 +58,11 @@ class ModelPlan:
     # EstimatorSpec(training_hooks=[LoggingTensorHook(..., every_n_iter=N)]): N; the
     # model_fn's TRAIN mode then returns (loss, {tag: tensor})
     log_every: cst.BaseExpression | None = None
+    # the job exports: the PREDICT mode returns the serving outputs, exported under these keys
+    predict_signatures: list[str] | None = None
+    # tf.summary.scalar/histogram the model_fn wrote in TRAIN mode: (kind, tag code); its TRAIN
+    # mode then returns {tag: value} last
+    summaries: list[tuple[str, str]] | None = None
 
 
 def _statements(block: cst.BaseSuite):
@@ -264,7 +270,10 @@ def _spec_logging_hook(fn, hooks, statements, locals_bound, qualname, removed, t
     return cst.Dict(elements), every
 
 
-def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[str, str] | None = None) -> ModelPlan:
+def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[str, str] | None = None,
+                  exports: bool = False) -> ModelPlan:
+    """``exports``: the job exports SavedModels, so the PREDICT branch stays and
+    returns the outputs its EstimatorSpec exported."""
     fn = without_update_deps(fn, qualname)
     params = tuple(p.name.value for p in fn.params.params)
     if fn.params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) or fn.params.star_kwarg or fn.params.kwonly_params:
@@ -380,9 +389,12 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
                 is_schedule(qualname(c.func)) for c in C.calls_in(st)):
             raise Decline(st, "a learning-rate statement reads the global step outside a tf.train schedule")
 
+    summaries = _train_summaries(statements, qualname, removed)
+
     # returns
     log_every = None
     dropped_predict = False
+    predict_signatures = None
     metrics: dict[str, str] = {}  # eval_metric_ops key (code) -> the Keras metric made for it
     for st, parent in statements:
         if not isinstance(st, cst.SimpleStatementLine):
@@ -415,30 +427,43 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
                 spec_hook = _given(hooks) and not (isinstance(hooks, (cst.List, cst.Tuple)) and not hooks.elements)
                 if spec_hook and logged:
                     raise Decline(hooks, "logging hooks both in the TrainSpec and in the EstimatorSpec")
-                if (logged or spec_hook) and _given(args.get("train_op")):
-                    # the TRAIN mode's return: the loss and the tensors the loop logs
+                if (logged or spec_hook or summaries) and _given(args.get("train_op")):
+                    # the TRAIN mode's return: the loss, the tensors the loop logs, the summaries' values
                     if not (parent is not None and _is_mode_test(parent.test, "TRAIN", qualname)
                             and any(inner is st for inner in C.body_of(parent.body))):
                         raise Decline(ret, "the model_fn's TRAIN return is not in an `if mode == TRAIN:` branch of"
-                                      " its own, where the step can take the tensors LoggingTensorHook logs")
+                                      " its own, where the step can take the tensors LoggingTensorHook logs"
+                                      " and the values its summaries write")
+                    returned = [cst.Element(value)]
                     if spec_hook:
                         values, log_every = _spec_logging_hook(fn, hooks, statements, locals_bound, qualname,
                                                                removed, parent, set(params) - {"params"})
-                    else:
-                        values = _logged_values(fn, statements, logged, parent)
-                    value = cst.Tuple([cst.Element(value), cst.Element(values)], lpar=[], rpar=[])
+                        returned.append(cst.Element(values))
+                    elif logged:
+                        returned.append(cst.Element(_logged_values(fn, statements, logged, parent)))
+                    if summaries:
+                        order = [inner for inner, _ in statements]
+                        late = [node for node, _, _, _ in summaries if order.index(node) > order.index(st)]
+                        if late:
+                            raise Decline(late[0], "a summary the model_fn writes after its TRAIN return")
+                        returned.append(cst.Element(cst.Dict([cst.DictElement(tag, tensor)
+                                                              for _, _, tag, tensor in summaries])))
+                    value = cst.Tuple(returned, lpar=[], rpar=[])
                 elif _given(args.get("eval_metric_ops")):
                     inputs = _metric_inputs(args["eval_metric_ops"], locals_bound, qualname, removed, metrics)
                     value = cst.Tuple([cst.Element(value), cst.Element(inputs)], lpar=[], rpar=[])
                 removed[id(ret)] = ret.with_changes(value=value)
                 continue
             # a PREDICT-only branch: `if mode == PREDICT: ... return EstimatorSpec(mode, predictions=...)`
-            if (parent is not None and isinstance(st, cst.SimpleStatementLine) and predicts is False
-                    and isinstance(parent.test, cst.Comparison) and parent.orelse is None
-                    and len(parent.test.comparisons) == 1
-                    and isinstance(parent.test.comparisons[0].operator, cst.Equal)
-                    and any(_is_mode(side, "PREDICT", qualname)
-                            for side in (parent.test.left, parent.test.comparisons[0].comparator))):
+            predict_branch = (parent is not None and isinstance(st, cst.SimpleStatementLine)
+                              and parent.orelse is None and _is_mode_test(parent.test, "PREDICT", qualname))
+            if predict_branch and exports:
+                if predict_signatures is not None:
+                    raise Decline(ret, "the model_fn returns from its PREDICT mode in more than one place")
+                value, predict_signatures = _predict_outputs(args, spec, locals_bound, statements, qualname, removed)
+                removed[id(ret)] = ret.with_changes(value=value)
+                continue
+            if predict_branch and predicts is False:
                 removed[id(parent)] = None
                 dropped_predict = True
                 continue
@@ -468,7 +493,125 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
         if isinstance(node, cst.Call) and qualname(node.func) in ("Variable", "train.get_or_create_global_step"):
             raise Decline(node, "the model_fn creates a tf.Variable, which a model called at every step would"
                           " create again", hint="create it with tf.compat.v1.get_variable")
-    return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict, metrics, log_every)
+    if exports and predict_signatures is None:
+        raise Decline(fn, "the job exports SavedModels, but the model_fn has no `if mode == PREDICT:` branch"
+                      " returning an EstimatorSpec of predictions", hint="export by hand with tf.saved_model.save")
+    return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict, metrics, log_every,
+                     predict_signatures, [(kind, C.code_of(tag)) for _, kind, tag, _ in summaries] or None)
+
+
+_SUMMARIES = {"summary.scalar": ("scalar", ("name", "tensor", "collections", "family")),
+              "summary.histogram": ("histogram", ("name", "values", "collections", "family"))}
+
+
+def _train_summaries(statements, qualname, removed) -> list:
+    """``tf.summary.scalar("accuracy", value)`` / ``histogram`` statements the model_fn
+    runs in TRAIN mode (its own statements, or its ``if mode == TRAIN:`` branch's):
+    (statement, kind, tag, value) each; the statements go (the loop writes them from
+    the values the TRAIN mode returns, every save_summary_steps, as the Estimator's
+    summary hook did). Their tags are TF1's: no name scope around them."""
+    found = []
+    for st, parent in statements:
+        call = C.single_expr(st) if isinstance(st, cst.SimpleStatementLine) else None
+        q = qualname(call.func) if isinstance(call, cst.Call) else None
+        if q not in _SUMMARIES:
+            continue
+        if parent is not None and not (_is_mode_test(parent.test, "TRAIN", qualname)
+                                       and any(inner is st for inner in C.body_of(parent.body))):
+            raise Decline(st, "a summary the model_fn writes outside its TRAIN mode (the Estimator's evaluation"
+                          " wrote only eval_metric_ops)", hint="move it to the TRAIN branch, or drop it")
+        kind, names = _SUMMARIES[q]
+        args, why = bind_args(call, names)
+        if args is None:
+            raise Decline(call, why)
+        if any(_given(args.get(key)) for key in ("collections", "family")):
+            raise Decline(call, "a summary with collections or a family (its tag then differs)")
+        tag, value = args.get("name"), args.get(names[1])
+        if not isinstance(tag, cst.SimpleString) or value is None:
+            raise Decline(call, "a summary whose tag is not a string literal")
+        if tag.evaluated_value == "loss":
+            raise Decline(call, "a summary tagged \"loss\", the tag of the Estimator's own loss summary, which the"
+                          " migrated loop writes (TF1 tagged this one loss_1)", hint="drop it, or rename its tag")
+        if any(C.code_of(tag) == C.code_of(other) for _, _, other, _ in found):
+            raise Decline(call, f"two summaries tagged {C.code_of(tag)} (TF1 renamed the second)")
+        for inner in C.calls_in(value):
+            if (qualname(inner.func) or "").startswith("metrics."):
+                raise Decline(call, "the summary writes a tf.metrics value, a running aggregate of the TRAIN"
+                              " batches with no counterpart in the migrated step",
+                              hint="write the batch's value instead, or a tf.keras.metrics object from the loop")
+        removed[id(st)] = None
+        found.append((st, kind, tag, value))
+    return found
+
+
+def _predict_outputs(args, spec, locals_bound, statements, qualname, removed) -> tuple[cst.BaseExpression, list[str]]:
+    """The PREDICT EstimatorSpec -> (what the PREDICT mode returns: the outputs
+    its export signatures served, as a dict; the signature keys). The Estimator
+    exported ``export_outputs`` (``{"serving_default": PredictOutput(predictions)}``
+    when none), a single one also as the ``serving_default``."""
+
+    def bound_once(node, what):
+        if not isinstance(node, cst.Name):
+            return node
+        binders = locals_bound.get(node.value, [])
+        if len(binders) != 1 or C.assignment(binders[0])[0] != [node.value]:
+            raise Decline(node, f"`{node.value}` ({what}) is not bound once in the model_fn")
+        return binders[0]
+
+    def resolved(node, what):
+        binder = bound_once(node, what)
+        if binder is node:
+            return node
+        others = [st for st, _ in statements if st is not binder and node.value in C.names_used(st)
+                  and not any(isinstance(n, cst.Return) for n in C.walk(st))]
+        if others:
+            raise Decline(others[0], f"`{node.value}` ({what}) is also read here")
+        removed[id(binder)] = None
+        return C.assignment(binder)[1]
+
+    outputs_by_key: list[tuple[str, cst.BaseExpression]] = []
+    export_outputs = args.get("export_outputs")
+    if _given(export_outputs):
+        found = resolved(export_outputs, "export_outputs")
+        if not isinstance(found, cst.Dict) or not all(isinstance(el, cst.DictElement) for el in found.elements):
+            raise Decline(export_outputs, "export_outputs is not a dict written in the model_fn")
+        for el in found.elements:
+            key = signature_key(el.key)
+            if key is None:
+                raise Decline(el.key, "an export_outputs key that is neither a string literal nor a"
+                              " signature_constants name")
+            output = resolved(el.value, "an export output")
+            q = qualname(output.func) if isinstance(output, cst.Call) else None
+            if q != "estimator.export.PredictOutput":
+                raise Decline(el.value, f"export_outputs[{key!r}] is no PredictOutput: tf.saved_model.save writes"
+                              " Predict signatures only (classification and regression signatures have no TF2"
+                              " counterpart)", hint="export a Predict signature, or export by hand")
+            bound, why = bind_args(output, ("outputs",))
+            if bound is None or "outputs" not in bound:
+                raise Decline(output, why or "a PredictOutput without outputs")
+            outputs_by_key.append((key, bound["outputs"]))
+    else:
+        if not _given(args.get("predictions")):
+            raise Decline(spec, "the PREDICT EstimatorSpec has neither predictions nor export_outputs to export")
+        outputs_by_key.append(("serving_default", args["predictions"]))
+    if len({C.code_of(value) for _, value in outputs_by_key}) > 1:
+        raise Decline(export_outputs, "export_outputs with different outputs per signature: the migration exports"
+                      " one serving function", hint="export the other signatures by hand")
+    keys = [key for key, _ in outputs_by_key]
+    if "serving_default" not in keys:
+        if len(keys) > 1:
+            raise Decline(export_outputs, "several export_outputs and none the serving_default (the Estimator"
+                          " refused to export them)")
+        keys.append("serving_default")
+    outputs = outputs_by_key[0][1]
+    target = outputs
+    if isinstance(outputs, cst.Name):
+        binder = bound_once(outputs, "the exported outputs")
+        target = C.assignment(binder)[1] if binder is not outputs else outputs
+    if not isinstance(target, cst.Dict):
+        # PredictOutput of a single tensor: its output key is "output"
+        outputs = cst.Dict([cst.DictElement(cst.SimpleString('"output"'), outputs)])
+    return outputs, keys
 
 
 def _merge_equal_returns(fn: cst.FunctionDef) -> cst.FunctionDef:
@@ -523,6 +666,13 @@ def _metric_inputs(ops: cst.BaseExpression, locals_bound, qualname, removed, met
         if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
             raise Decline(ops, "eval_metric_ops with keys that are not string literals")
         call = el.value
+        if isinstance(call, cst.Name):  # `accuracy = tf.metrics.accuracy(...)`, then {"accuracy": accuracy}
+            binders = locals_bound.get(call.value, [])
+            if (len(binders) == 1 and C.assignment(binders[0])[0] == [call.value]
+                    and isinstance(C.assignment(binders[0])[1], cst.Call)
+                    and qualname(C.assignment(binders[0])[1].func) in TF1_METRICS):
+                removed[id(binders[0])] = None
+                call = C.assignment(binders[0])[1]
         q = qualname(call.func) if isinstance(call, cst.Call) else None
         if q not in TF1_METRICS:
             raise Decline(el.value, f"eval_metric_ops[{C.code_of(el.key)}] is no tf.metrics function with a Keras"

@@ -7,6 +7,11 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules._role_lookup import (
+    add_chief_switch,
+    comprehended_hosts,
+    find_role_lookup,
+)
 from migrate.codemod.rules._role_servers import hoist_role_servers
 from migrate.codemod.rules._unread import drop_unread
 
@@ -57,8 +62,12 @@ class ClusterResolver(Rule):
     ParameterServerStrategy job needs one more process (``--job_name=chief``).
     Literal ``host:port`` lists get a literal chief address (the first
     worker's host, on the next port the cluster does not use there: reported,
-    to be changed where that port is taken); a cluster whose hosts are
-    neither flags nor such literals gets a diagnostic instead.
+    to be changed where that port is taken; lists built by a comprehension
+    formatting literal lists count); a cluster whose hosts are neither flags
+    nor such literals gets a diagnostic instead. A program finding its role by
+    looking its own address up in those lists cannot tell the chief from
+    worker 0 on one machine: it gets a ``--chief`` option tested before the
+    lookup (``_role_lookup``), and the chief is started with it.
     """
 
     code = "TFM201"
@@ -100,7 +109,41 @@ class ClusterResolver(Rule):
         module = drop_unread(module, self.dropped_ps)
         if self.chief_flag is not None or self.chief_choice:
             module = transform(module, _AddChiefFlag(add_flag=self.chief_flag is not None))
+        if self.chief_choice:
+            module = self._chief_switch(module)
         return module
+
+    def _chief_switch(self, module: cst.Module) -> cst.Module:
+        """A program that finds its role by looking its address up in its host
+        lists cannot be the chief, on worker 0's machine, by address: it gets
+        a --chief option, tested first (see _role_lookup)."""
+        if self.server_args is None or not all(isinstance(e, cst.Name) for e in self.server_args):
+            return module
+        job, index = (e.value for e in self.server_args)
+        lookup = find_role_lookup(module, job, index)
+        if lookup is None:
+            return module
+        switched = add_chief_switch(module, lookup)
+        if switched is None:
+            self.report(
+                lookup[0],
+                f"the task finds its role by looking {_looked_up(lookup[1])} up in its host lists, which cannot"
+                " tell the chief (coordinator) ParameterServerStrategy needs from worker 0 on the same machine",
+                hint=f"add a way to start the chief (an option tested before this lookup setting {job} to"
+                     f" \"chief\" and {index} to 0)",
+                reference="legacy_reference/async_ps.py",
+                fixed=False,
+            )
+            return module
+        self.report(
+            lookup[0],
+            f"the task finds its role by looking --{lookup[1].option} up in its host lists, which cannot tell"
+            " the chief (coordinator) from worker 0 on the same machine: added a --chief option, tested first;"
+            " start the chief with --chief on the chief entry's host",
+            fixed=True,
+            severity="info",
+        )
+        return switched
 
     def _server_args(self, module: cst.Module) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
         for call in C.calls_in(module):
@@ -481,6 +524,15 @@ class ClusterResolver(Rule):
         """``["h:1", "h:2"]``, directly or through a name bound once to such a list."""
         if isinstance(value, cst.Name):
             value = self._local_source(value.value)
+        if isinstance(value, cst.ListComp):
+            # ["{}:{}".format(h, p) for h, p in zip(hosts, ports)]: from literal lists
+            lists = {}
+            for name in C.names_used(value):
+                source = self._local_source(name)
+                literal = self._literal_hosts(source) if isinstance(source, (cst.List, cst.Tuple)) else None
+                if literal is not None:
+                    lists[name] = literal
+            return comprehended_hosts(C.code_of(value), lists)
         if not isinstance(value, (cst.List, cst.Tuple)) or not value.elements:
             return None
         hosts = [el.value.evaluated_value for el in value.elements
@@ -507,6 +559,10 @@ class ClusterResolver(Rule):
 
 
 _JOB_NAME_FLAGS = ("job_name", "--job_name", "--job-name")
+
+
+def _looked_up(lookup) -> str:
+    return f"--{lookup.option}" if lookup.owner else f"`{lookup.option}`"
 _ROLE_NAMES = ("ps", "worker", "chief", "master")
 
 
@@ -666,6 +722,49 @@ ClusterResolver.VALID = [
 ]
 
 ClusterResolver.INVALID = [
+    Invalid(
+        # the role found by looking this machine's address up in host lists the
+        # addresses are built from: a literal chief, and an option naming it
+        """
+        import tensorflow as tf
+        ps_hosts = ["10.0.0.1"]
+        worker_hosts = ["10.0.0.2", "10.0.0.3"]
+        ps = ["%s:2222" % h for h in ps_hosts]
+        workers = ["%s:2222" % h for h in worker_hosts]
+        tf.app.flags.DEFINE_string("ip", "", "this machine's address")
+        FLAGS = tf.app.flags.FLAGS
+        if FLAGS.ip in ps_hosts:
+            job, index = "ps", ps_hosts.index(FLAGS.ip)
+        elif FLAGS.ip in worker_hosts:
+            job, index = "worker", worker_hosts.index(FLAGS.ip)
+        cluster = tf.train.ClusterSpec({"ps": ps, "worker": workers})
+        server = tf.train.Server(cluster, job_name=job, task_index=index)
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            opt = tf.train.GradientDescentOptimizer(0.1)
+        """,
+        """
+        import tensorflow as tf
+        ps_hosts = ["10.0.0.1"]
+        worker_hosts = ["10.0.0.2", "10.0.0.3"]
+        ps = ["%s:2222" % h for h in ps_hosts]
+        workers = ["%s:2222" % h for h in worker_hosts]
+        tf.app.flags.DEFINE_string("ip", "", "this machine's address")
+        tf.app.flags.DEFINE_boolean("chief", False, "Run this process as the chief (coordinator) task, on the chief entry's host")
+        FLAGS = tf.app.flags.FLAGS
+        if FLAGS.chief:
+            job, index = "chief", 0
+        elif FLAGS.ip in ps_hosts:
+            job, index = "ps", ps_hosts.index(FLAGS.ip)
+        elif FLAGS.ip in worker_hosts:
+            job, index = "worker", worker_hosts.index(FLAGS.ip)
+        cluster = tf.train.ClusterSpec({"ps": ps, "worker": workers, "chief": ["10.0.0.2:2223"]})
+        cluster_resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            cluster, task_type=job, task_id=index, rpc_layer="grpc")
+        server = tf.train.Server(cluster, job_name=job, task_index=index)
+        with tf.device(tf.train.replica_device_setter(cluster=cluster)):
+            opt = tf.train.GradientDescentOptimizer(0.1)
+        """,
+    ),
     Invalid(
         # TF_CONFIG read by hand, its `master` task type mapped to a worker by the
         # program: the resolver takes the job name the Server got, not TF_CONFIG's

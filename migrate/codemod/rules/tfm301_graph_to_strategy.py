@@ -33,6 +33,7 @@ from migrate.codemod.rules import (
     _flag_choice,
     _foreign_placement,
     _moving_average,
+    _numpy_formats,
     _outer_placeholders,
     _placement,
     _port_probes,
@@ -362,10 +363,22 @@ class GraphToStrategy(Rule):
             if self.strategy == MWMS:
                 module = _feed_input.feed_from_steps(module, self)
             module = _port_probes.drop_probe_calls(module, connects_when_made=self.strategy == PSS)
+            module = self._numbers_under_numpy2(module)
         self._report_sync_left(module)
         if not self.converted:
             self._report_foreign_placement(module)
         self._report_left_as_tf1(module)
+        return module
+
+    def _numbers_under_numpy2(self, module: cst.Module) -> cst.Module:
+        """Values read with ``.numpy()`` and formatted as numbers by ``%``: as
+        ``.item()``, the number NumPy 1 made of a one-element array, which
+        NumPy 2 (TensorFlow 2.21's) no longer converts (see _numpy_formats)."""
+        module, changed = _numpy_formats.itemize_formatted(module)
+        for node in changed:
+            self.report(node, "values fetched from the model are formatted as numbers here: NumPy 2, which"
+                        " TensorFlow 2.21 runs on, no longer converts a one-element array to a number as NumPy 1"
+                        " did, so they are given as `.item()` (the same number)", fixed=True, severity="info")
         return module
 
     def _report_foreign_placement(self, module: cst.Module) -> None:

@@ -21,6 +21,7 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import _tfm403_emit as E
+from migrate.codemod.rules import _tfm403_export as X
 from migrate.codemod.rules._tfm403_analysis import (
     Decline,
     EstimatorJob,
@@ -30,6 +31,7 @@ from migrate.codemod.rules._tfm403_analysis import (
     factory_input_fn,
 )
 from migrate.codemod.rules._tfm403_plan import plan_model_fn, rename
+from migrate.codemod.rules._tfm403_premade import experiment_decline
 
 REFERENCE = "https://www.tensorflow.org/tutorials/distribute/parameter_server_training"
 _PREDICTS = ("predict", "export_savedmodel", "export_saved_model", "experimental_export_all_saved_models")
@@ -52,11 +54,11 @@ def _taken(module: cst.Module, block: cst.CSTNode) -> set[str]:
 def _same_training(plan, other, job, fn) -> None:
     """The model_fns an if statement chooses between train alike (one loop carries them)."""
     mine = (plan.params, C.code_of(plan.optimizer), [C.code_of(st) for st in plan.hoisted], plan.metrics,
-            C.code_of(plan.log_every) if plan.log_every is not None else None)
+            C.code_of(plan.log_every) if plan.log_every is not None else None, plan.summaries)
     theirs = (other.params, C.code_of(other.optimizer), [C.code_of(st) for st in other.hoisted], other.metrics,
-              C.code_of(other.log_every) if other.log_every is not None else None)
-    for what, a, b in zip(("parameters", "optimizer", "learning-rate schedule", "eval_metric_ops", "logging hook"),
-                          mine, theirs):
+              C.code_of(other.log_every) if other.log_every is not None else None, other.summaries)
+    for what, a, b in zip(("parameters", "optimizer", "learning-rate schedule", "eval_metric_ops", "logging hook",
+                           "summaries"), mine, theirs):
         if a != b:
             raise Decline(job.chosen_in, f"the model_fns the if statement chooses between"
                           f" (`{job.model_fn.name.value}`, `{fn.name.value}`) differ in their {what}: one training"
@@ -355,9 +357,14 @@ class EstimatorToStrategy(Rule):
         finder = Finder(module, self.qualname, self.ctx.path)
         jobs = finder.jobs()
         if not jobs:
-            for call, why in finder.nested_jobs()[:1]:
+            nested = finder.nested_jobs()[:1]
+            for call, why in nested:
                 self.report(call, f"Estimator job not migrated: {why}", hint="migrate such programs by hand",
                             reference=REFERENCE)
+            experiment = None if nested else experiment_decline(module, self.qualname, self.ctx.path, finder.functions)
+            if experiment is not None:
+                node, why, hint = experiment
+                self.report(node, f"Estimator job not migrated: {why}", hint=hint, reference=REFERENCE)
             return module
         if len(jobs) > 1:
             self.report(jobs[1][1], "the program trains more than one Estimator job: not migrated",
@@ -372,15 +379,26 @@ class EstimatorToStrategy(Rule):
             return module
 
     def _migrate(self, module: cst.Module, finder: Finder, job: EstimatorJob) -> cst.Module:
+        block_statements = list(job.block.body if isinstance(job.block, cst.Module) else C.body_of(job.block.body))
+        exports = X.Exports()
+        export_finder = X.ExportFinder(finder.functions, block_statements, self.qualname)
+        exports.calls = [export_finder.export_call(line, call) for line, call in job.export_calls]
+        if job.exporters is not None:
+            exports.exporters = export_finder.exporters(job.exporters)
+        export_lines = {id(c.line) for c in exports.calls}
         predicts = any(
-            isinstance(n, cst.Attribute) and n.attr.value in _PREDICTS for n in C.walk(module))
+            isinstance(n, cst.Attribute) and n.attr.value in _PREDICTS and not any(
+                n is c.call.func for c in exports.calls) for n in C.walk(module))
         logged = job.logging.tensors if job.logging is not None else None
-        plan = plan_model_fn(job.model_fn, self.qualname, predicts, logged)
+        plan = plan_model_fn(job.model_fn, self.qualname, predicts, logged, bool(exports))
         plans = {id(job.model_fn): plan}
         for _, fn in job.choices:
             if id(fn) not in plans:
-                plans[id(fn)] = other = plan_model_fn(fn, self.qualname, predicts, logged)
+                plans[id(fn)] = other = plan_model_fn(fn, self.qualname, predicts, logged, bool(exports))
                 _same_training(plan, other, job, fn)
+                if other.predict_signatures != plan.predict_signatures:
+                    raise Decline(job.chosen_in, "the model_fns the if statement chooses between export different"
+                                  " signatures", hint="migrate this job by hand")
         if not plan.keras_optimizer and plan.hoisted:
             raise Decline(plan.hoisted[0], "a learning-rate schedule for a TF1 optimizer kept in tf.compat.v1")
         taken = _taken(module, job.block)
@@ -397,6 +415,12 @@ class EstimatorToStrategy(Rule):
             fixed["params"] = estimator_params.value
         names = E.fresh_names(taken, fixed)
         params_name = names["params"]
+        export_taken = taken | set(names.values())
+        for serving in exports.servings():
+            receiver = serving.source if serving.source.isidentifier() else ""
+            serving.function_name = C.fresh(
+                "serve" if len(exports.servings()) == 1 else "serve_" + receiver.removesuffix("_fn"), export_taken)
+            export_taken.add(serving.function_name)
 
         def decline(node, why, hint=""):
             raise Decline(node, why, hint)
@@ -460,6 +484,7 @@ class EstimatorToStrategy(Rule):
             throttle=get(job.eval_spec, "throttle_secs"),
             model_call_args=E.model_call_args(plan.params, params_name),
             train_dataset_fn=f"lambda: {train_input}",
+            summaries=plan.summaries,
             log_tensors_every=(C.code_of(job.logging.every_n_iter) if job.logging is not None
                                else C.code_of(rename(plan.log_every, {"params": params_name}))
                                if plan.log_every is not None else None),
@@ -473,7 +498,30 @@ class EstimatorToStrategy(Rule):
         # the optimizer's settings read the model_fn's `params`: here, the Estimator's
         hoisted = [C.code_of(rename(st, {"params": params_name})) for st in plan.hoisted]
         optimizer = C.code_of(rename(plan.optimizer, {"params": params_name}))
+        several = len(exports.servings()) > 1
+        if exports:
+            settings.serving_code = X.serving_code(exports, names, plan.predict_signatures,
+                                                   E.model_call_args(plan.params, params_name))
+            settings.evaluation_exports = X.evaluation_exports(exports, names, settings.model_dir or names["model_dir"],
+                                                               several)
         new = E.training_code(settings, names, hoisted, optimizer, plan.metrics)
+        # what the exports read in the block (exporters, raw receivers, their placeholders) goes with them
+        kept_reads: set[str] = set()
+
+        class _WithoutExports(cst.CSTTransformer):
+            def leave_SimpleStatementLine(self, original, updated):
+                return updated.with_changes(body=[cst.Pass()]) if id(original) in export_lines else updated
+
+        for st in block_statements:
+            if st is not job.trains and id(st) not in {id(u) for u in export_finder.used} | {
+                    id(r) for r in job.removed}:
+                kept_reads |= C.names_used(st.visit(_WithoutExports()))
+        for st in export_finder.used:
+            still = set(C.assignment(st)[0]) & kept_reads
+            if still:
+                raise Decline(st, f"`{min(still)}`, which the export reads, is also read by the program",
+                              hint="keep it to the export, or export by hand")
+        job.removed.extend(export_finder.used)
         removed = {id(st) for st in job.removed}
         statements = list(job.block.body if isinstance(job.block, cst.Module) else C.body_of(job.block.body))
         # the code takes the place of the first statement of the job
@@ -484,9 +532,20 @@ class EstimatorToStrategy(Rule):
         if statements.index(first) > 0 and not any(line.comment is None for line in lines):
             lines.insert(0, cst.EmptyLine(indent=False))  # the loop is a part of its own
         new[0] = new[0].with_changes(leading_lines=lines)
+        export_calls = {id(c.line): c for c in exports.calls}
+
+        class _Exported(cst.CSTTransformer):
+            def leave_SimpleStatementLine(self, original, updated):
+                found = export_calls.get(id(original))
+                if found is None:
+                    return updated
+                return updated.with_changes(body=[cst.Expr(C.expr(X.export_statement(found, names, several)))])
+
         body: list[cst.BaseStatement] = []
         for st in statements:
-            if st is job.trains:
+            if any(id(line) in export_lines for line in C.walk(st) if isinstance(line, cst.SimpleStatementLine)):
+                body.append(st.visit(_Exported()))
+            elif st is job.trains:
                 body += new
             elif id(st) in replaced:
                 body.append(replaced[id(st)])
@@ -508,11 +567,15 @@ class EstimatorToStrategy(Rule):
                 new_block if st is job.block else replaced.get(id(st), st) for st in module.body])
         else:
             out = module.with_changes(body=body)
+        # the serving_input_receiver_fns went into the serving functions
+        out = C.drop_unreferenced(out, {serving.source for serving in exports.servings()} & set(finder.functions))
         generated = C.code_of(cst.Module(body=new))
         if "time." in generated:
             self.ctx.require_import("time")
         if "tempfile." in generated:
             self.ctx.require_import("tempfile")
+        if "os." in generated:
+            self.ctx.require_import("os")
         if "logging." in generated and "logging" not in taken:
             self.ctx.require_import("absl", "logging")
         self.report(job.trains, "Estimator job -> a tf.distribute training loop calling the model_fn"
@@ -520,6 +583,17 @@ class EstimatorToStrategy(Rule):
                     " MultiWorkerMirroredStrategy)" + ("; its PREDICT branch dropped (the job never predicts)"
                                                        if plan.dropped_predict else ""),
                     fixed=True, severity="info", reference=REFERENCE)
+        for export in exports.calls:
+            self.report(export.call, "Estimator export -> tf.saved_model.save of the model_fn's PREDICT mode on the"
+                        " serving_input_receiver_fn's inputs (tf.function signatures: "
+                        + ", ".join(plan.predict_signatures) + "), with the trained variables, into a new"
+                        " directory named by the time under the same export directory", fixed=True,
+                        severity="info", reference=REFERENCE)
+        for exporter in exports.exporters:
+            self.report(exporter.node, f"EvalSpec {'FinalExporter' if exporter.kind == 'final' else 'LatestExporter'}"
+                        " -> the same SavedModel export from the evaluation ("
+                        + ("after the final one" if exporter.kind == "final" else "after each one") + "), into"
+                        " <model_dir>/export/<name>", fixed=True, severity="info", reference=REFERENCE)
         for node, why in job.notes:
             self.report(node, why, fixed=True, severity="info", reference=REFERENCE)
         for call in job.shuffled:
