@@ -119,12 +119,10 @@ def main(argv):
             step += 1
 
     step = global_step.numpy()
-    # Each worker makes its own inputs, as the loop did, read through a tf.data
-    # pipeline the strategy hands to its replicas.
-    inputs_iterator = iter(strategy.distribute_datasets_from_function(
-        lambda _: tf.data.Dataset.from_generator(
-            train_step_inputs, args=(step,),
-            output_signature=(tf.TensorSpec(None, tf.float32), tf.TensorSpec(None, tf.float32)))))
+    # Each worker makes its own inputs, as the loop did, through a tf.data pipeline.
+    inputs_iterator = iter(tf.data.Dataset.from_generator(
+        train_step_inputs, args=(step,),
+        output_signature=(tf.TensorSpec(None, tf.float32), tf.TensorSpec(None, tf.float32))))
     while step < args.steps:
         loss_value, next_step = run_train_step(*next(inputs_iterator))
         append_loss(step, loss_value, task_name)

@@ -1,8 +1,7 @@
 """TFM301 under MultiWorkerMirroredStrategy: a loop making each step's NumPy
-batch on the host and feeding it becomes a tf.data pipeline read through
-``strategy.distribute_datasets_from_function`` (rules/_feed_input.py), where
-the pipeline makes the same batches in the same order; otherwise the host-fed
-form stays."""
+batch on the host and feeding it becomes a tf.data pipeline on each worker
+(rules/_feed_input.py), where the pipeline makes the same batches in the same
+order; otherwise the host-fed form stays."""
 
 from __future__ import annotations
 
@@ -81,7 +80,7 @@ def test_batches_of_a_reader_become_a_distributed_dataset():
     out = migrated(READER_JOB)
     assert "    def train_step_inputs():\n" in out
     assert "            xs, ys = reader.next_batch(32)\n            yield xs, ys\n" in out
-    assert "strategy.distribute_datasets_from_function(" in out and "tf.data.Dataset.from_generator(" in out
+    assert "inputs_iterator = iter(tf.data.Dataset.from_generator(" in out
     assert "tf.TensorSpec(None, tf.float32), tf.TensorSpec(None, tf.float32)" in out
     loop = out[out.index("for step in range(100):"):]
     assert "run_train_step(*next(inputs_iterator))" in loop and "next_batch" not in loop

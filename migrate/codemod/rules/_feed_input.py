@@ -1,4 +1,4 @@
-"""Fed NumPy batches become a distributed ``tf.data`` pipeline (emit stage of
+"""Fed NumPy batches become a ``tf.data`` pipeline on each worker (emit stage of
 TFM301, MultiWorkerMirroredStrategy).
 
 The training rule first carries ``feed_dict`` over as it was: the loop makes
@@ -16,12 +16,10 @@ them into tensors and calls the step::
 Where the arrays come from statements of the loop that depend only on values
 the loop does not change -- or also on the loop's step, when that step is the
 training step's count (the step returns ``global_step`` after adding 1 to it,
-and the loop sets its step to that) -- this stage writes what TensorFlow's
-multi-worker guide writes: the same statements in a generator, one step after
-another from the loop's first step, read through ``tf.data`` and
-``strategy.distribute_datasets_from_function`` (each worker makes its own
-batches, as the loop did: no sharding or rebatching changes what a worker
-trains on, so the trajectory is the legacy one bit for bit)::
+and the loop sets its step to that) -- this stage writes the same statements
+in a generator, one step after another from the loop's first step, read
+through a ``tf.data`` pipeline (each worker makes its own batches, as the loop
+did, so what a worker trains on is the legacy one bit for bit)::
 
     def train_step_inputs(step):
         while True:
@@ -30,11 +28,17 @@ trains on, so the trajectory is the legacy one bit for bit)::
             yield inputs[shard], targets[shard]
             step += 1
 
-    inputs_iterator = iter(strategy.distribute_datasets_from_function(
-        lambda _: tf.data.Dataset.from_generator(
-            lambda: train_step_inputs(step), output_signature=(...))))
+    inputs_iterator = iter(tf.data.Dataset.from_generator(
+        train_step_inputs, args=(step,), output_signature=(...)))
     while step < args.steps:
         loss_value, next_step = run_train_step(*next(inputs_iterator))
+
+Each worker's iterator is its own (the strategy's input to the worker's
+replica), not one of ``strategy.distribute_datasets_from_function``: that
+distributed iterator gives the same batches but agrees with the other workers
+on every ``next`` (whether each still has data), and measured on the sync
+reference (2 workers, loopback) it ran the steps at 0.6-0.8x the legacy job's
+rate where this form runs at 1.8x.
 
 The dataset converts each array to its placeholder's dtype (what ``feed_dict``
 did). The loop must be the only caller of the run wrapper, the arrays and the
@@ -64,7 +68,7 @@ def _need(condition) -> None:
 
 def feed_from_steps(module: cst.Module, rule) -> cst.Module:
     """The module with each MultiWorkerMirroredStrategy loop that feeds its
-    step host arrays fed from a distributed tf.data pipeline instead."""
+    step host arrays fed from a tf.data pipeline instead."""
     wrappers = _run_wrappers(module, rule.strategy_name)
     if not wrappers:
         return module
@@ -310,12 +314,10 @@ class _FromGenerators(cst.CSTTransformer):
             + advance
         )
         setup = C.stmts(
-            "# Each worker makes its own inputs, as the loop did, read through a tf.data\n"
-            "# pipeline the strategy hands to its replicas.\n"
-            f"{iterator} = iter({rule.strategy_name}.distribute_datasets_from_function(\n"
-            "    lambda _: tf.data.Dataset.from_generator(\n"
-            f"        {generator},{f' args=({counter},),' if counter else ''}\n"
-            f"        output_signature=({signature}))))\n"
+            "# Each worker makes its own inputs, as the loop did, through a tf.data pipeline.\n"
+            f"{iterator} = iter(tf.data.Dataset.from_generator(\n"
+            f"    {generator},{f' args=({counter},),' if counter else ''}\n"
+            f"    output_signature=({signature})))\n"
         )
         # the generator is defined before the loop's setup (the step's first value, when it has one)
         at_def = k - 1 if counter else k
