@@ -157,3 +157,11 @@ def test_batches_indexed_by_a_step_the_loop_computes_otherwise_stay_host_fed():
     assert source != legacy
     out = migrated(source)
     assert "from_generator" not in out and "global_batch(step, args.batch_size)" in out
+
+
+def test_arrays_the_loop_only_passes_on_stay_host_fed():
+    """The same arrays every step: nothing for a pipeline to make."""
+    source = READER_JOB.replace("            xs, ys = reader.next_batch(32)\n", "").replace(
+        "    reader = Reader(FLAGS.task_index)\n", "    reader = Reader(FLAGS.task_index)\n    xs, ys = reader.next_batch(32)\n")
+    out = migrated(source)
+    assert "from_generator" not in out and "run_train_step(xs, ys)" in out

@@ -240,6 +240,8 @@ class _FromGenerators(cst.CSTTransformer):
                 _need(isinstance(st, cst.SimpleStatementLine) and len(st.body) == 1 and value is not None)
                 makers.insert(0, st)
                 needed |= C.names_used(value)
+        # the loop makes each step's inputs (fed values the loop only passes on stay as they are)
+        _need(any(list(C.calls_in(node)) for node in [*makers, *arguments]))
         made = set().union(*(set(C.assignment(st)[0]) for st in makers)) if makers else set()
         free = set().union(*(C.names_used(a) for a in arguments)) | set().union(
             *(C.names_used(C.assignment(st)[1]) for st in makers)) if makers else needed
