@@ -169,14 +169,26 @@ def test_a_regularization_read_no_longer_drops_a_sibling_builders_terms(tmp_path
     assert "REGULARIZATION_LOSSES" in reason.message and "`get_weight_variable()` of `net_model`" in reason.message
 
 
-def test_a_model_of_plain_variables_declines(tmp_path):
-    """Reading the collection by the model's own name scope would rename
-    tf.Variable objects (get_variable's names are the variable scope's)."""
+def test_a_model_of_plain_variables_migrates_its_resume_stripping_the_name_scope(tmp_path):
+    """The collection is read by the model function's name scope, which
+    tf.Variable objects take as a prefix (get_variable's names are the
+    variable scope's): recorded once, they keep it, and the resume from the
+    TF1 job's checkpoint strips it to find their TF1 names."""
     model = BOOK_MODEL.replace(
         'weights = tf.get_variable("weights", shape, initializer=tf.truncated_normal_initializer(stddev=0.1))',
         "weights = tf.Variable(tf.truncated_normal(shape, stddev=0.1))")
-    _, reason = _declined(tmp_path, model)
-    assert "creates tf.Variable objects" in reason.message and "get_variable" in reason.hint
+    (tmp_path / "net_model.py").write_text(dedent(model))
+    path = tmp_path / "train.py"
+    path.write_text(dedent(BOOK_DRIVER.format(read="tf.add_n(tf.get_collection('losses'))")).replace(
+        "MonitoredTrainingSession(master=server.target)",
+        "MonitoredTrainingSession(master=server.target, checkpoint_dir='/tmp/train_logs')"))
+    result = _migrate_file(path)
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    out = result.output
+    assert "class ModelBuiltOnce(tf.Module)" in out and TRACED_BUILD in out
+    assert "tf.add_n(tf.compat.v1.get_collection('losses', model_scope))" in out
+    assert 'with tf.compat.v1.name_scope("forward") as model_scope:' in out
+    assert 'name = variable.name.split(":")[0].removeprefix("forward/")' in out
 
 
 def test_a_collection_named_by_a_computed_key_declines(tmp_path):
@@ -191,13 +203,34 @@ def test_a_scope_filtered_read_declines(tmp_path):
     assert "by a name or a scope the migration cannot follow" in reason.message
 
 
-def test_an_absent_model_module_declines_saying_what_would_migrate_it(tmp_path):
+def test_an_absent_model_module_keeps_the_read_in_the_step_with_one_warning(tmp_path):
+    """Only explicit calls fill 'losses' (at each call): with the module
+    absent the read stays in the step, the first build is traced, and one
+    warning at the builder's call names the module and what is assumed."""
     path = tmp_path / "train.py"
     path.write_text(dedent(BOOK_DRIVER.format(read="tf.add_n(tf.get_collection('losses'))")))
+    result = _migrate_file(path)
+    assert not result.manual_work, [d.message for d in result.manual_work]
+    assert "tf.add_n(tf.compat.v1.get_collection('losses', model_scope))" in result.output
+    assert TRACED_BUILD in result.output and "model = ModelBuiltOnce(model_fn)" in result.output
+    [note] = [d for d in result.diagnostics if "net_model" in d.message and d.message.startswith("`")]
+    assert note.severity == "warning" and note.line == _line(path.read_text(), "net_model.inference(")
+    assert "`net_model.inference(...)` comes from `net_model`, which is not in this project" in note.message
+    assert "add its terms to 'losses' at each call" in note.message
+    assert note.hint.startswith("`net_model` must be migrated with this file: run tfmigrate on it")
+    [read] = [d for d in result.diagnostics if "in the step" in d.message]
+    assert "that of `net_model`, which is not in this project: assumed" in read.message
+
+
+def test_an_absent_model_module_with_a_regularization_read_declines(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(dedent(BOOK_DRIVER.format(read="tf.losses.get_total_loss()")))
     result = migrate_source(path.read_text(), path=str(path))
     assert "tf.distribute" not in result.output and "replica_device_setter" in result.output
-    [reason] = [d for d in result.manual_work if "collection" in d.message]
+    [reason] = [d for d in result.manual_work if "REGULARIZATION_LOSSES" in d.message]
+    assert reason.line == _line(path.read_text(), "get_total_loss()")
     assert "`net_model` is not in this project (no net_model.py beside this file)" in reason.message
+    assert "TensorFlow fills REGULARIZATION_LOSSES when a variable is created" in reason.message
     assert "put net_model.py beside this file" in reason.hint
 
 

@@ -381,9 +381,20 @@ def test_a_stop_hook_in_a_hook_list_bound_after_the_graph_block_bounds_the_loop(
     assert manual(result) == []
 
 
-def test_without_the_stop_hook_the_loop_is_still_declined_where_it_is():
+def test_without_the_stop_hook_the_loop_runs_until_killed_as_in_tf1():
+    # SyncReplicasOptimizer's hook never stops the session: the TF1 loop never ended
     source = HOOK_LIST_NAME.replace("    last = tf.train.StopAtStepHook(last_step=50)\n", "").replace(
         "[replicas_hook, last]", "[replicas_hook]")
+    result = migrate(source)
+    assert "    while True:\n" in result.output and "should_stop" not in result.output
+    assert manual(result) == []
+    assert [line for line, _ in located(result, "never ended in TF1 either")] == [
+        line_of(source, "while not sess.should_stop()")]
+
+
+def test_without_the_stop_hook_a_program_hook_keeps_the_loop_declined():
+    source = HOOK_LIST_NAME.replace("    last = tf.train.StopAtStepHook(last_step=50)\n",
+                                    "    last = StopWhenConverged()\n")
     result = migrate(source)
     assert result.output == dedent(source)
     assert [line for line, _ in located(result, "would never end in TF2")] == [

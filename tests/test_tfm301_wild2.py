@@ -169,15 +169,32 @@ def train(cluster, server, is_chief):
 '''
 
 
-def test_should_stop_with_nothing_to_end_the_loop_is_declined_on_the_loop():
+def test_should_stop_with_nothing_to_end_the_loop_keeps_running_as_the_tf1_job_did():
+    # no hook, no request_stop(), no input that runs out: the TF1 job trained until killed
     result = migrate(NO_STOP_HOOK)
-    assert result.output == dedent(NO_STOP_HOOK)
-    [diagnostic] = result.manual_work
-    assert diagnostic.line == line_of(NO_STOP_HOOK, "while not sess.should_stop():")
-    assert "`while not sess.should_stop():` would never end in TF2" in diagnostic.message
-    assert "StopAtStepHook" in diagnostic.hint
-    # nothing claims the block was migrated
-    assert [d for d in result.diagnostics if d.fixed] == []
+    assert "    while True:\n" in result.output and "should_stop" not in result.output
+    assert manual(result) == []
+    [warning] = [d for d in result.diagnostics if "never ended in TF1 either" in d.message]
+    assert (warning.line, warning.severity, warning.fixed) == (
+        line_of(NO_STOP_HOOK, "while not sess.should_stop():"), "warning", True)
+    assert "range(" in warning.hint
+    # the loop never ends: no drain of in-flight steps follows it (it would be dead code)
+    assert "while steps_in_flight:" not in result.output
+
+
+@pytest.mark.parametrize("stopper", [
+    # a hook of the program's own may have asked the session to stop
+    ("is_chief=is_chief)", "is_chief=is_chief, hooks=[EarlyStop()])"),
+    # hooks handed in from elsewhere: not read here
+    ("is_chief=is_chief)", "is_chief=is_chief, hooks=hooks)"),
+    # something else in the program asks the session to stop
+    ("            print(value)\n", "            print(value)\n            watchdog(sess.request_stop)\n"),
+])
+def test_should_stop_with_a_possible_stopper_is_still_declined(stopper):
+    source = NO_STOP_HOOK.replace(*stopper)
+    result = migrate(source)
+    assert result.output == dedent(source)
+    assert any("would never end in TF2" in m for m in manual(result))
 
 
 @pytest.mark.parametrize("tail", [
@@ -221,7 +238,8 @@ def test_a_loop_ended_only_through_the_session_is_declined(exit_on):
 def test_a_break_in_an_inner_loop_does_not_end_the_training_loop():
     source = NO_STOP_HOOK + "            for retry in range(3):\n                break\n"
     result = migrate(source)
-    assert result.output == dedent(source)
+    assert any("never ended in TF1 either" in d.message for d in result.diagnostics)
+    assert "    while True:\n" in result.output and "while steps_in_flight:" not in result.output
 
 
 # ------------------------------------------------------------------------ R4: tf.data one-shot iterators

@@ -993,7 +993,7 @@ _CLUSTER_RULES = ("TFM201", "TFM202")
 # place (rules/_server_flow.py) for TFM301 to replace; one left in the output is TF1 training
 SESSION_SINKS = frozenset({"Session", "InteractiveSession", "MonitoredTrainingSession", "prepare_or_wait_for_session",
                             "managed_session", "ChiefSessionCreator", "WorkerSessionCreator"})
-_TRAINING_PREP_RULES = ("TFM300", "TFM304")
+_TRAINING_PREP_RULES = ("TFM300", "TFM304", "TFM305")
 _FOUND_WITH = re.compile(r" \(found with the rewrite of [A-Z0-9 and]+ applied\)$")
 _TRAINING_RULES = ("TFM301", "TFM303")
 

@@ -25,6 +25,7 @@ from migrate.codemod.rules.tfm301_graph_to_strategy import GraphToStrategy
 from migrate.codemod.rules.tfm302_sync_backup_workers import SyncBackupWorkers
 from migrate.codemod.rules.tfm303_towers_to_mirrored import TowersToMirrored
 from migrate.codemod.rules.tfm304_session_evals import SessionEvals
+from migrate.codemod.rules.tfm305_queue_input_to_dataset import QueueInputToDataset
 from migrate.codemod.rules.tfm401_estimator import Estimator
 from migrate.codemod.rules.tfm402_contrib import Contrib
 from migrate.codemod.rules.tfm403_estimator_to_strategy import EstimatorToStrategy
@@ -43,6 +44,7 @@ REGISTRY: list[type[Rule]] = [
     SyncBackupWorkers,  # before TFM301 removes the SyncReplicasOptimizer it inspects
     SessionEvals,  # before TFM301: values read by tensor.eval() become session runs it migrates
     InlineGraphBuilder,  # before TFM301: the train op a helper builds is then in the block
+    QueueInputToDataset,  # before TFM301: a queue pipeline is then a tf.data one it migrates
     GraphToStrategy,
     TowersToMirrored,
     EstimatorToStrategy,  # before TFM401: what it migrates is then no Estimator left to report

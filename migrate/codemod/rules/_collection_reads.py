@@ -89,11 +89,13 @@ def decline(builders: list[ModelBuilder], fills: list[tuple[cst.Call, Collection
                            " variable: TF1 added that term once, at creation, and a tf.function step would not"
                            " see it", _HINT)
         for builder in builders:
-            if builder.opaque:
+            if builder.opaque and REGULARIZATION in keys:
                 path = builder.module.name.replace(".", "/") + ".py"
                 return Decline(read.at, f"{text} that the model builder `{builder.code}(...)` may fill:"
-                               f" `{builder.module.name}` is not in this project (no {path} beside this file), so"
-                               " what it adds cannot be read",
+                               f" `{builder.module.name}` is not in this project (no {path} beside this file), and"
+                               " TensorFlow fills REGULARIZATION_LOSSES when a variable is created with a regularizer"
+                               " (get_variable, a layer's kernel_regularizer): once, by the model's first build,"
+                               " which a tf.function step would not see; whether it does so cannot be read",
                                f"put {path} beside this file: a model that adds its terms to the collection at each"
                                " call is migrated with the read kept in the step; or " + _HINT)
         for call, found in fills:
@@ -156,12 +158,18 @@ class _ScopeReads(cst.CSTTransformer):
         return updated.with_changes(args=[*args, arg])
 
 
+# the model function's name scope: the collection reads' filter; tf.Variable objects the model
+# creates take it as a prefix (get_variable's names are the variable scope's), which a resume from
+# the TF1 job's checkpoint strips to find their TF1 names
+NAME_SCOPE = "forward"
+
+
 def scoped(body: list, suite, qualname, scope: str) -> list:
     """The model function's statements under a name scope of their own, the
     collection reads filtered by it: with several replicas on a worker, each
     runs the model in the same step graph (the second under ``replica_1/``),
     and its read must see only the terms its own call added."""
-    block = C.stmt(f"with tf.compat.v1.name_scope(\"forward\") as {scope}:\n    pass\n")
+    block = C.stmt(f"with tf.compat.v1.name_scope(\"{NAME_SCOPE}\") as {scope}:\n    pass\n")
     comment = C.stmts("# Each replica runs the model under a name scope of its own (the second one's ops\n"
                       "# are named replica_1/...): read by that scope, the collection gives the terms of its own call.\n"
                       "pass\n")[0].leading_lines

@@ -52,9 +52,10 @@ SLOTTED_OPTIMIZERS = {
 
 
 def helper_code(name: str, scope: str | None, continue_iterations: bool) -> str:
-    """The module-level restore function: `scope` is the variable scope the
-    migration put the model's variables in (``make_template("model", ...)``),
-    which TF1's names did not have."""
+    """The module-level restore function: `scope` is the scope the migration
+    put the model's variables in (``make_template("model", ...)``'s variable
+    scope, or the model function's name scope for the ``tf.Variable`` objects
+    it records), which TF1's names did not have."""
     signature = "checkpoint, path, variables" + (", optimizer" if continue_iterations else "")
     tf1_name = 'variable.name.split(":")[0]'
     if scope:

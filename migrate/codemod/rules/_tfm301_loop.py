@@ -35,6 +35,7 @@ from migrate.codemod.rules._tfm301_session import (
     _name_count,
     _owner,
     _SessionRegion,
+    runs_forever,
 )
 
 GRAPH_MODE_SWITCHES = {"disable_eager_execution", "disable_v2_behavior", "reset_default_graph"}
@@ -152,7 +153,7 @@ class _SessionRewriter(cst.CSTTransformer):
         if not self.prelude_done and any(self.r.fetch_by_call.get(id(c)) and self.r.fetch_by_call[id(c)].train
                                          for c in C.calls_in(original)):
             prelude = self.r.session_prelude()
-            body = body + self.r.session_epilogue()
+            body = body + self.r.session_epilogue(body)
             self.prelude_done = True
         new = prelude + body
         if not new:
@@ -306,6 +307,15 @@ class _SessionRewriter(cst.CSTTransformer):
         if owner in self.r.sessions and method == "run":
             fetch = self.r.fetch_by_call.get(id(original))
             if fetch is None or not fetch.ok:
+                attribute = _fetched_attribute(original, set(self.r.graph.compute_names))
+                if attribute is not None:
+                    self.r.rule.report(original, f"sess.run fetches `{C.code_of(attribute)}`, an attribute of"
+                                       f" `{C.code_of(attribute.value)}`, which the device-setter block builds: the"
+                                       " step function returns the block's values by name",
+                                       hint=f"bind it to a name in the block (`{attribute.attr.value} ="
+                                       f" {C.code_of(attribute)}`) and fetch that name, then migrate again",
+                                       reference=REFERENCE[self.r.rule.strategy], fixed=False)
+                    return updated
                 self.r.rule.report(original, "sess.run with fetches this rule cannot map",
                                    hint="call the training step function with explicit arguments",
                                    reference=REFERENCE[self.r.rule.strategy], fixed=False)
@@ -700,7 +710,8 @@ class _Pipeliner:
                                      leading_lines=[cst.EmptyLine(indent=False)])
         if test is not None:
             new_loop = new_loop.with_changes(test=test)
-        drain = C.stmts(flush + f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
+        # (nothing follows a loop that never ends)
+        drain = [] if r.trains_forever and runs_forever(new_loop) else C.stmts(flush + f"while {in_flight}:\n    {finish}(*{in_flight}.pop(0))\n")
         if info is not None and set(info[1]) & r.graph.ending_input_names:
             # the input pipeline's end raises OutOfRangeError out of the loop: the steps
             # queued before it still finish, as TF1's had before its session run failed
@@ -796,7 +807,7 @@ class _Pipeliner:
                                      leading_lines=[cst.EmptyLine(indent=False)])
         if test is not None:
             new_loop = new_loop.with_changes(test=test)
-        drain = C.stmts(f"{run_fn}()\n")
+        drain = [] if r.trains_forever and runs_forever(new_loop) else C.stmts(f"{run_fn}()\n")
         return cst.FlattenSentinel([*prelude, *helpers, new_loop, *drain])
 
 
@@ -941,7 +952,7 @@ def rewrite_session(region: _SessionRegion, statements):
             out.append(new)
         if trains and k == trains[-1] and rewriter.prelude_outside_with:
             # the session was no `with` block: the final save follows the training
-            out.extend(region.session_epilogue())
+            out.extend(region.session_epilogue(out))
     return out
 
 
@@ -960,3 +971,15 @@ def _stacked_groups(pending: str, unpack: str, feed: str, tup: str) -> str:
         f"    for _, steps in groups:\n"
         f"        stacked = [tf.stack(column) for column in zip(*(arguments for arguments, _ in steps))]\n"
     )
+
+
+def _fetched_attribute(run: cst.Call, built: set[str]) -> cst.Attribute | None:
+    """The first fetch of ``run`` that is an attribute of a value the block
+    builds (``net.loss`` of ``net = ConvNet(x, y_)``)."""
+    fetches = run.args[0].value if run.args else None
+    if fetches is None:
+        return None
+    for node in C.walk(fetches):
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value in built:
+            return node
+    return None

@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import (
+    _collection_reads,
     _dataflow,
     _hand_checkpoints,
     _legacy_restore,
     _moving_average,
     _serving_export,
 )
+from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._graph import (
     DROPPED_CALLS,
     QUEUE_CLASSES,
@@ -50,6 +51,11 @@ SUPERVISOR_SESSION_METHODS = {"managed_session", "prepare_or_wait_for_session"}
 QUIET_SESSIONS = {"train.MonitoredTrainingSession", "train.MonitoredSession", "train.SingularMonitoredSession"}
 REMOVED_SESSION_METHODS = {"close", "stop", "start_queue_runners", "request_stop", "wait_for_stop"}
 CONFIG_CALLS = {"ConfigProto", "GPUOptions", "RunOptions"}
+# TensorFlow's session hooks that never ask the session to stop
+NON_STOPPING_HOOKS = {
+    "train.CheckpointSaverHook", "train.SummarySaverHook", "train.LoggingTensorHook", "train.StepCounterHook",
+    "train.ProfilerHook", "train.FeedFnHook",
+}
 
 class _Fetch:
     """One `sess.run(...)` call, understood against the graph."""
@@ -236,6 +242,10 @@ class _SessionRegion:
         self.serving_exports: dict[int, _serving_export.ServingExport] = {}
         self.serving_removed: set[int] = set()
         self.serving_outputs: list[str] = []  # the graph values the exports serve
+        # a session hook that may have asked the session to stop (a hook of the program's
+        # own, one passed through a name this scan cannot follow, a StopAtStepHook...)
+        self.hook_may_stop = False
+        self.trains_forever = False  # its loop never ended in TF1 either (loops_tf1_never_ended)
 
     def session_call(self, item: cst.BaseExpression) -> cst.BaseExpression:
         """The session call a `with` item opens: the call itself, or the one
@@ -497,11 +507,22 @@ class _SessionRegion:
             if isinstance(hooks, cst.Name):
                 self.removed_names.add(hooks.value)
                 calls += self.hooks.get(hooks.value, [])
+                self.hook_may_stop |= hooks.value not in self.hooks
             elif isinstance(hooks, (cst.List, cst.Tuple)):
                 calls += [el.value for el in hooks.elements]
             else:
                 calls.append(hooks)
+        self.hook_may_stop |= any(not self._never_stops(hook) for hook in calls)
         self._hook_calls(calls)
+
+    def _never_stops(self, hook: cst.BaseExpression) -> bool:
+        """A hook of TensorFlow's that never asks the session to stop
+        (SyncReplicasOptimizer's, checkpoint, summary, logging, step counting)."""
+        if isinstance(hook, cst.Name):
+            hook = self.bindings.get(hook.value)
+        if not isinstance(hook, cst.Call):
+            return False
+        return _method(hook) == "make_session_run_hook" or self.rule.qualname(hook.func) in NON_STOPPING_HOOKS
 
     def _hook_calls(self, calls) -> None:
         q = self.rule.qualname
@@ -524,6 +545,8 @@ class _SessionRegion:
                 hook = bound
             if not isinstance(hook, cst.Call):
                 continue
+            if C.code_of(hook) in getattr(self.rule, "handled_builtin_hooks", ()):
+                continue  # code of the loop now, or reported where it does what the loop cannot
             hq = q(hook.func)
             if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "declined_hooks", {}):
                 continue  # reported where its class does what a TF2 loop cannot
@@ -643,9 +666,25 @@ class _SessionRegion:
         whose end raises OutOfRangeError."""
         if self.last_step is not None or self.num_steps is not None or getattr(self.rule, "hook_stops", ()):
             return []
-        return [node for statement in statements for node in C.walk(statement)
-                if isinstance(node, cst.While) and self._waits_for_stop(node.test)
+        never_ended = {id(loop) for loop in self.loops_tf1_never_ended(statements)}
+        return [node for statement in statements for node in C.walk(statement) if id(node) not in never_ended
+                and isinstance(node, cst.While) and self._waits_for_stop(node.test)
                 and any(self._asks_to_stop(n) for n in C.walk(node))
+                and not _has_exit(node.body, self._asks_to_stop) and not self._reads_input(node)]
+
+    def loops_tf1_never_ended(self, statements) -> list[cst.While]:
+        """`while not sess.should_stop():` loops that ran until the TF1 program
+        was killed: nothing could ask the session to stop (no hook that may,
+        no request_stop() anywhere in the program, no input pipeline that runs
+        out, no exit in the body). The migration keeps them running (`while
+        True:`), as the TF1 job did."""
+        if self.hook_may_stop or getattr(self.rule, "declined_hooks", None) or any(
+                isinstance(node, cst.Attribute) and node.attr.value == "request_stop"
+                for node in C.walk(self.rule.ctx.module)):  # called, or handed to what may call it
+            return []
+        return [node for statement in statements for node in C.walk(statement)
+                if isinstance(node, cst.While) and isinstance(node.test, cst.UnaryOperation)
+                and isinstance(node.test.operator, cst.Not) and self._asks_to_stop(node.test.expression)
                 and not _has_exit(node.body, self._asks_to_stop) and not self._reads_input(node)]
 
     def _asks_to_stop(self, node) -> bool:
@@ -727,7 +766,8 @@ class _SessionRegion:
             if not self.saves:
                 saved = "# The TF1 code saved none (its saver was turned off); neither does this one.\n"
             else:
-                saved = f"# Saved {self.cadence} and at the end.\n"
+                at_end = "" if self.trains_forever else " and at the end"
+                saved = f"# Saved {self.cadence}{at_end}.\n"
             restore = self._restore_call(ckpt, directory)
             out += C.stmts(
                 "# Checkpoints, restored on start so a restarted job resumes\n"
@@ -785,8 +825,14 @@ class _SessionRegion:
         # constant rate, the whole optimizer starts afresh, its bias correction with it
         schedule = slots is not None and rule._changing_rate(self.graph) is not None
         continues = keras and (slots is None or schedule)
-        rule.restore_helper_code = _legacy_restore.helper_code(
-            helper, "model" if rule.template is not None and not rule.creates_plain_variables else None, continues)
+        if rule.template is None:
+            scope = None
+        elif rule.creates_plain_variables:
+            # recorded tf.Variable objects: named in the model function's name scope when it has one
+            scope = _collection_reads.NAME_SCOPE if rule.scoped_reads else None
+        else:
+            scope = "model"  # make_template's variable scope
+        rule.restore_helper_code = _legacy_restore.helper_code(helper, scope, continues)
         if slots is not None:
             rule.report(optimizer_call, _legacy_restore.slots_note(kind, slots, keras and schedule), fixed=True,
                         severity="info", hint="expect the first steps after such a resume to differ from the TF1"
@@ -806,8 +852,11 @@ class _SessionRegion:
             f"    {self.save_due} = time.monotonic() + {self.save_secs}\n"
         )
 
-    def session_epilogue(self) -> list[cst.BaseStatement]:
-        if self.checkpoint_dir is None or not self.saves:
+    def session_epilogue(self, training=()) -> list[cst.BaseStatement]:
+        """The final save after ``training`` (the statements it follows);
+        none after a loop that never ends (nothing would reach it)."""
+        if self.checkpoint_dir is None or not self.saves or (
+                self.trains_forever and training and runs_forever(training[-1])):
             return []
         gs = self.graph.global_step
         return C.stmts(
@@ -816,6 +865,23 @@ class _SessionRegion:
 
 
 _EXIT_CALLS = {"sys.exit", "exit", "quit", "os._exit"}
+
+
+def runs_forever(statement) -> bool:
+    """`while True:` with no break of its own (one in an inner loop or function ends that)."""
+    if not (isinstance(statement, cst.While) and isinstance(statement.test, cst.Name)
+            and statement.test.value == "True"):
+        return False
+    stack = list(C.children(statement.body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Break):
+            return False
+        if not isinstance(node, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            stack.extend(C.children(node))
+        elif isinstance(node, (cst.For, cst.While)) and node.orelse is not None:
+            stack.extend(C.children(node.orelse))  # an `else:` break leaves this loop
+    return True
 
 
 def _has_exit(node, asks_to_stop, in_loop: bool = False) -> bool:

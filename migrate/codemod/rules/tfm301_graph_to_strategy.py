@@ -26,9 +26,11 @@ from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers, placement
 from migrate.codemod.program.model import ProgramModel, explain_device
 from migrate.codemod.rules import (
+    _absent_modules,
     _collection_reads,
     _dataflow,
     _device_modes,
+    _export_helpers,
     _feed_input,
     _flag_choice,
     _foreign_placement,
@@ -37,11 +39,13 @@ from migrate.codemod.rules import (
     _outer_placeholders,
     _placement,
     _port_probes,
+    _queue_input,
     _rebinding,
     _server_flow,
     _serving_export,
     _session_helpers,
     _session_helpers_emit,
+    _single_machine,
     _tutorial_mnist,
     _update_barriers,
 )
@@ -71,6 +75,7 @@ from migrate.codemod.rules._graph import (
     plumbing_choice,
 )
 from migrate.codemod.rules._program import (
+    LOCAL,
     MIRRORED,
     MWMS,
     PSS,
@@ -84,6 +89,7 @@ from migrate.codemod.rules._session_loop import (
     hook_list_names,
     unread_hook_lists,
 )
+from migrate.codemod.rules._step_variable import resource_step
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.rules._tfm301_loop import (
     _DropGraphModeSwitches,
@@ -101,6 +107,7 @@ from migrate.codemod.rules._tfm301_session import (
     _reads_task_index,
     _SessionRegion,
 )
+from migrate.codemod.rules._tower_inputs import own_returns
 from migrate.codemod.tfnames import dotted
 
 
@@ -311,6 +318,18 @@ class GraphToStrategy(Rule):
     loss the step computes. The restore
     helper is defined in the function that imports TensorFlow where the
     module does not (a launcher's job function).
+    A program's single-machine path beside its distributed one (``if not
+    cluster: ... with tf.Session() as sess:`` running an update the statements
+    just before it build) migrates in a second pass, only where the distributed
+    path did, the same way with no strategy: variables made where the graph
+    made them and a plain ``tf.function`` step, as TF2's custom training guide
+    writes it (``_single_machine.py``). An export for serving written in a
+    helper the session is handed to (``export_model(sess, inputs, outputs)``,
+    called once, straight-line) is written out in the call's place and carried
+    over as one written there (``_export_helpers.py``). TensorFlow's
+    ``NanTensorHook`` and ``LoggingTensorHook`` (every_n_iter) given to the
+    session become code of the loop after each train step
+    (``_builtin_hooks.py``).
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
@@ -323,8 +342,10 @@ class GraphToStrategy(Rule):
 
     code = "TFM301"
     name = "graph-to-strategy"
-    # the model's first build is traced (a loss reads a collection the model fills per call)
+    # the model's first build is traced (a loss reads a collection the model fills per call, or the
+    # model calls a module that is not in the project), the model function scoped (for those reads)
     traced_build = False
+    scoped_reads = False
     triggers = ("replica_device_setter", "SyncReplicasOptimizer", "Supervisor", "MonitoredTrainingSession",
                 "DeviceChooser", "job:ps")
 
@@ -336,6 +357,8 @@ class GraphToStrategy(Rule):
             self._report_foreign_placement(module)
             return module
         self.taken = C.all_names(module)
+        self.taken_before = set(self.taken)
+        self.module_before = module  # its switches of the variable kind included  # (the single-machine pass names its code as the first pass did)
         self.has_resolver = "cluster_resolver" in self.taken
         self.module_in = module  # the tree the session loops are found in
         self.converted = False
@@ -355,7 +378,10 @@ class GraphToStrategy(Rule):
         self.placeholder_makers: list[str] = []
         self.block_original = None
         self.signals_dropped = False  # a block's "done" signals to the ps were dropped
+        self.local_pass = False
         module = transform(module, self)
+        if self.converted and _single_machine.has_local_session(module, self.qualname):
+            module = self._migrate_single_machine(module)
         if self.converted and self.signals_dropped:
             module = _dataflow.drop_unused_functions(module, self._signal_makers)
         if self.converted:
@@ -369,6 +395,33 @@ class GraphToStrategy(Rule):
             self._report_foreign_placement(module)
         self._report_left_as_tf1(module)
         return module
+
+    def report(self, node: cst.CSTNode, message: str, **kw) -> None:
+        # the single-machine path's graph statements stand in a block of no source of its own
+        block = getattr(self, "local_block", None)
+        if block is not None and node is block[0]:
+            node = block[1]
+        super().report(node, message, **kw)
+
+    def _migrate_single_machine(self, module: cst.Module) -> cst.Module:
+        """The program's single-machine training path beside the distributed
+        one it migrated (`if not FLAGS.ps_hosts: ... with tf.Session() as
+        sess:`): migrated the same way with no strategy (_single_machine).
+        A second pass, so that it runs only where the distributed path
+        migrated: a program half TF1 and half TF2 is never handed out."""
+        strategy, self.strategy, self.local_pass = self.strategy, LOCAL, True
+        # its code lies on another path than the distributed code's: the same names read alike
+        self.taken = set(self.taken_before)
+        self.module_in = module
+        # what leave_Module adds or drops is the local pass's own
+        for attribute in ("migrated_setter_helpers", "migrated_mode_helpers", "placeholder_makers",
+                          "moved_placeholders", "inlined_exporters"):
+            self.__dict__[attribute] = []
+        self.restore_helper_code = None
+        try:
+            return transform(module, self)
+        finally:
+            self.strategy, self.local_pass = strategy, False
 
     def _numbers_under_numpy2(self, module: cst.Module) -> cst.Module:
         """Values read with ``.numpy()`` and formatted as numbers by ``%``: as
@@ -422,7 +475,7 @@ class GraphToStrategy(Rule):
             text = "".join(C.code_of(node).split())
             if any(text in code for code in covered):
                 continue
-            if function is not None and self.declined_blocks:
+            if function is not None and self.declined_blocks and not why.startswith("single-machine"):
                 # (the function's code only when a block was declined: it can be the whole script)
                 scope = "".join(C.code_of(function).split())
                 if any(block in scope for block in self.declined_blocks):
@@ -430,7 +483,10 @@ class GraphToStrategy(Rule):
             hint = ("build the graph in a `with tf.device(tf.train.replica_device_setter(...)):` block of the"
                     " function that runs its session loop (or migrate to"
                     f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again")
-            if why.startswith("single-machine"):
+            if why.startswith("single-machine") and not self.converted:
+                hint = ("bring the distributed training to a shape TFM301 migrates (its diagnostics say how), then"
+                        " migrate again: this path migrates with it")
+            elif why.startswith("single-machine"):
                 hint = ("write its training as a tf.function step (GradientTape + apply_gradients) called in the"
                         " Python loop, by hand (TF2's custom training guide), or train this path through the"
                         " distributed code on a cluster of one worker, then migrate again")
@@ -550,10 +606,14 @@ class GraphToStrategy(Rule):
                 trained = self._local_training(function)
                 if trained is None:
                     return None
-                return (f"single-machine TF1 training session `{C.code_of(call.func)}()` left as TF1 (it runs"
-                        f" `{trained}`, an optimizer's update built without a device setter): TFM301 migrates"
-                        " between-graph replicated training (a device-setter block and the session loop running"
-                        " its train op); this one trains on this process alone")
+                head = (f"single-machine TF1 training session `{C.code_of(call.func)}()` left as TF1 (it runs"
+                        f" `{trained}`, an optimizer's update built without a device setter, on this process alone)")
+                if not self.converted:
+                    return (f"{head}: TFM301 migrates a single-machine path together with the program's distributed"
+                            " training, which stays TF1 here (its diagnostics say why)")
+                return (f"{head}: TFM301 migrates a local `tf.Session()` (no target) running an update that the"
+                        " statements just before it in the same block build, and the session's code as it does a"
+                        " distributed one's; the reasons reported on this training say what stops it")
         elif q not in SESSION_CLASSES | {"train.Supervisor"}:
             return None
         kind = C.code_of(call.func)
@@ -711,7 +771,10 @@ class GraphToStrategy(Rule):
             updated = self._rewrite_mode_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
-        if getattr(self, "restore_helper_code", None):
+        if getattr(self, "inlined_exporters", None):  # their only calls now export in the training's place
+            updated = C.drop_unreferenced(updated, self.inlined_exporters)
+        if getattr(self, "restore_helper_code", None) and (
+                self.restore_helper not in _dataflow.bound_names(updated.body)):
             updated = self._add_restore_helper(updated)
         if getattr(self, "serving_exported", False):  # the session bundle's import goes with its last use
             updated = _serving_export.without_bundle_imports(updated)
@@ -821,6 +884,8 @@ class GraphToStrategy(Rule):
     def _rewrite_body(self, body):
         self.setter_helper = None
         self.device_modes = None
+        if self.local_pass:
+            return self._rewrite_single_machine(body)
         found = self._device_block(body)
         if found is None:
             return self._rewrite_hand_placed(body)
@@ -833,6 +898,38 @@ class GraphToStrategy(Rule):
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
+        return out
+
+    def _rewrite_single_machine(self, body):
+        """A block training on this machine alone: its graph statements
+        migrated as a device-setter block would be, with no strategy."""
+        found = _single_machine.find(body, self.qualname)
+        if found is None:
+            return body
+        dropped, implicit = _single_machine.default_session_runs(body, found, self.qualname)
+        if implicit is not None:
+            self.report(implicit, f"single-machine training not migrated: `{C.code_of(implicit)}` runs a graph value"
+                        " through the default session (an InteractiveSession's), not through the session by name;"
+                        " no step or evaluation function stands for it in TF2; this training was left as TF1",
+                        hint="run it through the session (`sess.run(...)`), then migrate again",
+                        reference=REFERENCE[LOCAL], fixed=False)
+            self.declined_blocks.append("".join(C.code_of(body[found.session]).split()))
+            return body
+        graph_block = _single_machine.block(body, found)
+        self.local_block = (graph_block, body[found.start])
+        # an initializer run through the default session (`init.run()`): TF2 variables start initialized
+        merged = [*body[:found.start], graph_block, *_single_machine.without(body[found.end:], dropped)]
+        reported = len(self.ctx.reports)
+        out = self._rewrite_device_block(merged, (found.start, None))
+        if out is merged:
+            self.declined_blocks.append("".join(C.code_of(graph_block).split()))
+            return body
+        self.report(body[found.session], f"single-machine training (the session running `{found.train_op}` on this"
+                    " process alone, beside the distributed path) now runs eagerly as TF2's custom training guide"
+                    " writes it: the variables made where the graph made them, no strategy, a tf.function step"
+                    " (GradientTape + apply_gradients) called where the session ran the train op", fixed=True,
+                    severity="info", reference=REFERENCE[LOCAL])
+        self.ctx.reports.insert(reported, self.ctx.reports.pop())  # said first: what the rest is about
         return out
 
     def _rewrite_hand_placed(self, body):
@@ -940,7 +1037,7 @@ class GraphToStrategy(Rule):
         if not self._plan_schedules(graph):
             return body
         self.creates_plain_variables = False
-        self.traced_build = False
+        self.traced_build = self.scoped_reads = False
         # a model object's own variables (`model.trainable_weights`: a Keras model on the block's tensors)
         owned = isinstance(graph.var_list, cst.Attribute) and graph.var_list.attr.value in _MODEL_WEIGHTS and (
             self._keras_model(graph, graph.var_list.value))
@@ -953,6 +1050,9 @@ class GraphToStrategy(Rule):
                         " it on the batch in a tf.function step (training=True), by hand",
                         reference=REFERENCE[self.strategy], fixed=False)
             return body
+        self.absent_variable_makers = set()
+        if graph.var_list is None:
+            self._adopt_absent_variable_makers(graph, device_with)
         if graph.var_list is None and not graph.variables and not self._wants_template(graph) and (
                 self._report_unseen_variables(graph)):
             return body
@@ -995,6 +1095,12 @@ class GraphToStrategy(Rule):
             else:
                 kept.append(statement)
         after = kept
+        # an export for serving the session is handed to (`export_model(sess, ...)`): written out here
+        functions = getattr(self, "functions_in", None)
+        exporters = _export_helpers.inline(after, self.ctx.module, self.qualname,
+                                           C.names_used(functions[-1] if functions else self.module_in))
+        if exporters is not None:
+            after, exporters = exporters
         session = _SessionRegion(self, graph, body)
         session.scan(after, graph_part=inner, hand_savers=True)
         if session.saver_declines:
@@ -1026,12 +1132,21 @@ class GraphToStrategy(Rule):
                             " bound the loop (for step in range(...)), then migrate again",
                             reference=REFERENCE[self.strategy], fixed=False)
             return body
+        session.trains_forever = bool(session.loops_tf1_never_ended(after))
+        for loop in session.loops_tf1_never_ended(after):
+            self.report(loop, f"`while {C.code_of(loop.test)}:` never ended in TF1 either: nothing could ask the"
+                        " session to stop (no StopAtStepHook or hook of the program's own, no request_stop(), no"
+                        " input pipeline that runs out, no break or return), so the job trained until it was"
+                        " killed; the migrated loop runs the same way (`while True:`)", hint="bound the loop"
+                        " (for step in range(...)) or stop it at a global step if the job should end by itself",
+                        reference=REFERENCE[self.strategy], fixed=True, severity="warning")
         # a helper choosing the mode hands back the resolver in place of its server's target (_device_modes)
-        if modes is None and self._report_server_not_carried(device_with):
+        # (one machine: no strategy, so no server or resolver to carry)
+        if modes is None and self.strategy != LOCAL and self._report_server_not_carried(device_with):
             del self.ctx.reports[reported:]
             self._report_server_not_carried(device_with, report=True)
             return body
-        if modes is None and self._report_resolver_out_of_reach(device_with):
+        if modes is None and self.strategy != LOCAL and self._report_resolver_out_of_reach(device_with):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
             return body
@@ -1078,14 +1193,22 @@ class GraphToStrategy(Rule):
             # a step cannot be given a value it has no argument for: the training stays TF1
             self.converted, self.helper_rewrites, self.strategy_names = undo
             del self.ctx.reports[reported:]
+            absent_builders: set[int] = set()
             for name in sorted(session.foreign_feeds):
                 key = _dataflow.first_feed_of(name, [*session_inside, *body[i + 1:]])
                 made = _dataflow.binding_code(name, [*body[:i], device_with], self.ctx.module)
                 where = f"it is made by `{made}`" if made else "it is made elsewhere: before the block or in a helper"
                 # made by a function of a module this run cannot read (`x, y, loss = make_model(...)`)
-                value = C.assignment(_dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
-                                     or cst.SimpleStatementLine([]))[1]
+                binding = _dataflow.binding_statement(name, [*body[:i], device_with], self.ctx.module)
+                value = C.assignment(binding or cst.SimpleStatementLine([]))[1]
                 origin = self._program().origin_of(value) if isinstance(value, cst.Call) else ""
+                found = self._program().tracer.callee(value, self._program().tracer.root) if isinstance(
+                    value, cst.Call) else None
+                if found is not None and found[0] == "opaque":
+                    if id(value) not in absent_builders:
+                        absent_builders.add(id(value))
+                        self._report_absent_placeholders(binding, value, found[1].name, session.foreign_feeds)
+                    continue
                 if isinstance(value, cst.Call) and self.qualname(value.func) == "sparse_placeholder":
                     self.report(key or device_with, f"training not migrated: `{name}` is a sparse placeholder (`{made}`),"
                                 " fed a sparse value (a SparseTensorValue or an (indices, values, dense shape) tuple); this rule makes the block's"
@@ -1115,11 +1238,13 @@ class GraphToStrategy(Rule):
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
         self.__dict__.setdefault("moved_placeholders", []).extend(st for _, st, k in outer if k is None)
         self.__dict__.setdefault("placeholder_makers", []).extend(placeholder_makers or ())
+        self.__dict__.setdefault("inlined_exporters", []).extend(exporters or ())
         if moved_here:  # their comments stay where they were
             before = _outer_placeholders.without(before, {id(body[k]) for k in moved_here}, out)
         self.signals_dropped = self.signals_dropped or bool(signals)
-        self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
-                                         [*session_inside, *body[i + 1:]])
+        if self.strategy != LOCAL:
+            self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
+                                             [*session_inside, *body[i + 1:]])
         return before + out
 
     def _plan_serving_exports(self, graph: Graph, session, inner, after, reported: int) -> bool:
@@ -1562,7 +1687,7 @@ class GraphToStrategy(Rule):
         found = {}
         for node in C.walk(self.ctx.module):
             if type(node) is cst.FunctionDef:
-                returns = [n for n in C.walk(node.body) if type(n) is cst.Return]
+                returns = own_returns(node)
                 if returns and all(self._one_shot_dataset(r.value) is not None for r in returns):
                     found[node.name.value] = node
         return found
@@ -1723,13 +1848,15 @@ class GraphToStrategy(Rule):
             found = self._input_source(value, program, opaque=len(set(names) & read) > 1)
             if found is None:
                 continue
-            how, where = found
+            how, where, chain = found
             bound = ", ".join(f"`{n}`" for n in names if n in read)
             opaque = how.startswith("takes from")
+            queued = "" if opaque else _queue_input.status(self.module_in, self.qualname, set(chain))
             self.report(statement, f"training not migrated: the step computes with {bound} from"
                         f" `{C.code_of(value.func)}(...)`, which {how}{where}: in TF1 each session run evaluated"
                         " them anew (the next batch), while the migration would compute them once, under the"
-                        " strategy, and train every step on the same values; this training was left as TF1",
+                        f" strategy, and train every step on the same values{queued}; this training was left as"
+                        " TF1",
                         hint="make the input a tf.data pipeline the block reads with"
                         " `tf.data.make_one_shot_iterator(dataset).get_next()` (or a function returning just that)"
                         + (", or run tfmigrate on a directory holding the module, then migrate again" if opaque else
@@ -1739,20 +1866,21 @@ class GraphToStrategy(Rule):
             return True
         return False
 
-    def _input_source(self, call: cst.Call, program, opaque: bool) -> tuple[str, str] | None:
-        """(what, through which functions) when ``call`` reaches a TF1 queue
-        input op, or (``opaque``) a function of a module not in the project."""
+    def _input_source(self, call: cst.Call, program, opaque: bool) -> tuple[str, str, list[str]] | None:
+        """(what, through which functions said, those functions) when ``call``
+        reaches a TF1 queue input op, or (``opaque``) a function of a module
+        not in the project."""
         stack, seen = [(call, [])], set()
         while stack:
             current, chain = stack.pop()
             q = self.qualname(current.func) or ""
             if q in QUEUE_INPUTS or q.rsplit(".", 1)[-1] in QUEUE_READERS:
                 # spelled as TF1 wrote it (an earlier rule may have moved it to tf.compat.v1)
-                return f"builds a TF1 queue-based input pipeline (`tf.{q}`)", _through(chain)
+                return f"builds a TF1 queue-based input pipeline (`tf.{q}`)", _through(chain), chain
             callee = program.tracer.callee(current, program.tracer.root)
             if opaque and callee is not None and callee[0] == "opaque":
                 return (f"takes from `{callee[1].name}`, a module not in this project whose code cannot be read",
-                        _through(chain + [C.code_of(current.func)]) if chain else "")
+                        _through(chain + [C.code_of(current.func)]) if chain else "", chain)
             if isinstance(current.func, cst.Name) and current.func.value not in seen:
                 seen.add(current.func.value)
                 function = self._module_function(current.func.value)
@@ -2113,8 +2241,40 @@ class GraphToStrategy(Rule):
         of the graph (a placeholder, a tensor of the block): `tfds.load("x")`
         is no model."""
         graph_values = set(graph.placeholder_names) | set(graph.compute_names)
+        makers = self.__dict__.get("absent_variable_makers", set())
         return [b for b in self._program().model_builders(statement)
-                if not b.opaque or C.names_used(b.call) & graph_values]
+                if not b.opaque or C.names_used(b.call) & graph_values or id(b.call) in makers]
+
+    def _adopt_absent_variable_makers(self, graph: Graph, device_with: cst.With) -> None:
+        """The train op trains every trainable variable (no var_list), and the
+        forward code reads what a function of a module not in the project
+        returned from values that are no tensors (``weights =
+        net_layers.weight_variable([784, 10])``): it may be a variable TF1
+        trained, which a value made once under the strategy's scope would
+        leave out of the step's variables. Those calls move into the model
+        function, where the variables they create are recorded on the first
+        call, reused and trained, as for a model builder of that module (a
+        call returning a constant returns it there as well)."""
+        tracer = self._program().tracer
+        read = set().union(set(), *(C.names_used(st) for _, st in graph.compute), C.names_used(graph.loss)
+                           if graph.loss is not None else set())
+        makers = []
+        for statement in graph.state:
+            names, value, _ = C.assignment(statement)
+            if not (names and isinstance(value, cst.Call) and set(names) & read):
+                continue
+            if any(set(names) & C.names_used(other) for other in graph.state if other is not statement):
+                continue  # also read by what stays under the strategy's scope
+            found = tracer.callee(value, tracer.root)
+            if found is not None and found[0] == "opaque":
+                makers.append((names, statement))
+                self.absent_variable_makers.add(id(value))
+        if not makers:
+            return
+        order = {id(node): k for k, node in enumerate(C.walk(device_with)) if isinstance(node, cst.SimpleStatementLine)}
+        moved = {id(st) for _, st in makers}
+        graph.state = [st for st in graph.state if id(st) not in moved]
+        graph.compute = sorted([*graph.compute, *makers], key=lambda entry: order.get(id(entry[1]), len(order)))
 
     def _program(self) -> ProgramModel:
         """The program model of this file and its project (built once per run)."""
@@ -2123,33 +2283,58 @@ class GraphToStrategy(Rule):
             found = self._program_model = ProgramModel(self.ctx.module, self.qualname, self.ctx.path)
         return found
 
+    def _report_absent_placeholders(self, binding: cst.CSTNode, call: cst.Call, module: str, fed: set[str]) -> None:
+        """The placeholders the session feeds are made by ``call``, a function
+        of a module that is not in the project (``x, y, loss = make_model(...)``):
+        the step function would have to take them as arguments, which means
+        changing that module's code (where it makes them)."""
+        names, _, _ = C.assignment(binding)
+        made = [n for n in names if n in fed]
+        listed = ", ".join(f"`{n}`" for n in made)
+        self.report(binding, f"training not migrated: the session feeds {listed}, which `{C.code_of(call.func)}(...)`"
+                    f" returns: a function of `{module}`, which is not in this project, making the model's inputs"
+                    " itself (placeholders the session feeds); a TF2 step cannot feed them, and they can become the"
+                    " step function's arguments only where they are made, in that module's code; this training was"
+                    " left as TF1",
+                    hint=f"make the placeholders in this file's graph block and pass them to `{C.code_of(call.func)}()`"
+                    " (which then builds the model from the tensors it is given), then migrate again; run tfmigrate"
+                    f" on `{module}` too", reference=REFERENCE[self.strategy], fixed=False)
+
     def _report_model_builders(self, graph: Graph, device_with: cst.With, inner) -> bool:
         """A note for each model built by a sibling module's function: read
-        there (present) or taken as an opaque builder (absent). A loss that
-        reads a collection such a builder fills keeps its read in the step
-        when the builders are read and fill it at each call (the model's
+        there (present), or, for a module that is not in the project, one note
+        per module saying what the migrated program now assumes of it. A loss
+        that reads a collection such a builder fills keeps its read in the step
+        when the builders are read and fill it at each call, or are absent and
+        the read is of a collection only explicit calls fill (the model's
         first build is then traced: ``_collection_reads``); otherwise the
         block declines, saying why."""
         builders = [b for _, st in graph.compute for b in self._model_builders(graph, st)]
+        self.collection_read_keys = []
         if not self._plan_collection_reads(graph, inner, builders):
             return False
+        if any(b.opaque for b in builders):
+            # what an absent module adds to graph collections stays in the first build's graph
+            self.traced_build = True
+        # a call inlined from another module is not in this file: the note goes on the block
+        source = "".join(self.ctx.source.split())
+        noted: set[str] = set()
         for builder in builders:
-                if builder.opaque:
-                    why = (f"`{builder.code}(...)` comes from `{builder.module.name}`, which is not in this project"
-                           f" (no {builder.module.name.replace('.', '/')}.py beside this file): it was taken as the"
-                           " model builder creating the model's variables, recorded on its first call under the"
-                           " strategy's scope and reused by every step")
-                    hint = (f"check that `{builder.function}()` creates its variables in the same order at each call"
-                            " (no Python-side randomness or state deciding which), or migrate it with this file")
-                else:
-                    why = (f"the model's variables are created by `{builder.function}()` of the project module"
-                           f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
-                           " step")
-                    hint = f"migrate `{builder.module.name}` with this file (tfmigrate on their directory)"
-                # a call inlined from another module is not in this file: the note goes on the block
-                source = "".join(self.ctx.source.split())
-                at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
-                self.report(at, why, hint=hint, fixed=True, severity="info", reference=REFERENCE[self.strategy])
+            at = builder.call if "".join(C.code_of(builder.call).split()) in source else device_with
+            if not builder.opaque:
+                self.report(at, f"the model's variables are created by `{builder.function}()` of the project module"
+                            f" `{builder.module.name}`: built once under the strategy's scope and reused by every"
+                            " step", hint=f"migrate `{builder.module.name}` with this file (tfmigrate on their"
+                            " directory)", fixed=True, severity="info", reference=REFERENCE[self.strategy])
+                continue
+            name = builder.module.name
+            if name in noted:
+                continue
+            noted.add(name)
+            self.report(at, _absent_modules.absent_module_note(name, [b.code for b in builders if b.module.name == name],
+                                                self.collection_read_keys),
+                        hint=_absent_modules.HINT.format(module=name),
+                        fixed=True, severity="warning", reference=REFERENCE[self.strategy])
         return True
 
     def _plan_collection_reads(self, graph: Graph, inner, builders) -> bool:
@@ -2174,25 +2359,23 @@ class GraphToStrategy(Rule):
         if graph.regularized:
             own = (graph.regularized[0][1], "the regularizer of a get_variable of this block")
         declined = _collection_reads.decline(builders, fills, reads, own or self._regularization_source(graph, inner))
-        if declined is None and self.creates_plain_variables:
-            declined = _collection_reads.Decline(
-                reads[0].at, f"the loss reads a collection (`{C.code_of(reads[0].call)}`{reads[0].where}) the model"
-                " fills at each call, and the model creates tf.Variable objects: the step would read the collection"
-                " by a name scope of the model's own (the replicas of a worker share the step's graph), which would"
-                " rename those variables", "create the model's variables with tf.compat.v1.get_variable, or return"
-                " the penalty terms from the model code and add them to the loss explicitly, then migrate again")
         if declined is not None:
             self.report(declined.at, f"{declined.why}; this training was left as TF1", hint=declined.hint,
                         reference=REFERENCE[self.strategy], fixed=False)
             return False
-        self.traced_build = True
+        self.traced_build = self.scoped_reads = True
+        self.collection_read_keys = list(dict.fromkeys(
+            key for r in reads for key in _collection_reads.read_keys(r.call, r.q) or ()))
         read = reads[0]
         outside = next((r for r in reads if r.where), None)
         replicas = ("each replica of a worker reads it by a name scope of its own, " if outside is None else
                     f"the read{outside.where} is not filtered by replica: with several replicas on one worker (GPUs)"
                     " the later ones' loss values would also count the terms of those before, where TF1 ran one"
                     " replica per worker; ")
-        self.report(read.at, f"the loss reads `{C.code_of(read.call)}`{read.where} in the step: the model code adds"
+        absent = list(dict.fromkeys(f"`{b.module.name}`" for b in builders if b.opaque))
+        adds = ("adds" if not absent else f"(that of {', '.join(absent)}, which is not in this project: assumed, see"
+                " the note at its call) adds")
+        self.report(read.at, f"the loss reads `{C.code_of(read.call)}`{read.where} in the step: the model code {adds}"
                     " its terms to that collection at each call, and in a tf.function the collection is the step's"
                     " own, so the read sees the terms of that step's model call, as TF1's read saw those of its one"
                     f" build ({replicas}and the model's first build is traced too, so that it leaves none behind)",
@@ -2241,8 +2424,9 @@ class GraphToStrategy(Rule):
         self.strategy_name = self._fresh("strategy")
         self.strategy_names = getattr(self, "strategy_names", set()) | {self.strategy_name}
         self.resolver_code = resolver
-        out += self._create_strategy(device_with, graph, resolver)
-        out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
+        if self.strategy != LOCAL:
+            out += self._create_strategy(device_with, graph, resolver)
+            out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
 
         self.template = None
         self.creates_plain_variables = False  # set by _wants_template
@@ -2265,7 +2449,8 @@ class GraphToStrategy(Rule):
                 # the program's own counter keeps the name TF1 saved it under
                 named = C.arg(value, None, "name")
                 kept = isinstance(named, cst.SimpleString) and named.evaluated_value != "global_step"
-                st = global_step_statement(graph.global_step, st, C.code_of(named) if kept else '"global_step"')
+                st = global_step_statement(graph.global_step, st, C.code_of(named) if kept else '"global_step"',
+                                           replicated=self.strategy != LOCAL)
             elif len(names) == 1 and names[0] in self.schedule_code and value is graph.schedules.get(names[0]):
                 # TF1's schedule of the global step; the Keras optimizer calls it with
                 # its iterations, which advance once per applied step as that step did
@@ -2278,7 +2463,7 @@ class GraphToStrategy(Rule):
         self.made_global_step = graph.global_step is None  # a TF1 checkpoint has no value for it
         if graph.global_step is None:
             graph.global_step = self._fresh("global_step")
-            scope_body.append(global_step_statement(graph.global_step))
+            scope_body.append(global_step_statement(graph.global_step, replicated=self.strategy != LOCAL))
         if graph.optimizer is None:
             graph.optimizer = self._fresh("optimizer")
         self.schedule_reads = {n: read.format(optimizer=graph.optimizer) for n, read in self.schedule_reads.items()}
@@ -2332,20 +2517,26 @@ class GraphToStrategy(Rule):
                 builder = f"{self.recorder}({self.model_fn})"
             else:
                 builder = f'tf.compat.v1.make_template("model", {self.model_fn})'
+            where = "" if self.strategy == LOCAL else ", under the strategy"
             if self.traced_build:
-                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did: traced,\n"
+                build = (f"# Build the model's variables once{where}, as the TF1 graph did: traced,\n"
                          f"# so that the terms the model adds to its collections stay in this build's graph.\n"
                          f"tf.function({self.template})({', '.join(dummies)})\n")
             else:
-                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
+                build = (f"# Build the model's variables once{where}, as the TF1 graph did.\n"
                          f"{self.template}({', '.join(dummies)})\n")
             scope_body += C.stmts(f"{self.template} = {builder}\n" + build)
-        scope = device_with.with_changes(
-            items=[cst.WithItem(C.expr(f"{self.strategy_name}.scope()"))],
-            body=C.indented(scope_body, device_with.body),
-            leading_lines=[cst.EmptyLine(indent=False)] if self.template is not None else [],
-        )
-        out.append(scope)
+        if self.strategy == LOCAL:
+            # one machine: the variables are made where the graph made them
+            scope_body[0] = scope_body[0].with_changes(leading_lines=[
+                *device_with.leading_lines, *C.strip_blank_lines(scope_body[0].leading_lines)])
+            out += scope_body
+        else:
+            out.append(device_with.with_changes(
+                items=[cst.WithItem(C.expr(f"{self.strategy_name}.scope()"))],
+                body=C.indented(scope_body, device_with.body),
+                leading_lines=[cst.EmptyLine(indent=False)] if self.template is not None else [],
+            ))
         # the step counter `minimize` advanced is a tf.Variable too, never a trained one
         trained = [v for v in graph.variables if v != graph.global_step]
         if graph.var_list is None and not trained and self.template is None:
@@ -2361,7 +2552,8 @@ class GraphToStrategy(Rule):
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
         if getattr(self, "moving_average", None) is not None:
-            out += _moving_average.created(self.moving_average, self.strategy_name, self.trainable_name)
+            out += _moving_average.created(self.moving_average, self.strategy_name if self.strategy != LOCAL else None,
+                                           self.trainable_name)
             self.report(self.moving_average.made, _moving_average.note(self.moving_average), fixed=True,
                         severity="info", reference=REFERENCE[strategy])
 
@@ -2385,7 +2577,7 @@ class GraphToStrategy(Rule):
                 # the helper returns the dataset its iterator read
                 helper = helpers[pipeline.helper]
                 replaced = {id(r.value): self._one_shot_dataset(r.value)
-                            for r in C.walk(helper.body) if isinstance(r, cst.Return)}
+                            for r in own_returns(helper)}
                 self.helper_rewrites = {**getattr(self, "helper_rewrites", {}),
                                         C.code_of(helper): transform(helper, _ReplaceNodes(replaced))}
             comment = (
@@ -2557,7 +2749,7 @@ class GraphToStrategy(Rule):
         ret = ", ".join(self.model_exports)
         fn = C.stmt(f"def {self.model_fn}({', '.join(self.model_params)}):\n    return {ret}\n")
         body = [s for _, s in inside] + list(fn.body.body)
-        if self.traced_build:
+        if self.scoped_reads:
             body = _collection_reads.scoped(body, fn.body, self.qualname, self._fresh("model_scope"))
         fn = fn.with_changes(body=fn.body.with_changes(body=body), leading_lines=[cst.EmptyLine(indent=False)])
         return [fn]
@@ -2641,6 +2833,11 @@ class GraphToStrategy(Rule):
     def _replica_state_fetches(self, fetch: _Fetch, graph: Graph) -> list[str]:
         """The fetched variables and schedules the replica function reads
         before the step's update (see `_state_read`)."""
+        if self.strategy == LOCAL:
+            # in the fetching process a reference variable (TF 1.x's default) was fetched after the
+            # step's update, a resource variable before it (_step_variable)
+            return [n for n in fetch.values if n in self.schedule_reads or (
+                (n == graph.global_step or n in graph.variables) and resource_step(self.module_before, self.qualname, n))]
         return [n for n in fetch.values
                 if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
 
@@ -2666,7 +2863,7 @@ class GraphToStrategy(Rule):
                   step_name, run_name, tape, grads, loss_code):
         scale = ""
         loss_for_grad = loss_code
-        if self.strategy != PSS:
+        if self.strategy not in (PSS, LOCAL):
             scaled = self._fresh("scaled_loss")
             averaged_by = "average_gradients" if self.strategy == MIRRORED else "SyncReplicasOptimizer"
             scale = (
@@ -2698,6 +2895,9 @@ class GraphToStrategy(Rule):
         replica = replica.with_changes(body=replica.body.with_changes(body=body))
         args = C.tuple_code(params)
         schedule_name = session.schedule_names.get(run_name)
+        if self.strategy == LOCAL:
+            # one machine: the step is the replica's computation itself (TF2's custom training guide)
+            replica = replica.with_changes(name=cst.Name(step_name))
         outer_code, run, schedule = self._step_code(step_name, run_name, schedule_name, params, args, fetch, graph)
         if schedule is not None:
             head, _, rest = schedule.partition("\n")
@@ -2709,9 +2909,12 @@ class GraphToStrategy(Rule):
                     step_name, list(params), self._feed_code(graph, params), _results_code(run, step_name, params))
             head, _, rest = run.partition("\n")
             run = head + "\n" + self._feed_code(graph, params) + rest
-        outer = C.stmt(outer_code)
-        outer = outer.with_changes(body=outer.body.with_changes(body=[replica, *outer.body.body]),
-                                   decorators=[cst.Decorator(C.expr("tf.function"))],
+        if self.strategy == LOCAL:
+            outer = replica
+        else:
+            outer = C.stmt(outer_code)
+            outer = outer.with_changes(body=outer.body.with_changes(body=[replica, *outer.body.body]))
+        outer = outer.with_changes(decorators=[cst.Decorator(C.expr("tf.function"))],
                                    leading_lines=[cst.EmptyLine(indent=False)])
         if session.save_steps is not None and session.saves:
             run += (
@@ -2778,6 +2981,12 @@ class GraphToStrategy(Rule):
                 f"                raise\n"
             )
             return outer_code, run, schedule
+        if self.strategy == LOCAL:
+            run = (
+                f"def {run_name}({', '.join(params)}):\n"
+                f"    results = tf.nest.map_structure(lambda value: value.numpy(), {step_name}({', '.join(params)}))\n"
+            )
+            return None, run, None
         outer_code = (
             f"def {step_name}({', '.join(params)}):\n"
             f"    return {self.strategy_name}.run({step_name}_replica, args={args})\n"

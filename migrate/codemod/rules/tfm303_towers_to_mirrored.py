@@ -10,6 +10,7 @@ import libcst as cst
 
 from migrate.codemod.engine import Invalid, Valid
 from migrate.codemod.fastcst import transform
+from migrate.codemod.rules import _absent_modules
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._equivalents import bind_args
 from migrate.codemod.rules._graph import Graph, analyze, extend
@@ -1549,8 +1550,9 @@ class TowersToMirrored(GraphToStrategy):
 
     def _build(self, device_with: cst.With, graph: Graph, session):
         out = self._build_averages(device_with, graph, session)
-        if self.towers.collected_scope and self.template is not None:
-            out = [transform(st, _TracedBuild(self.template)) for st in out]
+        if (self.towers.collected_scope or self.__dict__.get("absent_in_model")) and self.template is not None:
+            # a module not in the project may add to collections (and read them) as it builds
+            out = [transform(st, _TracedBuild(self.template, bool(self.towers.collected_scope))) for st in out]
         if self.saver_plans:
             tracked = [n for n in [graph.global_step, graph.optimizer, *graph.variables, self.template] if n]
             averages = (f"[{self.ema[0]}.average(variable) for variable in {self.trainable_name}]"
@@ -1598,6 +1600,12 @@ class TowersToMirrored(GraphToStrategy):
             exports += [n for n in [*fetch.values, *items] if n in graph.compute_names and n not in exports]
         wanted = set(exports) | C.names_used(graph.loss)
         statements = [st for _, st in graph.slice_for(wanted)]
+        absent = _absent_modules.absent_calls(self._program().tracer, statements)
+        self.absent_in_model = bool(absent)
+        for module, (calls, keys, first) in absent.items():
+            self.report(first, _absent_modules.absent_module_note(module, calls, keys, shared=True),
+                        hint=_absent_modules.HINT.format(module=module), fixed=True, severity="warning",
+                        reference=REFERENCE[MIRRORED])
         self.model_params = graph.params_for([(None, st) for st in statements])
         self.model_exports = exports
         self.model_fn = self._fresh("model_fn")
@@ -1865,17 +1873,19 @@ class _TracedBuild(cst.CSTTransformer):
     """`model(dummies)` -> `tf.function(model)(dummies)`: collections hold
     graph tensors, named under their scope; an eager build has neither."""
 
-    def __init__(self, template: str):
+    def __init__(self, template: str, scoped: bool):
         super().__init__()
         self.template = template
+        self.scoped = scoped
 
     def leave_SimpleStatementLine(self, original, updated):
         call = C.single_expr(original)
         if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == self.template):
             return updated
+        why = ("# as the towers were, so that the tower reads the collection entries of its scope.\n" if self.scoped
+               else "# so that the terms the model adds to its collections stay in this build's graph.\n")
         comment = C.stmts("# Build the model's variables once, under the strategy, as the TF1 graph did: traced,\n"
-                          "# as the towers were, so that the tower reads the collection entries of its scope.\n"
-                          "pass\n")[0].leading_lines
+                          + why + "pass\n")[0].leading_lines
         return updated.with_changes(
             body=[updated.body[0].with_changes(value=call.with_changes(func=C.expr(f"tf.function({self.template})")))],
             leading_lines=[line for line in updated.leading_lines if line.comment is None] + list(comment))
