@@ -126,11 +126,17 @@ def itemize_formatted(module: cst.Module) -> tuple[cst.Module, list[cst.BinaryOp
     """``module`` with ``.numpy()`` values in numeric %-conversions given as
     ``.item()``, and the (original) formatting expressions changed."""
     changed: list[cst.BinaryOperation] = []
-    if not any(_is_numpy_call(call) for call in fastcst.cached_calls(module)):
+    # the functions (None: the module's top) with a ``.numpy()`` call in them: only
+    # their own scopes can bind names from one
+    reading = {id(function) for node, function in fastcst.walk_in_functions(module)
+               if type(node) is cst.Call and _is_numpy_call(node)}
+    if not reading:
         return module, changed  # no value read with ``.numpy()``: nothing to give as ``.item()``
 
     class _PerFunction(cst.CSTTransformer):
         def leave_FunctionDef(self, original, updated):
+            if id(original) not in reading:
+                return updated
             names = _numpy_names(updated.body)
             if not names:
                 return updated
@@ -140,7 +146,7 @@ def itemize_formatted(module: cst.Module) -> tuple[cst.Module, list[cst.BinaryOp
             return updated.with_changes(body=body)
 
     module = fastcst.transform(module, _PerFunction())
-    names = _numpy_names(module)
+    names = _numpy_names(module) if id(None) in reading else set()
     if names:
         itemize = _ItemizeOperands(names)
         module = fastcst.transform(module, itemize)
