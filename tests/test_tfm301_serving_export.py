@@ -499,15 +499,14 @@ def main(cluster, server, is_chief, batches, export_dir):
 '''
 
 
-def test_a_standalone_training_path_beside_the_cluster_one_is_said_to_be_left():
+def test_a_standalone_training_path_beside_the_cluster_one_migrates_with_it():
     result = migrate(STANDALONE_OR_CLUSTER)
     out = result.output
     assert "ParameterServerStrategy" in out and "def serve(features):" in out and "simple_save" not in out
-    [left] = manual(result)
-    assert left.line == line_of(STANDALONE_OR_CLUSTER, "with tf.Session() as sess:")
-    assert left.message.startswith("single-machine TF1 training session `tf.Session()` left as TF1 (it runs"
-                                   " `train_op`")
-    assert "tf.function step" in left.hint
+    # the standalone path trains without a strategy (test_tfm301_single_machine.py says how)
+    assert not manual(result) and "Session" not in out
+    standalone = out[out.index("if cluster is None:"):out.index("    else:\n")]
+    assert "def train_step(features, target):" in standalone and "strategy" not in standalone
     # a plain session that only evaluates is no training left behind
     evaluating = STANDALONE_OR_CLUSTER.replace(
         "        train_op = tf.train.GradientDescentOptimizer(0.1).minimize(cost)\n", "").replace(
@@ -516,28 +515,60 @@ def test_a_standalone_training_path_beside_the_cluster_one_is_said_to_be_left():
     assert not manual(migrate(evaluating))
 
 
-def test_an_export_in_a_function_given_the_session_is_said_to_be_one():
-    source = SESSION_BUNDLE.replace(
-        '            bundle = exporter.Exporter(saver)\n'
-        '            bundle.init(sess.graph.as_graph_def(), named_graph_signatures={\n'
-        '                "inputs": exporter.generic_signature({"ids": ids, "reading": reading}),\n'
-        '                "outputs": exporter.generic_signature({"ids": passed_ids, "guess": guess})})\n'
-        '            bundle.export(FLAGS.export_base, tf.constant(FLAGS.model_version), sess)\n',
-        '            publish(sess, {"ids": ids, "reading": reading}, {"ids": passed_ids, "guess": guess})\n') + '''
+# the chief's export written in a helper handed the session and the signatures' mappings
+PUBLISHED = SESSION_BUNDLE.replace(
+    '            bundle = exporter.Exporter(saver)\n'
+    '            bundle.init(sess.graph.as_graph_def(), named_graph_signatures={\n'
+    '                "inputs": exporter.generic_signature({"ids": ids, "reading": reading}),\n'
+    '                "outputs": exporter.generic_signature({"ids": passed_ids, "guess": guess})})\n'
+    '            bundle.export(FLAGS.export_base, tf.constant(FLAGS.model_version), sess)\n',
+    '            publish(sess, {"ids": ids, "reading": reading}, {"ids": passed_ids, "guess": guess})\n') + '''
 
 def publish(sess, inputs, outputs):
+    """Writes the bundle TF Serving loads."""
     bundle = exporter.Exporter(tf.train.Saver())
     bundle.init(sess.graph.as_graph_def(), named_graph_signatures={
         "inputs": exporter.generic_signature(inputs), "outputs": exporter.generic_signature(outputs)})
     bundle.export(FLAGS.export_base, tf.constant(FLAGS.model_version), sess)
 '''
+
+
+def test_an_export_in_a_function_given_the_session_is_written_out_in_its_place():
+    out = migrate(PUBLISHED).output
+    # the same export as one written in the training function
+    assert tfm301_support.tail_from(out, "def serve(") == tfm301_support.tail_from(
+        migrate(SESSION_BUNDLE).output, "def serve(")
+    assert "publish" not in out and "exporter" not in out and "Saver" not in out
+    # the mappings are passed through names as well
+    named = PUBLISHED.replace('            publish(sess, {"ids": ids, "reading": reading}, {',
+                              '            served_inputs = {"ids": ids, "reading": reading}\n'
+                              '            publish(sess, served_inputs, {', 1)
+    assert tfm301_support.tail_from(migrate(named).output, "def serve(") == tfm301_support.tail_from(out, "def serve(")
+
+
+@pytest.mark.parametrize("change", [
+    # called twice: its statements cannot take the place of one call
+    lambda source: source.replace("            publish(sess, {", "            publish(sess, {\"ids\": ids}, {})\n"
+                                  "            publish(sess, {", 1),
+    # it reads a mapping passed as a literal twice: written out, it would be built twice
+    lambda source: source.replace('        "inputs": exporter.generic_signature(inputs),',
+                                  '        "inputs": exporter.generic_signature(inputs), "also": exporter.generic_signature(inputs),'),
+    # it binds a name the training function uses
+    lambda source: source.replace("    bundle = exporter.Exporter(tf.train.Saver())", "    saver = tf.train.Saver()\n"
+                                  "    bundle = exporter.Exporter(saver)"),
+    # it rebinds a parameter: not the value passed
+    lambda source: source.replace("    bundle = exporter.Exporter(tf.train.Saver())", "    inputs = dict(inputs)\n"
+                                  "    bundle = exporter.Exporter(tf.train.Saver())"),
+], ids=["called_twice", "mapping_read_twice", "binds_a_name_in_use", "rebinds_a_parameter"])
+def test_an_export_in_a_function_that_cannot_take_the_calls_place_is_said_to_be_one(change):
+    source = change(PUBLISHED)
     result = migrate(source)
     assert result.output == dedent(source)
-    [reason] = manual(result)
-    assert reason.line == line_of(source, "publish(sess, {")
-    assert reason.message.startswith("training not migrated: it hands the trained graph to `publish()`, which exports"
-                                     " it for serving (`exporter.Exporter(...)`) in a TF1 session")
-    assert "write the export of `publish()` in the training function after its loop" in reason.hint
+    reasons = manual(result)
+    assert reasons[0].line == line_of(source, "publish(sess, {")
+    assert reasons[0].message.startswith("training not migrated: it hands the trained graph to `publish()`, which"
+                                         " exports it for serving (`exporter.Exporter(...)`) in a TF1 session")
+    assert "write the export of `publish()` in the training function after its loop" in reasons[0].hint
 
 
 @pytest.mark.slow

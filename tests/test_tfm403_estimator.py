@@ -351,9 +351,17 @@ def test_an_inline_session_config_is_dropped_with_a_note_a_bound_one_declined():
 
 def test_model_fn_reading_the_run_config_is_declined_at_its_definition():
     source = DECLINED_BASE.replace("def model_fn(features, labels, mode)", "def model_fn(features, labels, mode, config)")
-    source = source.replace("SPEC", SPEC).replace("TRAIN", TRAIN)
+    source = source.replace("SPEC", "tf.compat.v1.logging.info(config.is_chief)\n    " + SPEC).replace("TRAIN", TRAIN)
     found = [d for d in migrate_source(source, select=["TFM403"]).diagnostics if d.code == "TFM403"]
     assert found and "reads the RunConfig" in found[0].message and found[0].line == 8
+
+
+def test_a_run_config_parameter_the_model_fn_never_reads_is_passed_none():
+    source = DECLINED_BASE.replace("def model_fn(features, labels, mode)", "def model_fn(features, labels, mode, config)")
+    result = migrate_source(source.replace("SPEC", SPEC).replace("TRAIN", TRAIN), select=["TFM403"])
+    assert [d.message for d in result.diagnostics if d.code == "TFM403" and not d.fixed] == []
+    assert 'model(features, labels, mode="train", config=None)' in result.output
+    compile(result.output, "job.py", "exec")
 
 
 def test_without_ps_tasks_the_migration_trains_with_multi_worker_mirrored_on_chief_and_worker(tmp_path):
@@ -390,6 +398,8 @@ def test_an_evaluator_task_in_tf_config_evaluates_the_chiefs_checkpoints(tmp_pat
     assert run.ok, run.summary()
     evaluated = [line for line in run.log_text("evaluator", 0).splitlines() if "Saving dict for global step" in line]
     assert evaluated and "Saving dict for global step 6: {'loss': " in evaluated[-1], evaluated
+    # the Estimator's chief only trained when an evaluator task evaluated
+    assert "Saving dict for global step" not in run.log_text("chief", 0)
 
 
 def run_check(legacy: Path, migrated: Path, out: Path, steps: int) -> tuple[int, dict]:

@@ -91,6 +91,15 @@ def test_the_migrated_job_trains_and_exports_the_trained_variables_on_tf221(tmp_
         scores = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
         print("max_diff", float(np.abs(scores - out["scores"].numpy()).max()))
         print("labels_agree", bool((out["label"].numpy() == scores.argmax(axis=1)).all()))
+        # the evaluations' summaries, in <model_dir>/eval as the Estimator wrote them
+        import glob
+        from tensorflow.core.util import event_pb2
+        evaluated = set()
+        for path in glob.glob({str(model_dir / "eval" / "events*")!r}):
+            for raw in tf.data.TFRecordDataset(path):
+                event = event_pb2.Event.FromString(raw.numpy())
+                evaluated |= {{(value.tag, event.step) for value in event.summary.value}}
+        print("evaluated", sorted(evaluated))
         """))
     proc = subprocess.run([sys.executable, str(check)], capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -99,6 +108,7 @@ def test_the_migrated_job_trains_and_exports_the_trained_variables_on_tf221(tmp_
     assert printed["inputs"] == "['signal']"
     assert printed["outputs"] == "['label', 'scores']"
     assert float(printed["max_diff"]) < 1e-5 and printed["labels_agree"] == "True"
+    assert printed["evaluated"] == str(sorted((tag, step) for tag in ("accuracy", "loss") for step in (10, 20, 30)))
 
 
 RAW_RECEIVER = textwrap.dedent(
@@ -324,3 +334,54 @@ def test_a_receiver_parsing_tf_examples_parses_them_in_the_serving_function():
             '        features = tf.compat.v1.parse_example(serialized, {"reading": tf.io.FixedLenFeature([3], tf.float32)})\n'
             '        return model(features, None, mode="infer")\n') in out
     assert "def serving_input_fn" not in out
+
+
+def test_a_parsing_receiver_parses_serialized_examples_in_the_serving_function():
+    export = ('spec = {"reading": tf.FixedLenFeature([3], tf.float32)}\n'
+              '    est.export_saved_model(export_dir, tf.estimator.export.build_parsing_serving_input_receiver_fn(spec))')
+    source = DECLINED.replace("OUTPUTS", "None").replace("RECEIVER", "return None").replace("EXPORT", export)
+    result = migrate_source(source, path="parsing.py")
+    assert [d.message for d in result.manual_work] == []
+    out = result.output
+    assert ('    @tf.function(input_signature=[\n'
+            '        tf.TensorSpec([None], tf.string, name="examples"),\n'
+            '    ])\n'
+            '    def serve(serialized):\n'
+            "        # the model_fn's PREDICT mode on the serving inputs\n"
+            '        return model(tf.io.parse_example(serialized, spec), None, mode="infer")\n') in out
+    assert "    spec = {" in out and "    export_saved_model(export_dir)\n" in out
+
+
+@pytest.mark.slow
+def test_check_says_equivalent_for_the_exporting_job_against_its_legacy_run_on_tf215(tmp_path):
+    migrated = tmp_path / "migrated.py"
+    migrated.write_text(migrated_fixture().output)
+    out = tmp_path / "check"
+    proc = subprocess.run(
+        [sys.executable, "-m", "migrate", "check", str(FIXTURE), str(migrated), "--steps", "20", "--workers", "1",
+         "--out", str(out), "--no-plot"],
+        cwd=REPO, capture_output=True, text=True, timeout=3600, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "EQUIVALENT" in proc.stdout and "legacy TensorFlow 2.15" in proc.stdout
+
+
+def test_exports_of_two_receivers_get_a_serving_function_each():
+    source = FIXTURE.read_text().replace("def main(_):", textwrap.dedent("""\
+        def window_receiver_fn():
+            window = tf.placeholder(tf.float32, [None, 12])
+            return tf.estimator.export.ServingInputReceiver({SIGNAL: window}, {"window": window})
+
+
+        def main(_):""")).replace("serving_input_receiver_fn=signal_receiver_fn)\n\n",
+                                  "serving_input_receiver_fn=window_receiver_fn)\n\n")
+    assert "serving_input_receiver_fn=window_receiver_fn)" in source
+    result = migrate_source(source, path="two.py")
+    assert [d.message for d in result.manual_work] == []
+    out = result.output
+    assert "    def serve_window_receiver(window):\n" in out and "    def serve_signal_receiver(signal):\n" in out
+    assert "        return model({SIGNAL: window}, None, mode=\"infer\", params=params)\n" in out
+    assert "    export_saved_model(args.export_dir, serve_window_receiver)\n" in out
+    assert 'export_saved_model(os.path.join(args.model_dir, "export", "final"), serve_signal_receiver)' in out
+    assert "def window_receiver_fn" not in out and "def signal_receiver_fn" not in out
+    compile(out, "two.py", "exec")

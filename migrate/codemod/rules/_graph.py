@@ -754,14 +754,13 @@ def _alias_target(g: Graph, name: str) -> str:
     return name
 
 
-def global_step_statement(name: str, statement=None, variable_name: str = '"global_step"'):
+def global_step_statement(name: str, statement=None, variable_name: str = '"global_step"', replicated: bool = True):
     """The global step of a migrated program: counted once per step, not once
     per replica, like get_or_create_global_step's; ``variable_name``: the code
-    of the name TF1 gave it (a checkpoint of the TF1 job holds it by that name)."""
-    new = C.stmt(
-        f'{name} = tf.Variable(0, dtype=tf.int64, name={variable_name}, trainable=False,\n'
-        f"    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)\n"
-    )
+    of the name TF1 gave it (a checkpoint of the TF1 job holds it by that name);
+    ``replicated``: trained under a strategy (not on one machine alone)."""
+    aggregation = ",\n    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA" if replicated else ""
+    new = C.stmt(f"{name} = tf.Variable(0, dtype=tf.int64, name={variable_name}, trainable=False{aggregation})\n")
     return new if statement is None else new.with_changes(leading_lines=statement.leading_lines)
 
 

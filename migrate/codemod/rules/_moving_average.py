@@ -213,8 +213,11 @@ def plan(graph, block, qualname, chief_only_ok: bool):
                          group=dropped_combine)
 
 
-def created(ma: MovingAverage, strategy: str, trainable: str) -> list[cst.BaseStatement]:
-    """The shadow variables, made once under the strategy before any step."""
+def created(ma: MovingAverage, strategy: str | None, trainable: str) -> list[cst.BaseStatement]:
+    """The shadow variables, made once under the strategy (if any) before any step."""
+    if strategy is None:
+        return C.stmts("# The moving averages start equal to the variables, as TF1's initializers made them.\n"
+                       f"{ma.name}.apply({trainable})\n")
     return C.stmts(
         f"with {strategy}.scope():\n"
         "    # The moving averages start equal to the variables, as TF1's initializers made them.\n"

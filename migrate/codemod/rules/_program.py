@@ -11,17 +11,21 @@ from migrate.codemod.tfnames import TFNames
 PSS = "parameter_server"
 MWMS = "multi_worker_mirrored"
 MIRRORED = "mirrored"
+# a program's single-machine training path, migrated beside its distributed one: no strategy
+LOCAL = "single_machine"
 
 STRATEGY_CLASS = {
     PSS: "tf.distribute.ParameterServerStrategy",
     MWMS: "tf.distribute.MultiWorkerMirroredStrategy",
     MIRRORED: "tf.distribute.MirroredStrategy",
+    LOCAL: "no strategy (one machine)",
 }
 
 REFERENCE = {
     PSS: "legacy_reference/async_ps.py",
     MWMS: "legacy_reference/sync_replicas.py",
     MIRRORED: "legacy_reference/in_graph_towers.py",
+    LOCAL: "https://www.tensorflow.org/tutorials/customization/custom_training_walkthrough",
 }
 
 

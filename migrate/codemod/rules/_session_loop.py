@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from migrate.codemod.rules import _builtin_hooks
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules._program import PSS
 
@@ -251,6 +252,10 @@ class ProgramHook:
     reads_results: bool
     stops: bool  # after_run calls run_context.request_stop()
     chief: str | None = None  # a chief-only hook's guard: the session's is_chief, where every worker loops
+
+    @property
+    def title(self) -> str:
+        return self.cls.name.value
 
 
 def _param(function: cst.FunctionDef, k: int) -> str | None:
@@ -523,6 +528,8 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
                 for element in elements:
                     hook = _program_hook(rule, graph, element.value, bound, reference)
                     if hook is None:
+                        hook = _builtin_hook(rule, graph, element.value, bound, after, sessions)
+                    if hook is None:
                         continue
                     if C.arg(call, None, "chief_only_hooks") is given:
                         chief_only.append((hook, _chief_guard(call, sessions)))
@@ -534,15 +541,15 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
         # every worker runs the loop: the chief's calls go under the session's own is_chief
         declined = []
         for hook, chief in chief_only:
-            if hook.stops or chief is False:
+            if getattr(hook, "stops", False) or chief is False:
                 why = ("its request_stop() would end the loop on the chief only, while the other workers' steps"
                        " wait for it" if hook.stops else "the session's is_chief reads the TF1 session or calls a function,"
                        " which the loop cannot test as it is")
-                rule.report(hook.element, f"the hook `{hook.cls.name.value}` ran on the chief only"
+                rule.report(hook.element, f"the hook `{hook.title}` ran on the chief only"
                             f" (chief_only_hooks); under MultiWorkerMirroredStrategy every worker runs the loop, and"
                             f" {why}", hint="call its code in the loop under `if strategy.cluster_resolver.task_id"
                             " == 0:`", reference=reference, fixed=False)
-                rule.declined_hooks[hook.cls.name.value] = f"it ran on the chief only, and {why}"
+                rule.declined_hooks[hook.title] = f"it ran on the chief only, and {why}"
                 declined.append(hook)
             else:
                 hook.chief = chief  # None: is_chief was left at True, every task ran it
@@ -554,7 +561,17 @@ def carry_program_hooks(rule, graph, scope, after, reference: str):
     # a hook list the graph block builds (`hooks = [StopHook(...)]`, `hooks.append(sync_hook)`)
     # configured the TF1 session, as the TF1 hooks in it did: it goes with that session
     graph.state = [st for st in graph.state if not _builds_hook_list(st, passed)]
+    # a TensorFlow hook bound to a name goes with its calls
+    made = {h.instance for h in hooks if isinstance(h, _builtin_hooks.BuiltinHook) and h.instance}
+    graph.state = [st for st in graph.state if not set(C.assignment(st)[0]) & made]
     for hook in hooks:
+        if isinstance(hook, _builtin_hooks.BuiltinHook):
+            rule.__dict__.setdefault("handled_builtin_hooks", set()).add(C.code_of(hook.call))
+            if hook.kind == _builtin_hooks.NAN:
+                rule.ctx.require_import("math")
+            rule.report(hook.element, f"the session hook `tf.train.{hook.title}(...)` is now code of the loop:"
+                        f" {hook.where()}", fixed=True, severity="info", reference=reference)
+            continue
         rule.class_rewrites[C.code_of(hook.cls)] = hook.new_cls
         rule.hook_objects.add(hook.instance)
         rule.carried_hook_classes.add(hook.cls.name.value)
@@ -633,6 +650,42 @@ def _program_hook(rule, graph, element, bound, reference) -> ProgramHook | None:
                        reads_results=plan["reads_results"], stops=plan["stops"])
 
 
+def _builtin_hook(rule, graph, element, bound, after, sessions) -> _builtin_hooks.BuiltinHook | None:
+    """TensorFlow's NanTensorHook or LoggingTensorHook as code of the loop
+    (_builtin_hooks); None for another hook, or one declined (reported, left
+    to the session stage, which drops it with the session)."""
+    made, instance = element, None
+    if isinstance(element, cst.Name) and element.value in bound:
+        made, instance = bound[element.value], element.value
+    if not isinstance(made, cst.Call):
+        return None
+    planned = _builtin_hooks.plan(made, rule.qualname,
+                                  lambda name: name in graph.compute_names or name == graph.global_step)
+    if planned is not None and not isinstance(planned, tuple):
+        other = _builtin_hooks.other_runs(after, sessions, graph.train_op)
+        if other is not None:
+            planned = other, (f"the session also runs `{C.code_of(C.arg(other, 0, 'fetches'))}`, and the hook saw that"
+                              " run too: the loop runs its code after train steps only")
+    if planned is None:
+        return None
+    if isinstance(planned, tuple):
+        node, why = planned
+        title = rule.qualname(made.func).rpartition(".")[2]
+        rule.report(node, f"the session hook `tf.train.{title}(...)` cannot become code of the TF2 loop: {why}",
+                    hint=f"do what {title} did after each train step in the loop by hand (TF2 has no session hooks)",
+                    reference=REFERENCE_HOOKS, fixed=False)
+        rule.__dict__.setdefault("handled_builtin_hooks", set()).add(C.code_of(made))
+        return None
+    planned.element, planned.instance = element, instance
+    if planned.kind == _builtin_hooks.LOGGING:
+        planned.counter = C.fresh("logged_steps", rule.taken)
+        rule.taken.add(planned.counter)
+    return planned
+
+
+REFERENCE_HOOKS = "https://www.tensorflow.org/guide/migrate/sessionrunhook_callback"
+
+
 def _guarded(hook: ProgramHook, code: str) -> str:
     """``code`` (calls of ``hook``), under its chief guard if it has one."""
     if not code or hook.chief is None:
@@ -650,6 +703,9 @@ class _PlaceHookCalls:
     def start(self) -> list[cst.BaseStatement]:
         code = ""
         for h in self.hooks:
+            if isinstance(h, _builtin_hooks.BuiltinHook):
+                code += _guarded(h, h.start_code())
+                continue
             if h.make is not None:
                 code += f"{h.instance} = {C.code_of(h.make)}\n"
             code += _guarded(h, "".join(f"{h.instance}.{m}()\n" for m in ("begin", "after_create_session")
@@ -657,7 +713,8 @@ class _PlaceHookCalls:
         return C.stmts(code) if code else []
 
     def end(self) -> list[cst.BaseStatement]:
-        code = "".join(_guarded(h, f"{h.instance}.end()\n") for h in self.hooks if "end" in h.methods)
+        code = "".join(_guarded(h, f"{h.instance}.end()\n") for h in self.hooks
+                       if not isinstance(h, _builtin_hooks.BuiltinHook) and "end" in h.methods)
         return C.stmts(code) if code else []
 
     def _session_of(self, node) -> bool:
@@ -705,6 +762,17 @@ class _PlaceHookCalls:
         fetched = {c: t for c, t in zip(item_code, targets) if t != "_"}
         before, after = [], []
         for h in self.hooks:
+            if isinstance(h, _builtin_hooks.BuiltinHook):
+                values = {}
+                for fetch in h.fetches:
+                    if fetch not in fetched:
+                        fetched[fetch] = C.fresh(f"{fetch}_value", self.rule.taken)
+                        self.rule.taken.add(fetched[fetch])
+                        item_code.append(fetch)
+                        targets.append(fetched[fetch])
+                    values[fetch] = fetched[fetch]
+                after.append(_guarded(h, h.after_code(values)))
+                continue
             if "before_run" in h.methods:
                 before.append(_guarded(h, f"{h.instance}.before_run()\n"))
             if h.reads_results:
@@ -740,6 +808,9 @@ class _PlaceHookCalls:
                         and lone.func.value.value in self.sessions):
                     out += self.end() + [statement]
                     continue
+                if set(C.assignment(statement)[0]) & {h.instance for h in self.hooks if isinstance(
+                        h, _builtin_hooks.BuiltinHook) and h.instance}:
+                    continue  # a TensorFlow hook made for the session: its code is the loop's now
                 found = self._train_run(statement)
                 if found is not None:
                     out += self._around_run(statement, found)

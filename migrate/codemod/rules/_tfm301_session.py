@@ -545,6 +545,8 @@ class _SessionRegion:
                 hook = bound
             if not isinstance(hook, cst.Call):
                 continue
+            if C.code_of(hook) in getattr(self.rule, "handled_builtin_hooks", ()):
+                continue  # code of the loop now, or reported where it does what the loop cannot
             hq = q(hook.func)
             if isinstance(hook.func, cst.Name) and hook.func.value in getattr(self.rule, "declined_hooks", {}):
                 continue  # reported where its class does what a TF2 loop cannot

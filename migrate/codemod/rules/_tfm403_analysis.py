@@ -41,6 +41,7 @@ TRAIN_SPEC_ARGS = ("input_fn", "max_steps", "hooks")
 EVAL_SPEC_ARGS = ("input_fn", "steps", "name", "hooks", "exporters", "start_delay_secs", "throttle_secs")
 TRAIN_ARGS = ("input_fn", "hooks", "steps", "max_steps", "saving_listeners")
 EVALUATE_ARGS = ("input_fn", "steps", "hooks", "checkpoint_path", "name")
+PREDICT_ARGS = ("input_fn", "predict_keys", "hooks", "checkpoint_path", "yield_single_examples")
 NUMPY_INPUT_ARGS = ("x", "y", "batch_size", "num_epochs", "shuffle", "queue_capacity", "num_threads")
 
 # what an Estimator's other methods did, for the reason a job using them is declined
@@ -114,6 +115,8 @@ class EstimatorJob:
     # EvalSpec's exporters: read by _tfm403_export
     export_calls: list[tuple[cst.SimpleStatementLine, cst.Call]] = field(default_factory=list)
     exporters: cst.BaseExpression | None = None
+    # est.predict(...) calls after the training (each yields the PREDICT mode's predictions)
+    predict_calls: list[cst.Call] = field(default_factory=list)
 
 
 @dataclass
@@ -166,6 +169,8 @@ class Finder:
         self.evaluation: cst.BaseStatement | None = None
         self.trains: cst.BaseStatement | None = None
         self.export_calls: list[tuple[cst.SimpleStatementLine, cst.Call]] = []
+        self.predict_calls: list[cst.Call] = []
+        self.predict_statements: dict[int, cst.BaseStatement] = {}  # where each predict call is
 
     def is_(self, node: cst.CSTNode, *names: str) -> bool:
         return (self.qualname(node) or "") in names
@@ -313,9 +318,12 @@ class Finder:
             if st is binding or st is used_at or st is self.evaluation:
                 continue
             if name in C.names_used(st):
-                exports = self._exports_in(block, st, name)
-                if exports:
+                carried = self._exports_in(block, st, name)
+                if carried is not None:
+                    exports, predictions = carried
                     self.export_calls += exports
+                    self.predict_calls += predictions
+                    self.predict_statements.update({id(call): st for call in predictions})
                     continue
                 methods = [n.attr.value for n in C.walk(st) if isinstance(n, cst.Attribute)
                            and isinstance(n.value, cst.Name) and n.value.value == name]
@@ -328,13 +336,14 @@ class Finder:
                 raise Decline(st, f"`{name}` is also used here: the migration replaces what it is",
                               hint="keep the Estimator objects to the statements that build and run the job")
 
-    def _exports_in(self, block, st: cst.BaseStatement, name: str) -> list | None:
-        """``name.export_savedmodel(...)`` statements (also in if blocks) after the
-        training, when they are all ``st`` does with ``name``: (line, call) each."""
+    def _exports_in(self, block, st: cst.BaseStatement, name: str) -> tuple[list, list] | None:
+        """``name.export_savedmodel(...)`` statements (also in if blocks) and
+        ``name.predict(...)`` calls after the training, when they are all ``st``
+        does with ``name``: ((line, call) of each export, the predict calls)."""
         statements = self._statements(block)
         if self.trains not in statements or statements.index(st) < statements.index(self.trains):
             return None
-        found = []
+        exports, predictions = [], []
         uses = 0
         for node in C.walk(st):
             if isinstance(node, cst.Name) and node.value == name:
@@ -344,8 +353,12 @@ class Finder:
                 if (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
                         and call.func.attr.value in ("export_savedmodel", "export_saved_model")
                         and isinstance(call.func.value, cst.Name) and call.func.value.value == name):
-                    found.append((node, call))
-        return found if found and len(found) == uses else None
+                    exports.append((node, call))
+            if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "predict"
+                    and isinstance(node.func.value, cst.Name) and node.func.value.value == name):
+                predictions.append(node)
+        carried = exports or predictions
+        return (exports, predictions) if carried and len(exports) + len(predictions) == uses else None
 
     def function(self, node: cst.BaseExpression | None, what: str, block=None) -> cst.FunctionDef:
         if isinstance(node, cst.Name) and node.value in self.functions:
@@ -416,6 +429,7 @@ class Finder:
         removed: list[cst.BaseStatement] = []
         self.trains = trains
         self.export_calls = []
+        self.predict_calls = []
         self.evaluation = self._evaluation(block, trains)
         eval_spec = None
         max_steps = extra_steps = None
@@ -497,12 +511,24 @@ class Finder:
         job = EstimatorJob(block, trains, estimator, config, train_spec, eval_spec, model_fn, train_input,
                            eval_input, max_steps, extra_steps, removed, evaluation=evaluation, notes=job_notes,
                            logging=logged, chosen_in=chosen[0] if chosen else None, choices=choices,
-                           export_calls=self.export_calls)
+                           export_calls=self.export_calls, predict_calls=self.predict_calls)
         exporters = eval_spec.get("exporters") if eval_spec is not None else None
         if exporters is not None and not _empty(exporters):
             job.exporters = exporters
         for node in (train_input, eval_input):
             self._numpy_input(job, node)
+        for call in self.predict_calls:
+            args = bind(call, PREDICT_ARGS, "Estimator.predict")
+            where = self.predict_statements.get(id(call), call)
+            for key in ("predict_keys", "hooks", "checkpoint_path"):
+                if args.get(key) is not None and not _empty(args[key]):
+                    raise Decline(where, f"`predict({key}=...)` is not carried by the migration")
+            if "yield_single_examples" in args and C.code_of(args["yield_single_examples"]) != "True":
+                raise Decline(where, "`predict(yield_single_examples=False)` is not carried by the migration")
+            if args.get("input_fn") is None:
+                raise Decline(where, "predict() without an input_fn")
+            self.foreign(args["input_fn"], "input_fn")
+            self._numpy_input(job, args["input_fn"], labels=False)
         return job
 
     def _no_keras_layers(self, model_fn: cst.FunctionDef) -> None:
@@ -648,7 +674,7 @@ class Finder:
         tensors_by_op = {tag: name.removesuffix(":0") for tag, name in named.items()}
         return LoggedTensors(hook, tensors_by_op, args["every_n_iter"]), bindings
 
-    def _numpy_input(self, job: EstimatorJob, node: cst.BaseExpression | None) -> None:
+    def _numpy_input(self, job: EstimatorJob, node: cst.BaseExpression | None, labels: bool = True) -> None:
         """``name = tf.estimator.inputs.numpy_input_fn(x, y, ...)`` -> ``def name():
         return <the same examples as a tf.data pipeline>``."""
         if not isinstance(node, cst.Name):
@@ -663,7 +689,8 @@ class Finder:
         if C.assignment(binders[0])[0] != [node.value]:
             raise Decline(binders[0], "numpy_input_fn bound together with other names")
         args = bind(value, NUMPY_INPUT_ARGS, "numpy_input_fn")
-        if args.get("y") is None or _empty(args["y"]):
+        features_only = args.get("y") is None or _empty(args["y"])
+        if features_only and labels:
             raise Decline(value, "numpy_input_fn without y: the model_fn would get no labels")
         shuffle = args.get("shuffle")
         if not (isinstance(shuffle, cst.Name) and shuffle.value in ("True", "False")):
@@ -673,11 +700,12 @@ class Finder:
             raise Decline(threads, "numpy_input_fn(num_threads > 1) enqueued examples in no fixed order")
         # the def reads x and y when the job runs: they must not change in between
         after = statements[statements.index(binders[0]) + 1:]
-        read = C.names_used(args["x"]) | C.names_used(args["y"])
+        read = C.names_used(args["x"]) | (C.names_used(args["y"]) if not features_only else set())
         for st in after:
             if set(C.assignment(st)[0]) & read:
                 raise Decline(st, "the arrays numpy_input_fn was given are rebound before the job runs")
-        code = f"tf.data.Dataset.from_tensor_slices(({C.code_of(args['x'])}, {C.code_of(args['y'])}))"
+        code = (f"tf.data.Dataset.from_tensor_slices({C.code_of(args['x'])})" if features_only else
+                f"tf.data.Dataset.from_tensor_slices(({C.code_of(args['x'])}, {C.code_of(args['y'])}))")
         epochs = args.get("num_epochs", cst.Integer("1"))
         if isinstance(epochs, cst.Name) and epochs.value == "None":
             code += ".repeat()"

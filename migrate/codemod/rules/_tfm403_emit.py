@@ -60,6 +60,7 @@ class Settings:
     # the job's SavedModel exports: the serving functions and the export function (lines), and
     # what the evaluation exports (lines of its body, the EvalSpec's exporters)
     serving_code: list[str] | None = None
+    eval_name: str | None = None  # EvalSpec(name=...): the evaluation's summaries go to eval_<name>
     evaluation_exports: list[str] | None = None
 
 
@@ -199,6 +200,14 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add('    results["loss"] = float(tf.reduce_mean(losses))')
         add(f'    results["global_step"] = int({n["global_step"]}.numpy())')
         add('    logging.info("Saving dict for global step %d: %s", results["global_step"], results)')
+        eval_dir = '"eval"' if s.eval_name is None else f'"eval_" + {s.eval_name}'
+        add(f"    # the evaluation's summaries, where the Estimator wrote them (<model_dir>/{'eval' if s.eval_name is None else 'eval_<name>'})")
+        add(f"    eval_writer = tf.summary.create_file_writer(os.path.join({s.model_dir or n['model_dir']}, {eval_dir}))")
+        add('    with eval_writer.as_default(step=results["global_step"]):')
+        add("        for name, value in results.items():")
+        add('            if name != "global_step":')
+        add("                tf.summary.scalar(name, value)")
+        add("    eval_writer.close()")
         for line in s.evaluation_exports or []:
             add(line)
         add("    return results")
@@ -242,6 +251,11 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
         add(f"{n['next_save']} = time.monotonic() + {s.save_secs or SAVE_CHECKPOINTS_SECS}")
     if s.eval_in_loop:
         add(f"{n['next_eval']} = time.monotonic() + {s.start_delay or START_DELAY_SECS}")
+    evaluates = n["is_chief"]
+    if sidecar:
+        evaluates = n["chief_evaluates"]
+        add("# the chief evaluates unless TF_CONFIG names an evaluator task, which then does (as the Estimator's)")
+        add(f'{evaluates} = {n["is_chief"]} and "evaluator" not in {n["resolver"]}.cluster_spec().jobs')
     add(f"while {n['step']} < {n['last_step']}:")
     add(f"    if {n['coordinator']} is not None:")
     add(f"        {out} = {n['coordinator']}.schedule({n['train_step']}, args=({n['iterator']},))")
@@ -281,14 +295,17 @@ def training_code(s: Settings, names: dict[str, str], hoisted: list[str], optimi
     if s.save_steps is None:
         add(f"        {n['next_save']} = time.monotonic() + {s.save_secs or SAVE_CHECKPOINTS_SECS}")
     if s.eval_in_loop:
-        add(f"        if {n['is_chief']} and time.monotonic() >= {n['next_eval']}:")
+        add(f"        if {evaluates} and time.monotonic() >= {n['next_eval']}:")
         add(f"            {n['evaluate']}()")
         add(f"            {n['next_eval']} = time.monotonic() + {s.throttle or THROTTLE_SECS}")
     add(f"if {n['coordinator']} is not None:")
     add(f"    {n['coordinator']}.join()")
     add(f"if {n['is_chief']}:")
     add(f"    {n['manager']}.save(checkpoint_number={n['global_step']})")
-    if s.eval_in_loop:
+    if s.eval_in_loop and sidecar:
+        add(f"if {evaluates}:")
+        add(f"    {n['evaluate']}()")
+    elif s.eval_in_loop:
         add(f"    {n['evaluate']}()")
     if sidecar:
         lines = outer + ["    " + line if line else line for line in lines]
@@ -302,7 +319,7 @@ NAMES = (
     "strategy", "coordinator", "resolver", "is_chief", "params", "model_dir", "global_step", "optimizer", "model",
     "features", "labels", "trainable_variables", "train_step", "eval_step", "evaluate", "iterator", "checkpoint",
     "manager", "step", "last_step", "next_save", "next_eval", "eval_metrics", "writer", "first_step", "step_outputs",
-    "logged", "model_fn", "export", "summaries",
+    "logged", "model_fn", "export", "summaries", "predict", "predict_step", "chief_evaluates",
 )
 _SPELLED = {"resolver": "cluster_resolver", "manager": "checkpoint_manager", "writer": "summary_writer",
             "export": "export_saved_model"}
@@ -329,6 +346,8 @@ def model_call_args(params: tuple[str, ...], params_name: str) -> str:
         out += ', mode="{mode}"'
     if "params" in params:
         out += f", params={params_name}"
+    if "config" in params:
+        out += ", config=None"  # declared, never read: the migrated job has no RunConfig
     return out
 
 

@@ -10,7 +10,8 @@ The shapes Estimator jobs export their trained model in::
         eval_input_fn, exporters=tf.estimator.FinalExporter("mnist", serving_input_receiver_fn)))
     est.export_savedmodel(export_dir, serving_input_receiver_fn)   # or export_saved_model
 
-    # or the raw receiver of placeholders made beside the export
+    # or a parsing receiver of serialized tf.Examples (the "examples" input), or the raw
+    # receiver of placeholders made beside the export
     image = tf.placeholder(tf.float32, [None, 28, 28])
     est.export_savedmodel(export_dir, tf.estimator.export.build_raw_serving_input_receiver_fn({"image": image}))
 
@@ -62,6 +63,7 @@ _EXPORTERS = {
 }
 _RECEIVER = ("features", "receiver_tensors", "receiver_tensors_alternatives")
 _RAW_RECEIVER_FN = "estimator.export.build_raw_serving_input_receiver_fn"
+_PARSING_RECEIVER_FN = "estimator.export.build_parsing_serving_input_receiver_fn"
 
 
 @dataclass
@@ -158,6 +160,8 @@ class ExportFinder:
             found = self._receiver_fn(self.functions[value.value])
         elif isinstance(value, cst.Call) and self.q(value.func) == _RAW_RECEIVER_FN:
             found = self._raw(value)
+        elif isinstance(value, cst.Call) and self.q(value.func) == _PARSING_RECEIVER_FN:
+            found = self._parsing(value)
         else:
             raise Decline(node, f"the serving_input_receiver_fn `{C.code_of(node)}` is not a function of this"
                           " module (nor build_raw_serving_input_receiver_fn of placeholders)",
@@ -317,6 +321,19 @@ class ExportFinder:
                              features_code="{" + ", ".join(f"{key}: {param}" for (key, _, _), param in
                                                            zip(inputs, params)) + "}")
 
+    def _parsing(self, call: cst.Call) -> ServingInputs:
+        """``build_parsing_serving_input_receiver_fn(feature_spec)``: serialized tf.Examples
+        under "examples", parsed with the feature spec."""
+        args, why = bind_args(call, ("feature_spec", "default_batch_size"))
+        if args is None or "feature_spec" not in args:
+            raise Decline(call, why or "build_parsing_serving_input_receiver_fn without a feature_spec")
+        if _given(args.get("default_batch_size")):
+            raise Decline(args["default_batch_size"], "a default_batch_size for the parsing receiver's examples")
+        spec = C.code_of(args["feature_spec"])
+        param = C.fresh("serialized", C.names_used(args["feature_spec"]))
+        return ServingInputs([('"examples"', "[None]", "tf.string")], "", params=[param], body=[],
+                             features_code=f"tf.io.parse_example({param}, {spec})")
+
     def export_call(self, line: cst.SimpleStatementLine, call: cst.Call) -> ExportCall:
         args, why = bind_args(call, _EXPORT_ARGS)
         if args is None:
@@ -401,7 +418,8 @@ def serving_code(exports: Exports, names: dict[str, str], signatures: list[str],
     one = len(exports.servings()) == 1
     lines.append(f"def {names['export']}(export_dir_base{'' if one else ', serving_function'}):")
     lines.append("    # The Estimator's export: the serving signatures and the trained variables, in a new")
-    lines.append("    # directory under export_dir_base named by the time in seconds.")
+    lines.append("    # directory under export_dir_base named by the time in seconds, written under a temporary")
+    lines.append("    # name first (a model server watching export_dir_base never loads half an export).")
     lines.append("    export_dir = os.path.join(export_dir_base, str(int(time.time())))")
     lines.append("    while tf.io.gfile.exists(export_dir):")
     lines.append("        time.sleep(1)")
@@ -410,7 +428,9 @@ def serving_code(exports: Exports, names: dict[str, str], signatures: list[str],
     lines.append(f"    serving_model.trained_variables = {names['model']}.variables")
     function = exports.servings()[0].function_name if one else "serving_function"
     entries = [f"{json.dumps(key)}: {function}" for key in signatures]
-    lines.append(f"    tf.saved_model.save(serving_model, export_dir, signatures={{{', '.join(entries)}}})")
+    lines.append('    temporary_dir = os.path.join(export_dir_base, "temp-" + os.path.basename(export_dir))')
+    lines.append(f"    tf.saved_model.save(serving_model, temporary_dir, signatures={{{', '.join(entries)}}})")
+    lines.append("    tf.io.gfile.rename(temporary_dir, export_dir)")
     lines.append("    return export_dir")
     lines.append("")
     lines.append("")
@@ -445,3 +465,30 @@ def evaluation_exports(exports: Exports, names: dict[str, str], model_dir: str, 
                 lines.append(f"    for version in exported[:-{exporter.keep}]:")
                 lines.append("        tf.io.gfile.rmtree(os.path.join(latest_exports, str(version)))")
     return lines
+
+
+def prediction_code(names: dict[str, str], model_call: str, predictions_dict: bool) -> list[str]:
+    """``Estimator.predict``: a generator of the model_fn's PREDICT-mode predictions,
+    one example at a time, over a dataset's batches (their features: labels, when
+    the input_fn gives them, are not read)."""
+    lines = [
+        "@tf.function",
+        f"def {names['predict_step']}(features):",
+        f"    return {names['model']}(features, None{model_call.format(mode='infer')})",
+        "",
+        "",
+        f"def {names['predict']}(dataset):",
+        "    # The Estimator's predict(): the PREDICT mode's predictions of the latest variables,",
+        "    # one example at a time.",
+        "    for batch in dataset:",
+        "        features = batch[0] if isinstance(batch, tuple) else batch",
+        f"        predictions = tf.nest.map_structure(lambda value: value.numpy(), {names['predict_step']}(features))",
+    ]
+    if predictions_dict:
+        lines += [
+            "        for index in range(len(next(iter(predictions.values())))):",
+            "            yield {key: value[index] for key, value in predictions.items()}",
+        ]
+    else:
+        lines.append("        yield from predictions")
+    return lines + ["", ""]

@@ -30,8 +30,14 @@ from migrate.codemod.rules._equivalents import (
     optimizer_call,
     schedule_call,
 )
-from migrate.codemod.rules._serving_export import signature_key
 from migrate.codemod.rules._tfm403_analysis import Decline
+from migrate.codemod.rules._tfm403_returns import (
+    given,
+    is_mode_test,
+    metric_inputs,
+    predict_outputs,
+    train_summaries,
+)
 
 MODE_STRINGS = {"TRAIN": "train", "EVAL": "eval", "PREDICT": "infer"}
 MODEL_FN_PARAMS = ("features", "labels", "mode", "params", "config")
@@ -63,6 +69,8 @@ class ModelPlan:
     # tf.summary.scalar/histogram the model_fn wrote in TRAIN mode: (kind, tag code); its TRAIN
     # mode then returns {tag: value} last
     summaries: list[tuple[str, str]] | None = None
+    # the program predicts: whether the PREDICT mode's predictions are a dict (else one tensor)
+    predictions_dict: bool | None = None
 
 
 def _statements(block: cst.BaseSuite):
@@ -75,17 +83,6 @@ def _statements(block: cst.BaseSuite):
                 for inner, _ in _statements(branch.body):
                     yield inner, st
                 branch = branch.orelse if isinstance(branch, cst.If) else None
-
-
-def _is_mode(node: cst.BaseExpression, key: str, qualname) -> bool:
-    return qualname(node) == f"estimator.ModeKeys.{key}"
-
-
-def _is_mode_test(test: cst.BaseExpression, key: str, qualname) -> bool:
-    """``mode == tf.estimator.ModeKeys.<key>`` (either side)."""
-    return (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, cst.Equal)
-            and any(_is_mode(side, key, qualname) for side in (test.left, test.comparisons[0].comparator)))
 
 
 class _ModeStrings(cst.CSTTransformer):
@@ -241,11 +238,11 @@ def _spec_logging_hook(fn, hooks, statements, locals_bound, qualname, removed, t
     if args is None:
         raise Decline(hook, why)
     for key in ("every_n_secs", "at_end", "formatter"):
-        if _given(args.get(key)) and C.code_of(args[key]) != "False":
+        if given(args.get(key)) and C.code_of(args[key]) != "False":
             raise Decline(args[key], f"`LoggingTensorHook({key}=...)`: the migrated loop logs every_n_iter steps"
                           " only", hint="log by steps (every_n_iter), or migrate the hook by hand")
     every = args.get("every_n_iter")
-    if not _given(every):
+    if not given(every):
         raise Decline(hook, "LoggingTensorHook without every_n_iter")
     local = (set(locals_bound) | model_params) & C.names_used(every)
     if local:
@@ -271,9 +268,10 @@ def _spec_logging_hook(fn, hooks, statements, locals_bound, qualname, removed, t
 
 
 def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[str, str] | None = None,
-                  exports: bool = False) -> ModelPlan:
+                  exports: bool = False, predictions: bool = False) -> ModelPlan:
     """``exports``: the job exports SavedModels, so the PREDICT branch stays and
-    returns the outputs its EstimatorSpec exported."""
+    returns the outputs its EstimatorSpec exported; ``predictions``: the program
+    calls predict(), the PREDICT branch returns its predictions (the same, when both)."""
     fn = without_update_deps(fn, qualname)
     params = tuple(p.name.value for p in fn.params.params)
     if fn.params.star_arg not in (cst.MaybeSentinel.DEFAULT, None) or fn.params.star_kwarg or fn.params.kwonly_params:
@@ -282,7 +280,7 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
     if unknown:
         raise Decline(fn, f"model_fn parameter `{unknown[0]}` is none of Estimator's"
                       " (features, labels, mode, params, config)")
-    if "config" in params:
+    if "config" in params and "config" in C.names_used(fn.body):
         raise Decline(fn, "the model_fn reads the RunConfig (`config`), which the migrated job no longer has",
                       hint="read what it needs from the job's flags or the cluster resolver")
     statements = list(_statements(fn.body))
@@ -389,12 +387,13 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
                 is_schedule(qualname(c.func)) for c in C.calls_in(st)):
             raise Decline(st, "a learning-rate statement reads the global step outside a tf.train schedule")
 
-    summaries = _train_summaries(statements, qualname, removed)
+    summaries = train_summaries(statements, qualname, removed)
 
     # returns
     log_every = None
     dropped_predict = False
     predict_signatures = None
+    predictions_dict = None
     metrics: dict[str, str] = {}  # eval_metric_ops key (code) -> the Keras metric made for it
     for st, parent in statements:
         if not isinstance(st, cst.SimpleStatementLine):
@@ -409,9 +408,9 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
             for key, value in args.items():
                 if key in _SPEC_DROPPED or key == "loss":
                     continue
-                if key == "eval_metric_ops" and "loss" in args and not _given(args.get("train_op")):
+                if key == "eval_metric_ops" and "loss" in args and not given(args.get("train_op")):
                     continue  # the evaluation's metrics: below
-                if key == "training_hooks" and "loss" in args and _given(args.get("train_op")):
+                if key == "training_hooks" and "loss" in args and given(args.get("train_op")):
                     continue  # a logging hook: below
                 empty = isinstance(value, cst.Name) and value.value == "None"
                 if not empty:
@@ -424,12 +423,12 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
             if "loss" in args:
                 value = args["loss"]
                 hooks = args.get("training_hooks")
-                spec_hook = _given(hooks) and not (isinstance(hooks, (cst.List, cst.Tuple)) and not hooks.elements)
+                spec_hook = given(hooks) and not (isinstance(hooks, (cst.List, cst.Tuple)) and not hooks.elements)
                 if spec_hook and logged:
                     raise Decline(hooks, "logging hooks both in the TrainSpec and in the EstimatorSpec")
-                if (logged or spec_hook or summaries) and _given(args.get("train_op")):
+                if (logged or spec_hook or summaries) and given(args.get("train_op")):
                     # the TRAIN mode's return: the loss, the tensors the loop logs, the summaries' values
-                    if not (parent is not None and _is_mode_test(parent.test, "TRAIN", qualname)
+                    if not (parent is not None and is_mode_test(parent.test, "TRAIN", qualname)
                             and any(inner is st for inner in C.body_of(parent.body))):
                         raise Decline(ret, "the model_fn's TRAIN return is not in an `if mode == TRAIN:` branch of"
                                       " its own, where the step can take the tensors LoggingTensorHook logs"
@@ -449,18 +448,34 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
                         returned.append(cst.Element(cst.Dict([cst.DictElement(tag, tensor)
                                                               for _, _, tag, tensor in summaries])))
                     value = cst.Tuple(returned, lpar=[], rpar=[])
-                elif _given(args.get("eval_metric_ops")):
-                    inputs = _metric_inputs(args["eval_metric_ops"], locals_bound, qualname, removed, metrics)
+                elif given(args.get("eval_metric_ops")):
+                    inputs = metric_inputs(args["eval_metric_ops"], locals_bound, qualname, removed, metrics)
                     value = cst.Tuple([cst.Element(value), cst.Element(inputs)], lpar=[], rpar=[])
                 removed[id(ret)] = ret.with_changes(value=value)
                 continue
             # a PREDICT-only branch: `if mode == PREDICT: ... return EstimatorSpec(mode, predictions=...)`
             predict_branch = (parent is not None and isinstance(st, cst.SimpleStatementLine)
-                              and parent.orelse is None and _is_mode_test(parent.test, "PREDICT", qualname))
-            if predict_branch and exports:
-                if predict_signatures is not None:
+                              and parent.orelse is None and is_mode_test(parent.test, "PREDICT", qualname))
+            if predict_branch and (exports or predictions):
+                if predict_signatures is not None or predictions_dict is not None:
                     raise Decline(ret, "the model_fn returns from its PREDICT mode in more than one place")
-                value, predict_signatures = _predict_outputs(args, spec, locals_bound, statements, qualname, removed)
+                value = None
+                if exports:
+                    value, predict_signatures = predict_outputs(args, spec, locals_bound, statements, qualname,
+                                                                 removed)
+                if predictions:
+                    predicted = args.get("predictions")
+                    if not given(predicted):
+                        raise Decline(spec, "the program predicts, and the PREDICT EstimatorSpec has no predictions")
+                    if value is not None and C.code_of(value) != C.code_of(predicted):
+                        raise Decline(spec, "the program both predicts and exports, and the PREDICT mode exports"
+                                      " outputs other than its predictions (a dict): one PREDICT mode cannot"
+                                      " return both", hint="export the predictions, or migrate by hand")
+                    value = predicted
+                    target = predicted
+                    if isinstance(predicted, cst.Name) and len(locals_bound.get(predicted.value, [])) == 1:
+                        target = C.assignment(locals_bound[predicted.value][0])[1]
+                    predictions_dict = isinstance(target, cst.Dict)
                 removed[id(ret)] = ret.with_changes(value=value)
                 continue
             if predict_branch and predicts is False:
@@ -493,125 +508,15 @@ def plan_model_fn(fn: cst.FunctionDef, qualname, predicts: bool, logged: dict[st
         if isinstance(node, cst.Call) and qualname(node.func) in ("Variable", "train.get_or_create_global_step"):
             raise Decline(node, "the model_fn creates a tf.Variable, which a model called at every step would"
                           " create again", hint="create it with tf.compat.v1.get_variable")
+    if predictions and predictions_dict is None:
+        raise Decline(fn, "the program predicts, but the model_fn has no `if mode == PREDICT:` branch returning an"
+                      " EstimatorSpec of predictions", hint="migrate the prediction by hand")
     if exports and predict_signatures is None:
         raise Decline(fn, "the job exports SavedModels, but the model_fn has no `if mode == PREDICT:` branch"
                       " returning an EstimatorSpec of predictions", hint="export by hand with tf.saved_model.save")
     return ModelPlan(new_fn, params, optimizer, hoisted, is_keras, dropped_predict, metrics, log_every,
-                     predict_signatures, [(kind, C.code_of(tag)) for _, kind, tag, _ in summaries] or None)
-
-
-_SUMMARIES = {"summary.scalar": ("scalar", ("name", "tensor", "collections", "family")),
-              "summary.histogram": ("histogram", ("name", "values", "collections", "family"))}
-
-
-def _train_summaries(statements, qualname, removed) -> list:
-    """``tf.summary.scalar("accuracy", value)`` / ``histogram`` statements the model_fn
-    runs in TRAIN mode (its own statements, or its ``if mode == TRAIN:`` branch's):
-    (statement, kind, tag, value) each; the statements go (the loop writes them from
-    the values the TRAIN mode returns, every save_summary_steps, as the Estimator's
-    summary hook did). Their tags are TF1's: no name scope around them."""
-    found = []
-    for st, parent in statements:
-        call = C.single_expr(st) if isinstance(st, cst.SimpleStatementLine) else None
-        q = qualname(call.func) if isinstance(call, cst.Call) else None
-        if q not in _SUMMARIES:
-            continue
-        if parent is not None and not (_is_mode_test(parent.test, "TRAIN", qualname)
-                                       and any(inner is st for inner in C.body_of(parent.body))):
-            raise Decline(st, "a summary the model_fn writes outside its TRAIN mode (the Estimator's evaluation"
-                          " wrote only eval_metric_ops)", hint="move it to the TRAIN branch, or drop it")
-        kind, names = _SUMMARIES[q]
-        args, why = bind_args(call, names)
-        if args is None:
-            raise Decline(call, why)
-        if any(_given(args.get(key)) for key in ("collections", "family")):
-            raise Decline(call, "a summary with collections or a family (its tag then differs)")
-        tag, value = args.get("name"), args.get(names[1])
-        if not isinstance(tag, cst.SimpleString) or value is None:
-            raise Decline(call, "a summary whose tag is not a string literal")
-        if tag.evaluated_value == "loss":
-            raise Decline(call, "a summary tagged \"loss\", the tag of the Estimator's own loss summary, which the"
-                          " migrated loop writes (TF1 tagged this one loss_1)", hint="drop it, or rename its tag")
-        if any(C.code_of(tag) == C.code_of(other) for _, _, other, _ in found):
-            raise Decline(call, f"two summaries tagged {C.code_of(tag)} (TF1 renamed the second)")
-        for inner in C.calls_in(value):
-            if (qualname(inner.func) or "").startswith("metrics."):
-                raise Decline(call, "the summary writes a tf.metrics value, a running aggregate of the TRAIN"
-                              " batches with no counterpart in the migrated step",
-                              hint="write the batch's value instead, or a tf.keras.metrics object from the loop")
-        removed[id(st)] = None
-        found.append((st, kind, tag, value))
-    return found
-
-
-def _predict_outputs(args, spec, locals_bound, statements, qualname, removed) -> tuple[cst.BaseExpression, list[str]]:
-    """The PREDICT EstimatorSpec -> (what the PREDICT mode returns: the outputs
-    its export signatures served, as a dict; the signature keys). The Estimator
-    exported ``export_outputs`` (``{"serving_default": PredictOutput(predictions)}``
-    when none), a single one also as the ``serving_default``."""
-
-    def bound_once(node, what):
-        if not isinstance(node, cst.Name):
-            return node
-        binders = locals_bound.get(node.value, [])
-        if len(binders) != 1 or C.assignment(binders[0])[0] != [node.value]:
-            raise Decline(node, f"`{node.value}` ({what}) is not bound once in the model_fn")
-        return binders[0]
-
-    def resolved(node, what):
-        binder = bound_once(node, what)
-        if binder is node:
-            return node
-        others = [st for st, _ in statements if st is not binder and node.value in C.names_used(st)
-                  and not any(isinstance(n, cst.Return) for n in C.walk(st))]
-        if others:
-            raise Decline(others[0], f"`{node.value}` ({what}) is also read here")
-        removed[id(binder)] = None
-        return C.assignment(binder)[1]
-
-    outputs_by_key: list[tuple[str, cst.BaseExpression]] = []
-    export_outputs = args.get("export_outputs")
-    if _given(export_outputs):
-        found = resolved(export_outputs, "export_outputs")
-        if not isinstance(found, cst.Dict) or not all(isinstance(el, cst.DictElement) for el in found.elements):
-            raise Decline(export_outputs, "export_outputs is not a dict written in the model_fn")
-        for el in found.elements:
-            key = signature_key(el.key)
-            if key is None:
-                raise Decline(el.key, "an export_outputs key that is neither a string literal nor a"
-                              " signature_constants name")
-            output = resolved(el.value, "an export output")
-            q = qualname(output.func) if isinstance(output, cst.Call) else None
-            if q != "estimator.export.PredictOutput":
-                raise Decline(el.value, f"export_outputs[{key!r}] is no PredictOutput: tf.saved_model.save writes"
-                              " Predict signatures only (classification and regression signatures have no TF2"
-                              " counterpart)", hint="export a Predict signature, or export by hand")
-            bound, why = bind_args(output, ("outputs",))
-            if bound is None or "outputs" not in bound:
-                raise Decline(output, why or "a PredictOutput without outputs")
-            outputs_by_key.append((key, bound["outputs"]))
-    else:
-        if not _given(args.get("predictions")):
-            raise Decline(spec, "the PREDICT EstimatorSpec has neither predictions nor export_outputs to export")
-        outputs_by_key.append(("serving_default", args["predictions"]))
-    if len({C.code_of(value) for _, value in outputs_by_key}) > 1:
-        raise Decline(export_outputs, "export_outputs with different outputs per signature: the migration exports"
-                      " one serving function", hint="export the other signatures by hand")
-    keys = [key for key, _ in outputs_by_key]
-    if "serving_default" not in keys:
-        if len(keys) > 1:
-            raise Decline(export_outputs, "several export_outputs and none the serving_default (the Estimator"
-                          " refused to export them)")
-        keys.append("serving_default")
-    outputs = outputs_by_key[0][1]
-    target = outputs
-    if isinstance(outputs, cst.Name):
-        binder = bound_once(outputs, "the exported outputs")
-        target = C.assignment(binder)[1] if binder is not outputs else outputs
-    if not isinstance(target, cst.Dict):
-        # PredictOutput of a single tensor: its output key is "output"
-        outputs = cst.Dict([cst.DictElement(cst.SimpleString('"output"'), outputs)])
-    return outputs, keys
+                     predict_signatures, [(kind, C.code_of(tag)) for _, kind, tag, _ in summaries] or None,
+                     predictions_dict)
 
 
 def _merge_equal_returns(fn: cst.FunctionDef) -> cst.FunctionDef:
@@ -629,71 +534,3 @@ def _merge_equal_returns(fn: cst.FunctionDef) -> cst.FunctionDef:
             continue
         out.append(st)
     return fn.with_changes(body=fn.body.with_changes(body=out))
-
-
-def _given(value: cst.BaseExpression | None) -> bool:
-    return value is not None and not (isinstance(value, cst.Name) and value.value == "None")
-
-
-# tf.metrics.X -> (Keras metric, TF1 parameters passed to update_state in order, and its keyword for
-# weights). Both compute the same running value: accuracy = mean(labels == predictions), mean = mean(values).
-TF1_METRICS = {
-    "metrics.accuracy": ("tf.keras.metrics.Accuracy()", ("labels", "predictions"), "weights"),
-    "metrics.mean": ("tf.keras.metrics.Mean()", ("values",), "weights"),
-}
-_METRIC_PARAMS = {
-    "metrics.accuracy": ("labels", "predictions", "weights", "metrics_collections", "updates_collections", "name"),
-    "metrics.mean": ("values", "weights", "metrics_collections", "updates_collections", "name"),
-}
-
-
-def _metric_inputs(ops: cst.BaseExpression, locals_bound, qualname, removed, metrics: dict[str, str]):
-    """``{"accuracy": tf.metrics.accuracy(labels=labels, predictions=classes)}`` ->
-    ``{"accuracy": (labels, classes)}``, the arguments of the Keras metric's
-    ``update_state`` (``metrics`` gets ``"accuracy" -> tf.keras.metrics.Accuracy()``).
-    A dict bound to a name in the model_fn is rewritten where it is bound."""
-    binding = None
-    if isinstance(ops, cst.Name):
-        binders = locals_bound.get(ops.value, [])
-        if len(binders) != 1 or C.assignment(binders[0])[0] != [ops.value]:
-            raise Decline(ops, f"`{ops.value}` (eval_metric_ops) is not bound once in the model_fn")
-        binding = binders[0]
-        ops = C.assignment(binding)[1]
-    if not isinstance(ops, cst.Dict):
-        raise Decline(ops, "eval_metric_ops is not a dict written in the model_fn")
-    elements = []
-    for el in ops.elements:
-        if not isinstance(el, cst.DictElement) or not isinstance(el.key, cst.SimpleString):
-            raise Decline(ops, "eval_metric_ops with keys that are not string literals")
-        call = el.value
-        if isinstance(call, cst.Name):  # `accuracy = tf.metrics.accuracy(...)`, then {"accuracy": accuracy}
-            binders = locals_bound.get(call.value, [])
-            if (len(binders) == 1 and C.assignment(binders[0])[0] == [call.value]
-                    and isinstance(C.assignment(binders[0])[1], cst.Call)
-                    and qualname(C.assignment(binders[0])[1].func) in TF1_METRICS):
-                removed[id(binders[0])] = None
-                call = C.assignment(binders[0])[1]
-        q = qualname(call.func) if isinstance(call, cst.Call) else None
-        if q not in TF1_METRICS:
-            raise Decline(el.value, f"eval_metric_ops[{C.code_of(el.key)}] is no tf.metrics function with a Keras"
-                          " metric computing the same value (accuracy, mean)",
-                          hint="compute it with a tf.keras.metrics object in the evaluation")
-        keras, params, weights = TF1_METRICS[q]
-        bound, why = bind_args(call, _METRIC_PARAMS[q])
-        if bound is None:
-            raise Decline(call, why)
-        if any(_given(bound.get(k)) for k in ("metrics_collections", "updates_collections")):
-            raise Decline(call, "metrics collections are not carried")
-        if any(p not in bound for p in params):
-            raise Decline(call, f"tf.{q} without {', '.join(p for p in params if p not in bound)}")
-        inputs = [bound[p] for p in params] + ([bound[weights]] if _given(bound.get(weights)) else [])
-        metrics[el.key.value] = keras
-        elements.append(el.with_changes(value=cst.Tuple(
-            [cst.Element(v, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-             for v in inputs[:-1]] + [cst.Element(inputs[-1], comma=cst.Comma() if len(inputs) == 1
-                                                else cst.MaybeSentinel.DEFAULT)])))
-    new = ops.with_changes(elements=elements)
-    if binding is None:
-        return new
-    removed[id(binding)] = binding.deep_replace(ops, new)
-    return cst.Name(C.assignment(binding)[0][0])

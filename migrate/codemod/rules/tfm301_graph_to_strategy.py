@@ -30,6 +30,7 @@ from migrate.codemod.rules import (
     _collection_reads,
     _dataflow,
     _device_modes,
+    _export_helpers,
     _flag_choice,
     _foreign_placement,
     _moving_average,
@@ -42,6 +43,7 @@ from migrate.codemod.rules import (
     _serving_export,
     _session_helpers,
     _session_helpers_emit,
+    _single_machine,
     _tutorial_mnist,
     _update_barriers,
 )
@@ -71,6 +73,7 @@ from migrate.codemod.rules._graph import (
     plumbing_choice,
 )
 from migrate.codemod.rules._program import (
+    LOCAL,
     MIRRORED,
     MWMS,
     PSS,
@@ -84,6 +87,7 @@ from migrate.codemod.rules._session_loop import (
     hook_list_names,
     unread_hook_lists,
 )
+from migrate.codemod.rules._step_variable import resource_step
 from migrate.codemod.rules._summaries import carry_summaries
 from migrate.codemod.rules._tfm301_loop import (
     _DropGraphModeSwitches,
@@ -312,6 +316,18 @@ class GraphToStrategy(Rule):
     loss the step computes. The restore
     helper is defined in the function that imports TensorFlow where the
     module does not (a launcher's job function).
+    A program's single-machine path beside its distributed one (``if not
+    cluster: ... with tf.Session() as sess:`` running an update the statements
+    just before it build) migrates in a second pass, only where the distributed
+    path did, the same way with no strategy: variables made where the graph
+    made them and a plain ``tf.function`` step, as TF2's custom training guide
+    writes it (``_single_machine.py``). An export for serving written in a
+    helper the session is handed to (``export_model(sess, inputs, outputs)``,
+    called once, straight-line) is written out in the call's place and carried
+    over as one written there (``_export_helpers.py``). TensorFlow's
+    ``NanTensorHook`` and ``LoggingTensorHook`` (every_n_iter) given to the
+    session become code of the loop after each train step
+    (``_builtin_hooks.py``).
     Anything the rule cannot map (a placeholder created inside a helper that
     does not return it or has other callers, a train op
     or model built by a helper, fetch dicts, unknown hooks, initializable
@@ -339,6 +355,8 @@ class GraphToStrategy(Rule):
             self._report_foreign_placement(module)
             return module
         self.taken = C.all_names(module)
+        self.taken_before = set(self.taken)
+        self.module_before = module  # its switches of the variable kind included  # (the single-machine pass names its code as the first pass did)
         self.has_resolver = "cluster_resolver" in self.taken
         self.module_in = module  # the tree the session loops are found in
         self.converted = False
@@ -358,7 +376,10 @@ class GraphToStrategy(Rule):
         self.placeholder_makers: list[str] = []
         self.block_original = None
         self.signals_dropped = False  # a block's "done" signals to the ps were dropped
+        self.local_pass = False
         module = transform(module, self)
+        if self.converted and _single_machine.has_local_session(module, self.qualname):
+            module = self._migrate_single_machine(module)
         if self.converted and self.signals_dropped:
             module = _dataflow.drop_unused_functions(module, self._signal_makers)
         if self.converted:
@@ -369,6 +390,33 @@ class GraphToStrategy(Rule):
             self._report_foreign_placement(module)
         self._report_left_as_tf1(module)
         return module
+
+    def report(self, node: cst.CSTNode, message: str, **kw) -> None:
+        # the single-machine path's graph statements stand in a block of no source of its own
+        block = getattr(self, "local_block", None)
+        if block is not None and node is block[0]:
+            node = block[1]
+        super().report(node, message, **kw)
+
+    def _migrate_single_machine(self, module: cst.Module) -> cst.Module:
+        """The program's single-machine training path beside the distributed
+        one it migrated (`if not FLAGS.ps_hosts: ... with tf.Session() as
+        sess:`): migrated the same way with no strategy (_single_machine).
+        A second pass, so that it runs only where the distributed path
+        migrated: a program half TF1 and half TF2 is never handed out."""
+        strategy, self.strategy, self.local_pass = self.strategy, LOCAL, True
+        # its code lies on another path than the distributed code's: the same names read alike
+        self.taken = set(self.taken_before)
+        self.module_in = module
+        # what leave_Module adds or drops is the local pass's own
+        for attribute in ("migrated_setter_helpers", "migrated_mode_helpers", "placeholder_makers",
+                          "moved_placeholders", "inlined_exporters"):
+            self.__dict__[attribute] = []
+        self.restore_helper_code = None
+        try:
+            return transform(module, self)
+        finally:
+            self.strategy, self.local_pass = strategy, False
 
     def _numbers_under_numpy2(self, module: cst.Module) -> cst.Module:
         """Values read with ``.numpy()`` and formatted as numbers by ``%``: as
@@ -422,7 +470,7 @@ class GraphToStrategy(Rule):
             text = "".join(C.code_of(node).split())
             if any(text in code for code in covered):
                 continue
-            if function is not None and self.declined_blocks:
+            if function is not None and self.declined_blocks and not why.startswith("single-machine"):
                 # (the function's code only when a block was declined: it can be the whole script)
                 scope = "".join(C.code_of(function).split())
                 if any(block in scope for block in self.declined_blocks):
@@ -430,7 +478,10 @@ class GraphToStrategy(Rule):
             hint = ("build the graph in a `with tf.device(tf.train.replica_device_setter(...)):` block of the"
                     " function that runs its session loop (or migrate to"
                     f" {STRATEGY_CLASS[self.strategy]} by hand), then migrate again")
-            if why.startswith("single-machine"):
+            if why.startswith("single-machine") and not self.converted:
+                hint = ("bring the distributed training to a shape TFM301 migrates (its diagnostics say how), then"
+                        " migrate again: this path migrates with it")
+            elif why.startswith("single-machine"):
                 hint = ("write its training as a tf.function step (GradientTape + apply_gradients) called in the"
                         " Python loop, by hand (TF2's custom training guide), or train this path through the"
                         " distributed code on a cluster of one worker, then migrate again")
@@ -550,10 +601,14 @@ class GraphToStrategy(Rule):
                 trained = self._local_training(function)
                 if trained is None:
                     return None
-                return (f"single-machine TF1 training session `{C.code_of(call.func)}()` left as TF1 (it runs"
-                        f" `{trained}`, an optimizer's update built without a device setter): TFM301 migrates"
-                        " between-graph replicated training (a device-setter block and the session loop running"
-                        " its train op); this one trains on this process alone")
+                head = (f"single-machine TF1 training session `{C.code_of(call.func)}()` left as TF1 (it runs"
+                        f" `{trained}`, an optimizer's update built without a device setter, on this process alone)")
+                if not self.converted:
+                    return (f"{head}: TFM301 migrates a single-machine path together with the program's distributed"
+                            " training, which stays TF1 here (its diagnostics say why)")
+                return (f"{head}: TFM301 migrates a local `tf.Session()` (no target) running an update that the"
+                        " statements just before it in the same block build, and the session's code as it does a"
+                        " distributed one's; the reasons reported on this training say what stops it")
         elif q not in SESSION_CLASSES | {"train.Supervisor"}:
             return None
         kind = C.code_of(call.func)
@@ -711,7 +766,10 @@ class GraphToStrategy(Rule):
             updated = self._rewrite_mode_helpers(updated)
         if getattr(self, "placeholder_makers", None):  # their only calls now make the placeholders
             updated = C.drop_unreferenced(updated, self.placeholder_makers)
-        if getattr(self, "restore_helper_code", None):
+        if getattr(self, "inlined_exporters", None):  # their only calls now export in the training's place
+            updated = C.drop_unreferenced(updated, self.inlined_exporters)
+        if getattr(self, "restore_helper_code", None) and (
+                self.restore_helper not in _dataflow.bound_names(updated.body)):
             updated = self._add_restore_helper(updated)
         if getattr(self, "serving_exported", False):  # the session bundle's import goes with its last use
             updated = _serving_export.without_bundle_imports(updated)
@@ -821,6 +879,8 @@ class GraphToStrategy(Rule):
     def _rewrite_body(self, body):
         self.setter_helper = None
         self.device_modes = None
+        if self.local_pass:
+            return self._rewrite_single_machine(body)
         found = self._device_block(body)
         if found is None:
             return self._rewrite_hand_placed(body)
@@ -833,6 +893,38 @@ class GraphToStrategy(Rule):
         if out is body:
             # declined (and reported): a SyncReplicasOptimizer in it needs no report of its own
             self.declined_blocks.append("".join(C.code_of(body[found[0]]).split()))
+        return out
+
+    def _rewrite_single_machine(self, body):
+        """A block training on this machine alone: its graph statements
+        migrated as a device-setter block would be, with no strategy."""
+        found = _single_machine.find(body, self.qualname)
+        if found is None:
+            return body
+        dropped, implicit = _single_machine.default_session_runs(body, found, self.qualname)
+        if implicit is not None:
+            self.report(implicit, f"single-machine training not migrated: `{C.code_of(implicit)}` runs a graph value"
+                        " through the default session (an InteractiveSession's), not through the session by name;"
+                        " no step or evaluation function stands for it in TF2; this training was left as TF1",
+                        hint="run it through the session (`sess.run(...)`), then migrate again",
+                        reference=REFERENCE[LOCAL], fixed=False)
+            self.declined_blocks.append("".join(C.code_of(body[found.session]).split()))
+            return body
+        graph_block = _single_machine.block(body, found)
+        self.local_block = (graph_block, body[found.start])
+        # an initializer run through the default session (`init.run()`): TF2 variables start initialized
+        merged = [*body[:found.start], graph_block, *_single_machine.without(body[found.end:], dropped)]
+        reported = len(self.ctx.reports)
+        out = self._rewrite_device_block(merged, (found.start, None))
+        if out is merged:
+            self.declined_blocks.append("".join(C.code_of(graph_block).split()))
+            return body
+        self.report(body[found.session], f"single-machine training (the session running `{found.train_op}` on this"
+                    " process alone, beside the distributed path) now runs eagerly as TF2's custom training guide"
+                    " writes it: the variables made where the graph made them, no strategy, a tf.function step"
+                    " (GradientTape + apply_gradients) called where the session ran the train op", fixed=True,
+                    severity="info", reference=REFERENCE[LOCAL])
+        self.ctx.reports.insert(reported, self.ctx.reports.pop())  # said first: what the rest is about
         return out
 
     def _rewrite_hand_placed(self, body):
@@ -998,6 +1090,12 @@ class GraphToStrategy(Rule):
             else:
                 kept.append(statement)
         after = kept
+        # an export for serving the session is handed to (`export_model(sess, ...)`): written out here
+        functions = getattr(self, "functions_in", None)
+        exporters = _export_helpers.inline(after, self.ctx.module, self.qualname,
+                                           C.names_used(functions[-1] if functions else self.module_in))
+        if exporters is not None:
+            after, exporters = exporters
         session = _SessionRegion(self, graph, body)
         session.scan(after, graph_part=inner, hand_savers=True)
         if session.saver_declines:
@@ -1038,11 +1136,12 @@ class GraphToStrategy(Rule):
                         " (for step in range(...)) or stop it at a global step if the job should end by itself",
                         reference=REFERENCE[self.strategy], fixed=True, severity="warning")
         # a helper choosing the mode hands back the resolver in place of its server's target (_device_modes)
-        if modes is None and self._report_server_not_carried(device_with):
+        # (one machine: no strategy, so no server or resolver to carry)
+        if modes is None and self.strategy != LOCAL and self._report_server_not_carried(device_with):
             del self.ctx.reports[reported:]
             self._report_server_not_carried(device_with, report=True)
             return body
-        if modes is None and self._report_resolver_out_of_reach(device_with):
+        if modes is None and self.strategy != LOCAL and self._report_resolver_out_of_reach(device_with):
             del self.ctx.reports[reported:]
             self._report_resolver_out_of_reach(device_with, report=True)
             return body
@@ -1134,11 +1233,13 @@ class GraphToStrategy(Rule):
             self.helper_rewrites = {**self.helper_rewrites, **helper_moves}
         self.__dict__.setdefault("moved_placeholders", []).extend(st for _, st, k in outer if k is None)
         self.__dict__.setdefault("placeholder_makers", []).extend(placeholder_makers or ())
+        self.__dict__.setdefault("inlined_exporters", []).extend(exporters or ())
         if moved_here:  # their comments stay where they were
             before = _outer_placeholders.without(before, {id(body[k]) for k in moved_here}, out)
         self.signals_dropped = self.signals_dropped or bool(signals)
-        self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
-                                         [*session_inside, *body[i + 1:]])
+        if self.strategy != LOCAL:
+            self._report_cluster_from_caller(device_with, body[setter_index] if setter_index is not None else None,
+                                             [*session_inside, *body[i + 1:]])
         return before + out
 
     def _plan_serving_exports(self, graph: Graph, session, inner, after, reported: int) -> bool:
@@ -2318,8 +2419,9 @@ class GraphToStrategy(Rule):
         self.strategy_name = self._fresh("strategy")
         self.strategy_names = getattr(self, "strategy_names", set()) | {self.strategy_name}
         self.resolver_code = resolver
-        out += self._create_strategy(device_with, graph, resolver)
-        out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
+        if self.strategy != LOCAL:
+            out += self._create_strategy(device_with, graph, resolver)
+            out[0] = out[0].with_changes(leading_lines=device_with.leading_lines)
 
         self.template = None
         self.creates_plain_variables = False  # set by _wants_template
@@ -2342,7 +2444,8 @@ class GraphToStrategy(Rule):
                 # the program's own counter keeps the name TF1 saved it under
                 named = C.arg(value, None, "name")
                 kept = isinstance(named, cst.SimpleString) and named.evaluated_value != "global_step"
-                st = global_step_statement(graph.global_step, st, C.code_of(named) if kept else '"global_step"')
+                st = global_step_statement(graph.global_step, st, C.code_of(named) if kept else '"global_step"',
+                                           replicated=self.strategy != LOCAL)
             elif len(names) == 1 and names[0] in self.schedule_code and value is graph.schedules.get(names[0]):
                 # TF1's schedule of the global step; the Keras optimizer calls it with
                 # its iterations, which advance once per applied step as that step did
@@ -2355,7 +2458,7 @@ class GraphToStrategy(Rule):
         self.made_global_step = graph.global_step is None  # a TF1 checkpoint has no value for it
         if graph.global_step is None:
             graph.global_step = self._fresh("global_step")
-            scope_body.append(global_step_statement(graph.global_step))
+            scope_body.append(global_step_statement(graph.global_step, replicated=self.strategy != LOCAL))
         if graph.optimizer is None:
             graph.optimizer = self._fresh("optimizer")
         self.schedule_reads = {n: read.format(optimizer=graph.optimizer) for n, read in self.schedule_reads.items()}
@@ -2409,20 +2512,26 @@ class GraphToStrategy(Rule):
                 builder = f"{self.recorder}({self.model_fn})"
             else:
                 builder = f'tf.compat.v1.make_template("model", {self.model_fn})'
+            where = "" if self.strategy == LOCAL else ", under the strategy"
             if self.traced_build:
-                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did: traced,\n"
+                build = (f"# Build the model's variables once{where}, as the TF1 graph did: traced,\n"
                          f"# so that the terms the model adds to its collections stay in this build's graph.\n"
                          f"tf.function({self.template})({', '.join(dummies)})\n")
             else:
-                build = (f"# Build the model's variables once, under the strategy, as the TF1 graph did.\n"
+                build = (f"# Build the model's variables once{where}, as the TF1 graph did.\n"
                          f"{self.template}({', '.join(dummies)})\n")
             scope_body += C.stmts(f"{self.template} = {builder}\n" + build)
-        scope = device_with.with_changes(
-            items=[cst.WithItem(C.expr(f"{self.strategy_name}.scope()"))],
-            body=C.indented(scope_body, device_with.body),
-            leading_lines=[cst.EmptyLine(indent=False)] if self.template is not None else [],
-        )
-        out.append(scope)
+        if self.strategy == LOCAL:
+            # one machine: the variables are made where the graph made them
+            scope_body[0] = scope_body[0].with_changes(leading_lines=[
+                *device_with.leading_lines, *C.strip_blank_lines(scope_body[0].leading_lines)])
+            out += scope_body
+        else:
+            out.append(device_with.with_changes(
+                items=[cst.WithItem(C.expr(f"{self.strategy_name}.scope()"))],
+                body=C.indented(scope_body, device_with.body),
+                leading_lines=[cst.EmptyLine(indent=False)] if self.template is not None else [],
+            ))
         # the step counter `minimize` advanced is a tf.Variable too, never a trained one
         trained = [v for v in graph.variables if v != graph.global_step]
         if graph.var_list is None and not trained and self.template is None:
@@ -2438,7 +2547,8 @@ class GraphToStrategy(Rule):
         self.trainable_name = self._fresh("trainable_variables")
         out.append(C.stmt(f"{self.trainable_name} = {variables}\n"))
         if getattr(self, "moving_average", None) is not None:
-            out += _moving_average.created(self.moving_average, self.strategy_name, self.trainable_name)
+            out += _moving_average.created(self.moving_average, self.strategy_name if self.strategy != LOCAL else None,
+                                           self.trainable_name)
             self.report(self.moving_average.made, _moving_average.note(self.moving_average), fixed=True,
                         severity="info", reference=REFERENCE[strategy])
 
@@ -2718,6 +2828,11 @@ class GraphToStrategy(Rule):
     def _replica_state_fetches(self, fetch: _Fetch, graph: Graph) -> list[str]:
         """The fetched variables and schedules the replica function reads
         before the step's update (see `_state_read`)."""
+        if self.strategy == LOCAL:
+            # in the fetching process a reference variable (TF 1.x's default) was fetched after the
+            # step's update, a resource variable before it (_step_variable)
+            return [n for n in fetch.values if n in self.schedule_reads or (
+                (n == graph.global_step or n in graph.variables) and resource_step(self.module_before, self.qualname, n))]
         return [n for n in fetch.values
                 if n == graph.global_step or n in graph.variables or n in self.schedule_reads]
 
@@ -2743,7 +2858,7 @@ class GraphToStrategy(Rule):
                   step_name, run_name, tape, grads, loss_code):
         scale = ""
         loss_for_grad = loss_code
-        if self.strategy != PSS:
+        if self.strategy not in (PSS, LOCAL):
             scaled = self._fresh("scaled_loss")
             averaged_by = "average_gradients" if self.strategy == MIRRORED else "SyncReplicasOptimizer"
             scale = (
@@ -2775,6 +2890,9 @@ class GraphToStrategy(Rule):
         replica = replica.with_changes(body=replica.body.with_changes(body=body))
         args = C.tuple_code(params)
         schedule_name = session.schedule_names.get(run_name)
+        if self.strategy == LOCAL:
+            # one machine: the step is the replica's computation itself (TF2's custom training guide)
+            replica = replica.with_changes(name=cst.Name(step_name))
         outer_code, run, schedule = self._step_code(step_name, run_name, schedule_name, params, args, fetch, graph)
         if schedule is not None:
             head, _, rest = schedule.partition("\n")
@@ -2786,9 +2904,12 @@ class GraphToStrategy(Rule):
                     step_name, list(params), self._feed_code(graph, params), _results_code(run, step_name, params))
             head, _, rest = run.partition("\n")
             run = head + "\n" + self._feed_code(graph, params) + rest
-        outer = C.stmt(outer_code)
-        outer = outer.with_changes(body=outer.body.with_changes(body=[replica, *outer.body.body]),
-                                   decorators=[cst.Decorator(C.expr("tf.function"))],
+        if self.strategy == LOCAL:
+            outer = replica
+        else:
+            outer = C.stmt(outer_code)
+            outer = outer.with_changes(body=outer.body.with_changes(body=[replica, *outer.body.body]))
+        outer = outer.with_changes(decorators=[cst.Decorator(C.expr("tf.function"))],
                                    leading_lines=[cst.EmptyLine(indent=False)])
         if session.save_steps is not None and session.saves:
             run += (
@@ -2855,6 +2976,12 @@ class GraphToStrategy(Rule):
                 f"                raise\n"
             )
             return outer_code, run, schedule
+        if self.strategy == LOCAL:
+            run = (
+                f"def {run_name}({', '.join(params)}):\n"
+                f"    results = tf.nest.map_structure(lambda value: value.numpy(), {step_name}({', '.join(params)}))\n"
+            )
+            return None, run, None
         outer_code = (
             f"def {step_name}({', '.join(params)}):\n"
             f"    return {self.strategy_name}.run({step_name}_replica, args={args})\n"

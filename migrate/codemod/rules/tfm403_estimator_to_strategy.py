@@ -3,13 +3,17 @@
 analysis
     _tfm403_analysis.py (the statement that trains, the Estimator, RunConfig,
     TrainSpec/EvalSpec, the model_fn and input_fns); _tfm403_origin.py (where a
-    model_fn or input_fn imported from another module is, for the reason)
+    model_fn or input_fn imported from another module is, for the reason);
+    _tfm403_premade.py (the reasons of premade Estimators and Experiment jobs)
 plan
     _tfm403_plan.py (the model_fn as the step calls it, the optimizer and
-    learning-rate statements built once under the strategy)
+    learning-rate statements built once under the strategy); _tfm403_returns.py
+    (what its modes return besides the loss: TRAIN summaries, PREDICT outputs,
+    EVAL metrics)
 emitted code
     _tfm403_emit.py (strategy, step, per-worker dataset, checkpoints, logging,
-    evaluation)
+    evaluation); _tfm403_export.py (SavedModel exports and predict: analysis of
+    the receivers and exporters, and their code)
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.rules import _cst as C
 from migrate.codemod.rules import _tfm403_emit as E
 from migrate.codemod.rules import _tfm403_export as X
+from migrate.codemod.rules._equivalents import bind_args
 from migrate.codemod.rules._tfm403_analysis import (
+    PREDICT_ARGS,
     Decline,
     EstimatorJob,
     Finder,
@@ -118,8 +124,10 @@ class EstimatorToStrategy(Rule):
           ``tf.random.set_seed``; ``log_step_count_steps`` -> the loss logged;
           ``TrainSpec(max_steps)`` -> the loop bound; ``EvalSpec(input_fn, steps,
           start_delay_secs, throttle_secs)`` -> evaluation of the model_fn's EVAL
-          loss (and ``tf.metrics.accuracy``/``mean`` eval_metric_ops as Keras
-          metrics) on the chief after a checkpoint, at that cadence, and at the
+          loss (and ``tf.metrics.accuracy``/``mean``/``root_mean_squared_error``,
+          unweighted ``mean_squared_error``/``mean_absolute_error`` eval_metric_ops
+          as Keras metrics; its results written as summaries in ``<model_dir>/eval``)
+          on the chief after a checkpoint, at that cadence, and at the
           end; a TF_CONFIG ``evaluator`` task evaluates the chief's checkpoints as
           they come; ``est.train(...)`` then ``results = est.evaluate(...)`` ->
           the loop, then ``results = evaluate()``; ``save_summary_steps`` -> the
@@ -134,7 +142,14 @@ class EstimatorToStrategy(Rule):
         - an Estimator chosen in the branches of an if statement (``if flag ==
           "cnn": est = Estimator(model_fn=cnn_fn, params=p) elif ...: ... else:
           sys.exit(1)``) -> each branch binds the model_fn and params it chose,
-          one loop trains it (when the model_fns train alike).
+          one loop trains it (when the model_fns train alike);
+        - ``tf.summary.scalar``/``histogram`` of the model_fn's TRAIN mode -> the
+          TRAIN mode returns their values, the loop writes them every
+          save_summary_steps under the same tags;
+        - ``est.export_savedmodel(dir, serving_input_receiver_fn)`` after the job and
+          ``EvalSpec(exporters=FinalExporter/LatestExporter)`` -> ``tf.saved_model.save``
+          of the model_fn's PREDICT mode on the receiver's inputs (_tfm403_export);
+          ``est.predict(input_fn)`` -> a generator of the PREDICT mode's predictions.
 
     Why:
         Estimator left TensorFlow in 2.16: such jobs do not run on TF 2.21.
@@ -147,13 +162,15 @@ class EstimatorToStrategy(Rule):
 
     Fix safety:
         Only what is carried exactly is migrated (``numpy_input_fn(shuffle=True)``
-        draws another random order, reported); anything else (other hooks, exporters
-        and ``export_savedmodel``, other metrics, summaries in the model_fn, a
-        model_fn reading its RunConfig, queue-based input, a model_fn or input_fn
+        draws another random order, reported); anything else (other hooks, other
+        metrics, summaries outside TRAIN or of tf.metrics values, exports of
+        classification/regression outputs or of receivers computing features of an
+        unknown structure, a model_fn reading its RunConfig, queue-based input, a model_fn or input_fn
         of another module (``model.model_fn`` of ``trainer/model.py``: its rewrite
         would have to happen there, in the same run), the train op built
         otherwise than ``minimize(loss, global_step)``, an Estimator trained in a
-        loop, a premade Estimator among the branches' choices, a model_fn building
+        loop, a premade Estimator (the reason names its numerics and the TF2 port),
+        a tf.contrib.learn Experiment (at its first blocker), a model_fn building
         Keras layers (made anew at every step) or running a tf.layers / tf.contrib
         layer TFM104 left) is reported where it is, and the job is left
         as it was (TFM401 then names the replacements).
@@ -203,6 +220,7 @@ class EstimatorToStrategy(Rule):
             """,
             """
             import tensorflow as tf
+            import os
             import time
             from absl import logging
 
@@ -283,6 +301,13 @@ class EstimatorToStrategy(Rule):
                 results["loss"] = float(tf.reduce_mean(losses))
                 results["global_step"] = int(global_step.numpy())
                 logging.info("Saving dict for global step %d: %s", results["global_step"], results)
+                # the evaluation's summaries, where the Estimator wrote them (<model_dir>/eval)
+                eval_writer = tf.summary.create_file_writer(os.path.join("/tmp/m", "eval"))
+                with eval_writer.as_default(step=results["global_step"]):
+                    for name, value in results.items():
+                        if name != "global_step":
+                            tf.summary.scalar(name, value)
+                eval_writer.close()
                 return results
 
 
@@ -307,6 +332,8 @@ class EstimatorToStrategy(Rule):
                 summary_writer = tf.summary.create_file_writer("/tmp/m") if is_chief else tf.summary.create_noop_writer()
                 step = int(global_step.numpy())
                 next_eval = time.monotonic() + 120
+                # the chief evaluates unless TF_CONFIG names an evaluator task, which then does (as the Estimator's)
+                chief_evaluates = is_chief and "evaluator" not in cluster_resolver.cluster_spec().jobs
                 while step < last_step:
                     if coordinator is not None:
                         loss = coordinator.schedule(train_step, args=(iterator,))
@@ -323,13 +350,14 @@ class EstimatorToStrategy(Rule):
                             coordinator.join()
                         if is_chief:
                             checkpoint_manager.save(checkpoint_number=global_step)
-                        if is_chief and time.monotonic() >= next_eval:
+                        if chief_evaluates and time.monotonic() >= next_eval:
                             evaluate()
                             next_eval = time.monotonic() + 600
                 if coordinator is not None:
                     coordinator.join()
                 if is_chief:
                     checkpoint_manager.save(checkpoint_number=global_step)
+                if chief_evaluates:
                     evaluate()
             """,
             diagnostics=(),
@@ -386,15 +414,18 @@ class EstimatorToStrategy(Rule):
         if job.exporters is not None:
             exports.exporters = export_finder.exporters(job.exporters)
         export_lines = {id(c.line) for c in exports.calls}
+        carried_calls = [c.call.func for c in exports.calls] + [c.func for c in job.predict_calls]
         predicts = any(
             isinstance(n, cst.Attribute) and n.attr.value in _PREDICTS and not any(
-                n is c.call.func for c in exports.calls) for n in C.walk(module))
+                n is func for func in carried_calls) for n in C.walk(module))
         logged = job.logging.tensors if job.logging is not None else None
-        plan = plan_model_fn(job.model_fn, self.qualname, predicts, logged, bool(exports))
+        predictions = bool(job.predict_calls)
+        plan = plan_model_fn(job.model_fn, self.qualname, predicts, logged, bool(exports), predictions)
         plans = {id(job.model_fn): plan}
         for _, fn in job.choices:
             if id(fn) not in plans:
-                plans[id(fn)] = other = plan_model_fn(fn, self.qualname, predicts, logged, bool(exports))
+                plans[id(fn)] = other = plan_model_fn(fn, self.qualname, predicts, logged, bool(exports),
+                                                      predictions)
                 _same_training(plan, other, job, fn)
                 if other.predict_signatures != plan.predict_signatures:
                     raise Decline(job.chosen_in, "the model_fns the if statement chooses between export different"
@@ -485,6 +516,7 @@ class EstimatorToStrategy(Rule):
             model_call_args=E.model_call_args(plan.params, params_name),
             train_dataset_fn=f"lambda: {train_input}",
             summaries=plan.summaries,
+            eval_name=get(job.eval_spec, "name"),
             log_tensors_every=(C.code_of(job.logging.every_n_iter) if job.logging is not None
                                else C.code_of(rename(plan.log_every, {"params": params_name}))
                                if plan.log_every is not None else None),
@@ -504,6 +536,13 @@ class EstimatorToStrategy(Rule):
                                                    E.model_call_args(plan.params, params_name))
             settings.evaluation_exports = X.evaluation_exports(exports, names, settings.model_dir or names["model_dir"],
                                                                several)
+        if predictions:
+            settings.serving_code = (settings.serving_code or []) + X.prediction_code(
+                names, E.model_call_args(plan.params, params_name), plan.predictions_dict)
+        predict_calls = {}
+        for call in job.predict_calls:
+            input_fn = bind_args(call, PREDICT_ARGS)[0]["input_fn"]
+            predict_calls[id(call)] = C.expr(f"{names['predict']}({E.input_call(input_fn, functions, 'infer', params_name, decline)})")
         new = E.training_code(settings, names, hoisted, optimizer, plan.metrics)
         # what the exports read in the block (exporters, raw receivers, their placeholders) goes with them
         kept_reads: set[str] = set()
@@ -541,9 +580,12 @@ class EstimatorToStrategy(Rule):
                     return updated
                 return updated.with_changes(body=[cst.Expr(C.expr(X.export_statement(found, names, several)))])
 
+            def leave_Call(self, original, updated):
+                return predict_calls.get(id(original), updated)
+
         body: list[cst.BaseStatement] = []
         for st in statements:
-            if any(id(line) in export_lines for line in C.walk(st) if isinstance(line, cst.SimpleStatementLine)):
+            if any(id(node) in export_lines or id(node) in predict_calls for node in C.walk(st)):
                 body.append(st.visit(_Exported()))
             elif st is job.trains:
                 body += new
@@ -588,6 +630,10 @@ class EstimatorToStrategy(Rule):
                         " serving_input_receiver_fn's inputs (tf.function signatures: "
                         + ", ".join(plan.predict_signatures) + "), with the trained variables, into a new"
                         " directory named by the time under the same export directory", fixed=True,
+                        severity="info", reference=REFERENCE)
+        for call in job.predict_calls:
+            self.report(call, "Estimator.predict -> a generator of the model_fn's PREDICT-mode predictions on the"
+                        " input_fn's features, one example at a time, with the trained variables", fixed=True,
                         severity="info", reference=REFERENCE)
         for exporter in exports.exporters:
             self.report(exporter.node, f"EvalSpec {'FinalExporter' if exporter.kind == 'final' else 'LatestExporter'}"
