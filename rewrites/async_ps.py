@@ -7,18 +7,11 @@ Each task is started like this::
     python async_ps.py --ps_hosts=127.0.0.1:2222 \
         --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --chief_hosts=127.0.0.1:2225 --job_name=chief --task_index=0
 
-Reproducibility: which worker trains which batch depends on thread timing, so
-a *ticket queue* on the ps hands out batch ids 0..N-1 exactly once each (the
-same idea as ``ClusterCoordinator`` closures in TF2). Losses are logged by
-ticket, never by the order a worker happened to run them. With one worker the
-ticket equals the global step and the run is bit-for-bit deterministic.
-
 See README.md in this directory for the concepts and the failure table.
 """
 
 import json
 import os
-import socket
 import time
 
 import numpy as np
@@ -56,17 +49,6 @@ def log_loss(step, loss):
     if os.environ.get("TFMIGRATE_LOSS_LOG"):
         with open(os.environ["TFMIGRATE_LOSS_LOG"], "a") as f:
             f.write(json.dumps({"step": int(step), "task": task, "loss": float(loss)}) + "\n")
-
-
-def wait_for_cluster(hosts, timeout_secs=120):
-    deadline = time.time() + timeout_secs
-    for host, port in (h.rsplit(":", 1) for h in hosts):
-        while time.time() < deadline:
-            try:
-                socket.create_connection((host, int(port)), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
 
 
 def restore_checkpoint(checkpoint, path, variables, optimizer):
@@ -136,13 +118,11 @@ def main(_):
         results = strategy.run(train_step_replica, args=(x, y))
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
-    wait_for_cluster(ps_hosts + [worker_hosts[FLAGS.task_index]])
-    # The ps queue of batch ids (tickets) becomes the coordinator's own:
-    # each id is scheduled once, on whichever worker is free.
+    # Each batch id is scheduled once, on whichever worker is free.
     tickets_iterator = iter(range(FLAGS.steps))
-    # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes
-    # (also from the TF1 job's own checkpoints).
-    # Saved every 600 s (MonitoredTrainingSession's default save_checkpoint_secs), as in TF1, and at the end.
+    # Checkpoints, restored on start so a restarted job resumes
+    # (also from the TF1 job's name-based checkpoints).
+    # Saved every 600 s (MonitoredTrainingSession's default save_checkpoint_secs) and at the end.
     checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, hid_w=hid_w, hid_b=hid_b, out_w=out_w, out_b=out_b)
     checkpoint_manager = (
         tf.train.CheckpointManager(checkpoint, FLAGS.checkpoint_dir, max_to_keep=5) if FLAGS.checkpoint_dir else None)
@@ -171,8 +151,8 @@ def main(_):
         groups = []
         for arguments, captured in pending_steps:
             x, y = arguments
-            # feed_dict converted fed values to the placeholders' dtypes; tensors also
-            # take tf.function's fast path (NumPy arguments cost more than the step)
+            # the inputs as tensors of the step's dtypes, which take tf.function's
+            # fast path (NumPy arguments cost more than the step)
             x, y = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.float32)
             shapes = [value.shape for value in (x, y)]
             if not groups or groups[-1][0] != shapes:

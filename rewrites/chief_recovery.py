@@ -18,8 +18,6 @@ the update is applied at.
 import itertools
 import json
 import os
-import socket
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -70,16 +68,6 @@ def record(step, loss):
         with open(os.environ["TFMIGRATE_LOSS_LOG"], "a") as out:
             name = os.environ.get("TFMIGRATE_TASK", f"{FLAGS.job_name}:{FLAGS.task_index}")
             out.write(json.dumps({"step": int(step), "task": name, "loss": float(loss)}) + "\n")
-
-
-def await_ports(addresses):
-    for address in addresses:
-        host, port = address.split(":")
-        for _ in range(1200):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                if s.connect_ex((host, int(port))) == 0:
-                    break
-            time.sleep(0.1)
 
 
 def restore_checkpoint(checkpoint, path, variables, optimizer):
@@ -161,10 +149,9 @@ def main(_):
     previous = tf.train.latest_checkpoint(FLAGS.checkpoint_dir) if is_chief else None
     if previous:
         print(f"chief restarting from checkpoint {previous}", flush=True)
-    await_ports(cluster.job_tasks("ps") + [cluster.task_address("worker", FLAGS.task_index)])
-    # Checkpoints: what checkpoint_dir did in TF1, restored on start so a restarted job resumes
-    # (also from the TF1 job's own checkpoints).
-    # Saved every FLAGS.save_checkpoint_steps global steps (save_checkpoint_steps), as in TF1, and at the end.
+    # Checkpoints, restored on start so a restarted job resumes
+    # (also from the TF1 job's name-based checkpoints).
+    # Saved every FLAGS.save_checkpoint_steps global steps (save_checkpoint_steps) and at the end.
     checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, model=model)
     checkpoint_manager = (
         tf.train.CheckpointManager(checkpoint, FLAGS.checkpoint_dir, max_to_keep=5) if FLAGS.checkpoint_dir else None)
@@ -194,8 +181,8 @@ def main(_):
         groups = []
         for arguments, captured in pending_steps:
             inputs, targets = arguments
-            # feed_dict converted fed values to the placeholders' dtypes; tensors also
-            # take tf.function's fast path (NumPy arguments cost more than the step)
+            # the inputs as tensors of the step's dtypes, which take tf.function's
+            # fast path (NumPy arguments cost more than the step)
             inputs, targets = tf.convert_to_tensor(inputs, tf.float32), tf.convert_to_tensor(targets, tf.float32)
             shapes = [value.shape for value in (inputs, targets)]
             if not groups or groups[-1][0] != shapes:
@@ -218,8 +205,6 @@ def main(_):
         record(step, loss_value)
 
     while not scheduled_steps >= FLAGS.steps:
-        # With several workers another update may land between this read
-        # and ours: async training has no exact "step of an update".
         step = scheduled_steps
         xs, ys = data_for_step(step)
         pending_steps.append(((xs, ys), (step,)))

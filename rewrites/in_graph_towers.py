@@ -3,16 +3,12 @@
 The shape of ``cifar10_multi_gpu_train.py``: a single Python process builds ONE
 graph in which the model is replicated once per device. Each tower computes
 the loss and gradients of its slice of the batch; the gradients are averaged
-(``average_gradients``) and applied once to the shared variables. There is no
+and applied once to the shared variables. There is no
 cluster, no ps, no chief: this is *in-graph* replication, the opposite of the
 between-graph programs in this directory where every worker builds its own
 graph.
 
     python in_graph_towers.py --num_towers=2 --steps=50
-
-The migration target is ``tf.distribute.MirroredStrategy``; note that its
-``strategy.run`` SUMS per-replica gradients where ``average_gradients`` here
-averages them.
 """
 
 import json
@@ -28,7 +24,6 @@ flags.DEFINE_integer("steps", 50, "Number of training steps.")
 flags.DEFINE_integer("batch_size", 32, "GLOBAL batch size, split across the towers.")
 flags.DEFINE_float("learning_rate", 0.05, "SGD learning rate.")
 
-TOWER_NAME = "tower"
 N_IN, N_HIDDEN = 10, 16
 
 
@@ -62,18 +57,6 @@ def inference(features):
 
 def tower_loss(features, labels):
     return tf.reduce_mean(tf.square(inference(features) - labels))
-
-
-def tower_devices(run_metadata):
-    """{tower name: devices that executed its ops} from a traced step."""
-    ran = {}
-    for dev in run_metadata.step_stats.dev_stats:
-        for node in dev.node_stats:
-            if node.node_name.startswith(TOWER_NAME + "_"):
-                ran.setdefault(node.node_name.split("/")[0], set()).add(
-                    dev.device.rsplit("/", 1)[-1]
-                )
-    return ran
 
 
 def train():
@@ -141,15 +124,7 @@ def train():
     for first_step in range(0, FLAGS.steps, steps_per_call):
         call_steps = min(steps_per_call, FLAGS.steps - first_step)
         for step, step_results in zip(range(first_step, first_step + call_steps), train_steps(iterator, call_steps)):
-            run_metadata = tf.compat.v1.RunMetadata() if step == 0 else None
             loss_value = step_results.numpy()
-            if step == 0:
-                placement = tower_devices(run_metadata)
-                for name in sorted(placement):
-                    print(
-                        "{} ran on {}".format(name, ", ".join(sorted(placement[name]))),
-                        flush=True,
-                    )
             if loss_log:
                 with open(loss_log, "a") as out:
                     out.write(

@@ -11,10 +11,6 @@ started the server, then made worker k (0-based, the chief being a separate
 task) sleep ``(k + 1) * 5`` s "since this usually helps model to converge
 faster" in async training; cluster schedulers that start pods at different
 times do it by accident. Here worker k waits ``k * --startup_delay_secs`` s.
-
-The robust version (``async_ps.py``) sets ``device_filters=["/job:ps",
-"/job:worker/task:<k>"]``, waits for the ports it needs, and gets a "chief ready" signal
-through a queue on the ps instead of polling.
 """
 
 import json
@@ -101,8 +97,6 @@ def main(_):
         return tf.nest.map_structure(
             lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
 
-    # NAIVE: no device_filters, no wait for the cluster's ports, no "chief
-    # ready" signal, the default 30 s recovery wait and 120 s stop grace.
     print(f"{task_name}: creating the training session", flush=True)
     print(f"{task_name}: session ready", flush=True)
     # ParameterServerStrategy trains on whichever worker is free. Each closure costs
@@ -127,8 +121,8 @@ def main(_):
         groups = []
         for arguments, captured in pending_steps:
             x, y_ = arguments
-            # feed_dict converted fed values to the placeholders' dtypes; tensors also
-            # take tf.function's fast path (NumPy arguments cost more than the step)
+            # the inputs as tensors of the step's dtypes, which take tf.function's
+            # fast path (NumPy arguments cost more than the step)
             x, y_ = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y_, tf.float32)
             shapes = [value.shape for value in (x, y_)]
             if not groups or groups[-1][0] != shapes:

@@ -11,9 +11,7 @@ With 2 workers the per-step losses are bit-identical run to run.
 import argparse
 import json
 import os
-import socket
 import sys
-import time
 
 import numpy as np
 import tensorflow as tf
@@ -62,18 +60,6 @@ def append_loss(step, loss, task):
             log.write(json.dumps({"step": int(step), "task": task, "loss": float(loss)}) + "\n")
 
 
-def wait_for_ports(addresses, timeout=120.0):
-    end = time.time() + timeout
-    pending = list(addresses)
-    while pending and time.time() < end:
-        host, port = pending[0].rsplit(":", 1)
-        with socket.socket() as probe:
-            if probe.connect_ex((host, int(port))) == 0:
-                pending.pop(0)
-                continue
-        time.sleep(0.1)
-
-
 def main(argv):
     args = parse_args(argv)
     tf_config = json.loads(os.environ["TF_CONFIG"])
@@ -119,24 +105,28 @@ def main(argv):
         return strategy.run(train_step_replica, args=(x, y))
 
     def run_train_step(x, y):
-        # feed_dict converted fed values to the placeholders' dtypes; tensors also
-        # take tf.function's fast path (NumPy arguments cost more than the step)
-        x, y = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(y, tf.float32)
         results = tf.nest.map_structure(
             lambda value: strategy.experimental_local_results(value)[0].numpy(),
             train_step(x, y))
         return results
 
-    wait_for_ports([address for job in cluster_def.values() for address in job])
+    def train_step_inputs(step):
+        # The inputs of each step from `step` on, made as the training loop made them.
+        while True:
+            inputs, targets = global_batch(step, args.batch_size)
+            shard = slice(task_index * per_worker, (task_index + 1) * per_worker)
+            yield inputs[shard], targets[shard]
+            step += 1
 
-    # local_init_op set this worker's local step to the global step (0).
     step = global_step.numpy()
+    # Each worker makes its own inputs, as the loop did, through a tf.data pipeline.
+    inputs_iterator = iter(tf.data.Dataset.from_generator(
+        train_step_inputs, args=(step,),
+        output_signature=(tf.TensorSpec(None, tf.float32), tf.TensorSpec(None, tf.float32))).prefetch(tf.data.AUTOTUNE))
     while step < args.steps:
-        inputs, targets = global_batch(step, args.batch_size)
-        shard = slice(task_index * per_worker, (task_index + 1) * per_worker)
-        loss_value, next_step = run_train_step(inputs[shard], targets[shard])
+        loss_value, next_step = run_train_step(*next(inputs_iterator))
         append_loss(step, loss_value, task_name)
-        step = next_step  # REMEDY 2
+        step = next_step
     print(f"{task_name} finished {args.steps} steps", flush=True)
     return 0
 

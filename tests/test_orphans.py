@@ -454,3 +454,139 @@ def test_scan_finds_the_comments_and_names_tokenize_does(code):
     assert scanned[0] == tokenized[0] and scanned[0]
     if sys.version_info < (3, 12):  # (3.12 tokenizes an f-string's parts)
         assert re.findall(r"\w+", scanned[1]) == re.findall(r"\w+", tokenized[1])
+
+
+def test_comments_on_names_and_labels_the_migration_removed_go():
+    """A comment naming a variable the migrated code no longer has
+    (``local_init_op``) describes code that is gone; a ``# FIX 2`` label goes
+    once the docstring paragraph defining the labels went (it named the
+    Supervisor); a comment naming what stays is kept."""
+    legacy = dedent(
+        '''
+        """Trains on a Supervisor.
+
+        Fixes applied below, each marked "FIX", because the Supervisor hangs:
+
+        1. a short grace period.
+        """
+        import tensorflow as tf
+        sv = tf.train.Supervisor(is_chief=True)
+        local_init_op = opt.local_step_init_op
+        # local_init_op set this worker's step to the global step.
+        step = read(global_step)
+        # the batch of this step
+        batch = next_batch(step)
+        step = train(batch)  # FIX 2
+        '''
+    )
+    migrated = dedent(
+        '''
+        """Trains on a Supervisor.
+
+        Fixes applied below, each marked "FIX", because the Supervisor hangs:
+
+        1. a short grace period.
+        """
+        import tensorflow as tf
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+        # local_init_op set this worker's step to the global step.
+        step = read(global_step)
+        # the batch of this step
+        batch = next_batch(step)
+        step = train(batch)  # FIX 2
+        '''
+    )
+    tidied = tidy(legacy, migrated)
+    assert "local_init_op" not in tidied and "FIX" not in tidied and "Supervisor" not in tidied
+    assert "# the batch of this step\nbatch = next_batch(step)\nstep = train(batch)\n" in tidied
+    assert tidy(legacy, tidied) == tidied
+
+
+def test_docstring_paragraph_about_a_removed_queue_goes():
+    legacy = dedent(
+        '''
+        """Asynchronous training.
+
+        A ticket queue on the ps hands out each batch id once.
+
+        Run one process per task.
+        """
+        import tensorflow as tf
+        tickets = tf.FIFOQueue(10, tf.int64, shared_name="tickets")
+        ticket = sess.run(tickets.dequeue())
+        '''
+    )
+    migrated = dedent(
+        '''
+        """Asynchronous training.
+
+        A ticket queue on the ps hands out each batch id once.
+
+        Run one process per task.
+        """
+        import tensorflow as tf
+        for ticket in range(10):
+            schedule(ticket)
+        '''
+    )
+    tidied = tidy(legacy, migrated)
+    assert "ticket queue" not in tidied and "Run one process per task." in tidied
+    # a program keeping a queue keeps what it says of queues
+    kept = migrated.replace("import tensorflow as tf\n", "import queue\nimport tensorflow as tf\nwork = queue.Queue()\n")
+    assert "ticket queue" in tidy(legacy, kept)
+
+
+PLACEMENT_REPORT_LEGACY = '''
+import tensorflow as tf
+
+
+def devices(run_metadata):
+    return {d.device for d in run_metadata.step_stats.dev_stats}
+
+
+def main():
+    for step in range(10):
+        run_metadata = tf.RunMetadata() if step == 0 else None
+        _, loss = sess.run([train_op, loss_t], feed_dict=feed(step), run_metadata=run_metadata)
+        if step == 0:
+            ran = devices(run_metadata)
+            for name in sorted(ran):
+                print(name)
+        print(step, loss)
+
+
+main()
+'''
+
+
+def test_a_report_read_from_a_run_metadata_nothing_fills_goes():
+    """The migrated loop calls a tf.function: the RunMetadata stays empty,
+    the placement report reads nothing (and its helper goes with it)."""
+    migrated = PLACEMENT_REPORT_LEGACY.replace(
+        "        _, loss = sess.run([train_op, loss_t], feed_dict=feed(step), run_metadata=run_metadata)\n",
+        "        loss = run_train_step(*feed(step))\n")
+    tidied = tidy(PLACEMENT_REPORT_LEGACY, migrated)
+    assert tidied.lstrip("\n") == dedent(
+        '''
+        import tensorflow as tf
+
+
+        def main():
+            for step in range(10):
+                loss = run_train_step(*feed(step))
+                print(step, loss)
+
+
+        main()
+        ''')
+    assert tidy(PLACEMENT_REPORT_LEGACY, tidied) == tidied
+
+
+def test_a_run_metadata_read_elsewhere_or_still_filled_stays():
+    returned = PLACEMENT_REPORT_LEGACY.replace(
+        "        _, loss = sess.run([train_op, loss_t], feed_dict=feed(step), run_metadata=run_metadata)\n",
+        "        loss = run_train_step(*feed(step))\n").replace("        print(step, loss)\n",
+                                                            "        print(step, loss)\n        if run_metadata is not None:\n            print('traced')\n")
+    assert "def devices" in tidy(PLACEMENT_REPORT_LEGACY, returned)
+    # the legacy program itself (a session still fills it): nothing to do
+    assert tidy(PLACEMENT_REPORT_LEGACY, PLACEMENT_REPORT_LEGACY) == PLACEMENT_REPORT_LEGACY

@@ -331,3 +331,24 @@ def test_towers_loop_runs_steps_per_call_and_logs_each_step_after_it():
     assert "for (_, captured), step_results in zip(steps, train_steps(*stacked)):" in run
     # the last, partial call runs after the loop
     assert out.rstrip().endswith("run_pending_steps()")
+
+
+def test_comments_on_a_global_step_read_go_with_the_read():
+    """The read became a count of the steps scheduled: a comment about how
+    other workers move the global step under it describes a read that is gone;
+    the other comments of the loop stay. The host-fed steps are reported
+    (info), with why no per-worker dataset replaces them."""
+    src = PROGRAM.format(loop=indent(dedent("""
+        while not sess.should_stop():
+            # another worker may update the step between this read and ours
+            step = sess.run(global_step)
+            # the batch of this step
+            batch = batch_for(step)
+            _, value = sess.run([train_op, loss], feed_dict={x: batch})
+    """).strip("\n"), " " * 8), after="", session_args="")
+    result = migrate_source(src)
+    out = result.output
+    assert "step = scheduled_steps" in out and "between this read and ours" not in out
+    assert "# the batch of this step\n" in out
+    info = [d for d in result.diagnostics if d.code == "TFM301" and "create_per_worker_dataset" in d.message]
+    assert len(info) == 1 and info[0].fixed and info[0].severity == "info"

@@ -219,8 +219,8 @@ def test_named_schedule_becomes_a_keras_schedule_of_the_optimizer_iterations():
                 return strategy.run(train_step_replica, args=(x,))
 
             def run_train_step(x):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
+                # the inputs as tensors of the step's dtypes, which take tf.function's
+                # fast path (NumPy arguments cost more than the step)
                 x = tf.convert_to_tensor(x, tf.float32)
                 results = tf.nest.map_structure(
                     lambda value: strategy.experimental_local_results(value)[0].numpy(),
@@ -865,9 +865,9 @@ def test_supervisor_logdir_is_saved_every_600_s_and_at_the_end():
     assert out.startswith("import tensorflow.compat.v1 as tf\nimport time\n")
     assert out[out.index("    checkpoint_dir = "):] == body('''
         checkpoint_dir = "/tmp/train"
-        # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
-        # (also from the TF1 job's own checkpoints).
-        # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
+        # Checkpoints, restored on start so a restarted job resumes
+        # (also from the TF1 job's name-based checkpoints).
+        # Saved every 600 s (Supervisor's default save_model_secs) and at the end.
         checkpoint = tf.train.Checkpoint(global_step=global_step, optimizer=optimizer, w=w)
         checkpoint_manager = (
             tf.train.CheckpointManager(checkpoint, checkpoint_dir, max_to_keep=5) if checkpoint_dir else None)
@@ -961,7 +961,7 @@ def train(cluster, server, steps, directory):
 
 def test_monitored_session_checkpoints_every_600_s_by_default():
     out = migrate(MTS_CHECKPOINTS, select=["TFM301"]).output
-    assert "# Saved every 600 s (MonitoredTrainingSession's default save_checkpoint_secs), as in TF1" in out
+    assert "# Saved every 600 s (MonitoredTrainingSession's default save_checkpoint_secs) and at the end" in out
     loop = out[out.index("    for _ in range(steps):"):]
     assert loop == body('''
         for _ in range(steps):

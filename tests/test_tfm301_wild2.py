@@ -108,8 +108,8 @@ def test_a_stop_hook_held_in_a_name_bounds_the_loop():
                 return strategy.run(train_step_replica, args=(x,))
 
             def run_train_step(x):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
+                # the inputs as tensors of the step's dtypes, which take tf.function's
+                # fast path (NumPy arguments cost more than the step)
                 x = tf.convert_to_tensor(x, tf.float32)
                 results = tf.nest.map_structure(
                     lambda value: strategy.experimental_local_results(value)[0].numpy(),

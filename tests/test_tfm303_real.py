@@ -169,8 +169,8 @@ def run_pending_steps():
     groups = []
     for arguments, captured in pending_steps:
         images, labels = arguments
-        # feed_dict converted fed values to the placeholders' dtypes; tensors also
-        # take tf.function's fast path (NumPy arguments cost more than the step)
+        # the inputs as tensors of the step's dtypes, which take tf.function's
+        # fast path (NumPy arguments cost more than the step)
         images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
         shapes = [value.shape for value in (images, labels)]
         if not groups or groups[-1][0] != shapes:

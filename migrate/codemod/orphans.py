@@ -23,8 +23,14 @@ initialization") are then dead text a reviewer would ask to remove.
 - a comment the legacy file had, in a paragraph (consecutive comment lines)
   that names a TF1 construct the migrated code no longer contains (a
   Supervisor, a MonitoredTrainingSession, a device setter, SyncReplicas, queue
-  runners or tokens, a session), is removed with its paragraph; a trailing
-  comment alone. Comments the rules wrote are never touched.
+  runners or tokens, a session and its options, a TF1 queue), or a name the
+  legacy code bound and the migrated code no longer has at all
+  (``local_init_op``, ``average_gradients``), or a label the legacy docstring
+  defined in a paragraph that went (``# REMEDY 2``), is removed with its
+  paragraph; a trailing comment alone. Comments the rules wrote are never
+  touched.
+- a report read from a ``RunMetadata`` that no call fills any more
+  (:mod:`migrate.codemod.empty_metadata`) goes, with the helpers only it read.
 - so is such a paragraph of a docstring the legacy file had (a docstring left
   with no paragraph goes, when its body keeps a statement).
 
@@ -41,6 +47,8 @@ import sys
 import tokenize
 from collections.abc import Iterable
 
+from migrate.codemod.empty_metadata import empty_metadata_lines
+
 # TF1 constructs a comment can describe: (what a comment says, what code that
 # has the construct contains). A comment naming one is stale when the
 # migrated code contains none of the construct's code.
@@ -54,8 +62,14 @@ _CONSTRUCTS: tuple[tuple[re.Pattern[str], re.Pattern[str]], ...] = tuple(
         (r"queue[\s_-]*runners?|sync[\s_-]*tokens?|token[\s_-]*queue",
          r"\b(QueueRunner|start_queue_runners|get_chief_queue_runner|get_init_tokens_op|queue_runner)\b"),
         (r"\bTF\s?1(\.x)?\b", r"\b(disable_eager_execution|disable_v2_behavior)\b"),
-        (r"\bsess(ion)?s?\b|managed_session|prepare_or_wait",
+        # a session's options and waits: device filters, the session manager's
+        # recovery wait, the stop grace period
+        (r"\bsess(ion)?s?\b|managed_session|prepare_or_wait|device[\s_-]*filters?|recovery[\s_-]*wait|stop[\s_-]*grace",
          r"\b(Session|InteractiveSession|managed_session|MonitoredTrainingSession|MonitoredSession|prepare_or_wait)"),
+        # TF1's queues (tickets handed out through a FIFOQueue on a ps, signals,
+        # input queues); a program keeping a queue (Python's too) keeps the comments
+        (r"\bqueues?\b|\b(en|de)queu\w*",
+         r"\w*Queue\b|\b(enqueue|dequeue)\w*|\bqueue\b"),
     )
 )
 
@@ -92,7 +106,7 @@ def tidy(source: str, output: str, cell_marker: str | None = None, *,
             tree = trees[1] if trees and tidied is output else ast.parse(tidied)
         except SyntaxError:  # not ours to fix: the engine's gate reports it
             return output
-        doomed = _orphaned_lines(tree, tidied, read_before)
+        doomed = empty_metadata_lines(source, tree, tidied) or _orphaned_lines(tree, tidied, read_before)
         if not doomed:
             break
         tidied = _drop_lines(tidied, doomed, cell_marker)
@@ -103,7 +117,11 @@ def tidy(source: str, output: str, cell_marker: str | None = None, *,
     code = _drop_stale_comments(source, tidied, cell_marker, said_of)
     if code is not tidied:
         said_of, tree = removed_machinery(source, code), None
-    return _drop_stale_docstring_paragraphs(source, code, said_of, tree)
+    documented = _drop_stale_docstring_paragraphs(source, code, said_of, tree)
+    if documented == code:
+        return code
+    # a label the docstring defined ("each marked REMEDY") went with its paragraph
+    return _drop_stale_comments(source, documented, cell_marker, _removed_labels(source, documented))
 
 
 # --------------------------------------------------------------------------- bindings
@@ -530,7 +548,64 @@ def removed_machinery(source: str, output: str) -> list[re.Pattern[str]]:
     had = [(said, code_re) for said, code_re in named if code_re.search(legacy_code)]
     migrated_code = _without_comments_and_strings(output) if any(
         code_re.search(output) for _, code_re in had) else ""
-    return [said for said, code_re in had if not code_re.search(migrated_code)]
+    return [said for said, code_re in had if not code_re.search(migrated_code)] + _removed_names(
+        source, output) + _removed_labels(source, output)
+
+
+# A name a comment can only mean as code: snake_case with an underscore
+# (``local_init_op``, ``average_gradients``) or CamelCase (``ChiefHook``).
+_CODE_NAME = re.compile(r"^(?:_*[a-z][a-z0-9]*(?:_[a-z0-9]+)+|_*[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)$")
+
+
+def _removed_names(source: str, output: str) -> list[re.Pattern[str]]:
+    """What a comment says about the names the legacy program bound (a
+    ``def``, a class, an assignment) that its migration no longer has at all
+    (``local_init_op``, ``average_gradients``): such a comment describes code
+    that is gone."""
+    if source == output:
+        return []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    bound = set()
+    for node in _walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+    bound = {name for name in bound if _CODE_NAME.match(name)}
+    if not bound:
+        return []
+    migrated = set(re.findall(r"\w+", _without_comments_and_strings(output)))
+    gone = sorted(bound - migrated)
+    if not gone:
+        return []
+    return [re.compile(r"(?<![\w.-])(" + "|".join(map(re.escape, gone)) + r")(?![\w=])")]
+
+
+_LABEL = re.compile(r"\b([A-Z]{3,})\s+\d+\b")
+
+
+def _removed_labels(source: str, output: str) -> list[re.Pattern[str]]:
+    """What a comment says with a label the legacy docstring defined ("Remedies
+    applied below, each marked \"REMEDY\"": ``# REMEDY 2``) when the migrated
+    text no longer defines it (the paragraph defining it went)."""
+    labels = {match.group(1) for _, _, text, _ in _comments(source) for match in _LABEL.finditer(text)}
+    if not labels:
+        return []
+    legacy_text, migrated_text = _without_comments(source), _without_comments(output)
+    gone = sorted(label for label in labels
+                  if re.search(rf"\b{label}\b", legacy_text) and not re.search(rf"\b{label}\b", migrated_text))
+    return [re.compile(rf"\b({'|'.join(gone)})\s+\d+\b")] if gone else []
+
+
+def _without_comments(code: str) -> str:
+    """``code`` with its comments cut (strings kept: a docstring defines labels)."""
+    lines = code.splitlines(keepends=True)
+    for line, column, _, _ in reversed(_comments(code)):
+        lines[line - 1] = lines[line - 1][:column]
+    return "".join(lines)
 
 
 def _drop_stale_comments(source: str, code: str, cell_marker: str | None,
@@ -674,7 +749,7 @@ def _drop_stale_docstring_paragraphs(source: str, code: str, said_of: list[re.Pa
 
 
 _RUNS_PROGRAM = re.compile(r"\bpython[\d.]*\s+\S+\.py\b")
-_ASIDE = re.compile(r"\s*\([^()]*\)")
+_ASIDE = re.compile(r"(\s*)(\([^()]*\))( ?)")
 _STRATEGY_SUMMARIES = {
     "ParameterServerStrategy": "Parameter-server training with tf.distribute.ParameterServerStrategy: a chief"
                                " task coordinates, workers run the steps, ps tasks hold the variables.",
@@ -688,8 +763,13 @@ _STRATEGY_SUMMARIES = {
 def _without_stale_asides(paragraph: str, said_of: list[re.Pattern[str]]) -> str | None:
     """``paragraph`` without the parenthesized asides that name removed
     machinery, when that leaves a paragraph that names none; else None."""
-    trimmed = _ASIDE.sub(lambda m: "" if any(said.search(_prose(m.group(0))) for said in said_of) else m.group(0),
-                         paragraph)
+    def cut(aside: re.Match[str]) -> str:
+        if not any(said.search(_prose(aside.group(2))) for said in said_of):
+            return aside.group(0)
+        # an aside starting a line leaves the line break (and the indent) before what follows
+        return aside.group(1) if "\n" in aside.group(1) else aside.group(3)
+
+    trimmed = _ASIDE.sub(cut, paragraph)
     if trimmed == paragraph or any(said.search(_prose(trimmed)) for said in said_of) or not trimmed.strip():
         return None
     return trimmed

@@ -67,8 +67,11 @@ def follow_topology(path: str, source: str, code: str) -> tuple[str, list[tuple[
     if topology is None:
         return code, []
     lines = code.splitlines(keepends=True)
-    containers = _text_containers(code, len(lines))
     legacy_lines = {line.strip() for line in source.splitlines() if line.strip()}
+    # an example to edit starts on a line kept from the input that runs the program or
+    # holds a TF_CONFIG cluster: without one, the code is not tokenized (most programs)
+    containers = _text_containers(code, len(lines)) if any(
+        (_RUNS.search(line) or _CLUSTER.search(line)) and line.strip() in legacy_lines for line in lines) else {}
     editable = {at for at in containers if lines[at].strip() in legacy_lines}
     examples = _examples(lines, containers, editable)
     replaced: dict[int, str | None] = {}

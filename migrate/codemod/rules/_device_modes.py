@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from migrate.codemod import fastcst
 from migrate.codemod.program.tracing import own_scope
 from migrate.codemod.rules import _cst as C
 
@@ -169,7 +170,7 @@ def rewrite(fn: cst.FunctionDef, index: int | None, name: str, in_process: str, 
                                                            if line.comment is None])
             return updated
 
-    new = fn.visit(_Returns()).with_changes(name=cst.Name(name))
+    new = fastcst.transform(fn, _Returns()).with_changes(name=cst.Name(name))  # (libcst's visit rebuilds every node)
     new = _without_unread(new)
     for call in C.calls_in(new):
         if qualname(call.func) in (SETTER, "train.Server"):

@@ -21,6 +21,7 @@ import re
 
 import libcst as cst
 
+from migrate.codemod import fastcst
 from migrate.codemod.rules import _cst as C
 
 # one %-conversion: (mapping key)(flags)(width)(.precision)(length)(type)
@@ -42,17 +43,20 @@ def _conversions(template: str) -> list[bool] | None:
     return out
 
 
+def _is_numpy_call(value: cst.BaseExpression) -> bool:
+    """``x.numpy()``"""
+    return (isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "numpy")
+
+
 def _numpy_names(scope: cst.CSTNode) -> set[str]:
     """Names bound once in ``scope`` (not in nested defs) and from ``.numpy()``."""
     bound: dict[str, int] = {}
     from_numpy: set[str] = set()
 
-    def is_numpy(value: cst.BaseExpression) -> bool:
-        return (isinstance(value, cst.Call) and not value.args and isinstance(value.func, cst.Attribute)
-                and value.func.attr.value == "numpy")
-
     def visit(node: cst.CSTNode) -> None:
-        for child in node.children:
+        # (fastcst's children: libcst's ``node.children`` rebuilds every node it passes)
+        for child in fastcst.children(node):
             if isinstance(child, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
                 continue
             if isinstance(child, (cst.Assign, cst.AnnAssign, cst.AugAssign, cst.For, cst.With, cst.NamedExpr)):
@@ -68,12 +72,12 @@ def _numpy_names(scope: cst.CSTNode) -> set[str]:
                         bound[name] = bound.get(name, 0) + 1
                 if isinstance(child, cst.Assign) and len(child.targets) == 1:
                     target, value = child.targets[0].target, child.value
-                    if isinstance(target, cst.Name) and is_numpy(value):
+                    if isinstance(target, cst.Name) and _is_numpy_call(value):
                         from_numpy.add(target.value)
                     elif (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
                           and len(target.elements) == len(value.elements)):
                         for t, v in zip(target.elements, value.elements):
-                            if isinstance(t.value, cst.Name) and is_numpy(v.value):
+                            if isinstance(t.value, cst.Name) and _is_numpy_call(v.value):
                                 from_numpy.add(t.value.value)
             visit(child)
 
@@ -122,21 +126,29 @@ def itemize_formatted(module: cst.Module) -> tuple[cst.Module, list[cst.BinaryOp
     """``module`` with ``.numpy()`` values in numeric %-conversions given as
     ``.item()``, and the (original) formatting expressions changed."""
     changed: list[cst.BinaryOperation] = []
+    # the functions (None: the module's top) with a ``.numpy()`` call in them: only
+    # their own scopes can bind names from one
+    reading = {id(function) for node, function in fastcst.walk_in_functions(module)
+               if type(node) is cst.Call and _is_numpy_call(node)}
+    if not reading:
+        return module, changed  # no value read with ``.numpy()``: nothing to give as ``.item()``
 
     class _PerFunction(cst.CSTTransformer):
         def leave_FunctionDef(self, original, updated):
+            if id(original) not in reading:
+                return updated
             names = _numpy_names(updated.body)
             if not names:
                 return updated
             itemize = _ItemizeOperands(names)
-            body = updated.body.visit(itemize)
+            body = fastcst.transform(updated.body, itemize)
             changed.extend(itemize.changed)
             return updated.with_changes(body=body)
 
-    module = module.visit(_PerFunction())
-    names = _numpy_names(module)
+    module = fastcst.transform(module, _PerFunction())
+    names = _numpy_names(module) if id(None) in reading else set()
     if names:
         itemize = _ItemizeOperands(names)
-        module = module.visit(itemize)
+        module = fastcst.transform(module, itemize)
         changed.extend(itemize.changed)
     return module, changed

@@ -534,7 +534,7 @@ class _Pipeliner:
         # and batches chosen by step read a count of the steps scheduled instead
         counter = rule._fresh("scheduled_steps") if gs else None
         swap = _GlobalStepReads(gs, counter)
-        pre = [st.visit(swap) for st in pre]
+        pre = [_without_comments_on_read(st, st.visit(swap)) for st in pre]
         if isinstance(loop, cst.While):
             test = loop.test.visit(swap)
             head_names = C.names_used(test)
@@ -677,6 +677,17 @@ class _Pipeliner:
             queue = C.stmt(f"{in_flight}.append(({entry}))\n")
             flush = ""
         queue = queue.with_changes(leading_lines=train_statement.leading_lines)
+        if call.args:
+            rule.report(
+                self.original,
+                "the steps stay fed from the host arrays the loop makes, scheduled on the workers in the loop's"
+                " order: a tf.data pipeline per worker (ClusterCoordinator.create_per_worker_dataset) would give"
+                " every worker its own copy of the input, so with several workers a batch would be trained once"
+                " per worker rather than once, in no fixed order",
+                hint="with a single worker, or where visiting every batch exactly once does not matter, build the"
+                " dataset in a function passed to coordinator.create_per_worker_dataset and take"
+                " next(iterator) inside the step (TensorFlow's parameter_server_training tutorial)",
+                fixed=True, severity="info", reference=REFERENCE[PSS])
         save = ""
         if r.save_steps is not None:
             # a checkpoint holds every step scheduled before it, as in TF1
@@ -834,6 +845,16 @@ class _GlobalStepReads(cst.CSTTransformer):
             self.found = True
             return cst.Name(self.counter)
         return updated
+
+
+def _without_comments_on_read(original, swapped):
+    """A statement whose global-step read became the count of scheduled steps,
+    without the comment lines above it: they described the read of a step
+    other workers move on ("another update may land between this read and
+    ours"), which the statement no longer makes."""
+    if not isinstance(swapped, cst.SimpleStatementLine) or C.code_of(swapped) == C.code_of(original):
+        return swapped
+    return swapped.with_changes(leading_lines=[line for line in swapped.leading_lines if line.comment is None])
 
 
 def _parenthesized(test: cst.BaseExpression) -> cst.BaseExpression:

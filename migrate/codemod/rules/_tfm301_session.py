@@ -739,8 +739,7 @@ class _SessionRegion:
                 name = self.ticket_iters.setdefault(queue, self.rule._fresh(f"{queue}_iterator"))
                 n = C.code_of(self.graph.queue_ranges[queue])
                 out += C.stmts(
-                    f"# The ps queue of batch ids ({queue}) becomes the coordinator's own:\n"
-                    f"# each id is scheduled once, on whichever worker is free.\n"
+                    "# Each batch id is scheduled once, on whichever worker is free.\n"
                     f"{name} = iter(range({n}))\n"
                 )
         if self.step_counts:
@@ -764,16 +763,15 @@ class _SessionRegion:
                 self.rule.ctx.require_import("os")
             else:
                 directory_code = directory
-            source = "logdir" if self.supervisors else "checkpoint_dir"
             if not self.saves:
                 saved = "# The TF1 code saved none (its saver was turned off); neither does this one.\n"
             else:
-                at_end = "" if self.trains_forever else ", and at the end"
-                saved = f"# Saved {self.cadence}, as in TF1{at_end}.\n"
+                at_end = "" if self.trains_forever else " and at the end"
+                saved = f"# Saved {self.cadence}{at_end}.\n"
             restore = self._restore_call(ckpt, directory)
             out += C.stmts(
-                f"# Checkpoints: what {source} did in TF1, restored on start so a restarted job resumes\n"
-                "# (also from the TF1 job's own checkpoints).\n"
+                "# Checkpoints, restored on start so a restarted job resumes\n"
+                "# (also from the TF1 job's name-based checkpoints).\n"
                 + saved +
                 f"{ckpt} = tf.train.Checkpoint({tracked})\n"
                 f"{self.manager} = (\n"

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from migrate.codemod import fastcst
 from migrate.codemod.rules import _cst as C
 
 MODULE = "examples.tutorials.mnist.mnist"  # its qualname (compat prefixes stripped)
@@ -274,7 +275,7 @@ def expand(module: cst.Module, qualname, names) -> Expansion | None:
     if taken & set(CONSTANTS):
         return None  # names of the file's own the constants would shadow
     expander = _Expand(qualname, aliases, _Spelling(alias, v1), _top_names(module) | set(CONSTANTS))
-    expanded = module.visit(expander)
+    expanded = fastcst.transform(module, expander)  # (libcst's visit rebuilds every node)
     if not expander.expanded:
         return None
     # any other use of the module (a function not written out, the module passed on) keeps it

@@ -7,6 +7,8 @@ import libcst as cst
 from migrate.codemod.engine import Invalid, Rule, Valid
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _framework_servers
+from migrate.codemod.rules._framework_servers import write_out_framework_servers
 from migrate.codemod.rules._role_lookup import (
     add_chief_switch,
     comprehended_hosts,
@@ -48,6 +50,13 @@ class ClusterResolver(Rule):
     a ``--chief_hosts`` flag is added next to them. MultiWorkerMirroredStrategy
     has no parameter servers, so a ``"ps"`` entry is dropped.
 
+    A server a cluster framework starts for the task, whose cluster and role
+    a context object gives (TensorFlowOnSpark's ``cluster, server =
+    ctx.start_cluster_server(...)`` in ``map_fun(args, ctx)``), is first
+    written out as the ClusterSpec and Server it is (``ctx.cluster_spec``,
+    ``ctx.job_name``, ``ctx.task_index``: ``_framework_servers``); training fed
+    from Spark (``TFNode.DataFeed``) keeps it, with the reason.
+
     Example
         cluster = tf.train.ClusterSpec({"ps": ps_hosts, "worker": worker_hosts})
         server = tf.train.Server(cluster, job_name=FLAGS.job_name, task_index=FLAGS.task_index)
@@ -72,11 +81,17 @@ class ClusterResolver(Rule):
 
     code = "TFM201"
     name = "cluster-resolver"
-    triggers = ("ClusterSpec",)
+    triggers = ("ClusterSpec", _framework_servers.STARTER)
+
+    def report(self, node: cst.CSTNode, message: str, **kw) -> None:
+        # a line written out from a framework's server start is reported where that start is
+        super().report(_framework_servers.origin_of(node, getattr(self, "framework_origins", {})), message, **kw)
 
     def transform(self, module: cst.Module) -> cst.Module:
         if "cluster_resolver" in C.all_names(module):
             return module  # already migrated
+        given = module
+        module = write_out_framework_servers(self, module)
         self.strategy = detect_strategy(module, self.ctx.names)
         if self.strategy is None and serves_only(module, self.ctx.names):
             return module  # a standard server: nothing here takes a resolver (TFM202)
@@ -94,7 +109,7 @@ class ClusterResolver(Rule):
                         " path, and the strategy needs it on every path",
                         hint="compute the job name and index before the condition (or build the resolver from"
                         " TF_CONFIG), then run tfmigrate again", fixed=False)
-            return module
+            return given
         self.chief_flag: tuple[str, str] | None = None  # (flags object, style) once a chief entry is added
         self.chief_choice = False  # a literal chief entry was added: the job-name flag must accept it
         # ParameterServerStrategy: the dict literals a name given to ClusterSpec is bound to get the chief
@@ -401,7 +416,8 @@ class ClusterResolver(Rule):
                 )
             return statement
         if not isinstance(spec, cst.Dict):
-            if self.strategy == PSS and spec is not None and not self.from_tf_config:
+            if (self.strategy == PSS and spec is not None and not self.from_tf_config
+                    and C.code_of(spec) not in self.framework_specs):
                 # a dict built elsewhere (a variable, an environment variable): its jobs are not known here
                 self.report(
                     statement,

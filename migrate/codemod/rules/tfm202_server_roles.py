@@ -9,7 +9,8 @@ from migrate.codemod.fastcst import transform, walk_in_functions
 from migrate.codemod.program import callers
 from migrate.codemod.program.project import index_for
 from migrate.codemod.rules import _cst as C
-from migrate.codemod.rules import _server_flow, _server_flow_emit
+from migrate.codemod.rules import _framework_servers, _server_flow, _server_flow_emit
+from migrate.codemod.rules._framework_servers import write_out_framework_servers
 from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, serves_only
 from migrate.codemod.rules._standard_server import rewrite_standard_servers
 
@@ -138,9 +139,11 @@ class ServerRoles(Rule):
 
     code = "TFM202"
     name = "server-roles"
-    triggers = ("Server", "run_standard_tensorflow_server")
+    triggers = ("Server", "run_standard_tensorflow_server", _framework_servers.STARTER)
 
     def transform(self, module: cst.Module) -> cst.Module:
+        # TFM201 wrote them out; selected alone, this rule does
+        module = write_out_framework_servers(self, module, report=False)
         # exact in any program: the same server, started as TF 2 does
         module = rewrite_standard_servers(module, self)
         self.strategy = detect_strategy(module, self.ctx.names)
@@ -406,7 +409,10 @@ class ServerRoles(Rule):
             test = C.expr(f'{job_code} in ("ps", "worker")')
             orelse = branch.orelse
             if isinstance(orelse, cst.If) and _compares(orelse.test, job_code, "worker"):
-                orelse = orelse.with_changes(test=C.expr(f'{job_code} == "chief"'))
+                # the branch now runs on the chief: its own tests of being a worker (`job_name ==
+                # "worker" and task_index == 0`, TF1's chief test) held there, and hold as tests of the chief
+                chief_body = orelse.body.visit(_WorkerTestsAsChief(job_code))
+                orelse = orelse.with_changes(test=C.expr(f'{job_code} == "chief"'), body=chief_body)
             self.report(server_statement, "ps and worker tasks now only serve; the chief task runs training",
                         fixed=True, severity="info", reference="legacy_reference/async_ps.py")
             return [branch.with_changes(test=test, body=C.indented(body, branch.body), orelse=orelse)]
@@ -417,6 +423,21 @@ class ServerRoles(Rule):
                         fixed=True, severity="info", reference="legacy_reference/sync_replicas.py")
             return C.without_first_branch(branch)
         return None
+
+
+class _WorkerTestsAsChief(cst.CSTTransformer):
+    """``<job> == "worker"`` -> ``<job> == "chief"`` in a worker branch that became the chief's."""
+
+    def __init__(self, job_code: str):
+        super().__init__()
+        self.job_code = job_code
+
+    def leave_Comparison(self, original, updated):
+        if not _compares(original, self.job_code, "worker"):
+            return updated
+        sides = [updated.left, updated.comparisons[0].comparator]
+        chief = [C.expr('"chief"') if isinstance(side, cst.SimpleString) else side for side in sides]
+        return updated.with_changes(left=chief[0], comparisons=[updated.comparisons[0].with_changes(comparator=chief[1])])
 
 
 class _StandardServer(cst.CSTTransformer):

@@ -31,12 +31,14 @@ from migrate.codemod.rules import (
     _dataflow,
     _device_modes,
     _export_helpers,
+    _feed_input,
     _flag_choice,
     _foreign_placement,
     _moving_average,
     _numpy_formats,
     _outer_placeholders,
     _placement,
+    _port_probes,
     _queue_input,
     _rebinding,
     _server_flow,
@@ -384,6 +386,9 @@ class GraphToStrategy(Rule):
             module = _dataflow.drop_unused_functions(module, self._signal_makers)
         if self.converted:
             module = transform(module, _DropGraphModeSwitches(self))
+            if self.strategy == MWMS:
+                module = _feed_input.feed_from_steps(module, self)
+            module = _port_probes.drop_probe_calls(module, connects_when_made=self.strategy == PSS)
             module = self._numbers_under_numpy2(module)
         self._report_sync_left(module)
         if not self.converted:
@@ -2939,8 +2944,8 @@ class GraphToStrategy(Rule):
             for p in params
         ]
         return (
-            "    # feed_dict converted fed values to the placeholders' dtypes; tensors also\n"
-            "    # take tf.function's fast path (NumPy arguments cost more than the step)\n"
+            "    # the inputs as tensors of the step's dtypes, which take tf.function's\n"
+            "    # fast path (NumPy arguments cost more than the step)\n"
             f"    {', '.join(params)} = {', '.join(converted)}\n"
         )
 
@@ -3011,7 +3016,7 @@ class GraphToStrategy(Rule):
         if not cast:
             return []
         return C.stmts(
-            "# feed_dict converted fed values to the placeholders' dtypes\n"
+            "# the values in the dtypes the evaluation takes\n"
             f"{', '.join(cast)} = {', '.join(f'tf.cast({p}, {dtypes[p]})' for p in cast)}\n"
         )
 
@@ -3227,8 +3232,8 @@ GraphToStrategy.INVALID = [
                 groups = []
                 for arguments, captured in pending_steps:
                     x, = arguments
-                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    # the inputs as tensors of the step's dtypes, which take tf.function's
+                    # fast path (NumPy arguments cost more than the step)
                     x = tf.convert_to_tensor(x, tf.float32)
                     shapes = [value.shape for value in (x,)]
                     if not groups or groups[-1][0] != shapes:
@@ -3310,8 +3315,8 @@ GraphToStrategy.INVALID = [
                     lambda value: strategy.reduce(tf.distribute.ReduceOp.SUM, value, axis=None), results)
 
             def schedule_train_step(x):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
+                # the inputs as tensors of the step's dtypes, which take tf.function's
+                # fast path (NumPy arguments cost more than the step)
                 x = tf.convert_to_tensor(x, tf.float32)
                 # The chief queues the step for the next free worker; the step's results come
                 # back as a RemoteValue (its fetch() waits for them).
@@ -3419,17 +3424,17 @@ GraphToStrategy.INVALID = [
                 return strategy.run(train_step_replica, args=(x,))
 
             def run_train_step(x):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
+                # the inputs as tensors of the step's dtypes, which take tf.function's
+                # fast path (NumPy arguments cost more than the step)
                 x = tf.convert_to_tensor(x, tf.float32)
                 results = tf.nest.map_structure(
                     lambda value: strategy.experimental_local_results(value)[0].numpy(),
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
-            # (also from the TF1 job's own checkpoints).
-            # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
+            # Checkpoints, restored on start so a restarted job resumes
+            # (also from the TF1 job's name-based checkpoints).
+            # Saved every 600 s (Supervisor's default save_model_secs) and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
@@ -3600,8 +3605,8 @@ GraphToStrategy.INVALID = [
                 groups = []
                 for arguments, captured in pending_steps:
                     x, = arguments
-                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    # the inputs as tensors of the step's dtypes, which take tf.function's
+                    # fast path (NumPy arguments cost more than the step)
                     x = tf.convert_to_tensor(x, tf.float32)
                     shapes = [value.shape for value in (x,)]
                     if not groups or groups[-1][0] != shapes:
@@ -3720,8 +3725,8 @@ GraphToStrategy.INVALID = [
                 groups = []
                 for arguments, captured in pending_steps:
                     x, keep_prob = arguments
-                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    # the inputs as tensors of the step's dtypes, which take tf.function's
+                    # fast path (NumPy arguments cost more than the step)
                     x, keep_prob = tf.convert_to_tensor(x, tf.float32), tf.convert_to_tensor(keep_prob, tf.float32)
                     shapes = [value.shape for value in (x, keep_prob)]
                     if not groups or groups[-1][0] != shapes:
@@ -3842,17 +3847,17 @@ GraphToStrategy.INVALID = [
                 return strategy.run(train_step_replica, args=(x,))
 
             def run_train_step(x):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
+                # the inputs as tensors of the step's dtypes, which take tf.function's
+                # fast path (NumPy arguments cost more than the step)
                 x = tf.convert_to_tensor(x, tf.float32)
                 results = tf.nest.map_structure(
                     lambda value: strategy.experimental_local_results(value)[0].numpy(),
                     train_step(x))
                 return results
             checkpoint_dir = "/tmp/train"
-            # Checkpoints: what logdir did in TF1, restored on start so a restarted job resumes
-            # (also from the TF1 job's own checkpoints).
-            # Saved every 600 s (Supervisor's default save_model_secs), as in TF1, and at the end.
+            # Checkpoints, restored on start so a restarted job resumes
+            # (also from the TF1 job's name-based checkpoints).
+            # Saved every 600 s (Supervisor's default save_model_secs) and at the end.
             checkpoint = tf.train.Checkpoint(global_step=global_step, opt=opt, w=w)
             checkpoint_manager = (
                 tf.train.CheckpointManager(checkpoint, checkpoint_dir if strategy.cluster_resolver.task_id == 0 else os.path.join(checkpoint_dir, "worker_%d" % strategy.cluster_resolver.task_id), max_to_keep=5) if checkpoint_dir else None)
@@ -3946,8 +3951,8 @@ GraphToStrategy.INVALID = [
                 groups = []
                 for arguments, captured in pending_steps:
                     x, = arguments
-                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    # the inputs as tensors of the step's dtypes, which take tf.function's
+                    # fast path (NumPy arguments cost more than the step)
                     x = tf.convert_to_tensor(x, tf.float32)
                     shapes = [value.shape for value in (x,)]
                     if not groups or groups[-1][0] != shapes:

@@ -2042,8 +2042,8 @@ TowersToMirrored.INVALID = [
                 groups = []
                 for arguments, captured in pending_steps:
                     images, labels = arguments
-                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    # the inputs as tensors of the step's dtypes, which take tf.function's
+                    # fast path (NumPy arguments cost more than the step)
                     images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
                     shapes = [value.shape for value in (images, labels)]
                     if not groups or groups[-1][0] != shapes:
@@ -2172,8 +2172,8 @@ TowersToMirrored.INVALID = [
                 groups = []
                 for arguments, captured in pending_steps:
                     images, labels = arguments
-                    # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                    # take tf.function's fast path (NumPy arguments cost more than the step)
+                    # the inputs as tensors of the step's dtypes, which take tf.function's
+                    # fast path (NumPy arguments cost more than the step)
                     images, labels = tf.convert_to_tensor(images, tf.float32), tf.convert_to_tensor(labels, tf.float32)
                     shapes = [value.shape for value in (images, labels)]
                     if not groups or groups[-1][0] != shapes:
@@ -2266,8 +2266,8 @@ TowersToMirrored.INVALID = [
                 return err
 
             def run_train_step(feats, goal, keep):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
+                # the inputs as tensors of the step's dtypes, which take tf.function's
+                # fast path (NumPy arguments cost more than the step)
                 feats, goal, keep = tf.convert_to_tensor(feats, tf.float32), tf.convert_to_tensor(goal, tf.float32), tf.convert_to_tensor(keep, tf.float32)
                 results = train_step(feats, goal, keep).numpy()
                 return results
@@ -2336,8 +2336,8 @@ TowersToMirrored.INVALID = [
                 return err
 
             def run_train_step(feats):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
+                # the inputs as tensors of the step's dtypes, which take tf.function's
+                # fast path (NumPy arguments cost more than the step)
                 feats = tf.convert_to_tensor(feats, tf.float32)
                 results = train_step(feats).numpy()
                 return results
@@ -2423,8 +2423,8 @@ TowersToMirrored.INVALID = [
                 return err
 
             def run_train_step(feats):
-                # feed_dict converted fed values to the placeholders' dtypes; tensors also
-                # take tf.function's fast path (NumPy arguments cost more than the step)
+                # the inputs as tensors of the step's dtypes, which take tf.function's
+                # fast path (NumPy arguments cost more than the step)
                 feats = tf.convert_to_tensor(feats, tf.float32)
                 results = train_step(feats).numpy()
                 return results
