@@ -23,6 +23,8 @@ import ast
 import os
 from dataclasses import dataclass
 
+from migrate.runtime._ast_names import dotted
+
 _READERS = {
     "open": 0, "io.open": 0, "codecs.open": 0,
     "np.loadtxt": 0, "numpy.loadtxt": 0, "np.load": 0, "numpy.load": 0,
@@ -49,16 +51,6 @@ class MissingInput:
         return f"{where} reads {self.path}, which does not exist ({self.resolved}): {provide}"
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
 
 def _string(node: ast.AST | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
@@ -82,7 +74,7 @@ class _Module:
         self.functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.option_defaults: dict[str, tuple[str, str]] = {}  # option -> (default, spelling)
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
-            func = _dotted(call.func) or ""
+            func = dotted(call.func) or ""
             first = _string(call.args[0]) if call.args else None
             if first is None:
                 continue
@@ -107,11 +99,11 @@ class _Module:
             for sub in ast.walk(node):
                 names = []
                 if isinstance(sub, ast.Call):
-                    names.append(_dotted(sub.func))
+                    names.append(dotted(sub.func))
                     # app.run(main) / tf.app.run(main=main): the entry point handed over
                     names += [a.id for a in sub.args if isinstance(a, ast.Name)]
                     names += [k.value.id for k in sub.keywords if isinstance(k.value, ast.Name)]
-                    if (_dotted(sub.func) or "").endswith("app.run") and not sub.args and not sub.keywords:
+                    if (dotted(sub.func) or "").endswith("app.run") and not sub.args and not sub.keywords:
                         names.append("main")  # tf.app.run() runs __main__.main
                 for name in names:
                     if name in self.functions and name not in seen:
@@ -121,7 +113,7 @@ class _Module:
         return out
 
     def call_sites(self, function: str) -> list[ast.Call]:
-        return [n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and _dotted(n.func) == function]
+        return [n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and dotted(n.func) == function]
 
 
 def _guarded(tree: ast.AST) -> set[int]:
@@ -132,7 +124,7 @@ def _guarded(tree: ast.AST) -> set[int]:
         if isinstance(node, ast.Try) and node.handlers:
             body = node.body
         elif isinstance(node, ast.If) and any(
-            (_dotted(c.func) or "").endswith(("path.exists", "path.isfile", "gfile.Exists", "gfile.exists"))
+            (dotted(c.func) or "").endswith(("path.exists", "path.isfile", "gfile.Exists", "gfile.exists"))
             for c in ast.walk(node.test) if isinstance(c, ast.Call)
         ):
             body = node.body + node.orelse
@@ -155,7 +147,7 @@ def missing_inputs(source: str, cwd: str | None = None) -> list[MissingInput]:
         function = scope.name if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
         params = [a.arg for a in scope.args.args] if function else []
         for call in (n for n in ast.walk(scope) if isinstance(n, ast.Call)):
-            name = _dotted(call.func)
+            name = dotted(call.func)
             if name not in _READERS or id(call) in guarded or not call.args or not _reads(call, name):
                 continue
             for path, origin, option in _paths(call.args[0], function, params, module):

@@ -42,6 +42,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from migrate.runtime._ast_names import dotted as dotted_name
+
 CACHE_ENV = "TFMIGRATE_CACHE"
 READY_FILE = "tfmigrate-ready"  # holds the TensorFlow version the environment imports
 ESTIMATOR_TF = "2.15"  # the last TensorFlow with Estimator
@@ -288,7 +290,7 @@ def needs_estimator(source: str) -> str | None:
             full = [f"{node.module}.{a.name}" for a in node.names]
             name = next((f for f in full if _ESTIMATOR_NAMES.search(f)), None)
         elif isinstance(node, ast.Attribute) and id(node) not in inner:  # whole chains only
-            dotted = _dotted(node)
+            dotted = dotted_name(node)
             if dotted and _ESTIMATOR_NAMES.search(dotted):
                 name = dotted
         if name:
@@ -298,16 +300,6 @@ def needs_estimator(source: str) -> str | None:
     line, _, name = min(found)
     return f"line {line}: {name}"
 
-
-def _dotted(node: ast.AST) -> str | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 # --------------------------------------------------------------------------- NumPy 1's number conversions
@@ -338,7 +330,7 @@ def _one_element_variables(tree: ast.AST) -> dict[str, int]:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and isinstance(node.value, ast.Call)):
             continue
-        call, func = node.value, _dotted(node.value.func) or ""
+        call, func = node.value, dotted_name(node.value.func) or ""
         keywords = {k.arg: k.value for k in call.keywords}
         if func.endswith("get_variable"):
             shape = call.args[1] if len(call.args) > 1 else keywords.get("shape")

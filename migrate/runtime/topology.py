@@ -31,6 +31,7 @@ import libcst as cst
 from migrate.codemod.rules._cst import walk
 from migrate.codemod.rules._program import MIRRORED, MWMS, PSS, detect_strategy, reads_tf_config
 from migrate.codemod.tfnames import TFNames
+from migrate.runtime._ast_names import chain as name_chain
 from migrate.runtime.sync_switch import SyncSwitch, find_sync_switch
 
 __all__ = [
@@ -211,16 +212,6 @@ def _tutorial_aliases(tree: ast.Module) -> set[str]:
     return out
 
 
-def _chain(node: ast.AST) -> list[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return parts[::-1]
-    return []
-
 
 def unseeded_initializers(tree: ast.Module) -> tuple[str, ...]:
     """Where the program draws random initial values without an op seed
@@ -233,7 +224,7 @@ def unseeded_initializers(tree: ast.Module) -> tuple[str, ...]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        chain = _chain(node.func)
+        chain = name_chain(node.func)
         if not chain or chain[0] not in roots:
             continue
         name = chain[-1]
@@ -269,7 +260,7 @@ def training_randomness(tree: ast.Module) -> tuple[str, ...]:
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
-        chain = _chain(node.func)
+        chain = name_chain(node.func)
         if not chain or chain[-1] not in _TRAINING_RANDOMNESS:
             continue
         keywords = {k.arg: k.value for k in node.keywords}
@@ -347,7 +338,7 @@ def _argv_positions(tree: ast.Module) -> dict[str, int]:
         for sub in ast.walk(node.value):
             if (
                 isinstance(sub, ast.Subscript)
-                and _chain(sub.value) == ["sys", "argv"]
+                and name_chain(sub.value) == ["sys", "argv"]
                 and isinstance(sub.slice, ast.Constant)
                 and isinstance(sub.slice.value, int)
             ):
@@ -681,7 +672,7 @@ def analyze(source: str, path: str | None = None) -> ProgramInfo:
         reads_tf_config(module),
         tuple(sorted({
             _string(t.slice) for node in ast.walk(tree) if isinstance(node, ast.Delete) for t in node.targets
-            if isinstance(t, ast.Subscript) and _chain(t.value)[-1:] == ["environ"] and _string(t.slice)
+            if isinstance(t, ast.Subscript) and name_chain(t.value)[-1:] == ["environ"] and _string(t.slice)
         })),
         find_sync_switch(tree),
         role_switch,

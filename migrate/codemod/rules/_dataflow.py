@@ -262,6 +262,23 @@ def bound_names(statements) -> set[str]:
     return _union_cached(statements, _BOUND, _bound_by)
 
 
+def assigned_anywhere(statements) -> set[str]:
+    """Every name the statements assign, nested scopes and comprehension
+    targets included (what a loop body may change, counted generously)."""
+    out: set[str] = set()
+    for st in statements:
+        for node in C.walk(st):
+            if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
+                out |= C.names_used(node.target)
+            elif isinstance(node, cst.WithItem) and node.asname is not None:
+                out |= C.names_used(node.asname.name)
+            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                out.add(node.name.value)
+            elif isinstance(node, (cst.Global, cst.Nonlocal)):
+                out |= {n.name.value for n in node.names}
+    return out
+
+
 def _union_cached(statements, cache: dict, names_of) -> set[str]:
     """The union of ``names_of(statement)``, each statement's names found once
     (the analyses of every block ask again) and kept in ``cache`` by node."""

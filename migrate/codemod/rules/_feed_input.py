@@ -56,6 +56,7 @@ import libcst as cst
 
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _dataflow
 
 
 class _Refused(Exception):
@@ -257,7 +258,7 @@ class _FromGenerators(cst.CSTTransformer):
             _need(_module_source_reads(self.module, source, makers[0])
                   == sum(_source_reads(st, source) for st in makers))
         # what the loops change: the batch depends on none of it, but the training step's count
-        changed = _bound([st for st in C.body_of(outer.body)]) - made
+        changed = _dataflow.assigned_anywhere([st for st in C.body_of(outer.body)]) - made
         if isinstance(outer, cst.For):
             changed |= C.names_used(outer.target)
         changed |= {n for node in C.walk(outer) if isinstance(node, cst.For) for n in C.names_used(node.target)}
@@ -289,7 +290,7 @@ class _FromGenerators(cst.CSTTransformer):
         # `step = result` ends the loop body, the only binding of the step in the loop
         names, value, _ = C.assignment(body[-1])
         _need(names == [step] and isinstance(value, cst.Name) and value.value == result)
-        _need(sum(step in C.assignment(st)[0] for st in body) == 1 and step not in _bound(
+        _need(sum(step in C.assignment(st)[0] for st in body) == 1 and step not in _dataflow.assigned_anywhere(
             [st for st in body if not C.assignment(st)[0]]))
         _need(not any(isinstance(n, (cst.Break, cst.Continue)) for st in body for n in C.walk(st)))
         # the step starts at the count: `step = variable.numpy()` (or int of it) right before the loop
@@ -378,19 +379,6 @@ class _Args(cst.CSTTransformer):
         return updated
 
 
-def _bound(statements) -> set[str]:
-    out: set[str] = set()
-    for st in statements:
-        for node in C.walk(st):
-            if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
-                out |= C.names_used(node.target)
-            elif isinstance(node, cst.WithItem) and node.asname is not None:
-                out |= C.names_used(node.asname.name)
-            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                out.add(node.name.value)
-            elif isinstance(node, (cst.Global, cst.Nonlocal)):
-                out |= {n.name.value for n in node.names}
-    return out
 
 
 def _sources(makers) -> set[str]:
@@ -439,7 +427,7 @@ def _binds_locally(function, root: str) -> bool:
         return False
     declared = any(isinstance(n, (cst.Global, cst.Nonlocal)) and root in {g.name.value for g in n.names}
                    for n in C.walk(function))
-    return not declared and root in _bound(C.body_of(function.body))
+    return not declared and root in _dataflow.assigned_anywhere(C.body_of(function.body))
 
 
 def _source_reads(node, source: str) -> int:

@@ -199,13 +199,8 @@ class _Analysis:
         def declined(node, why):
             return Declined(node, function, why)
 
-        small = statement.body[0] if len(statement.body) == 1 else None
-        _, value, assign = C.assignment(statement)
-        if isinstance(small, cst.Return) and small.value is call:
-            targets = None
-        elif value is call and assign is not None and len(assign.targets) == 1:
-            targets = assign.targets[0].target
-        else:
+        targets = _batch_targets(statement, call)
+        if targets is False:
             return declined(call, f"`{C.code_of(call.func)}(...)` is used inside a larger statement; only its"
                             " result bound to names or returned is followed")
         positions = _BATCH_ARGS[kind]
@@ -371,13 +366,8 @@ class _Analysis:
         def declined(node, why):
             return Declined(node, function, why)
 
-        small = statement.body[0] if len(statement.body) == 1 else None
-        _, value, assign = C.assignment(statement)
-        if isinstance(small, cst.Return) and small.value is call:
-            targets = None
-        elif value is call and assign is not None and len(assign.targets) == 1:
-            targets = assign.targets[0].target
-        else:
+        targets = _batch_targets(statement, call)
+        if targets is False:
             return declined(call, f"`{C.code_of(call.func)}(...)` is used inside a larger statement")
         positions = _BATCH_ARGS[f"{kind}_join"]
 
@@ -639,3 +629,15 @@ def status(module: cst.Module, qualname, functions: set[str]) -> str:
         return ("; TFM305 rewrites it as the tf.data pipeline of the same stages when the rest of the training"
                 " migrates (the reasons found with its rewrite applied say what does not)")
     return ""
+
+
+def _batch_targets(statement, call):
+    """What the batching ``call`` is bound to in ``statement``: its targets,
+    None when the statement returns it, False when it is part of more."""
+    small = statement.body[0] if len(statement.body) == 1 else None
+    _, value, assign = C.assignment(statement)
+    if isinstance(small, cst.Return) and small.value is call:
+        return None
+    if value is call and assign is not None and len(assign.targets) == 1:
+        return assign.targets[0].target
+    return False

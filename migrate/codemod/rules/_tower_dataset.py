@@ -29,6 +29,7 @@ import libcst as cst
 
 from migrate.codemod.fastcst import transform
 from migrate.codemod.rules import _cst as C
+from migrate.codemod.rules import _dataflow
 
 
 class StepSpec:
@@ -150,7 +151,7 @@ class _FromDatasets(cst.CSTTransformer):
               and batch_call.func.value in self.module_functions,
               "the fed values are not the result of calling a function of this module")
         others = [st for st in pre if st is not maker]
-        loop_bound = _bound(body) | {index}
+        loop_bound = _dataflow.assigned_anywhere(body) | {index}
         # the batch is a function of the index and of values the loop does not change
         _need(not (C.names_used(batch_call) - {index}) & loop_bound,
               "the batch is computed from values the loop itself computes")
@@ -288,17 +289,6 @@ def _assigns_exactly(st, names) -> bool:
     return got == list(names)
 
 
-def _bound(statements) -> set[str]:
-    out: set[str] = set()
-    for st in statements:
-        for node in C.walk(st):
-            if isinstance(node, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.For, cst.CompFor)):
-                out |= C.names_used(node.target)
-            elif isinstance(node, cst.WithItem) and node.asname is not None:
-                out |= C.names_used(node.asname.name)
-            elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                out.add(node.name.value)
-    return out
 
 
 def _name_nodes(node, name: str) -> list[cst.Name]:
